@@ -1,0 +1,98 @@
+"""A proposed tool call and the result the registry returns for it.
+
+`ToolCall` is what the model proposes; it is untrusted data, so `arguments` may be anything at all
+(the schema step decides). `ToolResult` is what `Registry.invoke` always returns: nothing escapes as an
+exception. `to_model()` is the only view meant for the model; `to_record()` is the stored receipt form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping
+
+from .errors import Outcome, ToolError
+
+__all__ = ["ToolCall", "ToolResult"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model proposed it. Nothing in it is trusted."""
+
+    name: str
+    arguments: Any
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """The answer to one `invoke`: either an output or an error, always with an outcome."""
+
+    ok: bool
+    outcome: Outcome
+    tool: str
+    output: Any = None
+    error: ToolError | None = None
+    replayed: bool = False
+    call_id: str | None = None
+    fingerprint: str | None = None
+    duration_ms: float = 0.0
+    # Field names whose values never leave the process; masked in every outward view.
+    redact: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def to_model(self) -> dict[str, Any]:
+        """The JSON the model should see: output or error, outcome, and whether it was a replay."""
+        view: dict[str, Any] = {"ok": self.ok, "outcome": self.outcome.value}
+        if self.ok:
+            view["output"] = self._masked(self.output)
+        if self.error is not None:
+            view["error"] = self._masked(self.error.to_dict())
+        if self.replayed:
+            view["replayed"] = True
+        return view
+
+    def to_record(self) -> dict[str, Any]:
+        """The stored, replayable form of this result (values to redact are already masked)."""
+        return {
+            "ok": self.ok,
+            "outcome": self.outcome.value,
+            "tool": self.tool,
+            "output": self._masked(self.output),
+            "error": self._masked(self.error.to_dict()) if self.error is not None else None,
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_record(
+        cls,
+        record: Mapping[str, Any],
+        *,
+        replayed: bool = True,
+        call_id: str | None = None,
+        duration_ms: float = 0.0,
+        redact: Collection[str] = (),
+    ) -> ToolResult:
+        """Rebuild a result from a stored receipt (a replay answers with what the first call returned)."""
+        error = record.get("error")
+        return cls(
+            ok=bool(record["ok"]),
+            outcome=Outcome(record["outcome"]),
+            tool=str(record["tool"]),
+            output=record.get("output"),
+            error=ToolError.from_dict(error) if error else None,
+            replayed=replayed,
+            call_id=call_id,
+            fingerprint=record.get("fingerprint"),
+            duration_ms=duration_ms,
+            redact=frozenset(redact),
+        )
+
+    def _masked(self, value: Any) -> Any:
+        if not self.redact:
+            return value
+        from .redaction import redact  # local: redaction is a leaf module with no back-references
+
+        return redact(value, self.redact)
+
+    def __repr__(self) -> str:  # never show unredacted values in logs
+        return f"ToolResult(tool={self.tool!r}, call_id={self.call_id!r}, {self.to_model()!r})"

@@ -1,0 +1,79 @@
+"""Who is calling (Actor) and what a person approved (Approval).
+
+The actor always comes from the application's trusted session, never from model-written arguments.
+An approval is bound to one exact call: the tool, the argument fingerprint and the actor's tenant.
+It never grants a permission: the registry checks permission first, approval second.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .calls import ToolCall
+
+__all__ = ["Actor", "Approval", "ResourceGuard"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Actor:
+    """The caller, as the application's session established it."""
+
+    id: str
+    tenant: str
+    permissions: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.permissions, str):
+            raise TypeError("Actor.permissions must be a collection of strings, not one string")
+        object.__setattr__(self, "permissions", frozenset(self.permissions))
+
+    def may(self, permission: str | None) -> bool:
+        """True when this actor holds `permission` (a tool with no permission is open to every actor)."""
+        return permission is None or permission in self.permissions
+
+
+# A resource guard decides whether this actor may touch the resource the arguments name.
+ResourceGuard = Callable[[Mapping[str, Any], Actor], bool]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    """A person's approval of one exact call, valid until `expires_at` (wall-clock seconds)."""
+
+    approval_id: str
+    tool: str
+    fingerprint: str
+    tenant: str
+    approver: str
+    expires_at: float
+
+    @classmethod
+    def for_call(
+        cls,
+        call: ToolCall,
+        *,
+        actor: Actor,
+        approver: str,
+        ttl_s: float = 300.0,
+        now: float | None = None,
+    ) -> Approval:
+        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval."""
+        from .idempotency import fingerprint  # the one canonical fingerprint
+
+        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s > 0:
+            raise ValueError("ttl_s must be a positive number of seconds")
+        issued = time.time() if now is None else now
+        return cls(
+            approval_id="apr_" + secrets.token_hex(8),
+            tool=call.name,
+            fingerprint=fingerprint(call.name, call.arguments),
+            tenant=actor.tenant,
+            approver=approver,
+            expires_at=issued + float(ttl_s),
+        )
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires_at

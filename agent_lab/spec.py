@@ -1,0 +1,234 @@
+"""ToolSpec: both halves of one tool's contract, checked when the spec is built.
+
+The model-facing half (name, title, description, input and output schema) is all that is ever exported
+to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, output
+budget, redaction, resource guard) stays in the process and is enforced by `Registry.invoke`.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .policy import ResourceGuard
+
+__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "RetryPolicy", "ToolSpec"]
+
+
+class Effect(str, enum.Enum):
+    """What running the tool does to the world."""
+
+    READ = "read"  # no side effects: safe to repeat
+    WRITE = "write"  # changes state: repeat only under an idempotency key
+    DESTRUCTIVE = "destructive"  # changes state in a way that cannot be undone
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ApprovalPolicy(str, enum.Enum):
+    """When a person must approve a call before it runs."""
+
+    NEVER = "never"
+    ALWAYS = "always"
+    CONDITIONAL = "conditional"  # when `approval_condition(arguments)` is true
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class RetryPolicy(str, enum.Enum):
+    """Whether a failed call of this tool may be retried automatically."""
+
+    NEVER = "never"
+    TRANSIENT = "transient"  # timeouts and unavailable dependencies may be retried
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Decides from the (already validated) arguments whether a conditional approval is needed.
+ApprovalCondition = Callable[[Mapping[str, Any]], bool]
+
+# MCP's rule for tool names; OpenAI's is narrower and is handled by the adapters' name mapping.
+TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+DEFAULT_TIMEOUT_MS = 10_000
+DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+
+
+def _enum_value(enum_type: type[enum.Enum], value: Any, field_name: str) -> Any:
+    try:
+        return enum_type(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in enum_type)
+        raise ValueError(f"ToolSpec.{field_name} must be one of: {choices} (got {value!r})") from None
+
+
+def _positive_number(value: Any, field_name: str, *, integral: bool) -> None:
+    wanted = int if integral else (int, float)
+    if isinstance(value, bool) or not isinstance(value, wanted):
+        kind = "an integer" if integral else "a number"
+        raise ValueError(f"ToolSpec.{field_name} must be {kind}, not {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"ToolSpec.{field_name} must be finite and greater than 0 (got {value!r})")
+
+
+def _compile(schema: Any, field_name: str) -> Any:
+    from .schema import SchemaError, Validator
+
+    try:
+        return Validator(schema)
+    except SchemaError as exc:
+        raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema 2020-12 document: {exc}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """A tool's full contract. Frozen: build a new spec (dataclasses.replace) to change one."""
+
+    # Model-facing contract.
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+    title: str | None = None
+    # Runtime contract (never exported).
+    required_permission: str | None = None
+    effect: Effect = Effect.READ
+    approval: ApprovalPolicy = ApprovalPolicy.NEVER
+    approval_condition: ApprovalCondition | None = field(default=None, compare=False)
+    idempotency_key: str | None = None
+    retry_policy: RetryPolicy = RetryPolicy.NEVER
+    timeout_ms: float = DEFAULT_TIMEOUT_MS
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    redact: tuple[str, ...] = ()
+    resource_guard: ResourceGuard | None = field(default=None, compare=False)
+    open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
+    # Derived when built.
+    warnings: tuple[str, ...] = field(init=False, default=())
+    input_validator: Any = field(init=False, repr=False, compare=False, default=None)
+    output_validator: Any = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        set_field = object.__setattr__
+        self._check_model_half()
+        set_field(self, "input_schema", copy.deepcopy(dict(self.input_schema)))
+        if self.output_schema is not None:
+            set_field(self, "output_schema", copy.deepcopy(dict(self.output_schema)))
+        set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
+        set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
+        set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
+        set_field(self, "redact", self._checked_redact())
+        self._check_runtime_half()
+        set_field(self, "input_validator", _compile(self.input_schema, "input_schema"))
+        if self.output_schema is not None:
+            set_field(self, "output_validator", _compile(self.output_schema, "output_schema"))
+        set_field(self, "warnings", self._lint())
+
+    # -- construction checks -------------------------------------------------------------------
+
+    def _check_model_half(self) -> None:
+        if not isinstance(self.name, str) or not TOOL_NAME_PATTERN.fullmatch(self.name):
+            raise ValueError(
+                f"ToolSpec.name {self.name!r} must be 1-128 characters of A-Z a-z 0-9 _ - . (the MCP rule)"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ValueError(f"ToolSpec.description of {self.name!r} must be a non-empty string")
+        if self.title is not None and not isinstance(self.title, str):
+            raise ValueError(f"ToolSpec.title of {self.name!r} must be a string or None")
+        if not isinstance(self.input_schema, Mapping) or self.input_schema.get("type") != "object":
+            raise ValueError(
+                f"ToolSpec.input_schema of {self.name!r} must be a JSON Schema object with \"type\": \"object\""
+            )
+        if self.output_schema is not None and not isinstance(self.output_schema, Mapping):
+            raise ValueError(f"ToolSpec.output_schema of {self.name!r} must be a JSON Schema object or None")
+
+    def _checked_redact(self) -> tuple[str, ...]:
+        if isinstance(self.redact, str) or not all(isinstance(item, str) for item in self.redact):
+            raise ValueError("ToolSpec.redact must be a collection of field names (strings), not one string")
+        return tuple(self.redact)
+
+    def _check_runtime_half(self) -> None:
+        if self.required_permission is not None and (
+            not isinstance(self.required_permission, str) or not self.required_permission
+        ):
+            raise ValueError("ToolSpec.required_permission must be a non-empty string or None")
+        _positive_number(self.timeout_ms, "timeout_ms", integral=False)
+        _positive_number(self.max_output_bytes, "max_output_bytes", integral=True)
+        conditional = self.approval is ApprovalPolicy.CONDITIONAL
+        if conditional and not callable(self.approval_condition):
+            raise ValueError("ToolSpec.approval='conditional' needs approval_condition, a function of the arguments")
+        if not conditional and self.approval_condition is not None:
+            raise ValueError("ToolSpec.approval_condition is only used with approval='conditional'")
+        if self.resource_guard is not None and not callable(self.resource_guard):
+            raise ValueError("ToolSpec.resource_guard must be a function (arguments, actor) -> bool")
+        if not isinstance(self.open_world, bool):
+            raise ValueError("ToolSpec.open_world must be a bool")
+        if self.idempotency_key is not None:
+            self._check_idempotency_key(self.idempotency_key)
+
+    def _check_idempotency_key(self, key: str) -> None:
+        properties = self.input_schema.get("properties") or {}
+        required = self.input_schema.get("required") or []
+        prop = properties.get(key) if isinstance(properties, Mapping) else None
+        if not isinstance(prop, Mapping) or key not in required or prop.get("type") != "string":
+            raise ValueError(
+                f"ToolSpec.idempotency_key {key!r} must name a required string property of the input schema "
+                f"of {self.name!r} (add it to properties with \"type\": \"string\" and to required)"
+            )
+
+    def _lint(self) -> tuple[str, ...]:
+        found = []
+        if self.effect is not Effect.READ and self.idempotency_key is None:
+            found.append(
+                f"{self.effect.value} tool without idempotency_key: a retried call may repeat its effect"
+            )
+        if self.effect is Effect.DESTRUCTIVE and self.approval is ApprovalPolicy.NEVER:
+            found.append("destructive tool that never asks for approval")
+        return tuple(found)
+
+    # -- the two halves ------------------------------------------------------------------------
+
+    def model_schema(self) -> dict[str, Any]:
+        """The model-facing half only: what a model or a host may see. A deep copy, safe to modify."""
+        exported: dict[str, Any] = {"name": self.name}
+        if self.title is not None:
+            exported["title"] = self.title
+        exported["description"] = self.description
+        exported["input_schema"] = copy.deepcopy(self.input_schema)
+        if self.output_schema is not None:
+            exported["output_schema"] = copy.deepcopy(self.output_schema)
+        return exported
+
+    def runtime_contract(self) -> dict[str, Any]:
+        """The runtime half as plain data, for documentation, linting and reports; never sent to a model."""
+        return {
+            "required_permission": self.required_permission,
+            "effect": self.effect.value,
+            "approval": self.approval.value,
+            "idempotency_key": self.idempotency_key,
+            "retry_policy": self.retry_policy.value,
+            "timeout_ms": self.timeout_ms,
+            "max_output_bytes": self.max_output_bytes,
+            "redact": list(self.redact),
+            "resource_guard": self.resource_guard is not None,
+            "open_world": self.open_world,
+            "warnings": list(self.warnings),
+        }
+
+    @property
+    def writes(self) -> bool:
+        """True for tools whose effect changes state (write or destructive)."""
+        return self.effect is not Effect.READ
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether this call (with validated arguments) must carry an approval."""
+        if self.approval is ApprovalPolicy.ALWAYS:
+            return True
+        if self.approval is ApprovalPolicy.CONDITIONAL:
+            return bool(self.approval_condition(arguments))  # type: ignore[misc]
+        return False
