@@ -1,0 +1,38 @@
+"""`python run_lab.py bench`: measured figures, never asserted in tests.
+
+Each section lives in its own module with a `main(argv) -> int`; this front door runs them in order.
+Peers (python-jsonschema, fastjsonschema) are imported lazily by the sections and skipped when absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Sequence
+
+__all__ = ["SECTIONS", "main"]
+
+# Section name -> module that measures it.
+SECTIONS = {
+    "schema": "agent_lab.bench.schema_bench",
+    "runtime": "agent_lab.bench.runtime_bench",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="run_lab.py bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)"
+    )
+    args, rest = parser.parse_known_args(argv)
+    status = 0
+    for name in args.only or list(SECTIONS):
+        print(f"== {name} ==", flush=True)
+        section = importlib.import_module(SECTIONS[name])
+        status = max(status, section.main(rest))
+        print(flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
