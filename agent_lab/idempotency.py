@@ -31,6 +31,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 __all__ = [
     "MAX_CANONICAL_DEPTH",
     "MAX_INTEGER_BITS",
+    "SCHEMA_VERSION",
+    "BUSY_TIMEOUT_MS",
     "NotCanonicalJSON",
     "canonical_json",
     "fingerprint",
