@@ -1,0 +1,987 @@
+"""ECMA-262 regular expressions (Unicode mode) translated into Python ``re``.
+
+JSON Schema's ``pattern``, ``patternProperties`` and ``format: regex`` speak
+ECMA-262, and the specification recommends the ``u`` flag. Python's ``re``
+looks similar but differs in ways that change verdicts: ``\\d`` and ``\\w`` are
+Unicode-wide, ``$`` also matches before a final newline, ``\\s`` is a different
+set, and it accepts syntax ECMA does not (``(?P<n>...)``, ``\\A``, ``(?i)``).
+
+So patterns are not passed to ``re`` as they are. A small recursive-descent
+parser reads the ECMA grammar (Unicode mode, no Annex B leniency) and writes
+an equivalent Python pattern in which every construct is spelled explicitly:
+literal characters are escaped, character classes become explicit code-point
+ranges, anchors become ``\\A``/``\\Z``. Anything the grammar does not allow
+raises :class:`EcmaRegexError` with the position and the reason (never the
+pattern text itself, which may come from an instance).
+
+Some valid ECMA patterns have no Python equivalent (variable-width
+lookbehind, unsupported Unicode properties, repetition counts above Python's
+limit). They raise :class:`EcmaRegexUnsupported`, a subclass of
+:class:`EcmaRegexError`, so callers can tell "invalid" from "cannot run
+here"; :func:`is_ecma_regex` answers the syntax question alone.
+
+Known semantic differences that remain (documented, rare in schemas):
+captures inside a repeated group are not reset at each iteration as ECMA
+specifies, and under the ``i`` modifier Python's case folding is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import unicodedata
+from typing import Dict, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "EcmaRegexError",
+    "EcmaRegexUnsupported",
+    "compile_ecma",
+    "is_ecma_regex",
+    "translate_ecma",
+]
+
+MAX_CODE_POINT = 0x10FFFF
+MAX_PATTERN_LENGTH = 100_000
+"""Longest pattern accepted; longer ones are refused rather than parsed."""
+MAX_GROUP_DEPTH = 64
+"""Deepest nesting of groups translated; deeper patterns are refused, not recursed into."""
+
+Range = Tuple[int, int]
+
+
+class EcmaRegexError(ValueError):
+    """The pattern is not a valid ECMA-262 (Unicode mode) regular expression."""
+
+
+class EcmaRegexUnsupported(EcmaRegexError):
+    """The pattern is valid ECMA-262 but cannot be run by Python's ``re``."""
+
+
+# ---------------------------------------------------------------------------
+# Fixed character sets (ECMA-262 22.2.2.9 CharacterClassEscape)
+
+DIGIT_RANGES: Tuple[Range, ...] = ((0x30, 0x39),)
+WORD_RANGES: Tuple[Range, ...] = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+LINE_TERMINATOR_RANGES: Tuple[Range, ...] = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
+# WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP, Zs) plus LineTerminator.
+WHITE_SPACE_RANGES: Tuple[Range, ...] = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+)
+SYNTAX_CHARACTERS = frozenset("^$\\.*+?()[]{}|")
+CONTROL_ESCAPES = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+DECIMAL_DIGITS = frozenset("0123456789")
+ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+# ---------------------------------------------------------------------------
+# Range arithmetic
+
+
+def normalize_ranges(ranges: Sequence[Range]) -> List[Range]:
+    """Sort and merge overlapping or adjacent ranges."""
+    merged: List[Range] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            if high > merged[-1][1]:
+                merged[-1] = (merged[-1][0], high)
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def complement_ranges(ranges: Sequence[Range]) -> List[Range]:
+    """Every code point not covered by ``ranges``."""
+    result: List[Range] = []
+    next_low = 0
+    for low, high in normalize_ranges(ranges):
+        if low > next_low:
+            result.append((next_low, low - 1))
+        next_low = high + 1
+    if next_low <= MAX_CODE_POINT:
+        result.append((next_low, MAX_CODE_POINT))
+    return result
+
+
+def _escape_code_point(code_point: int) -> str:
+    """Spell one code point so Python's ``re`` reads it as a literal anywhere."""
+    char = chr(code_point)
+    if char.isascii() and char.isalnum():
+        return char
+    if code_point <= 0xFF:
+        return f"\\x{code_point:02x}"
+    if code_point <= 0xFFFF:
+        return f"\\u{code_point:04x}"
+    return f"\\U{code_point:08x}"
+
+
+def _class_body(ranges: Sequence[Range]) -> str:
+    parts = []
+    for low, high in ranges:
+        if low == high:
+            parts.append(_escape_code_point(low))
+        elif high == low + 1:
+            parts.append(_escape_code_point(low) + _escape_code_point(high))
+        else:
+            parts.append(_escape_code_point(low) + "-" + _escape_code_point(high))
+    return "".join(parts)
+
+
+def ranges_to_python(ranges: Sequence[Range], *, negate: bool = False) -> str:
+    """A Python character class matching exactly ``ranges`` (or their complement)."""
+    ranges = normalize_ranges(ranges)
+    if negate:
+        ranges = complement_ranges(ranges)
+    if not ranges:
+        return "(?!)"
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_code_point(ranges[0][0])
+    return "[" + _class_body(ranges) + "]"
+
+
+DOT_PYTHON = ranges_to_python(LINE_TERMINATOR_RANGES, negate=True)
+
+
+# ---------------------------------------------------------------------------
+# Unicode property tables, built lazily from unicodedata and cached as ranges
+
+_GENERAL_CATEGORY_ALIASES: Dict[str, Tuple[str, ...]] = {
+    # value (every ECMA-accepted spelling) -> two-letter categories
+    "C": ("Cc", "Cf", "Cn", "Co", "Cs"), "Other": ("Cc", "Cf", "Cn", "Co", "Cs"),
+    "Cc": ("Cc",), "Control": ("Cc",), "cntrl": ("Cc",),
+    "Cf": ("Cf",), "Format": ("Cf",),
+    "Cn": ("Cn",), "Unassigned": ("Cn",),
+    "Co": ("Co",), "Private_Use": ("Co",),
+    "Cs": ("Cs",), "Surrogate": ("Cs",),
+    "L": ("Lu", "Ll", "Lt", "Lm", "Lo"), "Letter": ("Lu", "Ll", "Lt", "Lm", "Lo"),
+    "LC": ("Lu", "Ll", "Lt"), "Cased_Letter": ("Lu", "Ll", "Lt"),
+    "Ll": ("Ll",), "Lowercase_Letter": ("Ll",),
+    "Lm": ("Lm",), "Modifier_Letter": ("Lm",),
+    "Lo": ("Lo",), "Other_Letter": ("Lo",),
+    "Lt": ("Lt",), "Titlecase_Letter": ("Lt",),
+    "Lu": ("Lu",), "Uppercase_Letter": ("Lu",),
+    "M": ("Mc", "Me", "Mn"), "Mark": ("Mc", "Me", "Mn"), "Combining_Mark": ("Mc", "Me", "Mn"),
+    "Mc": ("Mc",), "Spacing_Mark": ("Mc",),
+    "Me": ("Me",), "Enclosing_Mark": ("Me",),
+    "Mn": ("Mn",), "Nonspacing_Mark": ("Mn",),
+    "N": ("Nd", "Nl", "No"), "Number": ("Nd", "Nl", "No"),
+    "Nd": ("Nd",), "Decimal_Number": ("Nd",), "digit": ("Nd",),
+    "Nl": ("Nl",), "Letter_Number": ("Nl",),
+    "No": ("No",), "Other_Number": ("No",),
+    "P": ("Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps"),
+    "Punctuation": ("Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps"),
+    "punct": ("Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps"),
+    "Pc": ("Pc",), "Connector_Punctuation": ("Pc",),
+    "Pd": ("Pd",), "Dash_Punctuation": ("Pd",),
+    "Pe": ("Pe",), "Close_Punctuation": ("Pe",),
+    "Pf": ("Pf",), "Final_Punctuation": ("Pf",),
+    "Pi": ("Pi",), "Initial_Punctuation": ("Pi",),
+    "Po": ("Po",), "Other_Punctuation": ("Po",),
+    "Ps": ("Ps",), "Open_Punctuation": ("Ps",),
+    "S": ("Sc", "Sk", "Sm", "So"), "Symbol": ("Sc", "Sk", "Sm", "So"),
+    "Sc": ("Sc",), "Currency_Symbol": ("Sc",),
+    "Sk": ("Sk",), "Modifier_Symbol": ("Sk",),
+    "Sm": ("Sm",), "Math_Symbol": ("Sm",),
+    "So": ("So",), "Other_Symbol": ("So",),
+    "Z": ("Zl", "Zp", "Zs"), "Separator": ("Zl", "Zp", "Zs"),
+    "Zl": ("Zl",), "Line_Separator": ("Zl",),
+    "Zp": ("Zp",), "Paragraph_Separator": ("Zp",),
+    "Zs": ("Zs",), "Space_Separator": ("Zs",),
+}
+
+_table_lock = threading.Lock()
+_category_ranges: Optional[Dict[str, List[Range]]] = None
+
+
+def _scan_categories() -> Dict[str, List[Range]]:
+    """One pass over every code point, grouping runs by general category."""
+    table: Dict[str, List[Range]] = {}
+    category_of = unicodedata.category
+    run_start = 0
+    run_category = category_of(chr(0))
+    for code_point in range(1, MAX_CODE_POINT + 1):
+        category = category_of(chr(code_point))
+        if category != run_category:
+            table.setdefault(run_category, []).append((run_start, code_point - 1))
+            run_start, run_category = code_point, category
+    table.setdefault(run_category, []).append((run_start, MAX_CODE_POINT))
+    return table
+
+
+def category_ranges(categories: Sequence[str]) -> List[Range]:
+    """Ranges of the union of two-letter general categories (table built once)."""
+    global _category_ranges
+    if _category_ranges is None:
+        with _table_lock:
+            if _category_ranges is None:
+                _category_ranges = _scan_categories()
+    table = _category_ranges
+    ranges: List[Range] = []
+    for category in categories:
+        ranges.extend(table.get(category, ()))
+    return normalize_ranges(ranges)
+
+
+# Scripts: the standard library has no Script property, so membership is
+# derived from character names ("GREEK SMALL LETTER ALPHA" is Greek). This is
+# an approximation: it covers the letters, marks and digits of each script,
+# not every Common/Inherited subtlety of Scripts.txt.
+_SCRIPT_NAME_PREFIXES: Dict[str, Tuple[str, ...]] = {
+    "Arabic": ("ARABIC",),
+    "Armenian": ("ARMENIAN",),
+    "Bengali": ("BENGALI",),
+    "Cherokee": ("CHEROKEE",),
+    "Cyrillic": ("CYRILLIC", "COMBINING CYRILLIC"),
+    "Devanagari": ("DEVANAGARI",),
+    "Ethiopic": ("ETHIOPIC",),
+    "Georgian": ("GEORGIAN",),
+    "Greek": ("GREEK",),
+    "Gujarati": ("GUJARATI",),
+    "Gurmukhi": ("GURMUKHI",),
+    "Han": ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "CJK RADICAL", "KANGXI RADICAL"),
+    "Hangul": ("HANGUL",),
+    "Hebrew": ("HEBREW",),
+    "Hiragana": ("HIRAGANA",),
+    "Kannada": ("KANNADA",),
+    "Katakana": ("KATAKANA", "HALFWIDTH KATAKANA", "CIRCLED KATAKANA"),
+    "Khmer": ("KHMER",),
+    "Lao": ("LAO",),
+    "Latin": ("LATIN", "FULLWIDTH LATIN"),
+    "Malayalam": ("MALAYALAM",),
+    "Mongolian": ("MONGOLIAN",),
+    "Myanmar": ("MYANMAR",),
+    "Oriya": ("ORIYA",),
+    "Sinhala": ("SINHALA",),
+    "Syriac": ("SYRIAC",),
+    "Tamil": ("TAMIL",),
+    "Telugu": ("TELUGU",),
+    "Thaana": ("THAANA",),
+    "Thai": ("THAI",),
+    "Tibetan": ("TIBETAN",),
+}
+_SCRIPT_ALIASES: Dict[str, str] = {
+    "Arab": "Arabic", "Armn": "Armenian", "Beng": "Bengali", "Cher": "Cherokee",
+    "Cyrl": "Cyrillic", "Deva": "Devanagari", "Ethi": "Ethiopic", "Geor": "Georgian",
+    "Grek": "Greek", "Gujr": "Gujarati", "Guru": "Gurmukhi", "Hani": "Han", "Hang": "Hangul",
+    "Hebr": "Hebrew", "Hira": "Hiragana", "Knda": "Kannada", "Kana": "Katakana",
+    "Khmr": "Khmer", "Laoo": "Lao", "Latn": "Latin", "Mlym": "Malayalam", "Mong": "Mongolian",
+    "Mymr": "Myanmar", "Orya": "Oriya", "Sinh": "Sinhala", "Syrc": "Syriac", "Taml": "Tamil",
+    "Telu": "Telugu", "Thaa": "Thaana", "Thai": "Thai", "Tibt": "Tibetan",
+}
+# Han ideographs whose names do not say so (iteration and number marks).
+_HAN_EXTRA: Tuple[Range, ...] = ((0x3005, 0x3005), (0x3007, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B))
+_script_cache: Dict[str, List[Range]] = {}
+
+
+def _scan_script(script: str) -> List[Range]:
+    prefixes = tuple(prefix + " " for prefix in _SCRIPT_NAME_PREFIXES[script])
+    hyphen_prefixes = tuple(prefix + "-" for prefix in _SCRIPT_NAME_PREFIXES[script])
+    ranges: List[Range] = list(_HAN_EXTRA) if script == "Han" else []
+    name_of = unicodedata.name
+    for code_point in range(MAX_CODE_POINT + 1):
+        name = name_of(chr(code_point), "")
+        if name.startswith(prefixes) or name.startswith(hyphen_prefixes):
+            ranges.append((code_point, code_point))
+    return normalize_ranges(ranges)
+
+
+def script_ranges(script: str) -> List[Range]:
+    """Approximate code-point ranges of a script (see _SCRIPT_NAME_PREFIXES)."""
+    cached = _script_cache.get(script)
+    if cached is None:
+        cached = _scan_script(script)
+        _script_cache[script] = cached
+    return cached
+
+
+# ECMA-262 table 67: binary properties. Those computable from the standard
+# library map to their ranges (or a builder); the rest are valid syntax that
+# this module cannot run.
+_BINARY_PROPERTY_ALIASES: Dict[str, str] = {
+    "ASCII": "ASCII", "ASCII_Hex_Digit": "ASCII_Hex_Digit", "AHex": "ASCII_Hex_Digit",
+    "Alphabetic": "Alphabetic", "Alpha": "Alphabetic", "Any": "Any", "Assigned": "Assigned",
+    "Bidi_Control": "Bidi_Control", "Bidi_C": "Bidi_Control",
+    "Bidi_Mirrored": "Bidi_Mirrored", "Bidi_M": "Bidi_Mirrored",
+    "Case_Ignorable": "Case_Ignorable", "CI": "Case_Ignorable", "Cased": "Cased",
+    "Changes_When_Casefolded": "Changes_When_Casefolded", "CWCF": "Changes_When_Casefolded",
+    "Changes_When_Casemapped": "Changes_When_Casemapped", "CWCM": "Changes_When_Casemapped",
+    "Changes_When_Lowercased": "Changes_When_Lowercased", "CWL": "Changes_When_Lowercased",
+    "Changes_When_NFKC_Casefolded": "Changes_When_NFKC_Casefolded",
+    "CWKCF": "Changes_When_NFKC_Casefolded",
+    "Changes_When_Titlecased": "Changes_When_Titlecased", "CWT": "Changes_When_Titlecased",
+    "Changes_When_Uppercased": "Changes_When_Uppercased", "CWU": "Changes_When_Uppercased",
+    "Dash": "Dash", "Default_Ignorable_Code_Point": "Default_Ignorable_Code_Point",
+    "DI": "Default_Ignorable_Code_Point", "Deprecated": "Deprecated", "Dep": "Deprecated",
+    "Diacritic": "Diacritic", "Dia": "Diacritic", "Emoji": "Emoji",
+    "Emoji_Component": "Emoji_Component", "EComp": "Emoji_Component",
+    "Emoji_Modifier": "Emoji_Modifier", "EMod": "Emoji_Modifier",
+    "Emoji_Modifier_Base": "Emoji_Modifier_Base", "EBase": "Emoji_Modifier_Base",
+    "Emoji_Presentation": "Emoji_Presentation", "EPres": "Emoji_Presentation",
+    "Extended_Pictographic": "Extended_Pictographic", "ExtPict": "Extended_Pictographic",
+    "Extender": "Extender", "Ext": "Extender", "Grapheme_Base": "Grapheme_Base",
+    "Gr_Base": "Grapheme_Base", "Grapheme_Extend": "Grapheme_Extend", "Gr_Ext": "Grapheme_Extend",
+    "Hex_Digit": "Hex_Digit", "Hex": "Hex_Digit",
+    "IDS_Binary_Operator": "IDS_Binary_Operator", "IDSB": "IDS_Binary_Operator",
+    "IDS_Trinary_Operator": "IDS_Trinary_Operator", "IDST": "IDS_Trinary_Operator",
+    "ID_Continue": "ID_Continue", "IDC": "ID_Continue", "ID_Start": "ID_Start", "IDS": "ID_Start",
+    "Ideographic": "Ideographic", "Ideo": "Ideographic", "Join_Control": "Join_Control",
+    "Join_C": "Join_Control", "Logical_Order_Exception": "Logical_Order_Exception",
+    "LOE": "Logical_Order_Exception", "Lowercase": "Lowercase", "Lower": "Lowercase",
+    "Math": "Math", "Noncharacter_Code_Point": "Noncharacter_Code_Point",
+    "NChar": "Noncharacter_Code_Point", "Pattern_Syntax": "Pattern_Syntax",
+    "Pat_Syn": "Pattern_Syntax", "Pattern_White_Space": "Pattern_White_Space",
+    "Pat_WS": "Pattern_White_Space", "Quotation_Mark": "Quotation_Mark", "QMark": "Quotation_Mark",
+    "Radical": "Radical", "Regional_Indicator": "Regional_Indicator", "RI": "Regional_Indicator",
+    "Sentence_Terminal": "Sentence_Terminal", "STerm": "Sentence_Terminal",
+    "Soft_Dotted": "Soft_Dotted", "SD": "Soft_Dotted",
+    "Terminal_Punctuation": "Terminal_Punctuation", "Term": "Terminal_Punctuation",
+    "Unified_Ideograph": "Unified_Ideograph", "UIdeo": "Unified_Ideograph",
+    "Uppercase": "Uppercase", "Upper": "Uppercase",
+    "Variation_Selector": "Variation_Selector", "VS": "Variation_Selector",
+    "White_Space": "White_Space", "space": "White_Space",
+    "XID_Continue": "XID_Continue", "XIDC": "XID_Continue", "XID_Start": "XID_Start",
+    "XIDS": "XID_Start",
+}
+_FIXED_BINARY_PROPERTIES: Dict[str, Tuple[Range, ...]] = {
+    "ASCII": ((0, 0x7F),),
+    "ASCII_Hex_Digit": ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)),
+    "Any": ((0, MAX_CODE_POINT),),
+    "Hex_Digit": ((0x30, 0x39), (0x41, 0x46), (0x61, 0x66), (0xFF10, 0xFF19), (0xFF21, 0xFF26),
+                  (0xFF41, 0xFF46)),
+    "Join_Control": ((0x200C, 0x200D),),
+    "Noncharacter_Code_Point": ((0xFDD0, 0xFDEF),) + tuple(
+        (plane * 0x10000 + 0xFFFE, plane * 0x10000 + 0xFFFF) for plane in range(17)),
+    "Pattern_White_Space": ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0x200E, 0x200F),
+                            (0x2028, 0x2029)),
+    "Regional_Indicator": ((0x1F1E6, 0x1F1FF),),
+    "Variation_Selector": ((0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F),
+                           (0xE0100, 0xE01EF)),
+    "White_Space": ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+                    (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+                    (0x3000, 0x3000)),
+}
+_predicate_cache: Dict[str, List[Range]] = {}
+
+
+def _ranges_where(predicate) -> List[Range]:
+    ranges: List[Range] = []
+    for code_point in range(MAX_CODE_POINT + 1):
+        if predicate(chr(code_point)):
+            if ranges and ranges[-1][1] == code_point - 1:
+                ranges[-1] = (ranges[-1][0], code_point)
+            else:
+                ranges.append((code_point, code_point))
+    return ranges
+
+
+# Properties the standard library exposes exactly (CPython's str methods use
+# the derived core properties Uppercase/Lowercase and XID_Start/XID_Continue).
+_PREDICATE_PROPERTIES = {
+    "Bidi_Mirrored": lambda char: bool(unicodedata.mirrored(char)),
+    "Uppercase": str.isupper,
+    "Lowercase": str.islower,
+    "XID_Start": lambda char: char != "_" and char.isidentifier(),
+    "XID_Continue": lambda char: ("a" + char).isidentifier(),
+}
+
+
+def binary_property_ranges(canonical: str) -> List[Range]:
+    """Ranges of a binary property, or EcmaRegexUnsupported when not derivable."""
+    if canonical in _FIXED_BINARY_PROPERTIES:
+        return list(_FIXED_BINARY_PROPERTIES[canonical])
+    if canonical == "Assigned":
+        return complement_ranges(category_ranges(("Cn",)))
+    predicate = _PREDICATE_PROPERTIES.get(canonical)
+    if predicate is None:
+        raise EcmaRegexUnsupported(
+            f"Unicode property {canonical} is valid ECMA-262 but not available here")
+    cached = _predicate_cache.get(canonical)
+    if cached is None:
+        cached = _ranges_where(predicate)
+        _predicate_cache[canonical] = cached
+    return cached
+
+
+_SCRIPT_PROPERTY_NAMES = frozenset({"Script", "sc", "Script_Extensions", "scx"})
+_CATEGORY_PROPERTY_NAMES = frozenset({"General_Category", "gc"})
+
+
+# ---------------------------------------------------------------------------
+# The translator
+
+
+def _code_points(pattern: str) -> List[int]:
+    """Code points of the pattern, joining UTF-16 surrogate pairs into one."""
+    points: List[int] = []
+    index = 0
+    while index < len(pattern):
+        code_point = ord(pattern[index])
+        if 0xD800 <= code_point <= 0xDBFF and index + 1 < len(pattern):
+            trail = ord(pattern[index + 1])
+            if 0xDC00 <= trail <= 0xDFFF:
+                code_point = 0x10000 + ((code_point - 0xD800) << 10) + (trail - 0xDC00)
+                index += 1
+        points.append(code_point)
+        index += 1
+    return points
+
+
+def _is_id_start(code_point: int) -> bool:
+    char = chr(code_point)
+    return char in "$_" or char.isidentifier()
+
+
+def _is_id_part(code_point: int) -> bool:
+    char = chr(code_point)
+    return char in "$\u200c\u200d" or ("a" + char).isidentifier()
+
+
+class _Translator:
+    """Recursive-descent parser over the ECMA grammar that emits Python syntax.
+
+    One instance translates one pattern. Methods named after grammar
+    productions return the Python spelling of what they consumed.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.source = _code_points(pattern)
+        self.position = 0
+        self.group_count, self.group_names = self._scan_groups()
+        self.groups_opened = 0
+        self.open_groups: List[int] = []
+        self.python_names: Dict[str, str] = {}
+        self.seen_names: set = set()
+        self.ignore_case = False
+        self.multiline = False
+        self.dot_all = False
+        self.depth = 0
+
+    # -- cursor helpers ----------------------------------------------------
+    def fail(self, reason: str, *, position: Optional[int] = None) -> EcmaRegexError:
+        where = self.position if position is None else position
+        return EcmaRegexError(f"invalid ECMA-262 regular expression at position {where}: {reason}")
+
+    def peek(self, offset: int = 0) -> Optional[str]:
+        index = self.position + offset
+        if index < len(self.source):
+            return chr(self.source[index])
+        return None
+
+    def at_end(self) -> bool:
+        return self.position >= len(self.source)
+
+    def take(self) -> str:
+        char = self.peek()
+        if char is None:
+            raise self.fail("unexpected end of pattern")
+        self.position += 1
+        return char
+
+    def accept(self, text: str) -> bool:
+        """Consume ``text`` if it comes next."""
+        for offset, char in enumerate(text):
+            if self.peek(offset) != char:
+                return False
+        self.position += len(text)
+        return True
+
+    def expect(self, char: str, reason: str) -> None:
+        if not self.accept(char):
+            raise self.fail(reason)
+
+    # -- pre-scan ------------------------------------------------------------
+    def _scan_groups(self) -> Tuple[int, Dict[str, int]]:
+        """Count capturing groups and collect names before parsing.
+
+        ECMA allows a backreference to a group that appears later, so the
+        totals must be known up front. Escapes and class bodies are skipped.
+        """
+        count = 0
+        names: Dict[str, int] = {}
+        source = self.source
+        index = 0
+        in_class = False
+        while index < len(source):
+            char = chr(source[index])
+            if char == "\\":
+                index += 2
+                continue
+            if in_class:
+                in_class = char != "]"
+            elif char == "[":
+                in_class = True
+            elif char == "(":
+                if index + 1 >= len(source) or chr(source[index + 1]) != "?":
+                    count += 1
+                elif (index + 2 < len(source) and chr(source[index + 2]) == "<"
+                      and (index + 3 >= len(source) or chr(source[index + 3]) not in "=!")):
+                    count += 1
+                    end = index + 3
+                    while end < len(source) and chr(source[end]) != ">":
+                        end += 1
+                    raw_name = "".join(chr(point) for point in source[index + 3:end])
+                    names.setdefault(raw_name, count)
+            index += 1
+        return count, names
+
+    # -- grammar -------------------------------------------------------------
+    def translate(self) -> str:
+        result = self.disjunction()
+        if not self.at_end():
+            if self.peek() == ")":
+                raise self.fail("unmatched closing parenthesis")
+            raise self.fail("unexpected character")
+        return result
+
+    def disjunction(self) -> str:
+        alternatives = [self.alternative()]
+        while self.accept("|"):
+            alternatives.append(self.alternative())
+        return "|".join(alternatives)
+
+    def alternative(self) -> str:
+        terms = []
+        while not self.at_end() and self.peek() not in "|)":
+            terms.append(self.term())
+        return "".join(terms)
+
+    def term(self) -> str:
+        assertion = self.assertion()
+        if assertion is not None:
+            if self._quantifier_follows():
+                raise self.fail("nothing to repeat: an assertion cannot be quantified")
+            return assertion
+        atom = self.atom()
+        return atom + self.quantifier()
+
+    def _quantifier_follows(self) -> bool:
+        return self.peek() in ("*", "+", "?", "{")
+
+    def assertion(self) -> Optional[str]:
+        if self.accept("^"):
+            return r"(?<![^\n\r\u2028\u2029])" if self.multiline else r"\A"
+        if self.accept("$"):
+            return r"(?![^\n\r\u2028\u2029])" if self.multiline else r"\Z"
+        if self.accept("\\b"):
+            return r"(?a:\b)"
+        if self.accept("\\B"):
+            return r"(?a:\B)"
+        start = self.position
+        for opener in ("(?=", "(?!", "(?<=", "(?<!"):
+            if self.accept(opener):
+                return self._group_body(opener, start)
+        return None
+
+    def quantifier(self) -> str:
+        start = self.position
+        char = self.peek()
+        if char in ("*", "+", "?"):
+            self.position += 1
+            text = char
+        elif char == "{":
+            self.position += 1
+            text = self._braced_quantifier(start)
+        else:
+            return ""
+        if self.accept("?"):
+            text += "?"
+        return text
+
+    def _braced_quantifier(self, start: int) -> str:
+        low = self._decimal_digits()
+        if low is None:
+            raise self.fail("incomplete quantifier", position=start)
+        if self.accept("}"):
+            return f"{{{low}}}"
+        if not self.accept(","):
+            raise self.fail("incomplete quantifier", position=start)
+        high = self._decimal_digits()
+        if not self.accept("}"):
+            raise self.fail("incomplete quantifier", position=start)
+        if high is None:
+            return f"{{{low},}}"
+        if high < low:
+            raise self.fail("numbers out of order in quantifier", position=start)
+        return f"{{{low},{high}}}"
+
+    def _decimal_digits(self) -> Optional[int]:
+        start = self.position
+        while self.peek() is not None and self.peek() in DECIMAL_DIGITS:
+            self.position += 1
+        if self.position == start:
+            return None
+        return int("".join(chr(point) for point in self.source[start:self.position]))
+
+    def atom(self) -> str:
+        start = self.position
+        char = self.take()
+        if char == ".":
+            return r"[\x00-\U0010ffff]" if self.dot_all else DOT_PYTHON
+        if char == "(":
+            return self.group()
+        if char == "[":
+            return self.character_class()
+        if char == "\\":
+            return self.atom_escape()
+        if char in ("*", "+", "?", "{"):
+            raise self.fail("nothing to repeat", position=start)
+        if char in ("]", "}"):
+            raise self.fail("lone quantifier bracket or class bracket", position=start)
+        return _escape_code_point(self.source[start])
+
+    # -- groups --------------------------------------------------------------
+    def group(self) -> str:
+        start = self.position - 1
+        if self.accept("?:"):
+            return self._group_body("(?:", start)
+        if self.accept("?<"):
+            name = self.group_name()
+            self.groups_opened += 1
+            if name in self.seen_names:
+                raise self.fail("duplicate capture group name", position=start)
+            self.seen_names.add(name)
+            python_name = self._python_group_name(name)
+            return self._capturing_body(f"(?P<{python_name}>", start)
+        if self.peek() == "?":
+            return self._modifier_group(start)
+        self.groups_opened += 1
+        return self._capturing_body("(", start)
+
+    def _capturing_body(self, opener: str, start: int) -> str:
+        number = self.groups_opened
+        self.open_groups.append(number)
+        try:
+            return self._group_body(opener, start)
+        finally:
+            self.open_groups.pop()
+
+    def _group_body(self, opener: str, start: int) -> str:
+        self.depth += 1
+        if self.depth > MAX_GROUP_DEPTH:
+            raise EcmaRegexUnsupported(f"groups nested deeper than {MAX_GROUP_DEPTH} levels")
+        body = self.disjunction()
+        self.depth -= 1
+        if not self.accept(")"):
+            raise self.fail("unterminated group", position=start)
+        return opener + body + ")"
+
+    def _modifier_group(self, start: int) -> str:
+        """``(?ims-ims:...)`` (ES2025 modifiers); any other ``(?`` form is invalid."""
+        self.position += 1  # the "?"
+        enable = self._modifier_flags()
+        disable = self._modifier_flags() if self.accept("-") else None
+        if not self.accept(":"):
+            raise self.fail("invalid group: only (?:, (?=, (?!, (?<=, (?<!, (?<name> "
+                            "and (?flags-flags: are ECMA-262", position=start)
+        if disable is not None and not enable and not disable:
+            raise self.fail("empty modifier group", position=start)
+        if set(enable) & set(disable or ""):
+            raise self.fail("a modifier is both enabled and disabled", position=start)
+        saved = (self.ignore_case, self.multiline, self.dot_all)
+        for flag, value in [(f, True) for f in enable] + [(f, False) for f in disable or ""]:
+            if flag == "i":
+                self.ignore_case = value
+            elif flag == "m":
+                self.multiline = value
+            else:
+                self.dot_all = value
+        python_flags = ""
+        if "i" in enable:
+            python_flags = "(?i:"
+        elif disable and "i" in disable:
+            python_flags = "(?-i:"
+        try:
+            body = self._group_body(python_flags or "(?:", start)
+        finally:
+            self.ignore_case, self.multiline, self.dot_all = saved
+        return body
+
+    def _modifier_flags(self) -> str:
+        flags = ""
+        while self.peek() is not None and self.peek() in "ims":
+            flag = self.take()
+            if flag in flags:
+                raise self.fail("repeated modifier flag")
+            flags += flag
+        if self.peek() is not None and self.peek().isalpha():
+            raise self.fail("unknown modifier flag")
+        return flags
+
+    def group_name(self) -> str:
+        """RegExpIdentifierName up to ``>``; ``\\u`` escapes are allowed in names."""
+        start = self.position
+        name_points: List[int] = []
+        while True:
+            char = self.peek()
+            if char is None:
+                raise self.fail("unterminated group name", position=start)
+            if char == ">":
+                self.position += 1
+                break
+            if char == "\\":
+                self.position += 1
+                if self.take() != "u":
+                    raise self.fail("invalid escape in group name")
+                code_point = self.unicode_escape()
+            else:
+                code_point = self.source[self.position]
+                self.position += 1
+            valid = _is_id_part(code_point) if name_points else _is_id_start(code_point)
+            if not valid:
+                raise self.fail("invalid character in group name")
+            name_points.append(code_point)
+        if not name_points:
+            raise self.fail("empty group name", position=start)
+        return "".join(chr(point) for point in name_points)
+
+    def _python_group_name(self, name: str) -> str:
+        python_name = name if name.isidentifier() and not name.startswith("_ecma_") else (
+            "_ecma_" + "_".join(f"{ord(char):x}" for char in name))
+        self.python_names[name] = python_name
+        return python_name
+
+    # -- escapes ---------------------------------------------------------------
+    def atom_escape(self) -> str:
+        start = self.position - 1
+        char = self.peek()
+        if char is None:
+            raise self.fail("pattern ends with a backslash", position=start)
+        if char in "123456789":
+            number = self._decimal_digits()
+            if number > self.group_count:
+                raise self.fail("backreference to a group that does not exist", position=start)
+            return self._backreference(number, str(number))
+        if char == "k":
+            self.position += 1
+            if not self.accept("<"):
+                raise self.fail("invalid named reference", position=start)
+            name = self.group_name()
+            if name not in self.group_names:
+                raise self.fail("named reference to a group that does not exist", position=start)
+            number = self.group_names[name]
+            return self._backreference(number, self._python_group_name(name))
+        class_ranges = self.class_escape_ranges()
+        if class_ranges is not None:
+            ranges, negate = class_ranges
+            return ranges_to_python(ranges, negate=negate)
+        return _escape_code_point(self.character_escape())
+
+    def _backreference(self, number: int, python_reference: str) -> str:
+        """ECMA: a reference to a group that has not captured matches empty."""
+        if number in self.open_groups or number > self.groups_opened:
+            return "(?:)"
+        if python_reference.isdigit():
+            return f"(?({python_reference})\\{python_reference})"
+        return f"(?({python_reference})(?P={python_reference}))"
+
+    def class_escape_ranges(self) -> Optional[Tuple[List[Range], bool]]:
+        """\\d \\D \\s \\S \\w \\W \\p{..} \\P{..}: (ranges, negated), or None."""
+        char = self.peek()
+        fixed = {"d": DIGIT_RANGES, "s": WHITE_SPACE_RANGES, "w": WORD_RANGES}
+        if char in ("d", "s", "w", "D", "S", "W"):
+            self.position += 1
+            return list(fixed[char.lower()]), char.isupper()
+        if char in ("p", "P"):
+            self.position += 1
+            return self.property_ranges(), char == "P"
+        return None
+
+    def property_ranges(self) -> List[Range]:
+        start = self.position - 2
+        if not self.accept("{"):
+            raise self.fail("\\p must be followed by {property}", position=start)
+        name = self._property_word()
+        value = self._property_word() if self.accept("=") else None
+        if not self.accept("}"):
+            raise self.fail("unterminated Unicode property escape", position=start)
+        if value is not None:
+            if name in _CATEGORY_PROPERTY_NAMES and value in _GENERAL_CATEGORY_ALIASES:
+                return category_ranges(_GENERAL_CATEGORY_ALIASES[value])
+            if name in _SCRIPT_PROPERTY_NAMES:
+                return self._script(value, start)
+            raise self.fail("unknown Unicode property", position=start)
+        if name in _GENERAL_CATEGORY_ALIASES:
+            return category_ranges(_GENERAL_CATEGORY_ALIASES[name])
+        if name in _BINARY_PROPERTY_ALIASES:
+            return binary_property_ranges(_BINARY_PROPERTY_ALIASES[name])
+        raise self.fail("unknown Unicode property", position=start)
+
+    def _script(self, value: str, start: int) -> List[Range]:
+        script = _SCRIPT_ALIASES.get(value, value)
+        if script in _SCRIPT_NAME_PREFIXES:
+            return script_ranges(script)
+        if value.replace("_", "").isalnum():
+            raise EcmaRegexUnsupported(f"script {value} is not available here")
+        raise self.fail("unknown script", position=start)
+
+    def _property_word(self) -> str:
+        start = self.position
+        while self.peek() is not None and (self.peek().isascii() and
+                                           (self.peek().isalnum() or self.peek() == "_")):
+            self.position += 1
+        if self.position == start:
+            raise self.fail("empty Unicode property name")
+        return "".join(chr(point) for point in self.source[start:self.position])
+
+    def character_escape(self) -> int:
+        """CharacterEscape[+UnicodeMode]: returns the code point it stands for."""
+        start = self.position - 1
+        char = self.take()
+        if char in CONTROL_ESCAPES:
+            return CONTROL_ESCAPES[char]
+        if char == "c":
+            letter = self.peek()
+            if letter is None or letter not in ASCII_LETTERS:
+                raise self.fail("\\c must be followed by an ASCII letter", position=start)
+            self.position += 1
+            return ord(letter) % 32
+        if char == "0":
+            if self.peek() is not None and self.peek() in DECIMAL_DIGITS:
+                raise self.fail("octal escapes are not allowed in Unicode mode", position=start)
+            return 0
+        if char == "x":
+            return self._hex_digits(2, start)
+        if char == "u":
+            return self.unicode_escape()
+        if char in SYNTAX_CHARACTERS or char == "/":
+            return ord(char)
+        raise self.fail("invalid escape in Unicode mode", position=start)
+
+    def _hex_digits(self, count: int, start: int) -> int:
+        digits = ""
+        for _ in range(count):
+            char = self.peek()
+            if char is None or char not in HEX_DIGITS:
+                raise self.fail("invalid hexadecimal escape", position=start)
+            digits += char
+            self.position += 1
+        return int(digits, 16)
+
+    def unicode_escape(self) -> int:
+        """After ``\\u``: ``HHHH`` (surrogate pairs joined) or ``{H...}``."""
+        start = self.position - 2
+        if self.accept("{"):
+            digits = ""
+            while self.peek() is not None and self.peek() in HEX_DIGITS:
+                digits += self.take()
+            if not digits or not self.accept("}"):
+                raise self.fail("invalid \\u{...} escape", position=start)
+            code_point = int(digits, 16)
+            if code_point > MAX_CODE_POINT:
+                raise self.fail("code point out of range", position=start)
+            return code_point
+        lead = self._hex_digits(4, start)
+        if 0xD800 <= lead <= 0xDBFF and self.peek() == "\\" and self.peek(1) == "u":
+            saved = self.position
+            self.position += 2
+            try:
+                trail = self._hex_digits(4, start)
+            except EcmaRegexError:
+                trail = -1
+            if 0xDC00 <= trail <= 0xDFFF:
+                return 0x10000 + ((lead - 0xD800) << 10) + (trail - 0xDC00)
+            self.position = saved
+        return lead
+
+    # -- character classes ------------------------------------------------------
+    def character_class(self) -> str:
+        start = self.position - 1
+        negate = self.accept("^")
+        ranges: List[Range] = []
+        while True:
+            if self.at_end():
+                raise self.fail("unterminated character class", position=start)
+            if self.accept("]"):
+                break
+            first = self.class_atom()
+            if self.peek() == "-" and self.peek(1) not in (None, "]"):
+                self.position += 1
+                second = self.class_atom()
+                if isinstance(first, list) or isinstance(second, list):
+                    raise self.fail("a class escape cannot bound a range")
+                if first > second:
+                    raise self.fail("range out of order in character class")
+                ranges.append((first, second))
+            elif isinstance(first, list):
+                ranges.extend(first)
+            else:
+                ranges.append((first, first))
+        if negate and not ranges:
+            return r"[\x00-\U0010ffff]"
+        return ranges_to_python(ranges, negate=negate)
+
+    def class_atom(self):
+        """One class member: a code point (int) or a set of ranges (list)."""
+        start = self.position
+        char = self.take()
+        if char != "\\":
+            return self.source[start]
+        char = self.peek()
+        if char is None:
+            raise self.fail("pattern ends with a backslash", position=start)
+        if char == "b":
+            self.position += 1
+            return 0x08
+        if char == "-":
+            self.position += 1
+            return ord("-")
+        class_ranges = self.class_escape_ranges()
+        if class_ranges is not None:
+            ranges, negate = class_ranges
+            return complement_ranges(ranges) if negate else list(ranges)
+        return self.character_escape()
+
+
+def translate_ecma(pattern: str) -> str:
+    """The Python ``re`` source equivalent to an ECMA-262 pattern (``u`` flag).
+
+    Raises EcmaRegexError when the pattern is not valid ECMA-262, and
+    EcmaRegexUnsupported when it is valid but uses a property this module
+    cannot compute.
+    """
+    if not isinstance(pattern, str):
+        raise EcmaRegexError("a regular expression must be a string")
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise EcmaRegexUnsupported(f"pattern longer than {MAX_PATTERN_LENGTH} characters")
+    return _Translator(pattern).translate()
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_ecma(pattern: str) -> "re.Pattern[str]":
+    """Compile an ECMA-262 pattern into a Python pattern with ECMA semantics.
+
+    Use ``.search()``: ECMA patterns are not anchored. Cached, because
+    schemas compile the same patterns again and again.
+    """
+    source = translate_ecma(pattern)
+    try:
+        return re.compile(source)
+    except (re.error, OverflowError, RecursionError) as error:
+        reason = getattr(error, "msg", None) or type(error).__name__
+        raise EcmaRegexUnsupported(
+            f"valid ECMA-262 pattern that Python's re cannot run ({reason})") from None
+
+
+def is_ecma_regex(pattern: str) -> bool:
+    """Whether ``pattern`` is valid ECMA-262 syntax (Unicode mode).
+
+    This is the ``format: regex`` question: valid patterns that Python cannot
+    run (variable-width lookbehind, say) still count as valid.
+    """
+    try:
+        translate_ecma(pattern)
+    except EcmaRegexUnsupported:
+        return True
+    except (EcmaRegexError, RecursionError):
+        return False
+    return True
