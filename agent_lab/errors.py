@@ -113,6 +113,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "idempotency_in_progress": CatalogueEntry(
             _C.CONFLICT, True, _N.RETRY_LATER, _O.REJECTED, "A call with this idempotency key is still running."
         ),
+        "internal_error": CatalogueEntry(
+            _C.INTERNAL, False, _N.STOP, _O.REJECTED,
+            "The tool runtime failed while checking this call; the tool did not run.",
+        ),
         # The handler ran (or may have run).
         "tool_timeout": CatalogueEntry(
             _C.DEPENDENCY, True, _N.RETRY, _O.FAILED, "The tool did not finish within its time limit."

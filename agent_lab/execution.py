@@ -1,0 +1,324 @@
+"""Running handlers: how a handler is called, where it runs, and what came of it.
+
+The registry's execute step needs three things that have nothing to do with policy, so they live here:
+
+* `Handler`: a registered function plus what its signature says (does it take a `CallContext`, is it
+  `async def`), worked out once at registration, not on every call.
+* `WorkerPool` and `LoopThread`: the bounded thread pool that runs sync handlers and the event-loop
+  thread that runs async handlers for the synchronous `invoke`. Both belong to one registry, start on
+  first use and stop with `Registry.close()`.
+* `Run`: what came of one handler call (returned, failed on purpose, raised, timed out, never started)
+  as a plain value. `run_sync` and `run_async` never raise for anything a handler does, except
+  KeyboardInterrupt and SystemExit, which belong to the process, not to the tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import enum
+import inspect
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Coroutine, Optional
+
+from .context import CallContext
+from .errors import ToolError, ToolFailure
+
+__all__ = [
+    "Handler",
+    "LoopThread",
+    "Run",
+    "RunKind",
+    "WorkerPool",
+    "copy_json",
+    "run_async",
+    "run_sync",
+    "seconds_left",
+]
+
+logger = logging.getLogger("agent_lab.execution")
+
+# Exceptions that stop the process on purpose; a tool must never swallow them.
+PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
+
+
+class ContextMode(str, enum.Enum):
+    """How a handler receives its `CallContext`."""
+
+    NONE = "none"  # handler(arguments)
+    POSITIONAL = "positional"  # handler(arguments, ctx)
+    KEYWORD = "keyword"  # handler(arguments, *, ctx=...) or a keyword parameter annotated CallContext
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler and the facts about its signature, worked out once."""
+
+    function: Callable[..., Any]
+    is_async: bool
+    context_mode: ContextMode
+    context_name: Optional[str] = None  # the keyword to pass the context under (KEYWORD mode)
+
+    @classmethod
+    def wrap(cls, function: Callable[..., Any]) -> Handler:
+        if not callable(function):
+            raise TypeError(f"a handler must be callable, not {type(function).__name__}")
+        mode, name = _context_parameter(function)
+        return cls(function=function, is_async=_is_async(function), context_mode=mode, context_name=name)
+
+    def call(self, arguments: Any, ctx: CallContext) -> Any:
+        """Call the function the way its signature asks for (for async handlers: make the coroutine)."""
+        if self.context_mode is ContextMode.POSITIONAL:
+            return self.function(arguments, ctx)
+        if self.context_mode is ContextMode.KEYWORD:
+            return self.function(arguments, **{self.context_name: ctx})  # type: ignore[dict-item]
+        return self.function(arguments)
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    """`async def` functions, partials of them, and objects whose `__call__` is `async def`."""
+    if inspect.iscoroutinefunction(function):
+        return True
+    call = getattr(function, "__call__", None)
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _context_parameter(function: Callable[..., Any]) -> tuple[ContextMode, Optional[str]]:
+    """Whether the handler takes a context: a second positional parameter, or a parameter named
+    `ctx` / annotated `CallContext`. A signature that cannot be read (some builtins) gets none."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return ContextMode.NONE, None
+    positional_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in parameters if p.kind in positional_kinds]
+    if len(positional) >= 2:
+        return ContextMode.POSITIONAL, None
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and _names_context(parameter):
+            return ContextMode.KEYWORD, parameter.name
+    return ContextMode.NONE, None
+
+
+def _names_context(parameter: inspect.Parameter) -> bool:
+    if parameter.name == "ctx" or parameter.annotation is CallContext:
+        return True
+    annotation = parameter.annotation
+    return isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "CallContext"
+
+
+# ---------------------------------------------------------------------------------------------
+# What came of a call
+# ---------------------------------------------------------------------------------------------
+
+
+class RunKind(str, enum.Enum):
+    RETURNED = "returned"  # the handler returned an output (not yet checked)
+    FAILED = "failed"  # the handler raised ToolFailure: a business failure with no effect
+    RAISED = "raised"  # the handler raised anything else
+    TIMED_OUT = "timed_out"  # the caller stopped waiting at the deadline
+    NOT_STARTED = "not_started"  # the deadline passed while the job waited for a worker: nothing ran
+
+
+@dataclass(frozen=True)
+class Run:
+    """The result of one handler call, as a value."""
+
+    kind: RunKind
+    output: Any = None
+    error: Optional[ToolError] = None  # the ToolFailure's error (FAILED)
+    exception_type: Optional[str] = None  # the class name of what was raised (RAISED), for logs only
+
+    @classmethod
+    def returned(cls, output: Any) -> Run:
+        return cls(RunKind.RETURNED, output=output)
+
+    @classmethod
+    def failed(cls, error: ToolError) -> Run:
+        return cls(RunKind.FAILED, error=error)
+
+    @classmethod
+    def raised(cls, exception: BaseException) -> Run:
+        return cls(RunKind.RAISED, exception_type=type(exception).__name__)
+
+    @classmethod
+    def timed_out(cls) -> Run:
+        return cls(RunKind.TIMED_OUT)
+
+    @classmethod
+    def not_started(cls) -> Run:
+        return cls(RunKind.NOT_STARTED)
+
+
+def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
+    """Call a sync handler and turn whatever it does into a `Run`."""
+    try:
+        output = handler.call(arguments, ctx)
+    except ToolFailure as failure:
+        return Run.failed(failure.error)
+    except PROCESS_EXITS:
+        raise
+    except BaseException as exception:  # noqa: BLE001 - containing it is the point
+        return _contained(ctx, exception)
+    if inspect.iscoroutine(output):  # a sync wrapper returned a coroutine: never leave it unawaited
+        output.close()
+        return _contained(ctx, TypeError("handler returned a coroutine; register the async function itself"))
+    return Run.returned(output)
+
+
+async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
+    """Await an async handler until its deadline, then cancel it.
+
+    A cancellation of the *caller* (asyncio.CancelledError from outside) propagates: swallowing it would
+    break the caller's own cancellation. The deadline is enforced with `asyncio.wait_for`.
+    """
+    try:
+        awaitable = handler.call(arguments, ctx)
+        output = await asyncio.wait_for(awaitable, seconds_left(ctx.deadline))
+    except asyncio.TimeoutError:
+        ctx.cancel_event.set()
+        return Run.timed_out()
+    except ToolFailure as failure:
+        return Run.failed(failure.error)
+    except (asyncio.CancelledError, *PROCESS_EXITS):
+        ctx.cancel_event.set()
+        raise
+    except BaseException as exception:  # noqa: BLE001
+        return _contained(ctx, exception)
+    return Run.returned(output)
+
+
+def _contained(ctx: CallContext, exception: BaseException) -> Run:
+    """Log an unexpected handler exception where operators can see it; the model never does."""
+    logger.warning("handler of tool %r raised %s (call %s)", ctx.tool, type(exception).__name__, ctx.call_id)
+    logger.debug("traceback of the %s raised by tool %r", type(exception).__name__, ctx.tool, exc_info=exception)
+    return Run.raised(exception)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deadlines and copies
+# ---------------------------------------------------------------------------------------------
+
+
+def seconds_left(deadline: Optional[float]) -> Optional[float]:
+    """Seconds until an absolute `time.monotonic()` deadline (never negative); None means no limit."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic())
+
+
+def earliest(*deadlines: Optional[float]) -> Optional[float]:
+    """The earliest of some absolute deadlines, ignoring None."""
+    present = [deadline for deadline in deadlines if deadline is not None]
+    return min(present) if present else None
+
+
+def is_deadline(value: object) -> bool:
+    """A caller deadline is None or a finite number (a bool is not a time)."""
+    if value is None:
+        return True
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (already checked to be JSON and bounded in depth).
+
+    Faster than `copy.deepcopy` for plain data, and containers come back as plain dict/list, so a
+    handler can neither mutate what the registry fingerprinted nor see a caller's dict subclass.
+    """
+    kind = type(value)
+    if kind is dict or isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list or isinstance(value, list):
+        return [copy_json(item) for item in value]
+    return value  # str, int, float, bool, None: immutable
+
+
+# ---------------------------------------------------------------------------------------------
+# Where handlers run
+# ---------------------------------------------------------------------------------------------
+
+
+class WorkerPool:
+    """A bounded thread pool, created on first use. Sync handlers run here so the caller can stop
+    waiting at the deadline; a handler that overruns keeps its worker until it returns."""
+
+    def __init__(self, max_workers: int) -> None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError("max_workers must be an integer of at least 1")
+        self._max_workers = max_workers
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, function: Callable[..., Any], *arguments: Any) -> concurrent.futures.Future:
+        return self._started().submit(function, *arguments)
+
+    def _started(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the registry is closed")
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._max_workers, thread_name_prefix="agent-lab-tool"
+                )
+            return self._executor
+
+    def close(self, *, wait: bool) -> None:
+        """Refuse new jobs, drop queued ones; with wait=True also wait for running handlers."""
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=True)
+
+
+class LoopThread:
+    """An event loop on a daemon thread, created on first use, for async handlers called from `invoke`."""
+
+    def __init__(self) -> None:
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
+        try:
+            loop = self._started()
+        except BaseException:
+            coroutine.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coroutine, loop)
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the registry is closed")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="agent-lab-async-tools", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(_cancel_all_and_stop, loop)
+        thread.join(timeout=1.0)
+        if not thread.is_alive():
+            loop.close()
+
+
+def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)

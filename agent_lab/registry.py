@@ -1,0 +1,844 @@
+"""Registry: the one place a proposed tool call is checked, run and recorded.
+
+`invoke` runs DESIGN.md's steps in one fixed order, for every tool, with no bypass:
+
+    route -> schema -> permission -> approval -> deadline -> idempotency -> execute -> output -> record
+
+Each pre-run step is a small method that returns None (go on) or a `ToolResult` that stops the call
+(a refusal, or a replayed receipt); `invoke` stops at the first one and goes straight to record.
+Nothing a handler or a model does escapes as an exception: whatever `invoke` is given, it returns a
+`ToolResult`. Only KeyboardInterrupt and SystemExit pass through (they stop the process on purpose).
+
+Decisions worth knowing (each is also noted where it is made):
+
+* A resource guard that answers False makes the resource invisible: `not_found`, outcome rejected,
+  the same answer as for a resource that does not exist, so another tenant's data never leaks.
+* A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
+  so the same key replays "unknown, look it up" instead of repeating the effect.
+* A refusal before any effect, and a failure known to have had no effect that a retry could fix,
+  release the reservation, so a corrected or later retry with the same key can run.
+* A sync write that overruns its deadline keeps running on its worker and keeps its reservation;
+  when it finishes, its real result becomes the receipt (exactly one effect either way). An async
+  handler is cancelled at its deadline instead; for a write the receipt then says "unknown".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import difflib
+import functools
+import json
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from .calls import ToolCall, ToolResult
+from .context import CallContext
+from .errors import NextAction, Outcome, ToolError
+from .execution import (
+    PROCESS_EXITS,
+    Handler,
+    LoopThread,
+    Run,
+    RunKind,
+    WorkerPool,
+    copy_json,
+    earliest,
+    is_deadline,
+    run_async,
+    run_sync,
+    seconds_left,
+)
+from .idempotency import (
+    InMemoryReceiptStore,
+    NotCanonicalJSON,
+    ReceiptKey,
+    ReceiptStore,
+    ReservationStatus,
+    fingerprint,
+)
+from .jsonvalue import check_json_value, find_non_json
+from .policy import Actor, Approval
+from .spec import RetryPolicy, ToolSpec
+
+__all__ = [
+    "MAX_CLOSE_NAMES",
+    "MAX_REPORTED_VIOLATIONS",
+    "MAX_OUTPUT_DEPTH",
+    "STEPS",
+    "Registry",
+]
+
+logger = logging.getLogger("agent_lab.registry")
+
+STEPS = ("route", "schema", "permission", "approval", "deadline", "idempotency", "execute", "output", "record")
+"""The step names, in order, as they appear in audit records (`step`: the last step reached)."""
+
+MAX_REPORTED_VIOLATIONS = 20
+"""At most this many schema violations are listed in an error's details (the count says how many)."""
+
+MAX_CLOSE_NAMES = 3
+"""How many near-miss tool names `tool_not_found` suggests."""
+
+MAX_OUTPUT_DEPTH = 64
+"""Handler output nested deeper than this is refused as invalid_tool_output (same limit as inputs)."""
+
+SUMMARY_VALUE_CHARS = 40
+"""In an approval summary, a longer argument value is cut to this many characters and an ellipsis."""
+
+SUMMARY_MAX_CHARS = 300
+"""An approval summary longer than this is cut (it is one readable line, not the full call)."""
+
+LATE_ASYNC_GRACE_S = 0.25
+"""`invoke` waits this much past the deadline for an async handler's cancellation to be reported
+before it stops waiting (only a handler that blocks its event loop ever needs it)."""
+
+
+class _NotAToolCall:
+    """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
+
+
+@dataclass
+class _CallState:
+    """Everything one invoke has learned so far. Internal and mutable; one per call.
+
+    After the execute step, only the caller's thread writes it; a late-completion callback only reads
+    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, redact).
+    """
+
+    call: Any
+    actor: Any
+    approval: Any
+    deadline: Any
+    call_id: str
+    started: float
+    tool: str = ""
+    spec: Optional[ToolSpec] = None
+    handler: Optional[Handler] = None
+    fingerprint: Optional[str] = None
+    step: str = "route"
+    receipt_key: Optional[ReceiptKey] = None
+    reserved: bool = False  # this call holds an idempotency reservation
+    late_pending: bool = False  # a late handler will complete the reservation itself
+    approval_used: Optional[Approval] = None
+    context: Optional[CallContext] = None
+    redact: frozenset = field(default_factory=frozenset)
+
+    @property
+    def arguments(self) -> Any:
+        return self.call.arguments
+
+    def result(self, *, ok: bool, outcome: Outcome, output: Any = None, error: Optional[ToolError] = None) -> ToolResult:
+        return ToolResult(
+            ok=ok,
+            outcome=outcome,
+            tool=self.tool,
+            output=output,
+            error=error,
+            call_id=self.call_id,
+            fingerprint=self.fingerprint,
+            redact=self.redact,
+        )
+
+    def refusal(
+        self,
+        code: str,
+        message: Optional[str] = None,
+        *,
+        details: Optional[Mapping[str, Any]] = None,
+        outcome: Outcome = Outcome.REJECTED,
+        retryable: Optional[bool] = None,
+        next_action: Optional[NextAction] = None,
+    ) -> ToolResult:
+        error = ToolError.from_code(code, message, details=details, retryable=retryable, next_action=next_action)
+        return self.result(ok=False, outcome=outcome, error=error)
+
+
+class Registry:
+    """Holds tools (a `ToolSpec` and its handler each) and runs proposed calls through the fixed steps.
+
+    `receipts`: where idempotency receipts live (default: a fresh `InMemoryReceiptStore`).
+    `audit`: an optional sink that receives one redacted record per invoke.
+    `max_workers`: size of the worker pool sync handlers run on (created on first use).
+    `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
+    `clock`: wall clock for approval expiry (receipt stores keep their own clock).
+    `run_inline`: run sync handlers on the caller's thread instead of the pool. Only for trusted, fast
+    handlers and for measuring overhead: the caller cannot stop waiting at the deadline, which is
+    checked after the handler returns (an overrun is then reported exactly like a timeout).
+    """
+
+    def __init__(
+        self,
+        *,
+        receipts: Optional[ReceiptStore] = None,
+        audit: Any = None,
+        max_workers: int = 8,
+        cursor_secret: Optional[bytes] = None,
+        clock: Callable[[], float] = time.time,
+        run_inline: bool = False,
+    ) -> None:
+        if cursor_secret is not None and not isinstance(cursor_secret, (bytes, bytearray)):
+            raise TypeError("cursor_secret must be bytes or None")
+        self._owns_receipts = receipts is None
+        self._receipts: ReceiptStore = InMemoryReceiptStore() if receipts is None else receipts
+        self._audit = audit
+        self._pool = WorkerPool(max_workers)
+        self._loop_thread = LoopThread()
+        self._cursor_secret = bytes(cursor_secret) if cursor_secret is not None else None
+        self._cursors: Any = None
+        self._clock = clock
+        self._run_inline = bool(run_inline)
+        self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    def register(self, spec: ToolSpec, handler: Callable[..., Any]) -> None:
+        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`."""
+        if not isinstance(spec, ToolSpec):
+            raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
+        wrapped = Handler.wrap(handler)
+        with self._lock:
+            if spec.name in self._tools:
+                raise ValueError(f"a tool named {spec.name!r} is already registered")
+            self._tools[spec.name] = (spec, wrapped)
+
+    def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
+        """Model-facing halves of the tools, in registration order; with an actor, only those it may call."""
+        specs = [spec for spec, _ in self._tools.values()]
+        if actor is not None:
+            specs = [spec for spec in specs if actor.may(spec.required_permission)]
+        return [spec.model_schema() for spec in specs]
+
+    def spec(self, name: str) -> ToolSpec:
+        """The spec registered under `name` (KeyError if there is none)."""
+        try:
+            return self._tools[name][0]
+        except KeyError:
+            raise KeyError(f"no tool named {name!r} is registered") from None
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    @property
+    def receipts(self) -> ReceiptStore:
+        return self._receipts
+
+    @property
+    def cursors(self) -> Any:
+        """The `CursorCodec` handlers use (via `ctx.cursors`) to issue and read page cursors."""
+        if self._cursors is None:
+            from .cursor import CursorCodec
+
+            codec = CursorCodec(self._cursor_secret if self._cursor_secret is not None else secrets.token_bytes(32))
+            with self._lock:
+                if self._cursors is None:
+                    self._cursors = codec
+        return self._cursors
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self, *, wait: bool = False) -> None:
+        """Stop the worker pool and the event-loop thread. Queued jobs are dropped; handlers already
+        running finish on their own (with wait=True, close waits for them). A receipt store the
+        registry made itself is closed too; one passed in belongs to the caller."""
+        self._closed = True
+        self._pool.close(wait=wait)
+        self._loop_thread.close()
+        if self._owns_receipts:
+            self._receipts.close()
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- invoke ----------------------------------------------------------------------------------
+
+    def invoke(
+        self,
+        call: ToolCall,
+        *,
+        actor: Actor,
+        approval: Optional[Approval] = None,
+        deadline: Optional[float] = None,
+    ) -> ToolResult:
+        """Check, run and record one proposed call. Never raises; see the module docstring.
+
+        `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only).
+        """
+        state = self._start(call, actor, approval, deadline)
+        try:
+            result = self._admit(state)
+            if result is None:
+                result = self._conclude(state, self._execute(state))
+        except PROCESS_EXITS:
+            raise
+        except BaseException:  # noqa: BLE001 - a bug in a step must not escape either
+            result = self._internal_error(state)
+        return self._record(state, result)
+
+    async def ainvoke(
+        self,
+        call: ToolCall,
+        *,
+        actor: Actor,
+        approval: Optional[Approval] = None,
+        deadline: Optional[float] = None,
+    ) -> ToolResult:
+        """`invoke` for asyncio callers: async handlers are awaited (and cancelled at the deadline) on
+        the caller's loop; sync handlers run on the worker pool without blocking the loop."""
+        state = self._start(call, actor, approval, deadline)
+        try:
+            result = self._admit(state)
+            if result is None:
+                result = self._conclude(state, await self._aexecute(state))
+        except asyncio.CancelledError:
+            # The caller itself was cancelled: record what we know, then let the cancellation through.
+            self._record(state, self._conclude(state, Run.timed_out()))
+            raise
+        except PROCESS_EXITS:
+            raise
+        except BaseException:  # noqa: BLE001
+            result = self._internal_error(state)
+        return self._record(state, result)
+
+    # -- step 0: start and route -----------------------------------------------------------------
+
+    def _start(self, call: Any, actor: Any, approval: Any, deadline: Any) -> _CallState:
+        """Collect the inputs; nothing here can fail, whatever the caller passed."""
+        call_id = getattr(call, "call_id", None) if isinstance(call, ToolCall) else None
+        if not isinstance(call_id, str) or not call_id:
+            call_id = "call_" + secrets.token_hex(8)
+        return _CallState(
+            call=call if isinstance(call, ToolCall) else _NotAToolCall(),
+            actor=actor,
+            approval=approval,
+            deadline=deadline,
+            call_id=call_id,
+            started=time.perf_counter(),
+            tool=call.name if isinstance(call, ToolCall) and isinstance(call.name, str) else "",
+        )
+
+    def _admit(self, state: _CallState) -> Optional[ToolResult]:
+        """Run the pre-run steps in order; the first that answers stops the call."""
+        for step_name, step in (
+            ("route", self._route),
+            ("schema", self._check_schema),
+            ("permission", self._check_permission),
+            ("approval", self._check_approval),
+            ("deadline", self._check_deadline),
+            ("idempotency", self._reserve_key),
+        ):
+            state.step = step_name
+            answer = step(state)
+            if answer is not None:
+                return answer
+        return None
+
+    def _route(self, state: _CallState) -> Optional[ToolResult]:
+        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found."""
+        if self._closed:
+            return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
+        if isinstance(state.call, _NotAToolCall):
+            return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
+        if not isinstance(state.call.name, str):
+            return _malformed_call(state, "The tool name must be a string.")
+        entry = self._tools.get(state.call.name)
+        if entry is None:
+            close = difflib.get_close_matches(state.call.name, list(self._tools), n=MAX_CLOSE_NAMES)
+            return state.refusal("tool_not_found", details={"close_names": close})
+        state.spec, state.handler = entry
+        state.redact = frozenset(state.spec.redact)
+        return None
+
+    # -- step 1: schema --------------------------------------------------------------------------
+
+    def _check_schema(self, state: _CallState) -> Optional[ToolResult]:
+        """Arguments against the input schema: every violation (capped), each with its JSON Pointers.
+
+        The fingerprint is computed here, once, whenever the arguments are JSON (also when they break
+        the schema, so that audit records of refused calls can be correlated)."""
+        spec = state.spec
+        assert spec is not None
+        try:
+            state.fingerprint = fingerprint(spec.name, state.arguments)
+        except NotCanonicalJSON as problem:
+            non_json = problem
+        else:
+            non_json = None
+        violations = [_violation_dict(v) for v in spec.input_validator.errors(state.arguments)]
+        if not violations and non_json is not None:  # JSON the validator accepts but no canonical form has
+            violations = [_non_json_violation(non_json.pointer, non_json.reason)]
+        if not violations:
+            return None
+        return state.refusal("invalid_arguments", _first_violation_message(violations), details=_violation_details(violations))
+
+    # -- step 2: permission ----------------------------------------------------------------------
+
+    def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
+        """Scopes first, then the resource guard. The actor comes from the application, never from
+        the arguments: an argument named `actor` or `tenant` is just data to the registry."""
+        spec = state.spec
+        assert spec is not None
+        actor = state.actor
+        if not isinstance(actor, Actor) or not actor.may(spec.required_permission):
+            return state.refusal("permission_denied")
+        if spec.resource_guard is None:
+            return None
+        try:
+            visible = spec.resource_guard(state.arguments, actor) is True
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001
+            logger.warning("resource guard of tool %r raised %s", spec.name, type(exception).__name__)
+            return state.refusal("internal_error")
+        if not visible:
+            # Invisible: answered exactly like a resource that does not exist (never leak existence).
+            return state.refusal("not_found", outcome=Outcome.REJECTED)
+        return None
+
+    # -- step 3: approval ------------------------------------------------------------------------
+
+    def _check_approval(self, state: _CallState) -> Optional[ToolResult]:
+        """An approval must be for this tool, these exact arguments (fingerprint) and this tenant."""
+        spec = state.spec
+        assert spec is not None
+        try:
+            needed = spec.needs_approval(state.arguments)
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001
+            logger.warning("approval condition of tool %r raised %s", spec.name, type(exception).__name__)
+            return state.refusal("internal_error")
+        if not needed:
+            return None
+        approval = state.approval
+        if approval is None:
+            return state.refusal("approval_required", details=self._approval_request(state))
+        if not isinstance(approval, Approval) or not _approval_matches(approval, state):
+            return state.refusal("approval_mismatch", details=self._approval_request(state))
+        if approval.expired(self._clock()):
+            return state.refusal("approval_expired", details=self._approval_request(state))
+        state.approval_used = approval
+        return None
+
+    def _approval_request(self, state: _CallState) -> dict[str, Any]:
+        """What a person needs to approve exactly this call: the tool, its fingerprint and a summary."""
+        assert state.spec is not None
+        return {
+            "tool": state.spec.name,
+            "fingerprint": state.fingerprint,
+            "summary": call_summary(state.spec, state.arguments),
+        }
+
+    # -- step 4: deadline ------------------------------------------------------------------------
+
+    def _check_deadline(self, state: _CallState) -> Optional[ToolResult]:
+        """A caller deadline that has already passed: nothing runs."""
+        if not is_deadline(state.deadline):
+            logger.warning("invoke() got a deadline that is not a finite number; refusing the call")
+            return state.refusal("internal_error", "The caller's deadline is not a number; the tool did not run.")
+        if state.deadline is not None and time.monotonic() >= state.deadline:
+            return state.refusal("deadline_exceeded")
+        return None
+
+    # -- step 5: idempotency ---------------------------------------------------------------------
+
+    def _reserve_key(self, state: _CallState) -> Optional[ToolResult]:
+        """Claim (tenant, tool, key) for this fingerprint, or answer from what already holds it."""
+        spec = state.spec
+        assert spec is not None and state.fingerprint is not None
+        if spec.idempotency_key is None:
+            return None
+        state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, state.arguments[spec.idempotency_key])
+        try:
+            reservation = self._receipts.reserve(state.receipt_key, state.fingerprint)
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001
+            logger.warning("receipt store failed to reserve a key for %r: %s", spec.name, type(exception).__name__)
+            return state.refusal("unavailable", "The receipt store is unavailable; the tool did not run.",
+                                 outcome=Outcome.REJECTED)
+        status = reservation.status
+        if status is ReservationStatus.RESERVED:
+            state.reserved = True
+            return None
+        if status is ReservationStatus.REPLAY and reservation.record is not None:
+            return ToolResult.from_record(reservation.record, replayed=True, call_id=state.call_id, redact=state.redact)
+        if status is ReservationStatus.CONFLICT:
+            return state.refusal("idempotency_conflict")
+        return state.refusal("idempotency_in_progress")
+
+    # -- step 6: execute -------------------------------------------------------------------------
+
+    def _context(self, state: _CallState) -> CallContext:
+        spec = state.spec
+        assert spec is not None
+        tool_deadline = time.monotonic() + spec.timeout_ms / 1000.0
+        state.context = CallContext(
+            call_id=state.call_id,
+            tool=spec.name,
+            actor=state.actor,
+            deadline=earliest(tool_deadline, state.deadline),
+            approval=state.approval_used,
+            cursors=self.cursors,
+        )
+        return state.context
+
+    def _execute(self, state: _CallState) -> Run:
+        """Run the handler for `invoke`: on the pool (or inline), or on the loop thread if async."""
+        state.step = "execute"
+        ctx = self._context(state)
+        handler = state.handler
+        assert handler is not None
+        arguments = copy_json(state.arguments)
+        if handler.is_async:
+            return self._execute_on_loop_thread(state, ctx, handler, arguments)
+        if self._run_inline:
+            return self._execute_inline(state, ctx, handler, arguments)
+        future = self._pool.submit(run_sync, handler, arguments, ctx)
+        concurrent.futures.wait([future], timeout=seconds_left(ctx.deadline))
+        return self._settle(state, ctx, future)
+
+    async def _aexecute(self, state: _CallState) -> Run:
+        """Run the handler for `ainvoke`: async handlers on the caller's loop, sync ones on the pool."""
+        state.step = "execute"
+        ctx = self._context(state)
+        handler = state.handler
+        assert handler is not None
+        arguments = copy_json(state.arguments)
+        if handler.is_async:
+            return await run_async(handler, arguments, ctx)
+        future = self._pool.submit(run_sync, handler, arguments, ctx)
+        try:
+            await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(ctx.deadline))
+        except asyncio.CancelledError:
+            self._settle(state, ctx, future)  # stop waiting as at a deadline; a late write still completes
+            raise
+        return self._settle(state, ctx, future)
+
+    def _execute_inline(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
+        """run_inline: the caller's thread runs the handler; an overrun is found only after it returns."""
+        run = run_sync(handler, arguments, ctx)
+        if ctx.deadline is None or time.monotonic() <= ctx.deadline:
+            return run
+        ctx.cancel_event.set()
+        if self._completes_late(state):
+            state.late_pending = True
+            self._complete_late(state, run)  # the effect happened: its result is the receipt
+        return Run.timed_out()
+
+    def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
+        """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
+        its deadline there (run_async); we wait a little longer only for that answer to arrive."""
+        future = self._loop_thread.submit(run_async(handler, arguments, ctx))
+        left = seconds_left(ctx.deadline)
+        try:
+            return future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # the loop is blocked by the handler; cancel the task when it gets a turn
+            ctx.cancel_event.set()
+            return Run.timed_out()
+        except concurrent.futures.CancelledError:
+            return Run.timed_out()
+
+    def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
+        """What to report once the caller stops waiting for a pool job."""
+        if future.done():
+            return future.result()
+        if future.cancel():
+            return Run.not_started()  # never left the queue: nothing ran
+        ctx.cancel_event.set()
+        if self._completes_late(state):
+            state.late_pending = True
+            future.add_done_callback(functools.partial(self._complete_late_future, state))
+        return Run.timed_out()
+
+    def _completes_late(self, state: _CallState) -> bool:
+        """A timed-out sync write that holds a reservation keeps it until the handler finishes."""
+        return state.reserved and state.spec is not None and state.spec.writes
+
+    def _complete_late_future(self, state: _CallState, future: concurrent.futures.Future) -> None:
+        try:
+            run = future.result()
+        except PROCESS_EXITS:
+            run = Run.raised(SystemExit())  # the worker saw one; the effect may have happened
+        except BaseException as exception:  # noqa: BLE001
+            run = Run.raised(exception)
+        self._complete_late(state, run)
+
+    def _complete_late(self, state: _CallState, run: Run) -> None:
+        """Store the result of a write that finished after its caller stopped waiting."""
+        try:
+            result = self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
+            self._store_outcome(state, result)
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001
+            logger.warning("could not store the late result of tool %r: %s", state.tool, type(exception).__name__)
+
+    # -- step 7: output --------------------------------------------------------------------------
+
+    def _conclude(self, state: _CallState, run: Run) -> ToolResult:
+        """Turn what the handler did into the call's result, checking a returned output."""
+        if run.kind is not RunKind.RETURNED:
+            return self._run_failure(state, run)
+        state.step = "output"
+        result = self._output_result(state, run.output)
+        if result.ok:
+            state.step = "record"
+        return result
+
+    def _output_result(self, state: _CallState, output: Any) -> ToolResult:
+        """The output must be JSON, within the byte budget, and match the output schema.
+
+        The size is checked before the schema so a huge output is refused without validating it.
+        A broken output of a *write* is reported with outcome unknown (the handler returned, so its
+        effect may well have happened, but we cannot tell what it was); of a read, outcome failed.
+        """
+        spec = state.spec
+        assert spec is not None
+        problem = find_non_json(output, max_depth=MAX_OUTPUT_DEPTH)
+        if problem is not None:
+            pointer, reason = problem
+            return self._output_failure(state, "invalid_tool_output", [_non_json_violation(pointer, reason)])
+        size = _json_size(output)
+        if size is None:
+            violation = _non_json_violation("", "the output cannot be written as JSON text")
+            return self._output_failure(state, "invalid_tool_output", [violation])
+        if size > spec.max_output_bytes:
+            return self._output_failure(
+                state,
+                "output_too_large",
+                details={"max_output_bytes": spec.max_output_bytes, "output_bytes": size},
+            )
+        if spec.output_validator is not None:
+            violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
+            if violations:
+                return self._output_failure(state, "invalid_tool_output", violations)
+        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
+
+    def _output_failure(
+        self,
+        state: _CallState,
+        code: str,
+        violations: Optional[list] = None,
+        *,
+        details: Optional[dict[str, Any]] = None,
+    ) -> ToolResult:
+        assert state.spec is not None
+        if violations is not None:
+            details = _violation_details(violations)
+        message = _first_violation_message(violations, prefix="The tool's output breaks its contract: ") if violations else None
+        if state.spec.writes:
+            return state.refusal(code, message, details=details, outcome=Outcome.UNKNOWN,
+                                 retryable=False, next_action=NextAction.LOOKUP_STATUS)
+        return state.refusal(code, message, details=details, outcome=Outcome.FAILED)
+
+    def _run_failure(self, state: _CallState, run: Run) -> ToolResult:
+        """The result for a handler that did not return: ToolFailure, exception, timeout, never started."""
+        spec = state.spec
+        assert spec is not None
+        if run.kind is RunKind.FAILED and run.error is not None:
+            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error))
+        if run.kind is RunKind.NOT_STARTED:
+            return state.refusal("deadline_exceeded", "The time budget ran out before a worker could start the tool.")
+        code = "tool_timeout" if run.kind is RunKind.TIMED_OUT else "handler_exception"
+        if spec.writes:  # it may have taken effect: look it up, never blindly repeat a write
+            return state.refusal(code, outcome=Outcome.UNKNOWN, retryable=False, next_action=NextAction.LOOKUP_STATUS)
+        if code == "tool_timeout":
+            transient = spec.retry_policy is RetryPolicy.TRANSIENT
+            return state.refusal(code, outcome=Outcome.FAILED, retryable=transient,
+                                 next_action=NextAction.RETRY if transient else NextAction.STOP)
+        return state.refusal(code, outcome=Outcome.FAILED)
+
+    # -- step 8: record --------------------------------------------------------------------------
+
+    def _record(self, state: _CallState, result: ToolResult) -> ToolResult:
+        """Settle the receipt, stamp the duration and write the audit record. Never raises."""
+        try:
+            self._settle_receipt(state, result)
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001
+            logger.warning("receipt store failed to record a call of %r: %s", state.tool, type(exception).__name__)
+        duration_ms = (time.perf_counter() - state.started) * 1000.0
+        result = dataclasses.replace(result, duration_ms=duration_ms)
+        self._write_audit(state, result)
+        return result
+
+    def _settle_receipt(self, state: _CallState, result: ToolResult) -> None:
+        """Complete or release this call's reservation (if it holds one and no late handler will).
+
+        Released (the key is free again): refusals before any effect, and failures known to have had
+        no effect that a retry could fix (retryable errors, timeouts of reads), since storing those
+        would make every retry replay the failure. Stored: everything else, including writes whose
+        outcome is unknown, so that the same key replays "unknown" instead of repeating the effect.
+        """
+        if state.reserved and not state.late_pending:
+            self._store_outcome(state, result)
+
+    def _store_outcome(self, state: _CallState, result: ToolResult) -> None:
+        if state.receipt_key is None or state.fingerprint is None:
+            return
+        if _frees_key(result):
+            self._receipts.release(state.receipt_key, state.fingerprint)
+        else:
+            self._receipts.complete(state.receipt_key, state.fingerprint, result.to_record())
+
+    def _write_audit(self, state: _CallState, result: ToolResult) -> None:
+        if self._audit is None:
+            return
+        try:
+            self._audit.write(_audit_record(state, result))
+        except PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001 - an audit failure must not break the call
+            logger.warning("audit sink failed to write a record for %r: %s", state.tool, type(exception).__name__)
+
+    def _internal_error(self, state: _CallState) -> ToolResult:
+        """A bug in a step (not in a handler): contained, logged, and reported without details."""
+        logger.exception("internal error in step %r of a call to %r", state.step, state.tool)
+        if state.step in ("execute", "output", "record") and state.spec is not None and state.spec.writes:
+            return state.refusal("internal_error", "The tool runtime failed; the tool may have run.",
+                                 outcome=Outcome.UNKNOWN, next_action=NextAction.LOOKUP_STATUS)
+        if state.step in ("execute", "output", "record"):
+            return state.refusal("internal_error", "The tool runtime failed.", outcome=Outcome.FAILED)
+        return state.refusal("internal_error")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small pure helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _frees_key(result: ToolResult) -> bool:
+    if result.outcome is Outcome.REJECTED:
+        return True
+    if result.outcome is Outcome.FAILED and result.error is not None:
+        return result.error.retryable or result.error.code == "tool_timeout"
+    return False
+
+
+def _json_size(value: Any) -> Optional[int]:
+    """Bytes of the compact UTF-8 JSON text of a (checked) JSON value; None if it cannot be written
+    (e.g. an integer too long for Python to print)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _approval_matches(approval: Approval, state: _CallState) -> bool:
+    return (
+        approval.tool == state.tool
+        and approval.fingerprint == state.fingerprint
+        and approval.tenant == state.actor.tenant
+    )
+
+
+def _malformed_call(state: _CallState, message: str) -> ToolResult:
+    violation = {"instance_path": "", "keyword_path": "", "keyword": "call", "message": message}
+    return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
+
+
+def _violation_dict(violation: Any) -> dict[str, str]:
+    return {
+        "instance_path": violation.instance_path,
+        "keyword_path": violation.keyword_path,
+        "keyword": violation.keyword,
+        "message": violation.message,
+    }
+
+
+def _non_json_violation(pointer: str, reason: str) -> dict[str, str]:
+    sentence = reason[:1].upper() + reason[1:]
+    if not sentence.endswith("."):
+        sentence += "."
+    return {"instance_path": pointer, "keyword_path": "", "keyword": "json", "message": sentence}
+
+
+def _violation_details(violations: list) -> dict[str, Any]:
+    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations)}
+
+
+def _first_violation_message(violations: Optional[list], *, prefix: str = "") -> Optional[str]:
+    if not violations:
+        return None
+    first = prefix + violations[0]["message"]
+    more = len(violations) - 1
+    if more:
+        first = f"{first.rstrip('.')} (and {more} more {'violation' if more == 1 else 'violations'})."
+    return first
+
+
+def _safe_failure(error: ToolError) -> ToolError:
+    """A ToolFailure's error as the model may see it: string message, JSON details only."""
+    message = error.message if isinstance(error.message, str) and error.message else "The tool reported a failure."
+    details = dict(error.details) if isinstance(error.details, Mapping) else {}
+    if check_json_value(details) is not None:
+        logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
+        details = {}
+    return dataclasses.replace(error, message=message, details=details)
+
+
+def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
+    actor = state.actor if isinstance(state.actor, Actor) else None
+    record = {
+        "call_id": state.call_id,
+        "tool": state.tool,
+        "actor_id": actor.id if actor is not None else None,
+        "tenant": actor.tenant if actor is not None else None,
+        "fingerprint": state.fingerprint,
+        "step": state.step,
+        "outcome": result.outcome.value,
+        "error_code": result.error.code if result.error is not None else None,
+        "duration_ms": round(result.duration_ms, 3),
+        "replayed": result.replayed,
+        "approval_id": state.approval_used.approval_id if state.approval_used is not None else None,
+    }
+    if state.redact:
+        from .redaction import redact
+
+        record = redact(record, state.redact)
+    return record
+
+
+def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
+    """One readable line of what a call would do, for a person approving it.
+
+    `record_ticket_followup(ticket_id='T-1001', note='Customer asked for a ca…')`: strings quoted,
+    long values cut, redacted fields shown as [redacted], nested values as compact JSON.
+    """
+    shown = arguments
+    if spec.redact:
+        from .redaction import redact
+
+        shown = redact(arguments, spec.redact)
+    parts = [f"{name}={_summary_value(value)}" for name, value in shown.items()]
+    line = f"{spec.name}({', '.join(parts)})"
+    if len(line) > SUMMARY_MAX_CHARS:
+        line = line[: SUMMARY_MAX_CHARS - 2] + "…)"
+    return line
+
+
+def _summary_value(value: Any) -> str:
+    from .redaction import REDACTED
+
+    if value == REDACTED and isinstance(value, str):
+        return REDACTED
+    if isinstance(value, str):
+        text = value if len(value) <= SUMMARY_VALUE_CHARS else value[:SUMMARY_VALUE_CHARS] + "…"
+        return repr(text)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    return text if len(text) <= SUMMARY_VALUE_CHARS else text[:SUMMARY_VALUE_CHARS] + "…"
+
