@@ -1,0 +1,219 @@
+"""Nothing a handler or a model does escapes Registry.invoke as an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall, ToolResult
+from agent_lab.errors import Outcome
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import READER, WRITER, EffectLog, followup_call, followup_spec, ticket_registry
+
+OPEN_SCHEMA = {"type": "object"}
+SECRET = "sk-live-THIS-MUST-NOT-LEAK"
+
+
+class CustomBaseException(BaseException):
+    pass
+
+
+def raising(exception: BaseException):
+    def handler(arguments: Any) -> Any:
+        raise exception
+
+    return handler
+
+
+def returning(value: Any):
+    return lambda arguments: value
+
+
+def deeply_nested(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+class HandlerContainmentTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+        self.tools = 0
+        logging.disable(logging.CRITICAL)  # contained exceptions are logged on purpose
+        self.addCleanup(logging.disable, logging.NOTSET)
+
+    def invoke_with(self, handler, *, effect: str = "read", **spec_options: Any) -> ToolResult:
+        self.tools += 1
+        name = f"tool_{self.tools}"
+        self.registry.register(ToolSpec(name=name, description="d", input_schema=OPEN_SCHEMA, effect=effect,
+                                        **spec_options), handler)
+        result = self.registry.invoke(ToolCall(name, {}), actor=READER)
+        self.assertIsInstance(result, ToolResult)
+        return result
+
+    def test_exceptions_of_every_kind_become_handler_exception(self) -> None:
+        for exception in (ValueError(SECRET), RuntimeError(), RecursionError(), MemoryError(), GeneratorExit(),
+                          asyncio.CancelledError(), CustomBaseException(SECRET), StopIteration(), KeyError(SECRET)):
+            with self.subTest(exception=type(exception).__name__):
+                result = self.invoke_with(raising(exception))
+                self.assertEqual(result.error.code, "handler_exception")
+                self.assertEqual(result.outcome, Outcome.FAILED)
+                self.assertNotIn(SECRET, repr(result.to_model()))
+
+    def test_an_exception_in_a_write_leaves_the_outcome_unknown(self) -> None:
+        result = self.invoke_with(raising(ValueError(SECRET)), effect="write")
+        self.assertEqual(result.outcome, Outcome.UNKNOWN)
+        self.assertEqual(result.error.next_action.value, "lookup_status")
+        self.assertFalse(result.error.retryable)
+
+    def test_keyboard_interrupt_and_system_exit_are_not_swallowed(self) -> None:
+        registry = Registry(run_inline=True)
+        self.addCleanup(registry.close)
+        registry.register(ToolSpec(name="stop", description="d", input_schema=OPEN_SCHEMA), raising(SystemExit(3)))
+        registry.register(ToolSpec(name="ctrl_c", description="d", input_schema=OPEN_SCHEMA),
+                          raising(KeyboardInterrupt()))
+        with self.assertRaises(SystemExit):
+            registry.invoke(ToolCall("stop", {}), actor=READER)
+        with self.assertRaises(KeyboardInterrupt):
+            registry.invoke(ToolCall("ctrl_c", {}), actor=READER)
+
+    def test_non_json_outputs_are_invalid_tool_output(self) -> None:
+        for output in (float("nan"), float("inf"), (1, 2), {1: "a"}, {"a": {1, 2}}, b"bytes", object(),
+                       {"when": __import__("datetime").date(2020, 1, 1)}, deeply_nested(200)):
+            with self.subTest(output=type(output).__name__):
+                result = self.invoke_with(returning(output))
+                self.assertEqual(result.error.code, "invalid_tool_output")
+                self.assertEqual(result.outcome, Outcome.FAILED)
+
+    def test_huge_output_is_output_too_large(self) -> None:
+        result = self.invoke_with(returning({"rows": ["x" * 100] * 100}), max_output_bytes=1000)
+        self.assertEqual(result.error.code, "output_too_large")
+        self.assertEqual(result.error.next_action.value, "narrow_request")
+        self.assertEqual(result.error.details["max_output_bytes"], 1000)
+
+    def test_output_size_counts_utf8_bytes_of_compact_json(self) -> None:
+        self.assertTrue(self.invoke_with(returning("é" * 4), max_output_bytes=10).ok)  # "éééé" is 10 bytes
+        self.assertEqual(self.invoke_with(returning("é" * 5), max_output_bytes=11).error.code, "output_too_large")
+
+    def test_a_handler_that_mutates_its_arguments_cannot_change_the_receipt(self) -> None:
+        def vandal(arguments):
+            arguments["ticket_id"] = "T-9999"
+            arguments.clear()
+            return {"ok": True}
+
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(), vandal)
+        call = followup_call()
+        first = registry.invoke(call, actor=WRITER)
+        self.assertEqual(call.arguments["ticket_id"], "T-1001")
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertTrue(first.ok)
+
+    def test_a_failing_audit_sink_does_not_break_the_call(self) -> None:
+        class BrokenSink:
+            def write(self, record):
+                raise OSError("disk full")
+
+        registry = ticket_registry(audit=BrokenSink())
+        self.addCleanup(registry.close)
+        self.assertTrue(registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER).ok)
+
+    def test_a_failing_receipt_store_refuses_without_running_the_write(self) -> None:
+        class BrokenStore:
+            def reserve(self, key, fingerprint):
+                raise OSError("database is locked")
+
+            def close(self):
+                pass
+
+        effects = EffectLog()
+        registry = ticket_registry(effects, receipts=BrokenStore())
+        self.addCleanup(registry.close)
+        result = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("unavailable", Outcome.REJECTED))
+        self.assertEqual(effects.effects, [])
+
+    def test_a_bug_in_a_step_becomes_an_internal_error_result(self) -> None:
+        class ExplodingValidator:
+            def errors(self, instance):
+                raise RuntimeError("validator bug")
+
+        spec = ToolSpec(name="fragile", description="d", input_schema=OPEN_SCHEMA)
+        object.__setattr__(spec, "input_validator", ExplodingValidator())
+        ran = []
+        self.registry.register(spec, lambda arguments: ran.append(1))
+        result = self.registry.invoke(ToolCall("fragile", {}), actor=READER)
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+        self.assertEqual(ran, [])
+
+    def test_tool_failure_with_non_json_details_is_shown_without_them(self) -> None:
+        from agent_lab.errors import ToolFailure
+
+        result = self.invoke_with(raising(ToolFailure("conflict", "Already closed.", details={"at": object()})))
+        self.assertEqual(result.error.code, "conflict")
+        self.assertEqual(dict(result.error.details), {})
+
+
+class GarbageCallTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = ticket_registry()
+        self.addCleanup(self.registry.close)
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+
+    def assert_invalid_arguments(self, call: Any) -> ToolResult:
+        result = self.registry.invoke(call, actor=READER)
+        self.assertIsInstance(result, ToolResult)
+        self.assertEqual(result.error.code, "invalid_arguments", result)
+        self.assertEqual(result.outcome, Outcome.REJECTED)
+        self.assertTrue(result.error.details["violations"])
+        return result
+
+    def test_things_that_are_not_tool_calls(self) -> None:
+        for garbage in (None, "get_ticket", {"name": "get_ticket", "arguments": {}}, 42, object()):
+            with self.subTest(garbage=type(garbage).__name__):
+                self.assert_invalid_arguments(garbage)
+
+    def test_tool_names_that_are_not_strings(self) -> None:
+        for name in (None, 1, b"get_ticket", ["get_ticket"]):
+            with self.subTest(name=name):
+                self.assert_invalid_arguments(ToolCall(name, {"ticket_id": "T-1001"}))
+
+    def test_arguments_that_are_not_objects(self) -> None:
+        for arguments in (None, [], "T-1001", 3, True, ("T-1001",)):
+            with self.subTest(arguments=arguments):
+                self.assert_invalid_arguments(ToolCall("get_ticket", arguments))
+
+    def test_arguments_with_non_json_values(self) -> None:
+        for value in (float("nan"), float("-inf"), ("T", "1"), {"T"}, b"T-1001", object()):
+            with self.subTest(value=type(value).__name__):
+                self.assert_invalid_arguments(ToolCall("get_ticket", {"ticket_id": value}))
+
+    def test_absurd_nesting_is_refused_without_recursion_error(self) -> None:
+        self.assert_invalid_arguments(ToolCall("get_ticket", {"ticket_id": deeply_nested(100_000)}))
+
+    def test_violation_messages_never_contain_the_value(self) -> None:
+        result = self.assert_invalid_arguments(ToolCall("get_ticket", {"ticket_id": SECRET, "extra": SECRET}))
+        self.assertNotIn(SECRET, repr(result.to_model()))
+
+    def test_a_wrong_actor_or_deadline_is_refused_not_raised(self) -> None:
+        for actor in (None, "u-reader", {"id": "x", "tenant": "acme"}):
+            with self.subTest(actor=actor):
+                result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=actor)
+                self.assertEqual(result.error.code, "permission_denied")
+        for deadline in ("soon", float("nan"), True):
+            with self.subTest(deadline=deadline):
+                result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER,
+                                              deadline=deadline)
+                self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,143 @@
+"""Registry.invoke runs its steps in one fixed order; each step answers with its own code."""
+
+from __future__ import annotations
+
+import time
+import unittest
+
+from agent_lab.calls import ToolCall
+from agent_lab.errors import Outcome, ToolFailure
+from agent_lab.policy import Approval
+from agent_lab.registry import STEPS, Registry
+
+from test_registry_fixtures import (
+    OUTSIDER,
+    READER,
+    WRITER,
+    EffectLog,
+    ListAuditSink,
+    followup_call,
+    followup_spec,
+    ticket_registry,
+)
+
+
+class StepOrderTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.effects = EffectLog()
+        self.audit = ListAuditSink()
+        self.registry = ticket_registry(self.effects, audit=self.audit)
+        self.addCleanup(self.registry.close)
+
+    def code_of(self, call: ToolCall, actor=WRITER, **options) -> str | None:
+        result = self.registry.invoke(call, actor=actor, **options)
+        return result.error.code if result.error else None
+
+    def test_the_steps_are_named_in_design_order(self) -> None:
+        self.assertEqual(
+            STEPS,
+            ("route", "schema", "permission", "approval", "deadline", "idempotency", "execute", "output", "record"),
+        )
+
+    def test_unknown_tool_is_reported_before_anything_else(self) -> None:
+        result = self.registry.invoke(
+            ToolCall("get_tickets", {"bad": float("nan")}), actor=OUTSIDER, deadline=time.monotonic() - 1
+        )
+        self.assertEqual(result.error.code, "tool_not_found")
+        self.assertEqual(result.error.details["close_names"], ["get_ticket"])
+        self.assertEqual(result.outcome, Outcome.REJECTED)
+        self.assertEqual(self.audit.records[-1]["step"], "route")
+
+    def test_unpermitted_call_with_bad_arguments_reports_invalid_arguments(self) -> None:
+        self.assertEqual(self.code_of(ToolCall("get_ticket", {"ticket_id": 7}), actor=OUTSIDER), "invalid_arguments")
+        self.assertEqual(self.audit.records[-1]["step"], "schema")
+
+    def test_unapproved_call_without_permission_reports_permission_denied_not_approval_required(self) -> None:
+        guarded = _registry_with(followup_spec(approval="always"))
+        self.addCleanup(guarded.close)
+        result = guarded.invoke(followup_call(), actor=READER)
+        self.assertEqual(result.error.code, "permission_denied")
+
+    def test_approval_is_checked_before_the_deadline(self) -> None:
+        guarded = _registry_with(followup_spec(approval="always"))
+        self.addCleanup(guarded.close)
+        result = guarded.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() - 1)
+        self.assertEqual(result.error.code, "approval_required")
+
+    def test_approved_call_for_other_arguments_reports_approval_mismatch(self) -> None:
+        guarded = _registry_with(followup_spec(approval="always"))
+        self.addCleanup(guarded.close)
+        approval = Approval.for_call(followup_call(note="A different note."), actor=WRITER, approver="boss")
+        result = guarded.invoke(followup_call(), actor=WRITER, approval=approval)
+        self.assertEqual(result.error.code, "approval_mismatch")
+
+    def test_passed_deadline_is_reported_before_idempotency_and_keeps_the_key_free(self) -> None:
+        self.assertEqual(self.code_of(followup_call(), deadline=time.monotonic() - 0.001), "deadline_exceeded")
+        self.assertEqual(self.audit.records[-1]["step"], "deadline")
+        result = self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(result.ok)
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_idempotency_is_checked_before_execution(self) -> None:
+        self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual(self.code_of(followup_call(note="Changed my mind.")), "idempotency_conflict")
+        self.assertEqual(self.audit.records[-1]["step"], "idempotency")
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_successful_call_reaches_record(self) -> None:
+        self.assertIsNone(self.code_of(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER))
+        self.assertEqual(self.audit.records[-1]["step"], "record")
+
+    def test_handler_failure_stops_at_execute(self) -> None:
+        def missing(arguments):
+            raise ToolFailure("not_found", "No such ticket.")
+
+        audit = ListAuditSink()
+        registry = _registry_with(followup_spec(name="lookup", effect="read", idempotency_key=None), missing, audit=audit)
+        self.addCleanup(registry.close)
+        result = registry.invoke(ToolCall("lookup", followup_call().arguments), actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("not_found", Outcome.FAILED))
+        self.assertEqual(audit.records[-1]["step"], "execute")
+
+    def test_broken_output_stops_at_output(self) -> None:
+        registry = _registry_with(followup_spec(name="get_thing", effect="read", idempotency_key=None,
+                                                output_schema={"type": "object", "required": ["id"]}),
+                                  handler=lambda arguments: {"no_id": True})
+        self.addCleanup(registry.close)
+        result = registry.invoke(ToolCall("get_thing", followup_call().arguments), actor=WRITER)
+        self.assertEqual(result.error.code, "invalid_tool_output")
+        self.assertEqual(result.error.details["violations"][0]["keyword"], "required")
+
+    def test_every_result_carries_call_id_tool_fingerprint_and_duration(self) -> None:
+        result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id="c-9"), actor=READER)
+        self.assertEqual(result.call_id, "c-9")
+        self.assertEqual(result.tool, "get_ticket")
+        self.assertTrue(result.fingerprint.startswith("sha256:"))
+        self.assertGreater(result.duration_ms, 0.0)
+
+    def test_refused_call_still_carries_the_fingerprint_of_json_arguments(self) -> None:
+        result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
+        self.assertEqual(result.error.code, "permission_denied")
+        self.assertTrue(result.fingerprint.startswith("sha256:"))
+
+    def test_one_audit_record_per_invoke_with_the_contract_fields(self) -> None:
+        self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)
+        self.registry.invoke(ToolCall("nope", {}), actor=READER)
+        self.assertEqual(len(self.audit.records), 2)
+        self.assertEqual(
+            set(self.audit.records[0]),
+            {"call_id", "tool", "actor_id", "tenant", "fingerprint", "step", "outcome", "error_code",
+             "duration_ms", "replayed", "approval_id"},
+        )
+        self.assertEqual(self.audit.records[0]["actor_id"], READER.id)
+        self.assertEqual(self.audit.records[1]["error_code"], "tool_not_found")
+
+
+def _registry_with(spec, handler=None, **options):
+    registry = Registry(**options)
+    registry.register(spec, handler or EffectLog().record_followup)
+    return registry
+
+
+if __name__ == "__main__":
+    unittest.main()
