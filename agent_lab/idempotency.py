@@ -33,6 +33,8 @@ __all__ = [
     "MAX_INTEGER_BITS",
     "SCHEMA_VERSION",
     "BUSY_TIMEOUT_MS",
+    "SWEEP_EVERY",
+    "SWEEP_CHUNK",
     "NotCanonicalJSON",
     "canonical_json",
     "fingerprint",
@@ -334,8 +336,9 @@ def _record_text(record: Mapping[str, Any]) -> str:
 # In-memory store
 # ---------------------------------------------------------------------------------------------
 
-_SWEEP_EVERY = 1024
-"""Expired entries are purged when touched, and all of them every this many reserves."""
+_MIN_SWEEP_INTERVAL = 1024
+"""The in-memory store scans for expired entries after max(this, number of entries) reserves, so a
+full scan costs O(1) per reserve on average however large the store grows."""
 
 
 class InMemoryReceiptStore:
@@ -404,7 +407,7 @@ class InMemoryReceiptStore:
     def _sweep_now_and_then(self, now: float) -> None:
         """Drop every expired entry once in a while, so abandoned keys do not pile up forever."""
         self._reserves_since_sweep += 1
-        if self._reserves_since_sweep < _SWEEP_EVERY:
+        if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries)):
             return
         self._reserves_since_sweep = 0
         expired = [address for address, entry in self._entries.items() if entry.expires_at <= now]
@@ -442,7 +445,6 @@ CREATE TABLE IF NOT EXISTS receipts (
     PRIMARY KEY (tenant, tool, key)
 ) WITHOUT ROWID
 """
-_CREATE_EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS receipts_by_expiry ON receipts (expires_at)"
 _SELECT_ENTRY = (
     "SELECT fingerprint, state, record, expires_at FROM receipts WHERE tenant = ? AND tool = ? AND key = ?"
 )
@@ -453,7 +455,18 @@ _UPSERT_ENTRY = (
 _DELETE_IN_FLIGHT = (
     "DELETE FROM receipts WHERE tenant = ? AND tool = ? AND key = ? AND state = 'in_flight' AND fingerprint = ?"
 )
-_DELETE_EXPIRED = "DELETE FROM receipts WHERE expires_at <= ?"
+_SELECT_FIRST_SWEEP_CHUNK = "SELECT tenant, tool, key, expires_at FROM receipts ORDER BY tenant, tool, key LIMIT ?"
+_SELECT_NEXT_SWEEP_CHUNK = (
+    "SELECT tenant, tool, key, expires_at FROM receipts WHERE (tenant, tool, key) > (?, ?, ?)"
+    " ORDER BY tenant, tool, key LIMIT ?"
+)
+_DELETE_EXPIRED_ENTRY = "DELETE FROM receipts WHERE tenant = ? AND tool = ? AND key = ? AND expires_at <= ?"
+
+SWEEP_EVERY = 64
+SWEEP_CHUNK = 256
+"""Every ``SWEEP_EVERY`` reserves, the SQLite store examines the next ``SWEEP_CHUNK`` rows in key
+order (wrapping around) and deletes the expired ones.  This bounded, incremental sweep replaces an
+index on the expiry time, which would cost about a third of the write throughput."""
 
 
 class SqliteReceiptStore:
@@ -493,6 +506,7 @@ class SqliteReceiptStore:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS_LEVELS)}")
         self._lock = threading.Lock()
         self._reserves_since_sweep = 0
+        self._sweep_after: Optional[Tuple[str, str, str]] = None  # where the next sweep chunk starts
         self._connection: Optional[sqlite3.Connection] = _open_connection(os.fspath(path), level)
 
     # -- the protocol -------------------------------------------------------------------------
@@ -553,12 +567,19 @@ class SqliteReceiptStore:
         return self._connection
 
     def _sweep_now_and_then(self, connection: sqlite3.Connection, now: float) -> None:
-        """Purge expired rows once in a while (inside the caller's transaction)."""
+        """Purge expired rows, a bounded chunk at a time (inside the caller's transaction)."""
         self._reserves_since_sweep += 1
-        if self._reserves_since_sweep < _SWEEP_EVERY:
+        if self._reserves_since_sweep < SWEEP_EVERY:
             return
         self._reserves_since_sweep = 0
-        connection.execute(_DELETE_EXPIRED, (now,))
+        if self._sweep_after is None:
+            rows = connection.execute(_SELECT_FIRST_SWEEP_CHUNK, (SWEEP_CHUNK,)).fetchall()
+        else:
+            rows = connection.execute(_SELECT_NEXT_SWEEP_CHUNK, (*self._sweep_after, SWEEP_CHUNK)).fetchall()
+        self._sweep_after = tuple(rows[-1][:3]) if len(rows) == SWEEP_CHUNK else None  # None: wrap around
+        expired = [(tenant, tool, key, now) for tenant, tool, key, expires_at in rows if expires_at <= now]
+        if expired:
+            connection.executemany(_DELETE_EXPIRED_ENTRY, expired)
 
 
 def _open_connection(path: str, synchronous: str) -> sqlite3.Connection:
@@ -586,7 +607,6 @@ def _ensure_schema(connection: sqlite3.Connection) -> None:
             )
         if version < SCHEMA_VERSION:
             connection.execute(_CREATE_TABLE)
-            connection.execute(_CREATE_EXPIRY_INDEX)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -12,6 +12,8 @@ import unittest
 
 from agent_lab.idempotency import (
     SCHEMA_VERSION,
+    SWEEP_CHUNK,
+    SWEEP_EVERY,
     InMemoryReceiptStore,
     NotCanonicalJSON,
     ReceiptKey,
@@ -332,6 +334,23 @@ class SqliteReceiptStoreTest(ReceiptStoreContract, unittest.TestCase):
         for level in ("off", "NORMAL", "FULL", "EXTRA"):
             with self.subTest(level=level):
                 self.make_store(self.clock, synchronous=level).close()
+
+    def test_expired_rows_are_purged_from_the_file_by_later_reserves(self):
+        expired_count = SWEEP_CHUNK + SWEEP_CHUNK // 2  # more than one sweep chunk
+        for index in range(expired_count):
+            old = ReceiptKey("tenant-a", "record_followup", f"a-old-{index:04d}")
+            self.store.reserve(old, FIRST)
+            self.store.complete(old, FIRST, RECORD)
+        self.clock.advance(TTL_S)
+        enough_reserves_for_a_full_pass = (expired_count // SWEEP_CHUNK + 2) * SWEEP_EVERY
+        for index in range(enough_reserves_for_a_full_pass):
+            self.store.reserve(ReceiptKey("tenant-a", "record_followup", f"b-new-{index:04d}"), FIRST)
+        connection = sqlite3.connect(self.path)
+        self.addCleanup(connection.close)
+        remaining = connection.execute("SELECT COUNT(*) FROM receipts WHERE key LIKE 'a-old-%'").fetchone()[0]
+        live = connection.execute("SELECT COUNT(*) FROM receipts WHERE key LIKE 'b-new-%'").fetchone()[0]
+        self.assertEqual(remaining, 0)
+        self.assertEqual(live, enough_reserves_for_a_full_pass)
 
     def test_a_closed_store_refuses_to_work(self):
         self.store.close()
