@@ -1,0 +1,696 @@
+"""A Model Context Protocol server over stdio, standard library only.
+
+`serve(registry, actor=...)` lets any MCP client use a `Registry` with all of its contracts enforced:
+every `tools/call` goes through the full `Registry.invoke` pipeline as the actor the server was started
+with (never one named by the client). The wire is JSON-RPC 2.0, one compact JSON message per line.
+
+Two error channels, as the MCP specification separates them:
+- protocol errors (JSON-RPC `error`): malformed JSON, malformed requests, unknown methods, unknown
+  tools, `tools/call` params that break the request schema (no name, arguments not an object);
+- tool errors (a normal result with `isError: true`): everything the registry refuses or a tool
+  fails with (invalid_arguments, permission_denied, approval_required, timeouts, ...), carrying our
+  structured error so a model can act on it.
+
+Protocol eras. The handshake era (2025-11-25, 2025-06-18, 2025-03-26) opens with `initialize`; the
+stateless 2026-07-28 revision has no handshake: every request carries its protocol version in
+`params._meta` and `server/discover` says what the server supports. The client's first request decides
+the era of the connection, once, as the reference implementation does.
+
+stdout carries protocol messages only: while `serve` owns the process's real stdout, `sys.stdout` is
+pointed at stderr so a stray `print` in a handler cannot corrupt the stream. Logs go to the
+`agent_lab.mcp` logger (stderr when the application configures nothing).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import io
+import json
+import logging
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union
+
+from . import __version__
+from .calls import ToolCall, ToolResult
+from .errors import ToolFailure
+from .policy import Actor, Approval
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "LATEST_VERSION",
+    "METHOD_NOT_FOUND",
+    "MODERN_VERSIONS",
+    "PARSE_ERROR",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "ApprovalSource",
+    "serve",
+]
+
+logger = logging.getLogger("agent_lab.mcp")
+
+# Protocol revisions, newest first. The handshake era negotiates one of these through `initialize`.
+HANDSHAKE_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26")
+LATEST_VERSION = HANDSHAKE_VERSIONS[0]
+# Revisions without a handshake: the version travels in every request's `_meta`.
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+# Only 2025-03-26 allowed JSON-RPC batches; 2025-06-18 removed them again.
+_BATCH_VERSIONS = frozenset({"2025-03-26"})
+
+# JSON-RPC 2.0 error codes, and the one MCP adds for the stateless revision.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+# Reserved `_meta` keys of the 2026-07-28 per-request envelope.
+_META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+_META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+_META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+_META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+# Named limits.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
+DEFAULT_MAX_WORKERS = 4  # concurrent tools/call; ping and cancellation are answered meanwhile
+
+# Gives the approval (if any) a person granted for exactly this call; MCP has no approval channel of its
+# own, so the application that starts the server supplies it.
+ApprovalSource = Callable[[ToolCall, Actor], Union[Approval, None]]
+
+_JSON = Any
+_RequestId = Union[str, int]
+
+
+class _ProtocolError(Exception):
+    """A JSON-RPC error response for the request being handled. Messages are safe to show the client."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.request_id = request_id if _valid_id(request_id) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Request:
+    """One well-formed JSON-RPC request or notification (id is None for a notification)."""
+
+    method: str
+    params: Mapping[str, Any]
+    id: _RequestId | None = None
+    is_notification: bool = False
+
+
+# -- wire: framing ---------------------------------------------------------------------------------
+
+
+class _LineWriter:
+    """Writes one compact JSON message per line and flushes it; safe to call from several threads."""
+
+    def __init__(self, stream: BinaryIO | TextIO) -> None:
+        self._stream = stream
+        self._text = isinstance(stream, io.TextIOBase)
+        self._lock = threading.Lock()
+        self.broken = False
+
+    def send(self, message: Mapping[str, Any] | list[Any]) -> None:
+        try:
+            line = _frame(message)
+        except (TypeError, ValueError):  # a value that is not JSON: the client still gets an answer
+            logger.exception("a response could not be encoded as JSON")
+            request_id = message.get("id") if isinstance(message, dict) else None
+            line = _frame(_error(request_id, INTERNAL_ERROR, "Internal error"))
+        with self._lock:
+            if self.broken:
+                return
+            try:
+                self._stream.write(line if self._text else line.encode("ascii"))
+                self._stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                self.broken = True
+                logger.warning("stdout is closed; no further messages can be sent")
+
+
+def _frame(message: Mapping[str, Any] | list[Any]) -> str:
+    """One compact JSON line; ensure_ascii means the frame can never contain a raw line separator."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | None]:
+    """Yields each line of `stream` without its newline; None for a line longer than MAX_MESSAGE_BYTES."""
+    text = isinstance(stream, io.TextIOBase)
+    while True:
+        raw = stream.readline(MAX_MESSAGE_BYTES + 1)
+        if not raw:
+            return
+        line = raw.encode("utf-8", "surrogatepass") if text else raw  # type: ignore[union-attr]
+        if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+            _skip_rest_of_line(stream)
+            yield None
+            continue
+        yield line.rstrip(b"\r\n")  # type: ignore[union-attr]
+
+
+def _skip_rest_of_line(stream: BinaryIO | TextIO) -> None:
+    while True:
+        chunk = stream.readline(MAX_MESSAGE_BYTES)
+        if not chunk or chunk.endswith(b"\n" if isinstance(chunk, bytes) else "\n"):
+            return
+
+
+# -- wire: JSON-RPC envelopes ----------------------------------------------------------------------
+
+
+def _result(request_id: _RequestId | None, result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _error(request_id: _RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _valid_id(value: Any) -> bool:
+    """MCP request ids are strings or integers (never null, never a bool)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _parse_request(message: Any) -> _Request:
+    """Checks the JSON-RPC 2.0 envelope of one message; raises _ProtocolError for a malformed one."""
+    if not isinstance(message, dict):
+        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    has_id = "id" in message
+    if has_id and not _valid_id(message["id"]):
+        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+    request_id = message["id"] if has_id else None
+    if message.get("jsonrpc") != "2.0":
+        raise _ProtocolError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"', request_id=request_id)
+    method = message.get("method")
+    if not isinstance(method, str):
+        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string", request_id=request_id)
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        raise _ProtocolError(INVALID_PARAMS, "Invalid params: params must be a JSON object", request_id=request_id)
+    return _Request(method=method, params=params, id=request_id, is_notification=not has_id)
+
+
+def _is_response(message: Any) -> bool:
+    """A client's response to a server request (we send none, so it is logged and dropped)."""
+    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Session:
+    """What the connection has agreed so far. Touched only by the reader thread."""
+
+    era: str | None = None  # "handshake" or "modern", fixed by the first request
+    protocol_version: str | None = None  # negotiated by initialize (handshake era)
+    initialized: bool = False  # notifications/initialized received
+
+
+@dataclass
+class _InFlight:
+    """A tools/call running on the pool; `cancelled` suppresses its response."""
+
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class _Server:
+    """Dispatches decoded messages; tools/call runs on a small pool so ping and cancel stay answered."""
+
+    def __init__(
+        self,
+        registry: Any,
+        *,
+        actor: Actor,
+        writer: _LineWriter,
+        approvals: ApprovalSource | None,
+        page_size: int,
+        server_info: Mapping[str, str],
+        max_workers: int,
+    ) -> None:
+        self.registry = registry
+        self.actor = actor
+        self.writer = writer
+        self.approvals = approvals
+        self.page_size = page_size
+        self.server_info = dict(server_info)
+        self.session = _Session()
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mcp-call")
+        self.in_flight: dict[_RequestId, _InFlight] = {}
+        self.in_flight_lock = threading.Lock()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def handle_line(self, line: bytes | None) -> None:
+        """One line of input: a message, a batch, or something that is not JSON at all."""
+        if line is None:
+            self.writer.send(
+                _error(
+                    None, INVALID_REQUEST, f"Invalid Request: a message is larger than {MAX_MESSAGE_BYTES} bytes"
+                )
+            )
+            return
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid UTF-8 JSON"))
+            return
+        if isinstance(message, list):
+            self.handle_batch(message)
+        else:
+            response = self.handle_message(message, in_batch=False)
+            if response is not None:
+                self.writer.send(response)
+
+    def handle_batch(self, messages: list[Any]) -> None:
+        """JSON-RPC batches exist only in 2025-03-26; other revisions (and the handshake) refuse them."""
+        if self.session.protocol_version not in _BATCH_VERSIONS:
+            self.writer.send(
+                _error(
+                    None,
+                    INVALID_REQUEST,
+                    "Invalid Request: JSON-RPC batches are not supported by the negotiated protocol version",
+                )
+            )
+            return
+        if not messages:
+            self.writer.send(_error(None, INVALID_REQUEST, "Invalid Request: an empty batch"))
+            return
+        pending = [self.handle_message(message, in_batch=True) for message in messages]
+        responses = [_settle(item) for item in pending]
+        answered = [response for response in responses if response is not None]
+        if answered:
+            self.writer.send(answered)
+
+    def handle_message(self, message: Any, *, in_batch: bool) -> Any:
+        """Returns the response (a dict, a Future of one, or None); tools/call outside a batch answers itself."""
+        if _is_response(message):
+            logger.info("ignored a response from the client; this server sends no requests")
+            return None
+        try:
+            request = _parse_request(message)
+        except _ProtocolError as exc:
+            return _error(exc.request_id, exc.code, exc.message)
+        if request.is_notification:
+            self.handle_notification(request)
+            return None
+        try:
+            return self.handle_request(request, in_batch=in_batch)
+        except _ProtocolError as exc:
+            return _error(request.id, exc.code, exc.message, exc.data)
+        except Exception:  # a bug of ours: the client gets a generic error, the details stay in the log
+            logger.exception("internal error while handling %s", request.method)
+            return _error(request.id, INTERNAL_ERROR, "Internal error")
+
+    # -- notifications ---------------------------------------------------------------------------
+
+    def handle_notification(self, request: _Request) -> None:
+        if request.method == "notifications/initialized":
+            self.session.initialized = True
+        elif request.method == "notifications/cancelled":
+            self.cancel(request.params.get("requestId"))
+        else:
+            logger.debug("ignored notification %s", request.method)
+
+    def cancel(self, request_id: Any) -> None:
+        """Marks an in-flight tools/call as cancelled: it gets no response (it may still finish its work)."""
+        if not _valid_id(request_id):
+            return
+        with self.in_flight_lock:
+            call = self.in_flight.get(request_id)
+        if call is not None:
+            call.cancelled.set()
+            logger.info("request %r cancelled by the client", request_id)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def handle_request(self, request: _Request, *, in_batch: bool) -> Any:
+        if (
+            _carries_envelope(request.params)
+            and request.method != "initialize"
+            and self.session.era != "handshake"
+        ):
+            return self.handle_modern(request, in_batch=in_batch)
+        if request.method == "server/discover" and self.session.era is None:
+            return self.handle_modern(request, in_batch=in_batch)  # the envelope check refuses it
+        if self.session.era == "modern":
+            return self.refuse_handshake_on_modern(request)
+        return self.handle_handshake_era(request, in_batch=in_batch)
+
+    def handle_handshake_era(self, request: _Request, *, in_batch: bool) -> Any:
+        method = request.method
+        if _carries_envelope(request.params) and method != "initialize":
+            raise _ProtocolError(
+                INVALID_REQUEST,
+                "Invalid Request: this connection uses the initialize handshake; requests carrying the "
+                "2026-07-28 envelope are not accepted on it",
+            )
+        if method == "ping":
+            return _result(request.id, {})
+        if method == "initialize":
+            if in_batch:
+                raise _ProtocolError(INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch")
+            return _result(request.id, self.initialize(request.params))
+        if self.session.protocol_version is None:
+            raise _ProtocolError(
+                INVALID_REQUEST, "Invalid Request: the server is not initialized; send initialize first"
+            )
+        if method == "tools/list":
+            return _result(request.id, self.list_tools(request.params))
+        if method == "tools/call":
+            return self.start_call(request, in_batch=in_batch, shape=_plain)
+        raise _ProtocolError(METHOD_NOT_FOUND, "Method not found")
+
+    def initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Version negotiation: echo a supported version, else answer the latest one we speak."""
+        if self.session.protocol_version is not None:
+            raise _ProtocolError(INVALID_REQUEST, "Invalid Request: the session is already initialized")
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise _ProtocolError(INVALID_PARAMS, "Invalid params: initialize needs protocolVersion, a string")
+        if "capabilities" in params and not isinstance(params["capabilities"], dict):
+            raise _ProtocolError(INVALID_PARAMS, "Invalid params: capabilities must be an object")
+        version = requested if requested in HANDSHAKE_VERSIONS else LATEST_VERSION
+        self.session.era = "handshake"
+        self.session.protocol_version = version
+        client = params.get("clientInfo")
+        client_name = client.get("name") if isinstance(client, dict) else None
+        logger.info(
+            "initialized with protocol %s (client asked %.40r, client %.80r)", version, requested, client_name
+        )
+        return {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": dict(self.server_info),
+        }
+
+    @staticmethod
+    def capabilities() -> dict[str, Any]:
+        return {"tools": {"listChanged": False}}
+
+    # -- the stateless 2026-07-28 revision -------------------------------------------------------
+
+    def handle_modern(self, request: _Request, *, in_batch: bool) -> Any:
+        """A request with the per-request envelope: check it, then answer in the modern shape."""
+        if in_batch:
+            raise _ProtocolError(
+                INVALID_REQUEST, "Invalid Request: batches are not part of the 2026-07-28 protocol"
+            )
+        _check_envelope(request.params)
+        self.session.era = "modern"
+        method = request.method
+        if method == "server/discover":
+            return _result(request.id, self.modern_shape(self.discover(), cacheable=True))
+        if method == "tools/list":
+            listing = self.list_tools(request.params)
+            return _result(request.id, self.modern_shape(listing, cacheable=True))
+        if method == "tools/call":
+            return self.start_call(request, in_batch=False, shape=self.modern_shape)
+        if method == "ping":
+            return _result(request.id, self.modern_shape({}))
+        raise _ProtocolError(METHOD_NOT_FOUND, "Method not found")
+
+    def refuse_handshake_on_modern(self, request: _Request) -> Any:
+        if request.method == "initialize":
+            requested = request.params.get("protocolVersion")
+            raise _ProtocolError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "This connection serves the 2026-07-28 protocol; the initialize handshake is not accepted",
+                {"supported": list(MODERN_VERSIONS), "requested": requested if isinstance(requested, str) else ""},
+            )
+        if request.method == "ping":
+            return _result(request.id, {})
+        _check_envelope(request.params)  # raises: a modern connection needs the envelope on every request
+        raise _ProtocolError(INVALID_REQUEST, "Invalid Request")  # pragma: no cover - _check_envelope raised
+
+    def discover(self) -> dict[str, Any]:
+        return {
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": self.capabilities(),
+            "serverInfo": dict(self.server_info),
+        }
+
+    def modern_shape(self, result: Mapping[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
+        """Every 2026-07-28 result says it is complete and who answered; list results carry cache hints."""
+        shaped = dict(result)
+        shaped["resultType"] = "complete"
+        if cacheable:
+            shaped["ttlMs"] = 0
+            shaped["cacheScope"] = "private"
+        meta = dict(shaped.get("_meta") or {})
+        meta[_META_SERVER_INFO] = dict(self.server_info)
+        shaped["_meta"] = meta
+        return shaped
+
+    # -- tools/list ------------------------------------------------------------------------------
+
+    def list_tools(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One page of the actor's catalogue; the cursor is opaque and bound to this listing."""
+        names = [entry["name"] for entry in self.registry.catalog(self.actor)]
+        start = self.read_cursor(params.get("cursor"), len(names))
+        page = names[start : start + self.page_size]
+        result: dict[str, Any] = {"tools": [self.tool_definition(name) for name in page]}
+        following = start + len(page)
+        if following < len(names):
+            result["nextCursor"] = self.registry.cursors.issue(following, self.cursor_query())
+        return result
+
+    def cursor_query(self) -> dict[str, Any]:
+        return {"mcp": "tools/list", "actor": self.actor.id, "tenant": self.actor.tenant}
+
+    def read_cursor(self, cursor: Any, total: int) -> int:
+        if cursor is None:
+            return 0
+        if not isinstance(cursor, str):
+            raise _ProtocolError(INVALID_PARAMS, "Invalid params: cursor must be a string")
+        try:
+            position = self.registry.cursors.read(cursor, self.cursor_query())
+        except ToolFailure:
+            raise _ProtocolError(
+                INVALID_PARAMS, "Invalid params: the cursor is not one this server issued"
+            ) from None
+        if not 0 <= position <= total:
+            raise _ProtocolError(INVALID_PARAMS, "Invalid params: the cursor is out of range")
+        return position
+
+    def tool_definition(self, name: str) -> dict[str, Any]:
+        return _provisional_mcp_tool(self.registry.spec(name))
+
+    # -- tools/call ------------------------------------------------------------------------------
+
+    def start_call(
+        self, request: _Request, *, in_batch: bool, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
+    ) -> Any:
+        """Checks the request schema, then runs the call on the pool; the worker sends the response."""
+        call = _tool_call(request)
+        request_id: _RequestId = request.id  # type: ignore[assignment]
+        tracker = _InFlight()
+        with self.in_flight_lock:
+            if request_id in self.in_flight:
+                raise _ProtocolError(
+                    INVALID_REQUEST, "Invalid Request: this id is already in use by a running request"
+                )
+            self.in_flight[request_id] = tracker
+        future = self.pool.submit(self.run_call, request_id, call, tracker, shape)
+        if in_batch:
+            return future  # the batch collects every response and sends them together
+        future.add_done_callback(self.send_finished)
+        return None
+
+    def run_call(
+        self,
+        request_id: _RequestId,
+        call: ToolCall,
+        tracker: _InFlight,
+        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        try:
+            response = self.call_response(request_id, call, shape)
+        finally:
+            with self.in_flight_lock:
+                self.in_flight.pop(request_id, None)
+        if tracker.cancelled.is_set():
+            return None  # the client gave up on this request: it gets no response, as the spec says
+        return response
+
+    def send_finished(self, future: concurrent.futures.Future) -> None:
+        response = _settle(future)
+        if response is not None:
+            self.writer.send(response)
+
+    def call_response(
+        self, request_id: _RequestId, call: ToolCall, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        try:
+            result = self.invoke(call)
+            if result.error is not None and result.error.code == "tool_not_found":
+                return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
+            return _result(request_id, shape(_provisional_render(result)))
+        except Exception:
+            logger.exception("tools/call failed outside the registry pipeline")
+            return _error(request_id, INTERNAL_ERROR, "Internal error")
+
+    def invoke(self, call: ToolCall) -> ToolResult:
+        approval = self.approvals(call, self.actor) if self.approvals is not None else None
+        return self.registry.invoke(call, actor=self.actor, approval=approval)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _settle(item: Any) -> Any:
+    """A response, whether it is ready already or still running on the pool."""
+    if isinstance(item, concurrent.futures.Future):
+        try:
+            return item.result()
+        except Exception:  # run_call catches everything; this is belt and braces
+            logger.exception("a tools/call worker failed")
+            return None
+    return item
+
+
+def _plain(result: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(result)
+
+
+def _carries_envelope(params: Mapping[str, Any]) -> bool:
+    """The 2026-07-28 envelope's version key is the signal; older clients never send that reserved key."""
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and _META_PROTOCOL_VERSION in meta
+
+
+def _check_envelope(params: Mapping[str, Any]) -> None:
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise _ProtocolError(
+            INVALID_PARAMS,
+            f"Invalid params: params._meta must carry {_META_PROTOCOL_VERSION} and {_META_CLIENT_CAPABILITIES}",
+        )
+    missing = [key for key in (_META_PROTOCOL_VERSION, _META_CLIENT_CAPABILITIES) if key not in meta]
+    if missing:
+        raise _ProtocolError(INVALID_PARAMS, "Invalid params: params._meta is missing " + ", ".join(missing))
+    version = meta[_META_PROTOCOL_VERSION]
+    if not isinstance(version, str):
+        raise _ProtocolError(INVALID_PARAMS, f"Invalid params: {_META_PROTOCOL_VERSION} must be a string")
+    if version not in MODERN_VERSIONS:
+        raise _ProtocolError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": list(MODERN_VERSIONS), "requested": version},
+        )
+    if not isinstance(meta[_META_CLIENT_CAPABILITIES], dict):
+        raise _ProtocolError(INVALID_PARAMS, f"Invalid params: {_META_CLIENT_CAPABILITIES} must be an object")
+
+
+def _tool_call(request: _Request) -> ToolCall:
+    """The CallToolRequest schema, checked at the protocol level: a name, and arguments that are an object."""
+    name = request.params.get("name")
+    if not isinstance(name, str):
+        raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call needs name, a string")
+    arguments = request.params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call arguments must be a JSON object")
+    return _provisional_parse(name, arguments, request.id)
+
+
+# -- MCP shapes (provisional: replaced by agent_lab.adapters once it lands) ---------------------------
+
+
+def _provisional_mcp_tool(spec: Any) -> dict[str, Any]:
+    model = spec.model_schema()
+    tool: dict[str, Any] = {"name": model["name"]}
+    if "title" in model:
+        tool["title"] = model["title"]
+    tool["description"] = model["description"]
+    tool["inputSchema"] = model["input_schema"]
+    if "output_schema" in model:
+        tool["outputSchema"] = model["output_schema"]
+    return tool
+
+
+def _provisional_render(result: ToolResult) -> dict[str, Any]:
+    view = result.to_model()
+    structured = view["output"] if result.ok else view
+    rendered: dict[str, Any] = {"content": [{"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]}
+    if isinstance(structured, dict):
+        rendered["structuredContent"] = structured
+    rendered["isError"] = not result.ok
+    return rendered
+
+
+def _provisional_parse(name: str, arguments: Mapping[str, Any], request_id: Any) -> ToolCall:
+    return ToolCall(name=name, arguments=dict(arguments), call_id=f"mcp-{request_id}")
+
+
+# -- the front door --------------------------------------------------------------------------------
+
+
+def serve(
+    registry: Any,
+    *,
+    actor: Actor,
+    stdin: BinaryIO | TextIO | None = None,
+    stdout: BinaryIO | TextIO | None = None,
+    approvals: ApprovalSource | None = None,
+    page_size: int = 50,
+    server_name: str = "agent-lab",
+    server_version: str = __version__,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+) -> int:
+    """Serve `registry` over MCP until stdin closes; returns the process exit code (0: clean end of input).
+
+    `actor` is who every tool call runs as: the server's configuration decides it, never the client.
+    `approvals(call, actor)` may return a person's Approval for exactly that call (None: not approved).
+    """
+    if not isinstance(actor, Actor):
+        raise TypeError("serve() needs actor=Actor(...): the identity every tool call runs as")
+    for value, name in ((page_size, "page_size"), (max_workers, "max_workers")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"serve() {name} must be a positive integer")
+    owns_stdout = stdout is None
+    source = stdin if stdin is not None else sys.stdin.buffer
+    sink = stdout if stdout is not None else sys.stdout.buffer
+    writer = _LineWriter(sink)
+    server = _Server(
+        registry,
+        actor=actor,
+        writer=writer,
+        approvals=approvals,
+        page_size=page_size,
+        server_info={"name": server_name, "version": server_version},
+        max_workers=max_workers,
+    )
+    guard = contextlib.redirect_stdout(sys.stderr) if owns_stdout else contextlib.nullcontext()
+    logger.info("serving %d tools over MCP stdio as actor %s", len(registry.names()), actor.id)
+    try:
+        with guard:
+            for line in _read_lines(source):
+                server.handle_line(line)
+                if writer.broken:
+                    break
+    finally:
+        server.close()
+    logger.info("end of input; MCP server stopped")
+    return 1 if writer.broken else 0
