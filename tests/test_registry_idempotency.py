@@ -1,0 +1,251 @@
+"""Idempotency through the registry: one effect per (tenant, tool, key), replays identical receipts."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any, Mapping
+
+from agent_lab.calls import ToolCall
+from agent_lab.errors import Outcome, ToolFailure
+from agent_lab.idempotency import SqliteReceiptStore
+from agent_lab.registry import Registry
+
+from test_registry_fixtures import GLOBEX_WRITER, WRITER, EffectLog, followup_call, followup_spec, ticket_registry
+
+
+def without_replay_flag(view: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in view.items() if key != "replayed"}
+
+
+class ReplayAndConflictTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.effects = EffectLog()
+        self.registry = ticket_registry(self.effects)
+        self.addCleanup(self.registry.close)
+
+    def test_same_key_and_arguments_replays_the_identical_receipt_without_a_second_effect(self) -> None:
+        first = self.registry.invoke(followup_call(), actor=WRITER)
+        again = self.registry.invoke(ToolCall(followup_call().name, followup_call().arguments, call_id="retry-1"),
+                                     actor=WRITER)
+        self.assertTrue(first.ok and not first.replayed)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.call_id, "retry-1")
+        self.assertEqual(without_replay_flag(again.to_model()), first.to_model())
+        self.assertEqual(again.fingerprint, first.fingerprint)
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_equivalent_arguments_replay_key_order_does_not_matter(self) -> None:
+        self.registry.invoke(followup_call(), actor=WRITER)
+        reordered = ToolCall("record_ticket_followup", dict(reversed(list(followup_call().arguments.items()))))
+        self.assertTrue(self.registry.invoke(reordered, actor=WRITER).replayed)
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_same_key_with_other_arguments_is_a_conflict(self) -> None:
+        self.registry.invoke(followup_call(), actor=WRITER)
+        result = self.registry.invoke(followup_call(note="Something else."), actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("idempotency_conflict", Outcome.REJECTED))
+        self.assertEqual(result.error.next_action.value, "use_new_key")
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_a_new_key_runs_again(self) -> None:
+        self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertFalse(self.registry.invoke(followup_call(action_id="act-2"), actor=WRITER).replayed)
+        self.assertEqual(len(self.effects.effects), 2)
+
+    def test_receipts_of_one_tenant_are_never_visible_to_another(self) -> None:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+        registry.register(followup_spec(), effects.record_followup)
+        acme = registry.invoke(followup_call(), actor=WRITER)
+        globex = registry.invoke(followup_call(), actor=GLOBEX_WRITER)
+        self.assertFalse(globex.replayed)
+        self.assertNotEqual(acme.output["followup_id"], globex.output["followup_id"])
+        self.assertEqual(len(effects.effects), 2)
+        self.assertEqual(registry.invoke(followup_call(), actor=GLOBEX_WRITER).output, globex.output)
+
+
+class ReservationReleaseTest(unittest.TestCase):
+    def setUp(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        self.attempts = 0
+
+    def registry_with(self, handler) -> Registry:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(), handler)
+        return registry
+
+    def test_a_retryable_failure_with_no_effect_frees_the_key_for_a_retry(self) -> None:
+        def flaky(arguments):
+            self.attempts += 1
+            if self.attempts == 1:
+                raise ToolFailure("unavailable", "The ticket service is down.")
+            return {"followup_id": "F-1"}
+
+        registry = self.registry_with(flaky)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.error.code, first.outcome), ("unavailable", Outcome.FAILED))
+        second = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(second.ok and not second.replayed)
+        self.assertEqual(self.attempts, 2)
+
+    def test_a_final_business_failure_is_stored_and_replayed(self) -> None:
+        def closed(arguments):
+            self.attempts += 1
+            raise ToolFailure("conflict", "The ticket is closed.")
+
+        registry = self.registry_with(closed)
+        registry.invoke(followup_call(), actor=WRITER)
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.replayed), ("conflict", True))
+        self.assertEqual(self.attempts, 1)
+
+    def test_a_write_whose_outcome_is_unknown_replays_unknown_instead_of_repeating(self) -> None:
+        def crash_after_effect(arguments):
+            self.attempts += 1
+            raise RuntimeError("connection reset after commit")
+
+        registry = self.registry_with(crash_after_effect)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual(first.outcome, Outcome.UNKNOWN)
+        self.assertEqual((again.outcome, again.replayed, again.error.code), (Outcome.UNKNOWN, True, "handler_exception"))
+        self.assertEqual(self.attempts, 1)
+
+    def test_a_refusal_after_reservation_releases_the_key(self) -> None:
+        registry = Registry(max_workers=1)
+        self.addCleanup(registry.close)
+        gate = threading.Event()
+        registry.register(followup_spec(name="blocker", idempotency_key=None), lambda arguments: gate.wait(5) and {})
+        effects = EffectLog()
+        registry.register(followup_spec(), effects.record_followup)
+        blocker = threading.Thread(
+            target=registry.invoke, args=(ToolCall("blocker", followup_call().arguments),), kwargs={"actor": WRITER}
+        )
+        blocker.start()
+        time.sleep(0.02)  # the only worker is now busy
+        queued = registry.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() + 0.05)
+        gate.set()
+        blocker.join()
+        self.assertEqual((queued.error.code, queued.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        self.assertEqual(effects.effects, [])
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+        self.assertEqual(len(effects.effects), 1)
+
+
+# -- the race: 16 threads and 2 processes, one key, one SQLite file -------------------------------
+
+RACE_THREADS = 16
+RACE_PROCESSES = 2
+
+
+def append_effect(effects_path: str):
+    def handler(arguments):
+        time.sleep(0.02)  # widen the window in which a second runner could slip in
+        with open(effects_path, "a", encoding="utf-8") as effects:
+            effects.write(f"{os.getpid()} {threading.get_ident()} {arguments['action_id']}\n")
+        return {"followup_id": "F-1", "ticket_id": arguments["ticket_id"]}
+
+    return handler
+
+
+def race_registry(database: str, effects_path: str) -> Registry:
+    registry = Registry(receipts=SqliteReceiptStore(database), max_workers=RACE_THREADS)
+    registry.register(followup_spec(), append_effect(effects_path))
+    return registry
+
+
+def race_once(registry: Registry) -> tuple:
+    result = registry.invoke(followup_call(), actor=WRITER)
+    return (result.ok, result.replayed, result.error.code if result.error else None)
+
+
+def race_in_child(database: str, effects_path: str, ready, go, answers) -> None:
+    """Runs in a spawned process: one registry, one call, when the parent says go."""
+    registry = race_registry(database, effects_path)
+    try:
+        ready.put(os.getpid())
+        go.wait(10)
+        answers.put(race_once(registry))
+    finally:
+        registry.close()
+        registry.receipts.close()
+
+
+class SqliteRaceAndRestartTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.database = os.path.join(directory.name, "receipts.sqlite3")
+        self.effects_path = os.path.join(directory.name, "effects.log")
+        open(self.effects_path, "w").close()
+
+    def effect_lines(self) -> list[str]:
+        with open(self.effects_path, encoding="utf-8") as effects:
+            return effects.read().splitlines()
+
+    def test_sixteen_threads_and_two_processes_racing_one_key_run_the_handler_once(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        ready, answers, go = context.Queue(), context.Queue(), context.Event()
+        children = [
+            context.Process(target=race_in_child, args=(self.database, self.effects_path, ready, go, answers))
+            for _ in range(RACE_PROCESSES)
+        ]
+        for child in children:
+            child.start()
+        for _ in children:
+            ready.get(timeout=30)
+        registry = race_registry(self.database, self.effects_path)
+        self.addCleanup(registry.receipts.close)
+        self.addCleanup(registry.close)
+        local_answers: list = []
+        barrier = threading.Barrier(RACE_THREADS + 1)
+
+        def racer() -> None:
+            barrier.wait()
+            local_answers.append(race_once(registry))
+
+        threads = [threading.Thread(target=racer) for _ in range(RACE_THREADS)]
+        for thread in threads:
+            thread.start()
+        go.set()
+        barrier.wait()
+        for thread in threads:
+            thread.join(10)
+        all_answers = local_answers + [answers.get(timeout=30) for _ in children]
+        for child in children:
+            child.join(30)
+            self.assertEqual(child.exitcode, 0)
+        self.assertEqual(len(self.effect_lines()), 1, self.effect_lines())
+        self.assertEqual(len(all_answers), RACE_THREADS + RACE_PROCESSES)
+        fresh = [answer for answer in all_answers if answer == (True, False, None)]
+        self.assertEqual(len(fresh), 1, all_answers)
+        for answer in all_answers:
+            self.assertIn(answer, {(True, False, None), (True, True, None), (False, False, "idempotency_in_progress")})
+        self.assertEqual(race_once(registry), (True, True, None))
+
+    def test_a_new_registry_on_the_same_file_replays_after_a_restart(self) -> None:
+        first_registry = race_registry(self.database, self.effects_path)
+        first = first_registry.invoke(followup_call(), actor=WRITER)
+        first_registry.close()
+        first_registry.receipts.close()
+
+        restarted = race_registry(self.database, self.effects_path)
+        self.addCleanup(restarted.receipts.close)
+        self.addCleanup(restarted.close)
+        again = restarted.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(without_replay_flag(again.to_model()), first.to_model())
+        self.assertEqual(len(self.effect_lines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
