@@ -1,0 +1,174 @@
+"""The JSON data model, shared by every part of agent-lab.
+
+Python's own types do not line up with JSON's: `True == 1`, `1.0` is a float although JSON calls it an
+integer, and tuples, sets, bytes, NaN or non-string keys have no JSON form at all. These helpers give one
+answer everywhere (the validator, fingerprints, redaction) so that `True` never counts as `1` in one
+place and as a boolean in another.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Tuple
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "check_json_value",
+    "escape_pointer_token",
+    "find_non_json",
+    "json_equal",
+    "json_type",
+    "pointer_join",
+]
+
+DEFAULT_MAX_DEPTH = 64
+"""Levels of array/object nesting accepted by `check_json_value` when no limit is given."""
+
+_EXACT_TYPES = {
+    type(None): "null",
+    bool: "boolean",
+    str: "string",
+    int: "integer",
+    list: "array",
+    dict: "object",
+}
+
+
+def json_type(value: object) -> Optional[str]:
+    """Return the JSON type name of `value`, or None when it is not a JSON value.
+
+    bool is "boolean" (never a number); an int, or a finite float with no fractional part, is
+    "integer"; other finite floats are "number"; NaN and the infinities are not JSON.
+    Subclasses of str, int, float, list and dict count as their base type (json.dumps writes them so).
+    """
+    kind = type(value)
+    name = _EXACT_TYPES.get(kind)
+    if name is not None:
+        return name
+    if kind is float:
+        return _float_type(value)  # type: ignore[arg-type]
+    return _subclass_type(value)
+
+
+def _float_type(value: float) -> Optional[str]:
+    if not math.isfinite(value):
+        return None
+    return "integer" if value.is_integer() else "number"
+
+
+def _subclass_type(value: object) -> Optional[str]:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return _float_type(value)
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return None
+
+
+def json_equal(left: object, right: object) -> bool:
+    """JSON equality: 1 == 1.0, True != 1, arrays and objects compared deeply."""
+    if left is right:
+        return True
+    left_type, right_type = json_type(left), json_type(right)
+    if left_type in ("integer", "number") and right_type in ("integer", "number"):
+        return left == right
+    if left_type != right_type or left_type is None:
+        return False
+    if left_type == "array":
+        return len(left) == len(right) and all(  # type: ignore[arg-type]
+            json_equal(a, b) for a, b in zip(left, right)  # type: ignore[call-overload]
+        )
+    if left_type == "object":
+        if len(left) != len(right):  # type: ignore[arg-type]
+            return False
+        for key, item in left.items():  # type: ignore[attr-defined]
+            if key not in right or not json_equal(item, right[key]):  # type: ignore[operator,index]
+                return False
+        return True
+    return left == right
+
+
+def escape_pointer_token(token: object) -> str:
+    """Escape one JSON Pointer reference token (RFC 6901: ~ becomes ~0, / becomes ~1)."""
+    text = str(token)
+    if "~" in text or "/" in text:
+        text = text.replace("~", "~0").replace("/", "~1")
+    return text
+
+
+def pointer_join(pointer: str, token: object) -> str:
+    """Append one reference token to a JSON Pointer."""
+    return pointer + "/" + escape_pointer_token(token)
+
+
+def check_json_value(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Optional[str]:
+    """Return None when `value` is plain JSON, else one sentence naming the first bad place.
+
+    The sentence never contains the value itself (it could be a secret): only its JSON Pointer and
+    the Python type that has no JSON form. Nesting deeper than `max_depth` is refused too, so callers
+    that recurse over the value afterwards cannot hit Python's recursion limit.
+    """
+    found = find_non_json(value, max_depth=max_depth)
+    return None if found is None else found[1]
+
+
+def find_non_json(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Optional[Tuple[str, str]]:
+    """Like `check_json_value`, but return (JSON Pointer, reason sentence) of the first bad place."""
+    # Iterative depth-first walk in document order, so the first problem reported is stable.
+    stack: list = [(value, "", 0)]
+    while stack:
+        item, pointer, depth = stack.pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if not math.isfinite(item):
+                return pointer, _where(pointer) + " is a float NaN or infinity, which JSON cannot represent"
+            continue
+        if kind is dict or kind is list:
+            problem = _container_problem(item, pointer, depth, max_depth, stack)
+        else:
+            problem = _other_problem(item, pointer, depth, max_depth, stack)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _container_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: list):
+    if depth >= max_depth:
+        return pointer, _where(pointer) + f" is nested deeper than the limit of {max_depth} levels"
+    children = []
+    if isinstance(item, dict):
+        for key, child in item.items():
+            if not isinstance(key, str):
+                return pointer, _where(pointer) + (
+                    f" has a key of Python type {type(key).__name__}; JSON object keys must be strings"
+                )
+            children.append((child, pointer_join(pointer, key), depth + 1))
+    else:
+        children = [(child, pointer + "/" + str(index), depth + 1) for index, child in enumerate(item)]
+    stack.extend(reversed(children))
+    return None
+
+
+def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: list):
+    if isinstance(item, (dict, list)):
+        return _container_problem(item, pointer, depth, max_depth, stack)
+    if isinstance(item, (str, int)):  # str/int subclasses (enums) are written by json.dumps
+        return None
+    if isinstance(item, float):
+        if math.isfinite(item):
+            return None
+        return pointer, _where(pointer) + " is a float NaN or infinity, which JSON cannot represent"
+    return pointer, _where(pointer) + f" is a Python {type(item).__name__}, which is not a JSON value"
+
+
+def _where(pointer: str) -> str:
+    return "the value" if pointer == "" else f"the value at {pointer}"

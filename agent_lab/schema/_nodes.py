@@ -1,0 +1,295 @@
+"""Compiled schemas: a `Node` per subschema, made of one `Kw` per keyword.
+
+Every keyword compiles to a few closures:
+- `check(x) -> bool`: the fast path, short-circuits, builds nothing;
+- `collect(x, instance_path, keyword_path, out)`: appends violations; only called after `check` failed;
+- `eval_props(x)` / `eval_items(x)`: which object members / array indexes the keyword evaluated
+  (annotations), only ever called by `unevaluatedProperties` / `unevaluatedItems`, so schemas
+  without them pay nothing for annotation tracking.
+
+A node groups its keywords by the Python type they apply to, so that checking a string never looks
+at `maxItems`, and `True` is never seen by a numeric keyword.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..jsonvalue import pointer_join
+from ._messages import sentence
+from .model import Violation
+
+NONE_TYPE = type(None)
+PY_TYPES = (NONE_TYPE, bool, int, float, str, list, dict)
+STRING = (str,)
+NUMBER = (int, float)
+ARRAY = (list,)
+OBJECT = (dict,)
+
+
+class _All:
+    """Annotation meaning "every member / item was evaluated"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL = _All()
+NOTHING: frozenset = frozenset()
+
+
+def base_py_type(value: Any) -> Optional[type]:
+    """Map subclasses (str enums, OrderedDict, ...) onto the JSON base type they stand for."""
+    if isinstance(value, bool):
+        return bool
+    for kind in (str, int, float, list, dict):
+        if isinstance(value, kind):
+            return kind
+    return None
+
+
+def always_true(_instance: Any) -> bool:
+    return True
+
+
+def always_false(_instance: Any) -> bool:
+    return False
+
+
+def no_violations(_instance: Any, _instance_path: str, _keyword_path: str, _out: list) -> None:
+    return None
+
+
+def nothing_evaluated(_instance: Any):
+    return NOTHING
+
+
+def everything_evaluated(_instance: Any):
+    return ALL
+
+
+class Kw:
+    """One compiled keyword (see the module docstring for the meaning of each closure)."""
+
+    __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost")
+
+    def __init__(
+        self,
+        keyword: str,
+        types: Optional[Tuple[type, ...]],
+        check: Callable[[Any], bool],
+        collect: Callable[[Any, str, str, list], None],
+        *,
+        eval_props: Optional[Callable[[Any], Any]] = None,
+        eval_items: Optional[Callable[[Any], Any]] = None,
+        cost: int = 1,
+    ) -> None:
+        self.keyword = keyword
+        self.types = types
+        self.check = check
+        self.collect = collect
+        self.eval_props = eval_props
+        self.eval_items = eval_items
+        self.cost = cost
+
+
+def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
+    """Append one violation whose message is `phrase` said about the field at `instance_path`."""
+    out.append(Violation(instance_path, keyword_path, keyword, sentence(instance_path, phrase)))
+
+
+def violation_about(out: list, instance_path: str, keyword_path: str, keyword: str, field_path: str,
+                    phrase: str) -> None:
+    """Append a violation located at `instance_path` whose message names another field (e.g. a missing one)."""
+    out.append(Violation(instance_path, keyword_path, keyword, sentence(field_path, phrase)))
+
+
+class Node:
+    """One compiled subschema. `check`/`collect` are plain attributes, so callers bind them once."""
+
+    __slots__ = (
+        "check", "collect", "location", "base", "kws", "proves_json", "scope_uri", "schema",
+        "_props_fn", "_items_fn", "_local", "__weakref__",
+    )
+
+    def __init__(self, schema: Any, base: str, location: str) -> None:
+        self.schema = schema
+        self.base = base
+        self.location = location
+        self.kws: List[Kw] = []
+        self.proves_json = False
+        self.scope_uri: Optional[str] = None
+        self._props_fn: Optional[Callable[[Any], Any]] = None
+        self._items_fn: Optional[Callable[[Any], Any]] = None
+        self._local: Any = None
+        # Until compilation finishes (reference cycles), calls go through the node itself.
+        self.check = self._pending_check
+        self.collect = self._pending_collect
+
+    def _pending_check(self, instance: Any) -> bool:
+        return self.check(instance)
+
+    def _pending_collect(self, instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        self.collect(instance, instance_path, keyword_path, out)
+
+    # -- annotations, built on first use -------------------------------------------------------
+    def evaluated_props(self, instance: Any):
+        """Object members this (valid) subschema evaluated: a set of names, or ALL."""
+        function = self._props_fn
+        if function is None:
+            function = self._props_fn = self._scoped(_union([kw.eval_props for kw in self.kws if kw.eval_props]))
+        return function(instance)
+
+    def evaluated_items(self, instance: Any):
+        """Array indexes this (valid) subschema evaluated: a set of indexes, or ALL."""
+        function = self._items_fn
+        if function is None:
+            function = self._items_fn = self._scoped(_union([kw.eval_items for kw in self.kws if kw.eval_items]))
+        return function(instance)
+
+    def _scoped(self, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        if self.scope_uri is None:
+            return function
+        return scoped_call(self._local, self.scope_uri, function)
+
+    # -- assembly ------------------------------------------------------------------------------
+    def finish(self, kws: Sequence[Kw], *, dynamic_local: Any = None) -> None:
+        """Assemble check/collect from the compiled keywords (in schema order)."""
+        self.kws = list(kws)
+        check = assemble_check(self.kws)
+        collect = assemble_collect(self.kws)
+        if self.scope_uri is not None and dynamic_local is not None:
+            self._local = dynamic_local
+            check = scoped_call(dynamic_local, self.scope_uri, check)
+            collect = scoped_collect(dynamic_local, self.scope_uri, collect)
+        self.check = check
+        self.collect = collect
+
+    def finish_boolean(self, value: bool) -> None:
+        self.kws = []
+        if value:
+            self.check, self.collect = always_true, no_violations
+        else:
+            self.check, self.collect = always_false, _collect_false
+
+
+def _collect_false(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+    violation(out, instance_path, keyword_path, "false", "is not allowed")
+
+
+def _union(functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    if not functions:
+        return nothing_evaluated
+    if len(functions) == 1:
+        return functions[0]
+
+    def union(instance: Any):
+        result: set = set()
+        for function in functions:
+            part = function(instance)
+            if part is ALL:
+                return ALL
+            result.update(part)
+        return result
+
+    return union
+
+
+def scoped_call(local: Any, uri: str, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Run `function` with schema resource `uri` pushed on the thread's dynamic scope."""
+
+    def in_scope(instance: Any):
+        stack = local.stack
+        stack.append(uri)
+        try:
+            return function(instance)
+        finally:
+            stack.pop()
+
+    return in_scope
+
+
+def scoped_collect(local: Any, uri: str, collect: Callable[[Any, str, str, list], None]):
+    def in_scope(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        stack = local.stack
+        stack.append(uri)
+        try:
+            collect(instance, instance_path, keyword_path, out)
+        finally:
+            stack.pop()
+
+    return in_scope
+
+
+def _checks_by_type(kws: Sequence[Kw]) -> Dict[type, Tuple[Callable[[Any], bool], ...]]:
+    table = {}
+    for py_type in PY_TYPES:
+        applicable = [
+            kw for kw in kws if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+        ]
+        applicable.sort(key=lambda kw: kw.cost)  # cheap keywords first: fail fast
+        table[py_type] = tuple(kw.check for kw in applicable)
+    return table
+
+
+def assemble_check(kws: Sequence[Kw]) -> Callable[[Any], bool]:
+    """One closure checking every keyword that applies to the instance's JSON type."""
+    table = _checks_by_type(kws)
+    distinct = set(table.values())
+    if distinct == {()}:
+        return always_true
+    if len(distinct) == 1:
+        return _all_of(next(iter(distinct)))
+    get = table.get
+
+    def check(instance: Any) -> bool:
+        checks = get(type(instance))
+        if checks is None:
+            checks = get(base_py_type(instance))  # type: ignore[arg-type]
+            if checks is None:
+                return False
+        for one in checks:
+            if not one(instance):
+                return False
+        return True
+
+    return check
+
+
+def _all_of(checks: Tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda instance: first(instance) and second(instance)
+
+    def check(instance: Any) -> bool:
+        for one in checks:
+            if not one(instance):
+                return False
+        return True
+
+    return check
+
+
+def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]:
+    """Collect violations keyword by keyword, in schema order (deterministic)."""
+    table = {
+        py_type: tuple(kw for kw in kws if kw.types is None or py_type in kw.types) for py_type in PY_TYPES
+    }
+
+    def collect(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        applicable = table.get(type(instance))
+        if applicable is None:
+            applicable = table.get(base_py_type(instance), ())  # type: ignore[arg-type]
+        for kw in applicable:
+            if not kw.check(instance):
+                before = len(out)
+                kw.collect(instance, instance_path, keyword_path, out)
+                if len(out) == before:  # every failed check must say why, at least generically
+                    violation(out, instance_path, pointer_join(keyword_path, kw.keyword), kw.keyword,
+                              f"does not satisfy '{kw.keyword}'")
+
+    return collect

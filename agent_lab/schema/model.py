@@ -1,0 +1,41 @@
+"""The validator's values: `Violation`, `SchemaError` and the named limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_INSTANCE_DEPTH",
+    "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_NODES",
+    "SchemaError",
+    "Violation",
+]
+
+MAX_INSTANCE_DEPTH = 64
+"""Array/object nesting accepted in an instance; deeper instances get a "json" violation."""
+
+MAX_SCHEMA_DEPTH = 128
+"""Array/object nesting accepted in a schema document (a subschema level is usually two of these)."""
+
+MAX_SCHEMA_NODES = 20_000
+"""Compiled subschemas per Validator (the reference-expansion limit); more is a SchemaError."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way an instance breaks its schema.
+
+    `instance_path` and `keyword_path` are JSON Pointers (into the instance, and along the keywords
+    evaluated in the schema, `$ref` included); `message` names the field and the rule but never
+    contains the instance's value, which may be a secret.
+    """
+
+    instance_path: str
+    keyword_path: str
+    keyword: str
+    message: str
+
+
+class SchemaError(ValueError):
+    """The schema itself is not a valid draft 2020-12 schema; the message says where."""

@@ -1,0 +1,239 @@
+"""`Validator`: a JSON Schema draft 2020-12 schema compiled once into closures.
+
+Construction does all the schema work (meta-schema check, reference resolution, regex compilation);
+`is_valid` then only runs closures and builds nothing, and `errors` walks only the failing parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, Callable, List, Optional
+
+from ..jsonvalue import find_non_json
+from ._compiler import Compiler
+from ._index import DRAFT_2020_12, SchemaIndex, builtin_documents, builtin_index, normalize_uri
+from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Violation
+
+__all__ = ["Validator"]
+
+_ROOT_URI = ""
+
+
+class Validator:
+    """Validates JSON instances against one draft 2020-12 schema.
+
+    `resources` maps URIs to schema documents that references may name (nothing is ever fetched);
+    the 2020-12 meta-schemas are built in. `format_assertion=True` makes `format` an assertion
+    (it is an annotation by default, as the specification says). Validators are thread-safe.
+    """
+
+    def __init__(self, schema: Mapping | bool, *, resources: Optional[Mapping[str, Any]] = None,
+                 format_assertion: bool = False) -> None:
+        self.schema = schema
+        self._build(schema, resources, format_assertion, trusted=False)
+
+    @classmethod
+    def _trusted(cls, schema: Any) -> "Validator":
+        """A validator for a built-in meta-schema: no meta-schema check (it is the meta-schema)."""
+        validator = cls.__new__(cls)
+        validator.schema = schema
+        validator._build(schema, None, False, trusted=True)
+        return validator
+
+    # -- construction --------------------------------------------------------------------------
+    def _build(self, schema: Any, resources: Optional[Mapping[str, Any]], format_assertion: bool,
+               *, trusted: bool) -> None:
+        root = _plain_schema(schema, "the schema")
+        index = builtin_index().copy()
+        user_documents = {}
+        for uri, document in (resources or {}).items():
+            if not isinstance(uri, str):
+                raise SchemaError("resources must map URI strings to schema documents")
+            plain = _plain_schema(document, f"resource {uri!r}")
+            index.add_document(plain, uri, label=normalize_uri(uri))
+            user_documents[normalize_uri(uri)] = plain
+        index.add_document(root, _ROOT_URI, label="")
+        if not trusted:
+            _check_against_metaschema(root, index, resources, "the schema")
+        checked = set()
+
+        def check_referenced_document(uri: str) -> None:
+            if trusted or uri in checked or uri not in user_documents:
+                return
+            checked.add(uri)
+            _check_against_metaschema(user_documents[uri], index, resources, f"resource {uri!r}")
+
+        compiler = Compiler(index, format_assertion=format_assertion,
+                            dynamic=index.uses_dynamic_references(_ROOT_URI),
+                            on_document=check_referenced_document)
+        try:
+            node = compiler.compile_root(root, _ROOT_URI)
+        except RecursionError:
+            raise SchemaError("schema is nested too deeply to compile") from None
+        self._local = compiler.dynamic_local
+        self._check = node.check
+        self._collect = node.collect
+        self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign]
+
+    def _make_is_valid(self, check: Callable[[Any], bool], proves_json: bool) -> Callable[[object], bool]:
+        local = self._local
+        if local is not None:
+            def is_valid_dynamic(instance: object) -> bool:
+                if not plain_json(instance, MAX_INSTANCE_DEPTH):
+                    return False
+                local.stack = []
+                try:
+                    return check(instance)
+                except RecursionError:
+                    return False
+
+            return is_valid_dynamic
+        if proves_json:
+            # The compiled checks only accept plain JSON values here (exact types, bounded depth).
+            return check
+
+        def is_valid(instance: object) -> bool:
+            if not plain_json(instance, MAX_INSTANCE_DEPTH):
+                return False
+            try:
+                return check(instance)
+            except RecursionError:
+                return False
+
+        return is_valid
+
+    # -- validation ----------------------------------------------------------------------------
+    def is_valid(self, instance: object) -> bool:  # replaced per instance by a specialised closure
+        """True when `instance` is a JSON value that satisfies the schema. Builds no error objects."""
+        raise NotImplementedError  # pragma: no cover
+
+    def errors(self, instance: object) -> List[Violation]:
+        """Every violation, in a deterministic order (schema keyword order, then instance order)."""
+        problem = find_non_json(instance, max_depth=MAX_INSTANCE_DEPTH)
+        if problem is not None:
+            pointer, reason = problem
+            return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
+        if self._local is not None:
+            self._local.stack = []
+        try:
+            if self._check(instance):
+                return []
+            out: List[Violation] = []
+            self._collect(instance, "", "", out)
+        except RecursionError:
+            return [Violation("", "", "$ref", "value could not be validated: the schema's references nest "
+                                              "too deeply for it.")]
+        if not out:
+            out.append(Violation("", "", "schema", "value does not satisfy the schema"))
+        return out
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# ---------------------------------------------------------------------------------------------
+# instance and schema checks
+# ---------------------------------------------------------------------------------------------
+
+def plain_json(value: object, depth: int) -> bool:
+    """Fast yes/no version of `jsonvalue.find_non_json` for `is_valid` (same rules, same depth)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is dict:
+        if depth <= 0:
+            return False
+        depth -= 1
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str and not isinstance(key, str):
+                return False
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None:
+                continue
+            if not plain_json(item, depth):
+                return False
+        return True
+    if kind is list:
+        if depth <= 0:
+            return False
+        depth -= 1
+        for item in value:  # type: ignore[attr-defined]
+            item_kind = type(item)
+            if item_kind is str or item_kind is int or item_kind is bool or item is None:
+                continue
+            if not plain_json(item, depth):
+                return False
+        return True
+    if kind is float:
+        return value - value == 0.0  # type: ignore[operator]  # False for NaN and the infinities
+    return find_non_json(value, max_depth=depth) is None
+
+
+def _plain_schema(schema: Any, what: str) -> Any:
+    """Return the schema as plain JSON (Mappings and tuples converted); SchemaError if it is not JSON."""
+    if isinstance(schema, bool):
+        return schema
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"{what} must be a JSON object or a boolean, not a Python {type(schema).__name__}")
+    if find_non_json(schema, max_depth=MAX_SCHEMA_DEPTH) is None:
+        return schema
+    converted = _convert(schema, MAX_SCHEMA_DEPTH + 1)
+    problem = find_non_json(converted, max_depth=MAX_SCHEMA_DEPTH)
+    if problem is not None:
+        raise SchemaError(f"{what} is not JSON: {problem[1]}")
+    return converted
+
+
+def _convert(value: Any, depth: int) -> Any:
+    if depth <= 0:
+        return value
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        value = dict(value)
+    if isinstance(value, dict):
+        return {key: _convert(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_convert(item, depth - 1) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# meta-schema validation
+# ---------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def draft_2020_12_validator() -> Validator:
+    """The built-in meta-schema compiled with this very validator, once, on first use."""
+    documents = dict(builtin_documents())
+    return Validator._trusted(documents[DRAFT_2020_12])
+
+
+def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Optional[Mapping[str, Any]],
+                              what: str) -> None:
+    """Raise SchemaError (saying where) when `schema` is not valid against its meta-schema."""
+    if isinstance(schema, bool):
+        return
+    declared = schema.get("$schema", DRAFT_2020_12)
+    dialect = normalize_uri(declared) if isinstance(declared, str) else DRAFT_2020_12
+    if dialect == DRAFT_2020_12 or dialect in dict(builtin_documents()):
+        meta_validator = draft_2020_12_validator() if dialect == DRAFT_2020_12 else _builtin_meta(dialect)
+    else:
+        meta = index.resources.get(dialect)
+        if meta is None:
+            raise SchemaError(f"{what} declares $schema {declared!r}, which is not draft 2020-12 and not a "
+                              "meta-schema passed in resources=")
+        meta_validator = Validator(meta, resources=resources)
+    violations = meta_validator.errors(schema)
+    if violations:
+        first = violations[0]
+        raise SchemaError(f"{what} is not a valid draft 2020-12 schema at {first.instance_path or '/'}: "
+                          f"{first.message} (meta-schema rule {first.keyword_path or '/'})")
+
+
+@lru_cache(maxsize=16)
+def _builtin_meta(uri: str) -> Validator:
+    return Validator._trusted(dict(builtin_documents())[uri])
