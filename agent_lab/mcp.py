@@ -684,13 +684,13 @@ def serve(
     )
     guard = contextlib.redirect_stdout(sys.stderr) if owns_stdout else contextlib.nullcontext()
     logger.info("serving %d tools over MCP stdio as actor %s", len(registry.names()), actor.id)
-    try:
-        with guard:
+    with guard:  # held until the last call has finished: a late handler's print must not reach stdout
+        try:
             for line in _read_lines(source):
                 server.handle_line(line)
                 if writer.broken:
                     break
-    finally:
-        server.close()
+        finally:
+            server.close()
     logger.info("end of input; MCP server stopped")
     return 1 if writer.broken else 0

@@ -581,6 +581,43 @@ class StatelessRevisionTest(ServerTestCase):
         self.assertError(self.request("tools/list"), INVALID_REQUEST)
 
 
+NOISY_SERVER = """
+import sys
+from agent_lab import Actor, ToolSpec
+from agent_lab.mcp import serve
+from agent_lab.registry import Registry
+
+def noisy(arguments):
+    print("handler noise on stdout")
+    return {"ok": True}
+
+registry = Registry()
+registry.register(ToolSpec(name="noisy", description="Prints while it works.", input_schema={"type": "object"}), noisy)
+sys.exit(serve(registry, actor=Actor(id="a", tenant="t")))
+"""
+
+
+class RealStdoutTest(unittest.TestCase):
+    def test_a_handler_that_prints_cannot_corrupt_the_protocol_stream(self) -> None:
+        messages = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": LATEST_VERSION}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "noisy", "arguments": {}}},
+        ]
+        process = subprocess.run(
+            [sys.executable, "-c", NOISY_SERVER],
+            cwd=REPO_ROOT,
+            input=b"".join(json.dumps(message).encode() + b"\n" for message in messages),
+            capture_output=True,
+            timeout=60,
+        )
+        self.assertEqual(process.returncode, 0, process.stderr.decode(errors="replace"))
+        responses = [json.loads(line) for line in process.stdout.splitlines()]
+        self.assertEqual([response["id"] for response in responses], [1, 2])
+        self.assertFalse(responses[1]["result"]["isError"])
+        self.assertIn(b"handler noise on stdout", process.stderr)
+
+
 def error_of(result: dict) -> dict:
     """Our structured error inside an isError CallToolResult."""
     return result["structuredContent"]["error"]
