@@ -272,24 +272,24 @@ class _Entry:
     record_text: Optional[str]
     expires_at: float
 
+    def is_live(self, now: float) -> bool:
+        """Expired entries count as absent: a receipt after its ttl, a reservation after its lease."""
+        return self.expires_at > now
+
 
 def _decide(entry: Optional[_Entry], fingerprint: str, now: float) -> Optional[Reservation]:
     """What a reserve finds under a key: None when the key is free, else the answer to return.
 
-    Shared by both stores so that they cannot drift apart.
+    Shared by both stores (as are ``_status_of`` and ``_complete_may_write``), so they cannot drift.
     """
-    if entry is None or entry.expires_at <= now:
-        return None
-    if entry.fingerprint != fingerprint:
+    if entry is not None and entry.is_live(now) and entry.fingerprint != fingerprint:
         return Reservation(ReservationStatus.CONFLICT, fingerprint=entry.fingerprint)
-    if entry.state == _COMPLETED:
-        return _replay(entry)
-    return Reservation(ReservationStatus.IN_PROGRESS, fingerprint=entry.fingerprint)
+    return _status_of(entry, now)
 
 
 def _status_of(entry: Optional[_Entry], now: float) -> Optional[Reservation]:
-    """What ``lookup`` reports for an entry (None when absent or expired)."""
-    if entry is None or entry.expires_at <= now:
+    """What ``lookup`` reports for an entry: None when absent or expired."""
+    if entry is None or not entry.is_live(now):
         return None
     if entry.state == _COMPLETED:
         return _replay(entry)
@@ -309,7 +309,7 @@ def _complete_may_write(entry: Optional[_Entry], fingerprint: str, now: float) -
     * completed with the same fingerprint: keep the first receipt, so every replay is identical;
     * held by a different fingerprint: leave it (that caller owns the key now).
     """
-    if entry is None or entry.expires_at <= now:
+    if entry is None or not entry.is_live(now):
         return True
     return entry.state == _IN_FLIGHT and entry.fingerprint == fingerprint
 
@@ -389,7 +389,7 @@ class InMemoryReceiptStore:
             now = self._clock()
             address = _address(key)
             entry = self._entries.get(address)
-            if entry is not None and entry.expires_at <= now:
+            if entry is not None and not entry.is_live(now):
                 del self._entries[address]
                 return None
             return _status_of(entry, now)
@@ -410,7 +410,7 @@ class InMemoryReceiptStore:
         if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries)):
             return
         self._reserves_since_sweep = 0
-        expired = [address for address, entry in self._entries.items() if entry.expires_at <= now]
+        expired = [address for address, entry in self._entries.items() if not entry.is_live(now)]
         for address in expired:
             del self._entries[address]
 
