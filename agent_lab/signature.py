@@ -1,0 +1,850 @@
+"""Tools from plain Python functions: `@tool`, `spec_from_function` and the constraint markers.
+
+Users arrive with typed functions. This module reads a function's signature, type hints and docstring
+and builds the JSON Schema 2020-12 input schema of its `ToolSpec` with the standard library only, in
+numbered steps (see `input_schema_from_function`). Anything the schema cannot say exactly (``Any``,
+``bytes``, ``set``, callables, ``*args``...) is refused when the function is decorated, with a
+`TypeError` naming the function and the parameter: a tool whose schema lies is worse than no tool.
+
+The registry calls a handler as ``handler(arguments)`` or ``handler(arguments, ctx)``; `handler_for`
+turns the function into such a handler that maps the validated arguments dict to keyword arguments
+and rebuilds dataclasses, enums and tuples where the annotation asks for them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import json
+import math
+import re
+import types
+import typing
+from collections import abc
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .context import CallContext
+
+__all__ = [
+    "Describe",
+    "Len",
+    "Pattern",
+    "Range",
+    "handler_for",
+    "input_schema_from_function",
+    "output_schema_for_annotation",
+    "spec_from_function",
+    "tool",
+]
+
+CONTEXT_PARAMETER_NAME = "ctx"  # a parameter with this name is injected by the registry, never exposed
+
+
+# -- constraint markers (used inside typing.Annotated) ------------------------------------------
+
+
+def _check_bound(value: Any, what: str, *, integral: bool) -> None:
+    wanted = int if integral else (int, float)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
+        kind = "an integer" if integral else "a finite number"
+        raise ValueError(f"{what} must be {kind} or None")
+    if integral and value < 0:
+        raise ValueError(f"{what} must not be negative")
+
+
+@dataclass(frozen=True)
+class Len:
+    """Length bounds: minLength/maxLength on strings, minItems/maxItems on lists and tuples."""
+
+    min: int | None = None
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_bound(self.min, "Len.min", integral=True)
+        _check_bound(self.max, "Len.max", integral=True)
+        if self.min is None and self.max is None:
+            raise ValueError("Len needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("Len.min must not be greater than Len.max")
+
+
+@dataclass(frozen=True)
+class Range:
+    """Numeric bounds: ge/le are inclusive (minimum/maximum), gt/lt exclusive (exclusiveMinimum/...)."""
+
+    ge: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    lt: float | None = None
+
+    def __post_init__(self) -> None:
+        for bound in ("ge", "le", "gt", "lt"):
+            _check_bound(getattr(self, bound), f"Range.{bound}", integral=False)
+        if self.ge is not None and self.gt is not None:
+            raise ValueError("Range takes ge or gt, not both")
+        if self.le is not None and self.lt is not None:
+            raise ValueError("Range takes le or lt, not both")
+        if all(bound is None for bound in (self.ge, self.le, self.gt, self.lt)):
+            raise ValueError("Range needs at least one bound")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """An ECMA-262 regular expression a string must match (searched, not anchored: add ^...$)."""
+
+    regex: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.regex, str):
+            raise ValueError("Pattern.regex must be a string")
+
+
+@dataclass(frozen=True)
+class Describe:
+    """A description for the parameter or field (a plain string in Annotated means the same)."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ValueError("Describe.text must be a non-empty string")
+
+
+# -- where an annotation sits, for error messages ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Site:
+    """The function and parameter (and nested field) an annotation belongs to."""
+
+    function: str
+    parameter: str
+    fields: tuple[str, ...] = ()
+
+    def field(self, name: str) -> _Site:
+        return dataclasses.replace(self, fields=(*self.fields, name))
+
+    def refuse(self, reason: str) -> TypeError:
+        where = f"parameter {self.parameter!r}" if self.parameter != "return" else "the return annotation"
+        if self.fields:
+            where += " (field " + ".".join(self.fields) + ")"
+        return TypeError(f"{self.function}: {where}: {reason}")
+
+
+# -- step 1: read the signature -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    name: str
+    annotation: Any
+    default: Any  # inspect.Parameter.empty when there is none
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Type hints with forward references resolved; an unresolvable one names its parameter."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - find which annotation is at fault, then report it
+        pass
+    hints: dict[str, Any] = {}
+    for name, annotation in getattr(fn, "__annotations__", {}).items():
+        probe = types.SimpleNamespace(__annotations__={name: annotation}, __globals__=getattr(fn, "__globals__", {}))
+        try:
+            hints.update(typing.get_type_hints(probe, include_extras=True))
+        except Exception as exc:  # noqa: BLE001
+            site = _Site(_function_name(fn), name)
+            raise site.refuse(
+                f"the annotation {annotation!r} cannot be resolved ({type(exc).__name__}); "
+                "define the type at module level before the function"
+            ) from None
+    return hints
+
+
+def _read_parameters(fn: Callable[..., Any]) -> tuple[list[_Parameter], dict[str, Any]]:
+    """Step 1: the parameters in order with their resolved annotations; refuse what JSON cannot carry."""
+    if not callable(fn):
+        raise TypeError(f"expected a function, got {type(fn).__name__}")
+    function = _function_name(fn)
+    signature = inspect.signature(fn)
+    hints = _resolved_hints(fn)
+    parameters = []
+    for param in signature.parameters.values():
+        site = _Site(function, param.name)
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise site.refuse("*args cannot be described by a JSON object schema; name each parameter")
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            raise site.refuse("**kwargs cannot be described by a closed JSON object schema; name each parameter")
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise site.refuse("positional-only parameters cannot be passed by name from a JSON object")
+        if param.name not in hints and param.name != CONTEXT_PARAMETER_NAME:
+            raise site.refuse("needs a type annotation")
+        parameters.append(_Parameter(param.name, hints.get(param.name, CallContext), param.default))
+    return parameters, hints
+
+
+# -- step 2: read the docstring -----------------------------------------------------------------
+
+_REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(?P<name>\w+)\s*:\s*(?P<text>.*)$")
+_REST_FIELD = re.compile(r"^:(?:param|type|returns?|rtype|raises?|var|ivar|cvar)\b")
+_GOOGLE_SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]*):\s*$")
+_GOOGLE_PARAM_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"})
+_GOOGLE_ENTRY = re.compile(r"^(?P<name>\w+)\s*(?:\([^)]*\))?\s*:\s*(?P<text>.*)$")
+
+
+@dataclass(frozen=True)
+class _Docstring:
+    summary: str  # the prose before the first section, paragraphs joined
+    parameters: Mapping[str, str]  # parameter name -> its description
+
+
+def _join_lines(lines: list[str]) -> str:
+    return " ".join(line.strip() for line in lines if line.strip())
+
+
+def _read_docstring(fn: Callable[..., Any]) -> _Docstring:
+    """Step 2: the summary and per-parameter descriptions (reST ``:param x:`` or Google ``Args:``)."""
+    text = inspect.getdoc(fn) or ""
+    lines = text.splitlines()
+    prose: list[str] = []
+    parameters: dict[str, list[str]] = {}
+    index = 0
+    while index < len(lines) and not _starts_section(lines[index]):
+        prose.append(lines[index])
+        index += 1
+    while index < len(lines):
+        index = _read_section(lines, index, parameters)
+    paragraphs = "\n".join(prose).strip().split("\n\n")
+    summary = "\n\n".join(_join_lines(paragraph.splitlines()) for paragraph in paragraphs if paragraph.strip())
+    return _Docstring(summary, {name: _join_lines(parts) for name, parts in parameters.items()})
+
+
+def _starts_section(line: str) -> bool:
+    stripped = line.strip()
+    return bool(_REST_FIELD.match(stripped)) or bool(_GOOGLE_SECTION.match(stripped) and line == line.lstrip())
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _read_section(lines: list[str], index: int, parameters: dict[str, list[str]]) -> int:
+    """Read one reST field or one Google section starting at `index`; return the next index."""
+    line = lines[index]
+    stripped = line.strip()
+    rest = _REST_PARAM.match(stripped)
+    if rest:
+        parts = parameters.setdefault(rest.group("name"), [])
+        parts.append(rest.group("text"))
+        index += 1
+        while index < len(lines) and lines[index].strip() and _indent(lines[index]) > _indent(line):
+            parts.append(lines[index])
+            index += 1
+        return index
+    google = _GOOGLE_SECTION.match(stripped)
+    if google and not _REST_FIELD.match(stripped):
+        return _read_google_section(lines, index + 1, google.group("title") in _GOOGLE_PARAM_SECTIONS, parameters)
+    return index + 1  # another reST field (:returns: ...) or its continuation: not a parameter
+
+
+def _read_google_section(lines: list[str], index: int, is_parameters: bool, parameters: dict[str, list[str]]) -> int:
+    entry_indent: int | None = None
+    current: list[str] | None = None
+    while index < len(lines):
+        line = lines[index]
+        if line.strip() and _indent(line) == 0:
+            break  # the next section
+        if line.strip():
+            if entry_indent is None:
+                entry_indent = _indent(line)
+            entry = _GOOGLE_ENTRY.match(line.strip())
+            if _indent(line) == entry_indent and entry:
+                current = parameters.setdefault(entry.group("name"), []) if is_parameters else None
+                if current is not None:
+                    current.append(entry.group("text"))
+            elif current is not None:
+                current.append(line)
+        index += 1
+    return index
+
+
+# -- step 3: find the injected context parameter ------------------------------------------------
+
+
+def _is_context(param: _Parameter) -> bool:
+    """Step 3: ``ctx`` or a parameter annotated with CallContext is supplied by the registry."""
+    if param.name == CONTEXT_PARAMETER_NAME:
+        return True
+    annotation = _strip_annotated(param.annotation)[0]
+    if annotation is CallContext:
+        return True
+    return _is_union(annotation) and CallContext in typing.get_args(annotation)
+
+
+# -- step 4: map each annotation to a schema ----------------------------------------------------
+
+_PRIMITIVES: Mapping[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_LIST_ORIGINS = frozenset({list, abc.Sequence, abc.MutableSequence})
+_DICT_ORIGINS = frozenset({dict, abc.Mapping, abc.MutableMapping})
+_UNEXPRESSIBLE: Mapping[Any, str] = {
+    Any: "Any accepts every value; say which JSON type the tool needs",
+    object: "object accepts every value; say which JSON type the tool needs",
+    bytes: "bytes are not JSON; take a str (e.g. base64) instead",
+    bytearray: "bytearray is not JSON; take a str instead",
+    set: "a set has no JSON form; take list[T] (add uniqueness checks in the tool)",
+    frozenset: "a frozenset has no JSON form; take list[T]",
+    complex: "complex numbers are not JSON",
+    list: "a bare list says nothing about its items; write list[T]",
+    dict: "a bare dict says nothing about its values; write dict[str, T] or a TypedDict",
+    tuple: "a bare tuple says nothing about its items; write tuple[A, B] or tuple[T, ...]",
+}
+
+
+def _strip_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Unwrap Annotated (and TypedDict's Required/NotRequired) into the type and its metadata."""
+    metadata: tuple[Any, ...] = ()
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            metadata = metadata + tuple(annotation.__metadata__)
+            annotation = annotation.__origin__
+        elif getattr(typing.get_origin(annotation), "_name", None) in ("Required", "NotRequired"):
+            annotation = typing.get_args(annotation)[0]
+        else:
+            return annotation, metadata
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _is_typeddict(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, dict) and hasattr(annotation, "__required_keys__")
+
+
+def _is_enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
+
+
+def _is_dataclass_type(annotation: Any) -> bool:
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def _json_type_of(value: Any) -> str | None:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float) and math.isfinite(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+class _SchemaBuilder:
+    """Maps Python annotations to JSON Schema, refusing what it cannot express exactly."""
+
+    def __init__(self) -> None:
+        self._building: list[type] = []  # classes being expanded: a repeat means a recursive type
+
+    def schema_for(self, annotation: Any, site: _Site) -> dict[str, Any]:
+        annotation, metadata = _strip_annotated(annotation)
+        schema = self._bare_schema(annotation, site)
+        return _apply_metadata(schema, metadata, site)
+
+    def _bare_schema(self, annotation: Any, site: _Site) -> dict[str, Any]:
+        if annotation is None or annotation is type(None):
+            return {"type": "null"}
+        if annotation in _PRIMITIVES:
+            return {"type": _PRIMITIVES[annotation]}
+        if annotation in _UNEXPRESSIBLE:
+            raise site.refuse(_UNEXPRESSIBLE[annotation])
+        if isinstance(annotation, (str, typing.ForwardRef)):
+            raise site.refuse(f"the forward reference {annotation!r} cannot be resolved")
+        if _is_union(annotation):
+            return self._union(annotation, site)
+        origin = typing.get_origin(annotation)
+        if origin is typing.Literal:
+            return _literal(typing.get_args(annotation), site)
+        if origin in _LIST_ORIGINS or origin in _DICT_ORIGINS or origin is tuple:
+            return self._container(annotation, origin, site)
+        if _is_enum(annotation):
+            return _enum_schema(annotation, site)
+        if _is_typeddict(annotation):
+            return self._once(annotation, site, self._typeddict)
+        if _is_dataclass_type(annotation):
+            return self._once(annotation, site, self._dataclass)
+        if origin is not None:
+            raise site.refuse(f"{annotation!r} has no JSON Schema form here")
+        name = getattr(annotation, "__name__", repr(annotation))
+        raise site.refuse(f"the type {name} has no JSON Schema form (use str, int, float, bool, list, dict, "
+                          "tuple, Literal, an Enum, a TypedDict or a dataclass)")
+
+    def _union(self, annotation: Any, site: _Site) -> dict[str, Any]:
+        branches: list[dict[str, Any]] = []
+        for member in typing.get_args(annotation):
+            branch = self.schema_for(member, site)
+            if branch not in branches:
+                branches.append(branch)
+        if all(set(branch) == {"type"} and isinstance(branch["type"], str) for branch in branches):
+            return {"type": [branch["type"] for branch in branches]}  # a simple union of primitives
+        return {"anyOf": branches}
+
+    def _container(self, annotation: Any, origin: Any, site: _Site) -> dict[str, Any]:
+        arguments = typing.get_args(annotation)
+        if not arguments:
+            raise site.refuse(_UNEXPRESSIBLE[origin if origin in (list, dict, tuple) else list])
+        if origin is tuple:
+            return self._tuple(arguments, site)
+        if origin in _DICT_ORIGINS:
+            return self._dict(arguments, site)
+        return {"type": "array", "items": self.schema_for(arguments[0], site)}
+
+    def _tuple(self, arguments: tuple[Any, ...], site: _Site) -> dict[str, Any]:
+        if len(arguments) == 2 and arguments[1] is Ellipsis:
+            return {"type": "array", "items": self.schema_for(arguments[0], site)}
+        if arguments == ((),):  # typing.Tuple[()] on older versions
+            arguments = ()
+        items = [self.schema_for(item, site.field(str(index))) for index, item in enumerate(arguments)]
+        schema: dict[str, Any] = {"type": "array"}
+        if items:
+            schema["prefixItems"] = items
+        schema.update({"items": False, "minItems": len(items), "maxItems": len(items)})
+        return schema
+
+    def _dict(self, arguments: tuple[Any, ...], site: _Site) -> dict[str, Any]:
+        key, value = arguments
+        if _strip_annotated(key)[0] is not str:
+            raise site.refuse(f"JSON object keys are strings; dict keys of {key!r} cannot be expressed")
+        return {"type": "object", "additionalProperties": self.schema_for(value, site)}
+
+    def _once(self, cls: type, site: _Site, build: Callable[[type, _Site], dict[str, Any]]) -> dict[str, Any]:
+        if cls in self._building:
+            raise site.refuse(f"{cls.__name__} refers to itself; recursive types are not supported")
+        self._building.append(cls)
+        try:
+            return build(cls, site)
+        finally:
+            self._building.pop()
+
+    def _typeddict(self, cls: type, site: _Site) -> dict[str, Any]:
+        hints = _class_hints(cls, site)
+        properties = {key: self.schema_for(hint, site.field(key)) for key, hint in hints.items()}
+        required = [key for key in hints if key in cls.__required_keys__]  # type: ignore[attr-defined]
+        return _object_schema(properties, required, _class_description(cls))
+
+    def _dataclass(self, cls: type, site: _Site) -> dict[str, Any]:
+        hints = _class_hints(cls, site)
+        properties: dict[str, Any] = {}
+        required = []
+        for field in dataclasses.fields(cls):
+            if not field.init:
+                continue
+            field_site = site.field(field.name)
+            if field.name not in hints:
+                raise field_site.refuse("needs a type annotation")
+            schema = self.schema_for(hints[field.name], field_site)
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                required.append(field.name)
+            elif field.default is not dataclasses.MISSING:
+                schema = _with_default(schema, field.default)
+            properties[field.name] = schema
+        return _object_schema(properties, required, _class_description(cls))
+
+
+def _class_hints(cls: type, site: _Site) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls, include_extras=True)
+    except Exception as exc:  # noqa: BLE001 - an unresolvable forward reference inside the class
+        raise site.refuse(f"the annotations of {cls.__name__} cannot be resolved ({type(exc).__name__})") from None
+
+
+def _class_description(cls: type) -> str | None:
+    doc = cls.__dict__.get("__doc__")
+    if not doc or doc.startswith(cls.__name__ + "("):  # dataclasses invent "Name(a: int, ...)"
+        return None
+    return _join_lines(inspect.cleandoc(doc).split("\n\n")[0].splitlines()) or None
+
+
+def _object_schema(properties: dict[str, Any], required: list[str], description: str | None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    if description:
+        schema["description"] = description
+    schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _literal(values: tuple[Any, ...], site: _Site) -> dict[str, Any]:
+    flattened: list[Any] = []
+    for value in values:
+        value = value.value if isinstance(value, enum.Enum) else value
+        if _json_type_of(value) is None:
+            raise site.refuse(f"Literal values must be str, int, float, bool or None, not {type(value).__name__}")
+        if not any(type(value) is type(seen) and value == seen for seen in flattened):
+            flattened.append(value)  # Literal[1, True] keeps both: True is not the number 1 in JSON
+    return _enum_of(flattened)
+
+
+def _enum_schema(cls: type[enum.Enum], site: _Site) -> dict[str, Any]:
+    values = [member.value for member in cls]
+    if not values:
+        raise site.refuse(f"the enum {cls.__name__} has no members")
+    for value in values:
+        if _json_type_of(value) is None:
+            raise site.refuse(f"the values of enum {cls.__name__} must be str, int, float, bool or None")
+    return _enum_of(values)
+
+
+def _enum_of(values: list[Any]) -> dict[str, Any]:
+    kinds: list[str] = []
+    for value in values:
+        kind = _json_type_of(value)
+        assert kind is not None  # checked by the callers
+        if kind not in kinds:
+            kinds.append(kind)
+    if "number" in kinds and "integer" in kinds:
+        kinds.remove("integer")  # every integer is a number
+    return {"type": kinds[0] if len(kinds) == 1 else kinds, "enum": list(values)}
+
+
+# Which JSON types each constraint keyword applies to.
+_LENGTH_KEYWORDS = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems")}
+_NUMERIC_TYPES = frozenset({"integer", "number"})
+
+
+def _schema_types(schema: Mapping[str, Any]) -> set[str]:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    return set(declared or ())
+
+
+def _constrain(schema: dict[str, Any], applies: Callable[[set[str]], bool], add: Callable[[dict[str, Any]], None]) -> bool:
+    """Add a constraint to the schema (or to each anyOf branch it fits); False if it fits nowhere."""
+    if "anyOf" in schema:
+        fitted = [_constrain(branch, applies, add) for branch in schema["anyOf"]]
+        return any(fitted)
+    if applies(_schema_types(schema)):
+        add(schema)
+        return True
+    return False
+
+
+def _apply_metadata(schema: dict[str, Any], metadata: tuple[Any, ...], site: _Site) -> dict[str, Any]:
+    """Annotated markers and plain strings become keywords of the schema (JSON Schema keywords only
+    constrain the types they apply to, so a marker on ``str | None`` constrains the string)."""
+    for marker in metadata:
+        if isinstance(marker, str):
+            schema["description"] = marker
+        elif isinstance(marker, Describe):
+            schema["description"] = marker.text
+        elif isinstance(marker, Len):
+            _apply_len(schema, marker, site)
+        elif isinstance(marker, Range):
+            _apply_range(schema, marker, site)
+        elif isinstance(marker, Pattern):
+            _apply_pattern(schema, marker, site)
+        # Other libraries' metadata is not ours to interpret: it is ignored.
+    return schema
+
+
+def _apply_len(schema: dict[str, Any], marker: Len, site: _Site) -> None:
+    def add(target: dict[str, Any]) -> None:
+        kind = "string" if "string" in _schema_types(target) else "array"
+        low, high = _LENGTH_KEYWORDS[kind]
+        if marker.min is not None:
+            target[low] = marker.min
+        if marker.max is not None:
+            target[high] = marker.max
+
+    if not _constrain(schema, lambda kinds: bool(kinds & {"string", "array"}), add):
+        raise site.refuse("Len applies to strings, lists and tuples only")
+
+
+def _apply_range(schema: dict[str, Any], marker: Range, site: _Site) -> None:
+    bounds = {"minimum": marker.ge, "maximum": marker.le, "exclusiveMinimum": marker.gt, "exclusiveMaximum": marker.lt}
+
+    def add(target: dict[str, Any]) -> None:
+        target.update({keyword: bound for keyword, bound in bounds.items() if bound is not None})
+
+    if not _constrain(schema, lambda kinds: bool(kinds & _NUMERIC_TYPES), add):
+        raise site.refuse("Range applies to int and float only")
+
+
+def _apply_pattern(schema: dict[str, Any], marker: Pattern, site: _Site) -> None:
+    problem = _ecma_problem(marker.regex)
+    if problem:
+        raise site.refuse(f"Pattern is not a valid ECMA-262 regular expression ({problem})")
+    if not _constrain(schema, lambda kinds: "string" in kinds, lambda target: target.update(pattern=marker.regex)):
+        raise site.refuse("Pattern applies to strings only")
+
+
+def _ecma_problem(regex: str) -> str | None:
+    """Why `regex` is not usable as a JSON Schema pattern, or None (checked with our ECMA translator)."""
+    try:
+        from .schema.ecma_regex import compile_ecma
+    except ImportError:  # the translator has not landed: fall back to Python's syntax check
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            return exc.msg
+        return None
+    try:
+        compile_ecma(regex)
+    except ValueError as exc:  # EcmaRegexError is a ValueError
+        return str(exc)
+    return None
+
+
+# -- step 5: apply defaults ---------------------------------------------------------------------
+
+
+def _accepts_null(schema: Mapping[str, Any]) -> bool:
+    if "anyOf" in schema:
+        return any(_accepts_null(branch) for branch in schema["anyOf"])
+    if "enum" in schema:
+        return None in schema["enum"]
+    return "type" not in schema or "null" in _schema_types(schema)
+
+
+def _with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
+    """Record a Python default as "default" when it has an exact JSON form the schema accepts."""
+    try:
+        value = to_json(default)
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return schema  # not JSON: the default still applies in Python, the schema just does not show it
+    if value is None and not _accepts_null(schema):
+        return schema
+    schema["default"] = value
+    return schema
+
+
+# -- the public builders ------------------------------------------------------------------------
+
+
+def _exposed_parameters(fn: Callable[..., Any]) -> tuple[list[_Parameter], _Parameter | None]:
+    parameters, _ = _read_parameters(fn)
+    context = [param for param in parameters if _is_context(param)]
+    if len(context) > 1:
+        raise _Site(_function_name(fn), context[1].name).refuse("only one parameter may receive the CallContext")
+    exposed = [param for param in parameters if not _is_context(param)]
+    return exposed, (context[0] if context else None)
+
+
+def input_schema_from_function(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON Schema 2020-12 input schema of `fn`, built in six steps:
+
+    1. read the signature and resolve type hints (refuse *args, **kwargs, positional-only, no hint);
+    2. read the docstring: reST ``:param x:`` or Google ``Args:`` lines describe the properties;
+    3. drop the injected context parameter (named ``ctx`` or annotated ``CallContext``);
+    4. map each annotation to a schema (Annotated markers become constraints);
+    5. apply defaults: a parameter with a default is not required, its JSON default is shown;
+    6. close the object with ``additionalProperties: false``.
+    """
+    exposed, _ = _exposed_parameters(fn)  # steps 1 and 3
+    docstring = _read_docstring(fn)  # step 2
+    builder = _SchemaBuilder()
+    function = _function_name(fn)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in exposed:
+        schema = builder.schema_for(param.annotation, _Site(function, param.name))  # step 4
+        if param.name in docstring.parameters and docstring.parameters[param.name] and "description" not in schema:
+            schema = {"description": docstring.parameters[param.name], **schema}
+        if param.default is inspect.Parameter.empty:  # step 5
+            required.append(param.name)
+        else:
+            schema = _with_default(schema, param.default)
+        properties[param.name] = schema
+    return _object_schema(properties, required, None)  # step 6
+
+
+def output_schema_for_annotation(annotation: Any, *, function: str = "<output>") -> dict[str, Any] | None:
+    """An output schema for a TypedDict or dataclass return annotation; None for anything else."""
+    bare = _strip_annotated(annotation)[0]
+    if not (_is_typeddict(bare) or _is_dataclass_type(bare)):
+        return None
+    return _SchemaBuilder().schema_for(annotation, _Site(function, "return"))
+
+
+def spec_from_function(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    title: str | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    **runtime: Any,
+) -> Any:
+    """A ToolSpec for `fn`: the model half from its signature and docstring, the runtime half from
+    the keyword arguments (required_permission=, effect=, idempotency_key=, timeout_ms=, ...).
+
+    Without `output_schema`, a TypedDict or dataclass return annotation supplies it.
+    """
+    from .spec import ToolSpec
+
+    input_schema = input_schema_from_function(fn)
+    function = _function_name(fn)
+    summary = description if description is not None else _read_docstring(fn).summary
+    if not summary or not summary.strip():
+        raise TypeError(f"{function}: a tool needs a description: write a docstring or pass description=")
+    if output_schema is None:
+        returns = _resolved_hints(fn).get("return")
+        output_schema = output_schema_for_annotation(returns, function=function) if returns is not None else None
+    return ToolSpec(
+        name=name if name is not None else fn.__name__,
+        description=summary,
+        title=title,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        **runtime,
+    )
+
+
+# -- calling the function from validated JSON arguments ----------------------------------------
+
+
+def to_json(value: Any) -> Any:
+    """Plain JSON data for a handler's return value: dataclasses -> dicts, enums -> values,
+    tuples -> lists. Anything else is returned as is (the registry's output step judges it)."""
+    if isinstance(value, enum.Enum):
+        return to_json(value.value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: to_json(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+def _to_python(annotation: Any, value: Any) -> Any:
+    """Rebuild the Python value an annotation asks for from (already validated) JSON."""
+    annotation = _strip_annotated(annotation)[0]
+    if value is None:
+        return None
+    if _is_union(annotation):
+        return _union_to_python(annotation, value)
+    origin = typing.get_origin(annotation)
+    if _is_enum(annotation):
+        return annotation(value)
+    if _is_dataclass_type(annotation) and isinstance(value, Mapping):
+        hints = typing.get_type_hints(annotation, include_extras=True)
+        return annotation(**{key: _to_python(hints[key], item) for key, item in value.items()})
+    if _is_typeddict(annotation) and isinstance(value, Mapping):
+        hints = typing.get_type_hints(annotation, include_extras=True)
+        return {key: _to_python(hints[key], item) if key in hints else item for key, item in value.items()}
+    if origin in _LIST_ORIGINS and isinstance(value, list):
+        (item_type,) = typing.get_args(annotation)
+        return [_to_python(item_type, item) for item in value]
+    if origin is tuple and isinstance(value, list):
+        arguments = typing.get_args(annotation)
+        if len(arguments) == 2 and arguments[1] is Ellipsis:
+            return tuple(_to_python(arguments[0], item) for item in value)
+        return tuple(_to_python(item_type, item) for item_type, item in zip(arguments, value))
+    if origin in _DICT_ORIGINS and isinstance(value, Mapping):
+        value_type = typing.get_args(annotation)[1]
+        return {key: _to_python(value_type, item) for key, item in value.items()}
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _union_to_python(annotation: Any, value: Any) -> Any:
+    """The first union member the value fits (checked against that member's schema)."""
+    members = [member for member in typing.get_args(annotation) if member is not type(None)]
+    if len(members) == 1:
+        return _to_python(members[0], value)
+    for member in members:
+        if _fits(member, value):
+            return _to_python(member, value)
+    return value
+
+
+def _fits(annotation: Any, value: Any) -> bool:
+    try:
+        schema = _SchemaBuilder().schema_for(annotation, _Site("<union>", "<member>"))
+        from .schema import Validator
+
+        return Validator(schema).is_valid(value)
+    except Exception:  # noqa: BLE001 - a member we cannot check does not fit
+        return False
+
+
+def _call_with_arguments(fn: Callable[..., Any], hints: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _to_python(hints[key], value) if key in hints else value for key, value in arguments.items()}
+
+
+def _named(handler: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give the handler the function's name for tracebacks and reprs. Not functools.wraps: its
+    __wrapped__ would make inspect.signature report fn's parameters instead of the handler's."""
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        if hasattr(fn, attribute):
+            setattr(handler, attribute, getattr(fn, attribute))
+    return handler
+
+
+def handler_for(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A registry handler for `fn`: ``handler(arguments)`` or ``handler(arguments, ctx)`` when `fn`
+    takes the context; async functions give async handlers. Return values are made plain JSON."""
+    exposed, context = _exposed_parameters(fn)
+    hints = {param.name: param.annotation for param in exposed}
+
+    if inspect.iscoroutinefunction(fn):
+        if context is None:
+            async def async_handler(arguments: Mapping[str, Any]) -> Any:
+                return to_json(await fn(**_call_with_arguments(fn, hints, arguments)))
+
+            return _named(async_handler, fn)
+
+        async def async_context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+            keywords = _call_with_arguments(fn, hints, arguments)
+            return to_json(await fn(**keywords, **{context.name: ctx}))
+
+        return _named(async_context_handler, fn)
+
+    if context is None:
+        def handler(arguments: Mapping[str, Any]) -> Any:
+            return to_json(fn(**_call_with_arguments(fn, hints, arguments)))
+
+        return _named(handler, fn)
+
+    def context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
+        keywords = _call_with_arguments(fn, hints, arguments)
+        return to_json(fn(**keywords, **{context.name: ctx}))
+
+    return _named(context_handler, fn)
+
+
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Decorator: ``@tool`` or ``@tool(effect="write", required_permission="tickets:write", ...)``.
+
+    The function stays callable as before; ``fn.spec`` is its ToolSpec and ``fn.handler`` the
+    registry handler (``registry.register(fn.spec, fn.handler)``). Every problem with the
+    signature is a TypeError here, when the module is imported, not when a model calls the tool.
+    """
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        spec = spec_from_function(function, **options)
+        handler = handler_for(function)
+        function.spec = spec  # type: ignore[attr-defined]
+        function.handler = handler  # type: ignore[attr-defined]
+        return function
+
+    if fn is None:
+        return decorate
+    return decorate(fn)
