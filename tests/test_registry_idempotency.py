@@ -124,14 +124,20 @@ class ReservationReleaseTest(unittest.TestCase):
         registry = Registry(max_workers=1)
         self.addCleanup(registry.close)
         gate = threading.Event()
-        registry.register(followup_spec(name="blocker", idempotency_key=None), lambda arguments: gate.wait(5) and {})
+        blocker_started = threading.Event()
+
+        def blocking(arguments):
+            blocker_started.set()
+            return gate.wait(5) and {}
+
+        registry.register(followup_spec(name="blocker", idempotency_key=None), blocking)
         effects = EffectLog()
         registry.register(followup_spec(), effects.record_followup)
         blocker = threading.Thread(
             target=registry.invoke, args=(ToolCall("blocker", followup_call().arguments),), kwargs={"actor": WRITER}
         )
         blocker.start()
-        time.sleep(0.02)  # the only worker is now busy
+        self.assertTrue(blocker_started.wait(5))  # the only worker is busy from now on
         queued = registry.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() + 0.05)
         gate.set()
         blocker.join()

@@ -1,0 +1,283 @@
+"""Real wall-clock deadlines: the caller stops waiting, a late write keeps its single effect.
+
+Deadlines here are tens of milliseconds; the upper bounds asserted on elapsed time are far larger
+(a second) and far below how long the handlers would block, so they bound behaviour without being
+timing benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall
+from agent_lab.context import CallContext
+from agent_lab.errors import Category, NextAction, Outcome
+from agent_lab.idempotency import ReceiptKey, ReservationStatus
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import READER, WRITER, followup_call, followup_spec
+
+BLOCK_S = 5.0  # how long a blocked handler would take if nobody stopped waiting
+GENEROUS_S = 1.0  # the caller must be back well within this
+
+
+def read_spec(name: str = "slow_lookup", **options: Any) -> ToolSpec:
+    options.setdefault("timeout_ms", 50)
+    return ToolSpec(name=name, description="A slow read.", input_schema={"type": "object"}, **options)
+
+
+class DeadlineTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.release = threading.Event()  # lets blocked handlers finish when the test ends
+        self.addCleanup(self.release.set)
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+
+    def timed_invoke(self, call: ToolCall, actor=READER, **options):
+        started = time.monotonic()
+        result = self.registry.invoke(call, actor=actor, **options)
+        return result, time.monotonic() - started
+
+    def wait_until(self, condition, timeout: float = 5.0) -> None:
+        end = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > end:
+                self.fail("condition not reached in time")
+            time.sleep(0.005)
+
+
+class SyncDeadlineTest(DeadlineTestCase):
+    def test_caller_returns_near_the_tool_timeout_while_the_handler_is_still_blocked(self) -> None:
+        self.registry.register(read_spec(), lambda arguments: self.release.wait(BLOCK_S) and {})
+        result, elapsed = self.timed_invoke(ToolCall("slow_lookup", {}))
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        self.assertEqual((result.error.category, result.outcome), (Category.DEPENDENCY, Outcome.FAILED))
+        self.assertFalse(result.error.retryable)
+
+    def test_a_read_timeout_is_retryable_when_the_retry_policy_is_transient(self) -> None:
+        self.registry.register(read_spec(retry_policy="transient"), lambda arguments: self.release.wait(BLOCK_S))
+        result, _ = self.timed_invoke(ToolCall("slow_lookup", {}))
+        self.assertTrue(result.error.retryable)
+        self.assertEqual(result.error.next_action, NextAction.RETRY)
+
+    def test_the_caller_deadline_wins_when_it_is_earlier_than_the_tool_timeout(self) -> None:
+        seen: list[CallContext] = []
+
+        def handler(arguments, ctx):
+            seen.append(ctx)
+            return self.release.wait(BLOCK_S)
+
+        self.registry.register(read_spec(timeout_ms=60_000), handler)
+        deadline = time.monotonic() + 0.05
+        result, elapsed = self.timed_invoke(ToolCall("slow_lookup", {}), deadline=deadline)
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        self.assertEqual(seen[0].deadline, deadline)
+
+    def test_the_handler_is_told_when_the_caller_stopped_waiting(self) -> None:
+        contexts: list[CallContext] = []
+
+        def handler(arguments, ctx):
+            contexts.append(ctx)
+            ctx.cancel_event.wait(BLOCK_S)
+            return {}
+
+        self.registry.register(read_spec(), handler)
+        self.timed_invoke(ToolCall("slow_lookup", {}))
+        self.assertTrue(contexts[0].cancelled())
+        self.assertEqual(contexts[0].remaining(), 0.0)
+
+    def test_a_handler_that_finishes_in_time_is_not_disturbed(self) -> None:
+        self.registry.register(read_spec(timeout_ms=5_000), lambda arguments: {"fine": True})
+        result, _ = self.timed_invoke(ToolCall("slow_lookup", {}))
+        self.assertEqual(result.output, {"fine": True})
+
+    def test_a_job_that_never_got_a_worker_before_the_deadline_did_not_run(self) -> None:
+        registry = Registry(max_workers=1)
+        self.addCleanup(registry.close)
+        ran: list[str] = []
+        hog_started = threading.Event()
+
+        def hog_handler(arguments):
+            hog_started.set()
+            return self.release.wait(BLOCK_S)
+
+        registry.register(read_spec(name="hog", timeout_ms=60_000), hog_handler)
+        registry.register(read_spec(name="victim"), lambda arguments: ran.append("victim"))
+        hog = threading.Thread(target=registry.invoke, args=(ToolCall("hog", {}),), kwargs={"actor": READER})
+        hog.start()
+        self.addCleanup(hog.join)
+        self.assertTrue(hog_started.wait(GENEROUS_S))  # the only worker is busy from now on
+        result = registry.invoke(ToolCall("victim", {}), actor=READER)
+        self.release.set()
+        self.assertEqual((result.error.code, result.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        hog.join()
+        time.sleep(0.02)
+        self.assertEqual(ran, [])
+
+    def test_a_caller_deadline_already_passed_runs_nothing(self) -> None:
+        ran: list[str] = []
+        self.registry.register(read_spec(), lambda arguments: ran.append("ran"))
+        result, _ = self.timed_invoke(ToolCall("slow_lookup", {}), deadline=time.monotonic())
+        self.assertEqual((result.error.code, result.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        self.assertEqual(ran, [])
+
+
+class LateWriteTest(DeadlineTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.effects: list[str] = []
+
+        def slow_write(arguments):
+            self.release.wait(BLOCK_S)
+            self.effects.append(arguments["action_id"])
+            return {"followup_id": "F-1", "ticket_id": arguments["ticket_id"]}
+
+        self.registry.register(followup_spec(timeout_ms=50), slow_write)
+        self.key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+
+    def stored(self) -> bool:
+        found = self.registry.receipts.lookup(self.key)
+        return found is not None and found.status is ReservationStatus.REPLAY
+
+    def test_a_timed_out_write_is_unknown_in_progress_then_replays_its_single_effect(self) -> None:
+        first, elapsed = self.timed_invoke(followup_call(), actor=WRITER)
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        self.assertEqual(first.error.next_action, NextAction.LOOKUP_STATUS)
+        self.assertFalse(first.error.retryable)
+
+        while_running, _ = self.timed_invoke(followup_call(), actor=WRITER)
+        self.assertEqual(while_running.error.code, "idempotency_in_progress")
+        self.assertTrue(while_running.error.retryable)
+
+        self.release.set()
+        self.wait_until(self.stored)
+        after, _ = self.timed_invoke(followup_call(), actor=WRITER)
+        self.assertTrue(after.ok and after.replayed)
+        self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
+        self.assertEqual(self.effects, ["act-1"])
+
+    def test_a_late_write_with_other_arguments_under_the_same_key_is_a_conflict(self) -> None:
+        self.timed_invoke(followup_call(), actor=WRITER)
+        other, _ = self.timed_invoke(followup_call(note="Other."), actor=WRITER)
+        self.assertEqual(other.error.code, "idempotency_conflict")
+
+    def test_run_inline_reports_an_overrun_like_a_timeout_and_stores_the_real_result(self) -> None:
+        registry = Registry(run_inline=True)
+        self.addCleanup(registry.close)
+        effects: list[str] = []
+
+        def overrunning_write(arguments):
+            time.sleep(0.08)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-7"}
+
+        registry.register(followup_spec(timeout_ms=20), overrunning_write)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.output, again.replayed), ({"followup_id": "F-7"}, True))
+        self.assertEqual(effects, ["act-1"])
+
+
+class AsyncDeadlineTest(DeadlineTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.cancelled = threading.Event()
+
+        async def sleepy(arguments):
+            try:
+                await asyncio.sleep(BLOCK_S)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            return {}
+
+        async def quick(arguments, ctx: CallContext):
+            await asyncio.sleep(0)
+            return {"tool": ctx.tool}
+
+        self.registry.register(read_spec(name="sleepy"), sleepy)
+        self.registry.register(read_spec(name="quick", timeout_ms=5_000), quick)
+
+    def test_invoke_cancels_an_async_handler_at_the_deadline(self) -> None:
+        result, elapsed = self.timed_invoke(ToolCall("sleepy", {}))
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        self.assertTrue(self.cancelled.wait(GENEROUS_S))
+
+    def test_invoke_runs_an_async_handler_with_its_context(self) -> None:
+        result, _ = self.timed_invoke(ToolCall("quick", {}))
+        self.assertEqual(result.output, {"tool": "quick"})
+
+    def test_ainvoke_cancels_an_async_handler_at_the_deadline(self) -> None:
+        async def scenario():
+            started = time.monotonic()
+            result = await self.registry.ainvoke(ToolCall("sleepy", {}), actor=READER)
+            return result, time.monotonic() - started
+
+        result, elapsed = asyncio.run(scenario())
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        self.assertTrue(self.cancelled.is_set())
+
+    def test_ainvoke_runs_sync_handlers_on_the_pool_without_blocking_the_loop(self) -> None:
+        self.registry.register(read_spec(name="blocking"), lambda arguments: self.release.wait(BLOCK_S))
+        ticks: list[int] = []
+
+        async def ticker():
+            for tick in range(3):
+                ticks.append(tick)
+                await asyncio.sleep(0.005)
+
+        async def scenario():
+            started = time.monotonic()
+            result, _ = await asyncio.gather(self.registry.ainvoke(ToolCall("blocking", {}), actor=READER), ticker())
+            return result, time.monotonic() - started
+
+        result, elapsed = asyncio.run(scenario())
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        self.assertEqual(ticks, [0, 1, 2])
+
+    def test_ainvoke_keeps_a_late_sync_write_to_one_effect(self) -> None:
+        effects: list[str] = []
+
+        def slow_write(arguments):
+            self.release.wait(BLOCK_S)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-1"}
+
+        self.registry.register(followup_spec(timeout_ms=30), slow_write)
+
+        async def scenario():
+            first = await self.registry.ainvoke(followup_call(), actor=WRITER)
+            during = await self.registry.ainvoke(followup_call(), actor=WRITER)
+            return first, during
+
+        first, during = asyncio.run(scenario())
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        self.assertEqual(during.error.code, "idempotency_in_progress")
+        self.release.set()
+        key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+        self.wait_until(lambda: (self.registry.receipts.lookup(key) or None) is not None
+                        and self.registry.receipts.lookup(key).status is ReservationStatus.REPLAY)
+        after = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
+        self.assertTrue(after.replayed)
+        self.assertEqual(effects, ["act-1"])
+
+    def test_ainvoke_with_a_sync_handler_that_finishes_returns_its_output(self) -> None:
+        self.registry.register(read_spec(name="fast", timeout_ms=5_000), lambda arguments: {"fast": True})
+        result = asyncio.run(self.registry.ainvoke(ToolCall("fast", {}), actor=READER))
+        self.assertEqual(result.output, {"fast": True})
+
+
+if __name__ == "__main__":
+    unittest.main()
