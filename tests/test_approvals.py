@@ -1,0 +1,162 @@
+"""Approvals are bound to one exact call: tool, argument fingerprint, tenant; they expire; they never
+replace a permission."""
+
+from __future__ import annotations
+
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall
+from agent_lab.context import CallContext
+from agent_lab.errors import NextAction, Outcome
+from agent_lab.idempotency import fingerprint
+from agent_lab.policy import Approval
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import (
+    GLOBEX_WRITER,
+    READER,
+    WRITER,
+    EffectLog,
+    ListAuditSink,
+    followup_call,
+    followup_spec,
+)
+
+NOW = 1_000_000.0
+
+
+class ApprovalTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.now = NOW
+        self.effects = EffectLog()
+        self.audit = ListAuditSink()
+        self.contexts: list[CallContext] = []
+        self.registry = Registry(clock=lambda: self.now, audit=self.audit)
+        self.addCleanup(self.registry.close)
+
+        def handler(arguments, ctx):
+            self.contexts.append(ctx)
+            return self.effects.record_followup(arguments)
+
+        self.registry.register(followup_spec(approval="always"), handler)
+
+    def approve(self, call: ToolCall, actor=WRITER, ttl_s: float = 60.0) -> Approval:
+        return Approval.for_call(call, actor=actor, approver="manager-7", ttl_s=ttl_s, now=self.now)
+
+    def test_a_call_without_approval_is_refused_with_what_a_person_needs_to_approve_it(self) -> None:
+        call = followup_call(api_token="sk-secret-token")
+        result = self.registry.invoke(call, actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("approval_required", Outcome.REJECTED))
+        self.assertEqual(result.error.next_action, NextAction.REQUEST_APPROVAL)
+        details = result.error.details
+        self.assertEqual(details["tool"], "record_ticket_followup")
+        self.assertEqual(details["fingerprint"], fingerprint(call.name, call.arguments))
+        self.assertEqual(
+            details["summary"],
+            "record_ticket_followup(ticket_id='T-1001', note='Called the customer back.', action_id='act-1', "
+            "api_token=[redacted])",
+        )
+        self.assertNotIn("sk-secret-token", repr(result.to_model()))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_the_summary_cuts_long_values(self) -> None:
+        result = self.registry.invoke(followup_call(note="x" * 400), actor=WRITER)
+        summary = result.error.details["summary"]
+        self.assertIn("note='" + "x" * 40 + "…'", summary)
+        self.assertLess(len(summary), 200)
+
+    def test_an_approval_for_exactly_this_call_lets_it_run_and_is_audited(self) -> None:
+        call = followup_call()
+        approval = self.approve(call)
+        result = self.registry.invoke(call, actor=WRITER, approval=approval)
+        self.assertTrue(result.ok)
+        self.assertIs(self.contexts[0].approval, approval)
+        self.assertEqual(self.audit.records[-1]["approval_id"], approval.approval_id)
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_an_approval_for_other_arguments_is_a_mismatch(self) -> None:
+        approval = self.approve(followup_call(note="Refund 10 EUR."))
+        result = self.registry.invoke(followup_call(note="Refund 10000 EUR."), actor=WRITER, approval=approval)
+        self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_an_approval_for_another_tool_is_a_mismatch(self) -> None:
+        other = ToolCall("delete_ticket", followup_call().arguments)
+        result = self.registry.invoke(followup_call(), actor=WRITER, approval=self.approve(other))
+        self.assertEqual(result.error.code, "approval_mismatch")
+
+    def test_an_approval_for_another_tenant_is_a_mismatch(self) -> None:
+        approval = self.approve(followup_call(), actor=GLOBEX_WRITER)
+        result = self.registry.invoke(followup_call(), actor=WRITER, approval=approval)
+        self.assertEqual(result.error.code, "approval_mismatch")
+
+    def test_something_that_is_not_an_approval_is_a_mismatch(self) -> None:
+        for fake in (True, "approved", {"approval_id": "apr_1"}):
+            with self.subTest(fake=fake):
+                result = self.registry.invoke(followup_call(), actor=WRITER, approval=fake)
+                self.assertEqual(result.error.code, "approval_mismatch")
+
+    def test_an_expired_approval_is_refused_by_the_registry_clock(self) -> None:
+        approval = self.approve(followup_call(), ttl_s=30)
+        self.now += 31
+        result = self.registry.invoke(followup_call(), actor=WRITER, approval=approval)
+        self.assertEqual((result.error.code, result.outcome), ("approval_expired", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_an_approval_never_substitutes_for_a_permission(self) -> None:
+        approval = self.approve(followup_call(), actor=READER)
+        result = self.registry.invoke(followup_call(), actor=READER, approval=approval)
+        self.assertEqual(result.error.code, "permission_denied")
+
+    def test_equivalent_arguments_keep_the_approval_valid(self) -> None:
+        approval = self.approve(followup_call())
+        reordered = ToolCall("record_ticket_followup", dict(reversed(list(followup_call().arguments.items()))))
+        self.assertTrue(self.registry.invoke(reordered, actor=WRITER, approval=approval).ok)
+
+    def test_approval_ttl_must_be_a_positive_number(self) -> None:
+        for ttl in (0, -5, True, "60"):
+            with self.subTest(ttl=ttl), self.assertRaisesRegex(ValueError, "ttl_s must be a positive number"):
+                Approval.for_call(followup_call(), actor=WRITER, approver="m", ttl_s=ttl)
+
+
+class ApprovalPolicyTest(unittest.TestCase):
+    def registry_with(self, **spec_options: Any) -> Registry:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        spec = ToolSpec(
+            name="refund",
+            description="Refund an amount.",
+            input_schema={"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]},
+            required_permission="tickets:write",
+            **spec_options,
+        )
+        registry.register(spec, lambda arguments: {"refunded": arguments["amount"]})
+        return registry
+
+    def test_conditional_approval_applies_only_when_the_condition_holds(self) -> None:
+        registry = self.registry_with(approval="conditional", approval_condition=lambda arguments: arguments["amount"] > 100)
+        self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 20}), actor=WRITER).ok)
+        large = registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER)
+        self.assertEqual(large.error.code, "approval_required")
+        approval = Approval.for_call(ToolCall("refund", {"amount": 500}), actor=WRITER, approver="m")
+        self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER, approval=approval).ok)
+
+    def test_never_ignores_an_approval(self) -> None:
+        registry = self.registry_with(approval="never")
+        stale = Approval.for_call(ToolCall("refund", {"amount": 1}), actor=WRITER, approver="m")
+        self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 2}), actor=WRITER, approval=stale).ok)
+
+    def test_a_condition_that_raises_is_contained(self) -> None:
+        import logging
+
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        registry = self.registry_with(approval="conditional", approval_condition=lambda arguments: 1 / 0)
+        result = registry.invoke(ToolCall("refund", {"amount": 5}), actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,143 @@
+"""Permissions: scopes, then a resource guard. Invisible resources answer exactly like missing ones,
+and the actor only ever comes from the application."""
+
+from __future__ import annotations
+
+import logging
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall
+from agent_lab.errors import Outcome
+from agent_lab.policy import Actor
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import (
+    GLOBEX_WRITER,
+    OUTSIDER,
+    READER,
+    WRITER,
+    get_ticket,
+    get_ticket_spec,
+    ticket_registry,
+)
+
+
+class ScopeTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = ticket_registry()
+        self.addCleanup(self.registry.close)
+
+    def test_an_actor_without_the_scope_is_denied_before_anything_runs(self) -> None:
+        result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
+        self.assertEqual((result.error.code, result.outcome), ("permission_denied", Outcome.REJECTED))
+        self.assertFalse(result.error.retryable)
+
+    def test_a_tool_without_a_required_permission_is_open_to_every_actor(self) -> None:
+        self.registry.register(ToolSpec(name="ping", description="d", input_schema={"type": "object"}),
+                               lambda arguments: "pong")
+        self.assertEqual(self.registry.invoke(ToolCall("ping", {}), actor=OUTSIDER).output, "pong")
+
+    def test_catalog_with_an_actor_lists_only_the_tools_it_may_call(self) -> None:
+        self.assertEqual([tool["name"] for tool in self.registry.catalog(READER)], ["get_ticket"])
+        self.assertEqual([tool["name"] for tool in self.registry.catalog(OUTSIDER)], [])
+        self.assertEqual([tool["name"] for tool in self.registry.catalog()],
+                         ["get_ticket", "record_ticket_followup"])
+
+    def test_catalog_exports_only_the_model_half(self) -> None:
+        for tool in self.registry.catalog():
+            self.assertLessEqual(set(tool), {"name", "title", "description", "input_schema", "output_schema"})
+
+
+class ResourceGuardTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = ticket_registry()
+        self.addCleanup(self.registry.close)
+
+    def read(self, ticket_id: str, actor: Actor = READER):
+        return self.registry.invoke(ToolCall("get_ticket", {"ticket_id": ticket_id}), actor=actor)
+
+    def test_the_actors_own_ticket_is_visible(self) -> None:
+        self.assertEqual(self.read("T-1001").output["subject"], "Printer on fire")
+
+    def test_another_tenants_ticket_answers_exactly_like_a_missing_one(self) -> None:
+        foreign, missing = self.read("T-2001"), self.read("T-9999")
+        self.assertEqual((foreign.error.code, foreign.outcome), ("not_found", Outcome.REJECTED))
+        self.assertEqual(foreign.error.to_dict(), missing.error.to_dict())
+        self.assertEqual(foreign.outcome, missing.outcome)
+        self.assertNotIn("Globex", repr(foreign.to_model()))
+
+    def test_the_owning_tenant_sees_it(self) -> None:
+        self.assertTrue(self.read("T-2001", actor=GLOBEX_WRITER).ok)
+
+    def test_a_guard_must_answer_true_to_allow(self) -> None:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(get_ticket_spec(resource_guard=lambda arguments, actor: "yes"), get_ticket)
+        result = registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)
+        self.assertEqual(result.error.code, "not_found")
+
+    def test_a_guard_that_raises_is_contained_and_nothing_runs(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        ran: list[Any] = []
+
+        def broken_guard(arguments, actor):
+            raise LookupError("backend down")
+
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(get_ticket_spec(resource_guard=broken_guard), lambda arguments: ran.append(1))
+        result = registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+        self.assertEqual(ran, [])
+
+    def test_scopes_are_checked_before_the_guard(self) -> None:
+        calls: list[Any] = []
+
+        def counting_guard(arguments, actor):
+            calls.append(actor)
+            return True
+
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(get_ticket_spec(resource_guard=counting_guard), get_ticket)
+        registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
+        self.assertEqual(calls, [])
+
+
+class ActorFromApplicationTest(unittest.TestCase):
+    def test_arguments_named_actor_or_tenant_change_nothing(self) -> None:
+        seen: list[Any] = []
+
+        def guard(arguments, actor):
+            return actor.tenant == "acme"
+
+        def handler(arguments, ctx):
+            seen.append((ctx.actor, arguments))
+            return {"tenant": ctx.actor.tenant}
+
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(
+            ToolSpec(name="whoami", description="d", required_permission="tickets:read", resource_guard=guard,
+                     input_schema={"type": "object", "properties": {"actor": {}, "tenant": {"type": "string"}}}),
+            handler,
+        )
+        forged = {"actor": {"id": "admin", "tenant": "acme", "permissions": ["*"]}, "tenant": "acme"}
+        denied = registry.invoke(ToolCall("whoami", forged), actor=OUTSIDER)
+        self.assertEqual(denied.error.code, "permission_denied")
+        hidden = registry.invoke(ToolCall("whoami", forged), actor=GLOBEX_WRITER)
+        self.assertEqual(hidden.error.code, "not_found")
+        allowed = registry.invoke(ToolCall("whoami", {"tenant": "globex"}), actor=READER)
+        self.assertEqual(allowed.output, {"tenant": "acme"})
+        self.assertIs(seen[0][0], READER)
+
+    def test_permissions_given_as_one_string_are_refused(self) -> None:
+        with self.assertRaises(TypeError):
+            Actor(id="u", tenant="t", permissions="tickets:read")
+
+
+if __name__ == "__main__":
+    unittest.main()
