@@ -1,0 +1,732 @@
+"""Exports of a tool catalog to OpenAI, Anthropic and MCP hosts, and the way back.
+
+Only the model-facing half of a `ToolSpec` (name, title, description, input and output schema) leaves
+the process; the runtime half (permissions, approvals, idempotency key, timeouts, budgets, redaction)
+never does, except as MCP's documented hints (read-only, destructive, idempotent, open world).
+
+Three differences between hosts are handled here, each in one place:
+- names: MCP allows dots and 128 characters, OpenAI and Anthropic only ``[A-Za-z0-9_-]{1,64}``;
+  `NameMap` maps a catalog's names reversibly and `from_host` maps a call's name back.
+- strictness: OpenAI's strict mode wants every object closed and every property required;
+  `to_strict_schema` converts (optional properties become nullable) or raises `StrictSchemaError`
+  naming the keyword and its JSON Pointer, and `strip_strict_nulls` turns "null meaning absent" back
+  into absent so the original schema still judges the arguments.
+- wire shapes: one conversion function per host for tools, calls and results; camelCase only in the
+  MCP functions, because MCP's wire format says so.
+
+Parsers never raise: a malformed call becomes a `ToolCall` that the registry rejects as
+``invalid_arguments``. Everything a result shows the model comes from `ToolResult.to_model()`,
+which is already redacted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .calls import ToolCall, ToolResult
+from .spec import Effect, ToolSpec
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "HostBridge",
+    "InvalidJSONArguments",
+    "NameMap",
+    "StrictSchemaError",
+    "anthropic_tool",
+    "export_catalog",
+    "mcp_annotations",
+    "mcp_tool",
+    "openai_chat_tool",
+    "openai_tool",
+    "parse_anthropic_call",
+    "parse_mcp_call",
+    "parse_openai_call",
+    "parse_openai_chat_call",
+    "render_anthropic_result",
+    "render_mcp_result",
+    "render_openai_chat_result",
+    "render_openai_result",
+    "strip_strict_nulls",
+    "to_strict_schema",
+]
+
+EXPORT_FORMATS = ("openai", "openai-chat", "anthropic", "mcp")
+STRICT_FORMATS = frozenset({"openai", "openai-chat"})
+
+# OpenAI: "a-z, A-Z, 0-9, underscores and dashes, maximum length 64"; Anthropic: ^[a-zA-Z0-9_-]{1,64}$.
+HOST_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+HOST_NAME_MAX_LENGTH = 64
+NAME_HASH_LENGTH = 10  # hex digits of sha256 that make a shortened name unique
+
+MAX_ARGUMENTS_CHARS = 1_000_000  # a model-written arguments string longer than this is not parsed
+MAX_SCHEMA_DEPTH = 64  # nesting limit when walking schemas and arguments
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+
+class NameMap:
+    """A reversible, collision-free mapping between a catalog's tool names and host-legal names.
+
+    Deterministic for a given set of names (the order they come in does not matter): a name that is
+    already legal keeps itself; another name has '.' (and any other illegal character) replaced by
+    '__'/'_' when that is free and short enough; otherwise a readable prefix plus a hash of the full
+    name. Going back is a table lookup, never a decoding, so no mapped name can be mistaken for another.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        unique = sorted(set(names))
+        self._to_host: dict[str, str] = {}
+        taken: set[str] = set()
+        for name in unique:
+            if HOST_NAME_PATTERN.fullmatch(name):
+                self._to_host[name] = name
+                taken.add(name)
+        for name in unique:
+            if name in self._to_host:
+                continue
+            host = self._host_name_for(name, taken)
+            self._to_host[name] = host
+            taken.add(host)
+        self._from_host = {host: name for name, host in self._to_host.items()}
+
+    @classmethod
+    def from_specs(cls, specs: Iterable[ToolSpec]) -> NameMap:
+        return cls(spec.name for spec in specs)
+
+    @staticmethod
+    def _host_name_for(name: str, taken: set[str]) -> str:
+        readable = re.sub(r"[^A-Za-z0-9_-]", "_", name.replace(".", "__")) or "tool"
+        if len(readable) <= HOST_NAME_MAX_LENGTH and readable not in taken:
+            return readable
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:NAME_HASH_LENGTH]
+        hashed = readable[: HOST_NAME_MAX_LENGTH - NAME_HASH_LENGTH - 1] + "_" + digest
+        if hashed in taken:  # two names with the same 40-bit hash prefix: refuse rather than guess
+            raise ValueError(f"tool name {name!r} cannot be mapped to a unique host name")
+        return hashed
+
+    def to_host(self, name: str) -> str:
+        """The host-legal name of a catalog tool (KeyError for a name not in the catalog)."""
+        try:
+            return self._to_host[name]
+        except KeyError:
+            raise KeyError(f"tool {name!r} is not in this name map") from None
+
+    def from_host(self, host_name: str) -> str:
+        """The catalog name behind a host name; an unknown name is returned unchanged, so the
+        registry answers tool_not_found for it."""
+        return self._from_host.get(host_name, host_name)
+
+    def items(self) -> list[tuple[str, str]]:
+        return sorted(self._to_host.items())
+
+
+# -- strict conversion for OpenAI -----------------------------------------------------------------
+
+
+class StrictSchemaError(ValueError):
+    """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
+
+    def __init__(self, keyword: str, path: str, reason: str) -> None:
+        self.keyword = keyword
+        self.path = path  # JSON Pointer into the original schema, "" for the root
+        self.reason = reason
+        super().__init__(f"{path or '/'}: {keyword}: {reason}")
+
+
+# Keywords OpenAI's strict mode accepts (its "supported schemas" guide). Everything else is refused,
+# except pure annotations, which are dropped, and string lengths, which move into the description.
+STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+    "$ref", "$defs", "definitions", "description", "title", "default",
+    "pattern", "format", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minItems", "maxItems",
+})
+STRICT_STRING_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
+# Annotations that do not change which values are valid: safe to leave out of a strict schema.
+DROPPED_ANNOTATIONS = frozenset({"$schema", "$comment", "examples", "deprecated", "readOnly", "writeOnly"})
+# Not accepted by strict mode, but only narrowing strings: stated in the description instead. The
+# registry still validates the arguments against the original schema, so the limit is still enforced.
+LENGTH_KEYWORDS = ("minLength", "maxLength")
+
+_STRICT_REFUSALS: Mapping[str, str] = {
+    "oneOf": "strict mode does not support oneOf; use anyOf with disjoint branches",
+    "allOf": "strict mode does not support allOf; merge the subschemas",
+    "not": "strict mode does not support not",
+    "if": "strict mode does not support if/then/else",
+    "then": "strict mode does not support if/then/else",
+    "else": "strict mode does not support if/then/else",
+    "patternProperties": "strict mode objects must list their properties; patternProperties is not supported",
+    "propertyNames": "strict mode does not support propertyNames",
+    "unevaluatedProperties": "strict mode does not support unevaluatedProperties; use additionalProperties: false",
+    "unevaluatedItems": "strict mode does not support unevaluatedItems",
+    "dependentRequired": "strict mode does not support dependentRequired",
+    "dependentSchemas": "strict mode does not support dependentSchemas",
+    "prefixItems": "strict mode does not support tuples (prefixItems); use an object with named properties",
+    "contains": "strict mode does not support contains",
+    "minContains": "strict mode does not support minContains",
+    "maxContains": "strict mode does not support maxContains",
+    "uniqueItems": "strict mode does not support uniqueItems",
+    "minProperties": "strict mode does not support minProperties",
+    "maxProperties": "strict mode does not support maxProperties",
+}
+
+
+def _pointer(path: str, *tokens: object) -> str:
+    for token in tokens:
+        path += "/" + str(token).replace("~", "~0").replace("/", "~1")
+    return path
+
+
+def _types_of(schema: Mapping[str, Any]) -> list[str]:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return [declared]
+    return list(declared) if isinstance(declared, list) else []
+
+
+def _is_object_schema(schema: Mapping[str, Any]) -> bool:
+    return "object" in _types_of(schema) or "properties" in schema
+
+
+def to_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A new schema in OpenAI's strict subset that accepts the same arguments once `strip_strict_nulls`
+    has turned "null meaning absent" back into absent. Never mutates `schema`.
+
+    Every object is closed and lists every property in ``required``; a property that was optional
+    becomes nullable. Raises StrictSchemaError (keyword + JSON Pointer) for what cannot be converted.
+    """
+    if not isinstance(schema, Mapping) or "object" not in _types_of(schema):
+        raise StrictSchemaError("type", "", "the root of a strict schema must be an object (\"type\": \"object\")")
+    return _strict_node(schema, "", 0)
+
+
+def _strict_node(node: Any, path: str, depth: int) -> dict[str, Any]:
+    if depth > MAX_SCHEMA_DEPTH:
+        raise StrictSchemaError("depth", path, f"nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    if not isinstance(node, Mapping):
+        raise StrictSchemaError("schema", path, "boolean schemas (true/false) are not supported in strict mode")
+    _refuse_unsupported(node, path)
+    out: dict[str, Any] = {}
+    for keyword, value in node.items():
+        if keyword in DROPPED_ANNOTATIONS or keyword in LENGTH_KEYWORDS:
+            continue
+        out[keyword] = copy.deepcopy(value)
+    if "const" in out:
+        out["enum"] = [out.pop("const")]  # the same single value, in the form strict mode documents
+    _move_lengths_to_description(node, out)
+    if _is_object_schema(node):
+        _strict_object(node, out, path, depth)
+    if "array" in _types_of(node) or "items" in node:
+        if "items" not in node:
+            raise StrictSchemaError("items", path, "a strict array must say what its items are")
+        out["items"] = _strict_node(node["items"], _pointer(path, "items"), depth + 1)
+    if "anyOf" in node:
+        if not isinstance(node["anyOf"], list):
+            raise StrictSchemaError("anyOf", _pointer(path, "anyOf"), "anyOf must be a list of schemas")
+        out["anyOf"] = [_strict_node(branch, _pointer(path, "anyOf", index), depth + 1)
+                        for index, branch in enumerate(node["anyOf"])]
+    for defs in ("$defs", "definitions"):
+        if defs in node:
+            out[defs] = {name: _strict_node(sub, _pointer(path, defs, name), depth + 1)
+                         for name, sub in node[defs].items()}
+    return out
+
+
+def _refuse_unsupported(node: Mapping[str, Any], path: str) -> None:
+    for keyword in node:
+        if keyword in STRICT_KEYWORDS or keyword in DROPPED_ANNOTATIONS or keyword in LENGTH_KEYWORDS:
+            continue
+        reason = _STRICT_REFUSALS.get(keyword, "strict mode does not support this keyword")
+        raise StrictSchemaError(keyword, _pointer(path, keyword), reason)
+    if "format" in node and node["format"] not in STRICT_STRING_FORMATS:
+        supported = ", ".join(sorted(STRICT_STRING_FORMATS))
+        raise StrictSchemaError("format", _pointer(path, "format"), f"strict mode supports only the formats {supported}")
+    if "const" in node and "enum" in node:
+        raise StrictSchemaError("const", _pointer(path, "const"), "use enum or const, not both")
+    if isinstance(node.get("$ref"), str) and not node["$ref"].startswith("#"):
+        raise StrictSchemaError("$ref", _pointer(path, "$ref"), "only references inside the schema are supported")
+    if not any(keyword in node for keyword in ("type", "enum", "const", "anyOf", "$ref")):
+        raise StrictSchemaError("type", path, "a strict schema must say its type (this one accepts any value)")
+
+
+def _move_lengths_to_description(node: Mapping[str, Any], out: dict[str, Any]) -> None:
+    low, high = node.get("minLength"), node.get("maxLength")
+    if low is None and high is None:
+        return
+    if low is not None and high is not None:
+        sentence = f"Length: {low} to {high} characters."
+    elif high is not None:
+        sentence = f"Length: at most {high} characters."
+    else:
+        sentence = f"Length: at least {low} characters."
+    description = out.get("description")
+    out["description"] = f"{description} {sentence}" if description else sentence
+
+
+def _strict_object(node: Mapping[str, Any], out: dict[str, Any], path: str, depth: int) -> None:
+    properties = node.get("properties") or {}
+    additional = node.get("additionalProperties", None)
+    if additional is None and not properties:
+        raise StrictSchemaError(
+            "properties", path, "a free-form object cannot be strict: list its properties (or use an array of pairs)"
+        )
+    if "additionalProperties" in node and additional is not False:
+        raise StrictSchemaError(
+            "additionalProperties", _pointer(path, "additionalProperties"),
+            "strict mode needs additionalProperties: false (a map of arbitrary keys cannot be strict)",
+        )
+    required = set(node.get("required") or ())
+    strict_properties = {}
+    for name, sub in properties.items():
+        converted = _strict_node(sub, _pointer(path, "properties", name), depth + 1)
+        strict_properties[name] = converted if name in required else _nullable(converted)
+    out["properties"] = strict_properties
+    out["required"] = list(properties)
+    out["additionalProperties"] = False
+
+
+def _accepts_null(schema: Any) -> bool:
+    """Whether a schema (without following $ref) accepts null."""
+    if not isinstance(schema, Mapping):
+        return schema is True
+    if "anyOf" in schema:
+        return any(_accepts_null(branch) for branch in schema["anyOf"])
+    if "const" in schema:
+        return schema["const"] is None
+    if "enum" in schema:
+        return None in schema["enum"]
+    if "$ref" in schema:
+        return False
+    return "null" in _types_of(schema)
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same schema also accepting null (the strict-mode spelling of "may be left out")."""
+    if _accepts_null(schema):
+        return schema
+    if "$ref" in schema:
+        return {"anyOf": [schema, {"type": "null"}]}
+    result = dict(schema)
+    if "anyOf" in schema:
+        result["anyOf"] = [*schema["anyOf"], {"type": "null"}]
+        return result
+    if "enum" in schema:
+        result["enum"] = [*schema["enum"], None]
+    if "type" in schema:
+        result["type"] = [*_types_of(schema), "null"]
+    return result
+
+
+def strip_strict_nulls(arguments: Any, original_schema: Mapping[str, Any]) -> Any:
+    """Arguments from a strict-mode host with "null meaning absent" turned back into absent.
+
+    A property that the original schema does not require and whose original subschema does not accept
+    null is dropped when its value is null; everything else is kept as sent, so the registry's schema
+    step still judges the arguments against the original schema. Never mutates `arguments`.
+    """
+    return _strip(arguments, original_schema, original_schema, 0)
+
+
+def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
+    """Follow local $ref chains ("#/..."), a bounded number of times."""
+    for _ in range(MAX_SCHEMA_DEPTH):
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
+            return schema
+        reference = schema["$ref"]
+        if not reference.startswith("#"):
+            return schema
+        target: Any = root
+        for token in [part for part in reference[1:].split("/") if part]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, Mapping) or token not in target:
+                return schema
+            target = target[token]
+        schema = target
+    return schema
+
+
+def _strip(value: Any, schema: Any, root: Mapping[str, Any], depth: int) -> Any:
+    schema = _resolve(schema, root)
+    if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
+        return value
+    if isinstance(value, dict):
+        if isinstance(schema.get("properties"), Mapping):
+            return _strip_object(value, schema, root, depth)
+        branch = _object_branch(value, schema, root)
+        return _strip(value, branch, root, depth + 1) if branch is not None else value
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            return [_strip(item, items, root, depth + 1) for item in value]
+        branch = _array_branch(schema, root)
+        return _strip(value, branch, root, depth + 1) if branch is not None else value
+    return value
+
+
+def _strip_object(value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    properties = schema["properties"]
+    required = set(schema.get("required") or ())
+    stripped = {}
+    for name, item in value.items():
+        sub = properties.get(name)
+        if sub is None:
+            stripped[name] = item
+        elif item is None and name not in required and not _accepts_null(_resolve(sub, root)):
+            continue  # null was the strict-mode spelling of "left out"
+        else:
+            stripped[name] = _strip(item, sub, root, depth + 1)
+    return stripped
+
+
+def _object_branch(value: Mapping[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    """The anyOf branch an object value was written for: the first object branch naming all its keys."""
+    branches = [_resolve(branch, root) for branch in schema.get("anyOf") or ()]
+    objects = [branch for branch in branches if isinstance(branch, Mapping) and _is_object_schema(branch)]
+    for branch in objects:
+        if set(value) <= set(branch.get("properties") or ()):
+            return branch
+    return objects[0] if len(objects) == 1 else None
+
+
+def _array_branch(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    branches = [_resolve(branch, root) for branch in schema.get("anyOf") or ()]
+    arrays = [branch for branch in branches if isinstance(branch, Mapping) and "items" in branch]
+    return arrays[0] if len(arrays) == 1 else None
+
+
+# -- tool exports: one function per host ------------------------------------------------------------
+
+
+def _host_name(spec: ToolSpec, names: NameMap | None) -> str:
+    return (names or NameMap([spec.name])).to_host(spec.name)
+
+
+def _parameters(spec: ToolSpec, strict: bool) -> dict[str, Any]:
+    schema = spec.model_schema()["input_schema"]
+    if not strict:
+        return schema
+    try:
+        return to_strict_schema(schema)
+    except StrictSchemaError as exc:
+        raise StrictSchemaError(exc.keyword, exc.path, f"tool {spec.name!r}: {exc.reason}") from None
+
+
+def openai_tool(spec: ToolSpec, *, names: NameMap | None = None, strict: bool = False) -> dict[str, Any]:
+    """An OpenAI Responses API function tool: {"type", "name", "description", "parameters", "strict"}."""
+    return {
+        "type": "function",
+        "name": _host_name(spec, names),
+        "description": spec.description,
+        "parameters": _parameters(spec, strict),
+        "strict": strict,
+    }
+
+
+def openai_chat_tool(spec: ToolSpec, *, names: NameMap | None = None, strict: bool = False) -> dict[str, Any]:
+    """A Chat Completions tool: {"type": "function", "function": {"name", "description", "parameters", "strict"}}."""
+    function: dict[str, Any] = {
+        "name": _host_name(spec, names),
+        "description": spec.description,
+        "parameters": _parameters(spec, strict),
+    }
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def anthropic_tool(spec: ToolSpec, *, names: NameMap | None = None) -> dict[str, Any]:
+    """An Anthropic Messages API tool: {"name", "description", "input_schema"}."""
+    return {"name": _host_name(spec, names), "description": spec.description, "input_schema": _parameters(spec, False)}
+
+
+def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
+    """MCP ToolAnnotations derived from the runtime contract (hints for hosts, never a guarantee).
+
+    Every hint is stated, because MCP's defaults are the cautious ones (not read-only, destructive,
+    not idempotent, open world). A write is idempotent when the registry deduplicates it by key.
+    """
+    hints: dict[str, Any] = {}
+    if spec.title is not None:
+        hints["title"] = spec.title
+    hints["readOnlyHint"] = spec.effect is Effect.READ
+    hints["destructiveHint"] = spec.effect is Effect.DESTRUCTIVE
+    hints["idempotentHint"] = spec.effect is Effect.READ or spec.idempotency_key is not None
+    hints["openWorldHint"] = spec.open_world
+    return hints
+
+
+def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
+    """An MCP Tool (wire form, camelCase). MCP allows dotted names, so the name is unchanged.
+
+    outputSchema is advertised only for object schemas, since MCP's structuredContent is an object.
+    """
+    model = spec.model_schema()
+    tool: dict[str, Any] = {"name": spec.name}
+    if spec.title is not None:
+        tool["title"] = spec.title
+    tool["description"] = spec.description
+    tool["inputSchema"] = model["input_schema"]
+    output_schema = model.get("output_schema")
+    if isinstance(output_schema, Mapping) and output_schema.get("type") == "object":
+        tool["outputSchema"] = output_schema
+    tool["annotations"] = mcp_annotations(spec)
+    return tool
+
+
+def _specs_of(catalog: Any) -> list[ToolSpec]:
+    """A list of specs from a list of ToolSpec or from anything with names() and spec(name) (a Registry)."""
+    if hasattr(catalog, "names") and hasattr(catalog, "spec"):
+        return [catalog.spec(name) for name in catalog.names()]
+    return list(catalog)
+
+
+def export_catalog(catalog: Any, fmt: str, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The catalog (ToolSpecs or a Registry) as one host's list of tools.
+
+    `fmt` is one of EXPORT_FORMATS; `strict` applies to the OpenAI formats only and raises
+    StrictSchemaError (with the tool, keyword and path) for a schema that cannot be made strict.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+    if strict and fmt not in STRICT_FORMATS:
+        raise ValueError(f"strict export is OpenAI's strict mode; it does not apply to {fmt!r}")
+    specs = _specs_of(catalog)
+    names = NameMap.from_specs(specs)
+    if fmt == "openai":
+        return [openai_tool(spec, names=names, strict=strict) for spec in specs]
+    if fmt == "openai-chat":
+        return [openai_chat_tool(spec, names=names, strict=strict) for spec in specs]
+    if fmt == "anthropic":
+        return [anthropic_tool(spec, names=names) for spec in specs]
+    return [mcp_tool(spec) for spec in specs]
+
+
+# -- parsing the hosts' tool calls --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InvalidJSONArguments:
+    """Arguments a host sent as text that is not a JSON object we can read.
+
+    It is deliberately not JSON data, so the registry's schema step rejects the call as
+    ``invalid_arguments``. `reason` is one safe sentence: it names the problem and the position,
+    never the text itself (which may hold secrets).
+    """
+
+    reason: str
+    position: int | None = None
+
+    def __repr__(self) -> str:
+        return f"InvalidJSONArguments({self.reason!r})"
+
+
+def _field(item: Any, name: str) -> Any:
+    """A field of a host payload given as a dict or as an SDK object."""
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not allowed in JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError("an object repeats a key, so its meaning is ambiguous")
+        result[key] = value
+    return result
+
+
+def _decode_arguments(text: Any) -> Any:
+    """Parse a host's JSON arguments string; anything unreadable becomes InvalidJSONArguments."""
+    if isinstance(text, Mapping):
+        return dict(text)  # some SDKs hand over parsed arguments already
+    if not isinstance(text, str):
+        return InvalidJSONArguments("the arguments are not a JSON string")
+    if len(text) > MAX_ARGUMENTS_CHARS:
+        return InvalidJSONArguments(f"the arguments are longer than {MAX_ARGUMENTS_CHARS} characters")
+    try:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        return InvalidJSONArguments(
+            f"the arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", exc.pos
+        )
+    except RecursionError:
+        return InvalidJSONArguments("the arguments are nested too deeply to read")
+    except ValueError as exc:  # NaN/Infinity or a repeated key (our messages: no argument text)
+        return InvalidJSONArguments(f"the arguments are not valid JSON: {exc}")
+
+
+def _call_name(raw: Any, names: NameMap | None) -> str:
+    if not isinstance(raw, str):
+        return ""  # no usable name: the registry answers tool_not_found
+    return names.from_host(raw) if names is not None else raw
+
+
+def _call_id(raw: Any) -> str | None:
+    return raw if isinstance(raw, str) and raw else None
+
+
+def parse_openai_call(item: Any, *, names: NameMap | None = None) -> ToolCall:
+    """A Responses API ``function_call`` item ({"type", "name", "arguments": JSON text, "call_id"})."""
+    return ToolCall(
+        name=_call_name(_field(item, "name"), names),
+        arguments=_decode_arguments(_field(item, "arguments")),
+        call_id=_call_id(_field(item, "call_id")),
+    )
+
+
+def parse_openai_chat_call(tool_call: Any, *, names: NameMap | None = None) -> ToolCall:
+    """A Chat Completions ``tool_calls`` entry ({"id", "type": "function", "function": {"name", "arguments"}})."""
+    function = _field(tool_call, "function")
+    return ToolCall(
+        name=_call_name(_field(function, "name") if function is not None else None, names),
+        arguments=_decode_arguments(_field(function, "arguments") if function is not None else None),
+        call_id=_call_id(_field(tool_call, "id")),
+    )
+
+
+def parse_anthropic_call(block: Any, *, names: NameMap | None = None) -> ToolCall:
+    """An Anthropic ``tool_use`` content block ({"type": "tool_use", "id", "name", "input": object})."""
+    arguments = _field(block, "input")
+    return ToolCall(
+        name=_call_name(_field(block, "name"), names),
+        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        call_id=_call_id(_field(block, "id")),
+    )
+
+
+def parse_mcp_call(params: Any, *, call_id: str | None = None) -> ToolCall:
+    """MCP ``tools/call`` params ({"name", "arguments"}); absent arguments mean an empty object."""
+    arguments = _field(params, "arguments")
+    if arguments is None:
+        arguments = {}
+    return ToolCall(
+        name=_call_name(_field(params, "name"), None),
+        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        call_id=call_id,
+    )
+
+
+# -- rendering results for the hosts ---------------------------------------------------------------------
+
+
+def _not_json(value: Any) -> str:
+    return "[not JSON]"  # never str(value): it could hold anything
+
+
+def _model_text(result: ToolResult) -> str:
+    """Compact JSON of what the model may see (already redacted by the result)."""
+    return json.dumps(result.to_model(), separators=(",", ":"), ensure_ascii=False, default=_not_json)
+
+
+def _required_call_id(result: ToolResult, call_id: str | None, host: str) -> str:
+    resolved = call_id if call_id is not None else result.call_id
+    if not resolved:
+        raise ValueError(f"a {host} tool result needs the call id of the call it answers")
+    return resolved
+
+
+def render_openai_result(result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:
+    """A Responses API ``function_call_output`` input item."""
+    return {
+        "type": "function_call_output",
+        "call_id": _required_call_id(result, call_id, "OpenAI"),
+        "output": _model_text(result),
+    }
+
+
+def render_openai_chat_result(result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:
+    """A Chat Completions ``tool`` message."""
+    return {"role": "tool", "tool_call_id": _required_call_id(result, call_id, "OpenAI"), "content": _model_text(result)}
+
+
+def render_anthropic_result(result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:
+    """An Anthropic ``tool_result`` content block (goes in the next user message)."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": _required_call_id(result, call_id, "Anthropic"),
+        "content": _model_text(result),
+        "is_error": not result.ok,
+    }
+
+
+def render_mcp_result(result: ToolResult) -> dict[str, Any]:
+    """An MCP CallToolResult (wire form): text content, structuredContent and isError.
+
+    structuredContent is the output object when the call succeeded with an object, and the error
+    view of `to_model()` when it did not; the text content is the compact JSON of `to_model()`.
+    """
+    view = result.to_model()
+    rendered: dict[str, Any] = {"content": [{"type": "text", "text": _model_text(result)}]}
+    if result.ok:
+        if isinstance(view.get("output"), Mapping):
+            rendered["structuredContent"] = view["output"]
+    else:
+        rendered["structuredContent"] = view
+    rendered["isError"] = not result.ok
+    return rendered
+
+
+# -- one catalog, one host ---------------------------------------------------------------------------
+
+
+class HostBridge:
+    """One catalog as one host sees it: its tools, and its calls mapped back to our names and schemas.
+
+    Keeps the NameMap and, for OpenAI strict mode, the original input schemas, so a parsed call has
+    the catalog's tool name and "null meaning absent" is undone before the registry validates it::
+
+        bridge = HostBridge(registry, "openai", strict=True)
+        tools = bridge.tools()
+        call = bridge.parse_call(item)          # -> ToolCall for registry.invoke
+        reply = bridge.render_result(result)    # -> the host's tool-result message
+    """
+
+    def __init__(self, catalog: Any, fmt: str, *, strict: bool = False) -> None:
+        if fmt not in EXPORT_FORMATS:
+            raise ValueError(f"unknown host format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        if strict and fmt not in STRICT_FORMATS:
+            raise ValueError(f"strict mode applies to the OpenAI formats, not {fmt!r}")
+        self.format = fmt
+        self.strict = strict
+        self._specs = _specs_of(catalog)
+        self.names = NameMap.from_specs(self._specs)
+        self._input_schemas = {spec.name: spec.input_schema for spec in self._specs}
+
+    def tools(self) -> list[dict[str, Any]]:
+        return export_catalog(self._specs, self.format, strict=self.strict)
+
+    def parse_call(self, payload: Any) -> ToolCall:
+        """The host's call payload as a ToolCall (never raises)."""
+        if self.format == "openai":
+            call = parse_openai_call(payload, names=self.names)
+        elif self.format == "openai-chat":
+            call = parse_openai_chat_call(payload, names=self.names)
+        elif self.format == "anthropic":
+            call = parse_anthropic_call(payload, names=self.names)
+        else:
+            call = parse_mcp_call(payload)
+        schema = self._input_schemas.get(call.name)
+        if self.strict and schema is not None and isinstance(call.arguments, dict):
+            call = ToolCall(call.name, strip_strict_nulls(call.arguments, schema), call.call_id)
+        return call
+
+    def render_result(self, result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:
+        if self.format == "openai":
+            return render_openai_result(result, call_id=call_id)
+        if self.format == "openai-chat":
+            return render_openai_chat_result(result, call_id=call_id)
+        if self.format == "anthropic":
+            return render_anthropic_result(result, call_id=call_id)
+        return render_mcp_result(result)
+

@@ -1,0 +1,480 @@
+"""Host exports: each host's tool shape, strict conversion, name mapping, call parsing and result rendering."""
+
+import copy
+import json
+import unittest
+
+from agent_lab.adapters import (
+    HOST_NAME_PATTERN,
+    HostBridge,
+    InvalidJSONArguments,
+    NameMap,
+    StrictSchemaError,
+    anthropic_tool,
+    export_catalog,
+    mcp_annotations,
+    mcp_tool,
+    openai_chat_tool,
+    openai_tool,
+    parse_anthropic_call,
+    parse_mcp_call,
+    parse_openai_call,
+    parse_openai_chat_call,
+    render_anthropic_result,
+    render_mcp_result,
+    render_openai_chat_result,
+    render_openai_result,
+    strip_strict_nulls,
+    to_strict_schema,
+)
+from agent_lab.calls import ToolCall, ToolResult
+from agent_lab.errors import Outcome, ToolError
+from agent_lab.policy import Actor
+from agent_lab.schema import Validator
+from agent_lab.spec import ApprovalPolicy, Effect, RetryPolicy, ToolSpec
+
+NOTE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ticket_id": {"type": "string", "pattern": "^T-[0-9]{4}$"},
+        "note": {"type": "string", "minLength": 1, "maxLength": 500, "description": "The note."},
+        "action_id": {"type": "string"},
+        "visibility": {"enum": ["public", "internal"]},
+        "options": {
+            "type": "object",
+            "properties": {"notify": {"type": "boolean"}, "cc": {"type": "array", "items": {"type": "string"}}},
+            "required": ["notify"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["ticket_id", "note", "action_id"],
+    "additionalProperties": False,
+}
+
+
+def write_spec(name: str = "tickets.add_note", **overrides) -> ToolSpec:
+    options = dict(
+        name=name,
+        title="Add a note",
+        description="Add a note to a ticket.",
+        input_schema=NOTE_SCHEMA,
+        output_schema={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+        required_permission="tickets:write-secret-scope",
+        effect=Effect.WRITE,
+        approval=ApprovalPolicy.ALWAYS,
+        idempotency_key="action_id",
+        retry_policy=RetryPolicy.TRANSIENT,
+        timeout_ms=4321,
+        max_output_bytes=12345,
+        redact=("customer_email",),
+    )
+    options.update(overrides)
+    return ToolSpec(**options)
+
+
+def read_spec(name: str = "get_ticket", **overrides) -> ToolSpec:
+    options = dict(
+        name=name,
+        description="Read a ticket.",
+        input_schema={"type": "object", "properties": {"ticket_id": {"type": "string"}}, "required": ["ticket_id"],
+                      "additionalProperties": False},
+        required_permission="tickets:read",
+    )
+    options.update(overrides)
+    return ToolSpec(**options)
+
+
+def ok_result(output=None, call_id="call_1", redact=()) -> ToolResult:
+    return ToolResult(ok=True, outcome=Outcome.SUCCEEDED, tool="get_ticket", output=output, call_id=call_id,
+                      redact=frozenset(redact))
+
+
+def error_result(call_id="call_1") -> ToolResult:
+    return ToolResult(ok=False, outcome=Outcome.REJECTED, tool="get_ticket", call_id=call_id,
+                      error=ToolError.from_code("approval_required"))
+
+
+class ExportShapeTest(unittest.TestCase):
+    def test_openai_responses_tool_shape(self):
+        tool = openai_tool(read_spec())
+        self.assertEqual(set(tool), {"type", "name", "description", "parameters", "strict"})
+        self.assertEqual((tool["type"], tool["name"], tool["strict"]), ("function", "get_ticket", False))
+        self.assertEqual(tool["parameters"], read_spec().input_schema)
+
+    def test_openai_chat_tool_shape(self):
+        tool = openai_chat_tool(read_spec())
+        self.assertEqual(set(tool), {"type", "function"})
+        self.assertEqual(set(tool["function"]), {"name", "description", "parameters"})
+        strict = openai_chat_tool(read_spec(), strict=True)
+        self.assertIs(strict["function"]["strict"], True)
+
+    def test_anthropic_tool_shape(self):
+        tool = anthropic_tool(read_spec())
+        self.assertEqual(set(tool), {"name", "description", "input_schema"})
+        self.assertEqual(tool["input_schema"], read_spec().input_schema)
+
+    def test_mcp_tool_shape_is_camel_case_with_title_and_output_schema(self):
+        tool = mcp_tool(write_spec())
+        self.assertEqual(set(tool), {"name", "title", "description", "inputSchema", "outputSchema", "annotations"})
+        self.assertEqual(tool["name"], "tickets.add_note")  # MCP allows dots: unchanged
+        self.assertEqual(tool["title"], "Add a note")
+
+    def test_mcp_omits_an_output_schema_that_is_not_an_object(self):
+        spec = read_spec(output_schema={"type": "array", "items": {"type": "string"}})
+        self.assertNotIn("outputSchema", mcp_tool(spec))
+
+    def test_mcp_annotations_follow_the_runtime_contract(self):
+        read = mcp_annotations(read_spec(open_world=True))
+        self.assertEqual(read, {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                                "openWorldHint": True})
+        keyed_write = mcp_annotations(write_spec())
+        self.assertEqual((keyed_write["readOnlyHint"], keyed_write["destructiveHint"], keyed_write["idempotentHint"],
+                          keyed_write["openWorldHint"]), (False, False, True, False))
+        self.assertEqual(keyed_write["title"], "Add a note")
+        unkeyed = mcp_annotations(write_spec(effect=Effect.DESTRUCTIVE, idempotency_key=None))
+        self.assertEqual((unkeyed["destructiveHint"], unkeyed["idempotentHint"]), (True, False))
+
+    def test_no_runtime_field_appears_in_any_export(self):
+        spec = write_spec()
+        runtime_words = ["required_permission", "tickets:write-secret-scope", "idempotency_key", "timeout", "4321",
+                         "12345", "max_output_bytes", "retry", "approval", "redact", "customer_email",
+                         "resource_guard"]
+        for fmt in ("openai", "openai-chat", "anthropic", "mcp"):
+            for strict in ((False, True) if fmt.startswith("openai") else (False,)):
+                with self.subTest(fmt=fmt, strict=strict):
+                    text = json.dumps(export_catalog([spec], fmt, strict=strict))
+                    for word in runtime_words:
+                        self.assertNotIn(word, text)
+
+    def test_exports_never_share_or_change_the_specs_schemas(self):
+        spec = write_spec()
+        before = copy.deepcopy(spec.input_schema)
+        tools = export_catalog([spec], "openai", strict=True)
+        tools[0]["parameters"]["properties"].clear()
+        self.assertEqual(spec.input_schema, before)
+
+    def test_export_accepts_a_registry(self):
+        from agent_lab.registry import Registry
+
+        with Registry() as registry:
+            registry.register(read_spec(), lambda arguments: {})
+            self.assertEqual([tool["name"] for tool in export_catalog(registry, "mcp")], ["get_ticket"])
+
+    def test_unknown_format_and_strict_for_a_non_openai_host_are_errors(self):
+        with self.assertRaises(ValueError):
+            export_catalog([read_spec()], "gemini")
+        with self.assertRaises(ValueError):
+            export_catalog([read_spec()], "mcp", strict=True)
+
+
+class StrictSchemaTest(unittest.TestCase):
+    def test_every_object_is_closed_and_every_property_required(self):
+        strict = to_strict_schema(NOTE_SCHEMA)
+        self.assertEqual(strict["required"], list(NOTE_SCHEMA["properties"]))
+        options = strict["properties"]["options"]
+        self.assertEqual(options["required"], ["notify", "cc"])
+        self.assertIs(options["additionalProperties"], False)
+
+    def test_optional_properties_become_nullable(self):
+        strict = to_strict_schema(NOTE_SCHEMA)
+        self.assertEqual(strict["properties"]["visibility"]["enum"], ["public", "internal", None])
+        self.assertEqual(strict["properties"]["options"]["type"], ["object", "null"])
+        self.assertEqual(strict["properties"]["options"]["properties"]["cc"]["type"], ["array", "null"])
+        self.assertEqual(strict["properties"]["ticket_id"]["type"], "string")  # required: unchanged
+
+    def test_an_open_object_is_closed(self):
+        strict = to_strict_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+        self.assertIs(strict["additionalProperties"], False)
+
+    def test_string_lengths_move_into_the_description(self):
+        note = to_strict_schema(NOTE_SCHEMA)["properties"]["note"]
+        self.assertNotIn("minLength", note)
+        self.assertNotIn("maxLength", note)
+        self.assertEqual(note["description"], "The note. Length: 1 to 500 characters.")
+
+    def test_conversion_never_mutates_its_input(self):
+        before = copy.deepcopy(NOTE_SCHEMA)
+        to_strict_schema(NOTE_SCHEMA)
+        self.assertEqual(NOTE_SCHEMA, before)
+
+    def test_the_strict_schema_is_still_valid_2020_12(self):
+        Validator(to_strict_schema(NOTE_SCHEMA))
+
+    def test_unsupported_keywords_are_refused_with_their_path(self):
+        cases = {
+            "/properties/tags/patternProperties": {"type": "object", "properties": {"tags": {
+                "type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x": {}}}}},
+            "/properties/a/oneOf": {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}},
+            "/properties/a/anyOf/1/if": {"type": "object", "properties": {"a": {"anyOf": [
+                {"type": "string"}, {"type": "integer", "if": {"minimum": 1}}]}}},
+            "/unevaluatedProperties": {"type": "object", "properties": {"a": {"type": "string"}},
+                                       "unevaluatedProperties": False},
+            "/properties/a/dependentRequired": {"type": "object", "properties": {"a": {
+                "type": "object", "properties": {"b": {"type": "string"}}, "dependentRequired": {"b": []}}}},
+            "/properties/a/format": {"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}},
+            "/properties/a/items/uniqueItems": {"type": "object", "properties": {"a": {
+                "type": "array", "items": {"type": "string", "uniqueItems": True}}}},
+        }
+        for path, schema in cases.items():
+            with self.subTest(path=path):
+                with self.assertRaises(StrictSchemaError) as caught:
+                    to_strict_schema(schema)
+                self.assertEqual(caught.exception.path, path)
+                self.assertEqual(caught.exception.keyword, path.rsplit("/", 1)[1])
+                self.assertIn(path, str(caught.exception))
+
+    def test_an_object_with_additional_properties_other_than_false_cannot_be_strict(self):
+        for additional in (True, {"type": "string"}):
+            schema = {"type": "object", "properties": {"m": {"type": "object", "properties": {"a": {"type": "string"}},
+                                                               "additionalProperties": additional}}}
+            with self.subTest(additional=additional):
+                with self.assertRaises(StrictSchemaError) as caught:
+                    to_strict_schema(schema)
+                self.assertEqual(caught.exception.path, "/properties/m/additionalProperties")
+
+    def test_a_free_form_object_or_an_untyped_value_cannot_be_strict(self):
+        with self.assertRaises(StrictSchemaError) as caught:
+            to_strict_schema({"type": "object", "properties": {"m": {"type": "object"}}})
+        self.assertEqual(caught.exception.path, "/properties/m")
+        with self.assertRaises(StrictSchemaError) as caught:
+            to_strict_schema({"type": "object", "properties": {"any": {}}})
+        self.assertEqual(caught.exception.path, "/properties/any")
+
+    def test_the_root_must_be_an_object(self):
+        with self.assertRaises(StrictSchemaError) as caught:
+            to_strict_schema({"anyOf": [{"type": "object"}]})
+        self.assertEqual(caught.exception.path, "")
+
+    def test_a_strict_export_names_the_tool_in_its_error(self):
+        spec = read_spec(input_schema={"type": "object", "properties": {"a": {"not": {"type": "string"}}}})
+        with self.assertRaises(StrictSchemaError) as caught:
+            export_catalog([spec], "openai", strict=True)
+        self.assertIn("get_ticket", str(caught.exception))
+        self.assertEqual(caught.exception.path, "/properties/a/not")
+
+    def test_the_candidate_catalog_exports_strictly(self):
+        from agent_lab.lab.candidate import candidate_specs
+
+        specs = candidate_specs()
+        for fmt in ("openai", "openai-chat"):
+            tools = export_catalog(specs, fmt, strict=True)
+            self.assertEqual(len(tools), len(specs))
+            for tool in tools:
+                parameters = tool["parameters"] if fmt == "openai" else tool["function"]["parameters"]
+                Validator(parameters)
+                self.assertEqual(set(parameters["required"]), set(parameters["properties"]))
+
+
+class StripStrictNullsTest(unittest.TestCase):
+    def test_null_for_an_optional_property_means_absent_and_the_original_schema_accepts_the_result(self):
+        arguments = {"ticket_id": "T-1001", "note": "hi", "action_id": "a1", "visibility": None,
+                     "options": {"notify": True, "cc": None}}
+        strict_validator = Validator(to_strict_schema(NOTE_SCHEMA))
+        self.assertTrue(strict_validator.is_valid(arguments))
+        self.assertFalse(Validator(NOTE_SCHEMA).is_valid(arguments))
+        stripped = strip_strict_nulls(arguments, NOTE_SCHEMA)
+        self.assertEqual(stripped, {"ticket_id": "T-1001", "note": "hi", "action_id": "a1",
+                                    "options": {"notify": True}})
+        self.assertTrue(Validator(NOTE_SCHEMA).is_valid(stripped))
+        self.assertIsNone(arguments["visibility"])  # not mutated
+
+    def test_null_is_kept_where_the_original_schema_accepts_null(self):
+        schema = {"type": "object", "properties": {"a": {"type": ["string", "null"]}}}
+        self.assertEqual(strip_strict_nulls({"a": None}, schema), {"a": None})
+
+    def test_null_for_a_required_property_is_kept_for_the_registry_to_reject(self):
+        self.assertEqual(strip_strict_nulls({"ticket_id": None}, NOTE_SCHEMA), {"ticket_id": None})
+
+    def test_nulls_inside_arrays_and_references_are_stripped(self):
+        schema = {
+            "type": "object",
+            "$defs": {"item": {"type": "object", "properties": {"k": {"type": "string"}, "v": {"type": "integer"}},
+                               "required": ["k"]}},
+            "properties": {"list": {"type": "array", "items": {"$ref": "#/$defs/item"}}},
+        }
+        self.assertEqual(strip_strict_nulls({"list": [{"k": "a", "v": None}]}, schema), {"list": [{"k": "a"}]})
+
+
+class NameMapTest(unittest.TestCase):
+    def test_legal_names_map_to_themselves(self):
+        names = NameMap(["get_ticket", "list-tickets"])
+        self.assertEqual(names.to_host("get_ticket"), "get_ticket")
+        self.assertEqual(names.from_host("list-tickets"), "list-tickets")
+
+    def test_dotted_names_round_trip_and_are_host_legal(self):
+        names = NameMap(["tickets.get", "tickets.notes.add"])
+        for name in ("tickets.get", "tickets.notes.add"):
+            host = names.to_host(name)
+            self.assertRegex(host, HOST_NAME_PATTERN)
+            self.assertNotIn(".", host)
+            self.assertEqual(names.from_host(host), name)
+        self.assertEqual(names.to_host("tickets.get"), "tickets__get")
+
+    def test_a_dotted_name_never_collides_with_an_existing_double_underscore_name(self):
+        names = NameMap(["a.b", "a__b"])
+        self.assertEqual(names.to_host("a__b"), "a__b")
+        self.assertNotEqual(names.to_host("a.b"), "a__b")
+        self.assertEqual(names.from_host(names.to_host("a.b")), "a.b")
+        self.assertEqual(names.from_host("a__b"), "a__b")
+
+    def test_long_names_get_a_short_hashed_name_that_round_trips(self):
+        long_a = "x" * 100 + ".a"
+        long_b = "x" * 100 + ".b"
+        names = NameMap([long_a, long_b, "y" * 128])
+        hosts = {names.to_host(name) for name in (long_a, long_b, "y" * 128)}
+        self.assertEqual(len(hosts), 3)
+        for name in (long_a, long_b, "y" * 128):
+            host = names.to_host(name)
+            self.assertRegex(host, HOST_NAME_PATTERN)
+            self.assertLessEqual(len(host), 64)
+            self.assertEqual(names.from_host(host), name)
+
+    def test_the_mapping_does_not_depend_on_catalog_order(self):
+        catalog = ["a.b", "a__b", "c." + "z" * 90, "plain"]
+        self.assertEqual(NameMap(catalog).items(), NameMap(list(reversed(catalog))).items())
+
+    def test_an_unknown_host_name_comes_back_unchanged_for_the_registry_to_refuse(self):
+        self.assertEqual(NameMap(["a.b"]).from_host("nope"), "nope")
+
+    def test_exports_use_mapped_names_and_parsers_map_them_back(self):
+        spec = write_spec()
+        bridge = HostBridge([spec], "openai")
+        tool = bridge.tools()[0]
+        self.assertEqual(tool["name"], "tickets__add_note")
+        call = bridge.parse_call({"type": "function_call", "name": "tickets__add_note", "arguments": "{}",
+                                  "call_id": "c1"})
+        self.assertEqual(call.name, "tickets.add_note")
+        self.assertEqual(anthropic_tool(spec, names=bridge.names)["name"], "tickets__add_note")
+
+
+class ParseCallTest(unittest.TestCase):
+    def test_openai_responses_function_call(self):
+        call = parse_openai_call({"type": "function_call", "name": "get_ticket",
+                                  "arguments": '{"ticket_id": "T-1001"}', "call_id": "call_9"})
+        self.assertEqual(call, ToolCall("get_ticket", {"ticket_id": "T-1001"}, "call_9"))
+
+    def test_openai_chat_tool_call(self):
+        call = parse_openai_chat_call({"id": "call_3", "type": "function",
+                                       "function": {"name": "get_ticket", "arguments": '{"ticket_id": "T-1"}'}})
+        self.assertEqual(call, ToolCall("get_ticket", {"ticket_id": "T-1"}, "call_3"))
+
+    def test_anthropic_tool_use_block(self):
+        call = parse_anthropic_call({"type": "tool_use", "id": "toolu_1", "name": "get_ticket",
+                                     "input": {"ticket_id": "T-1"}})
+        self.assertEqual(call, ToolCall("get_ticket", {"ticket_id": "T-1"}, "toolu_1"))
+
+    def test_mcp_tools_call_params(self):
+        self.assertEqual(parse_mcp_call({"name": "a.b", "arguments": {"x": 1}}), ToolCall("a.b", {"x": 1}))
+        self.assertEqual(parse_mcp_call({"name": "a.b"}).arguments, {})
+
+    def test_sdk_objects_are_read_like_dicts(self):
+        class Item:
+            type = "function_call"
+            name = "get_ticket"
+            arguments = '{"ticket_id": "T-1"}'
+            call_id = "c"
+
+        self.assertEqual(parse_openai_call(Item()), ToolCall("get_ticket", {"ticket_id": "T-1"}, "c"))
+
+    def test_malformed_openai_arguments_never_raise(self):
+        for arguments in ('{"ticket_id": ', "not json", "", None, 42, '{"a": NaN}', '{"a": 1, "a": 2}',
+                          "[" * 100_000, "{" + " " * 2_000_000 + "}"):
+            with self.subTest(arguments=str(arguments)[:20]):
+                call = parse_openai_call({"type": "function_call", "name": "get_ticket", "arguments": arguments,
+                                          "call_id": "c"})
+                self.assertIsInstance(call.arguments, InvalidJSONArguments)
+                chat = parse_openai_chat_call({"id": "c", "function": {"name": "get_ticket", "arguments": arguments}})
+                self.assertIsInstance(chat.arguments, InvalidJSONArguments)
+
+    def test_the_parse_error_never_repeats_the_argument_text(self):
+        call = parse_openai_call({"name": "get_ticket", "arguments": '{"password": "hunter2"', "call_id": "c"})
+        self.assertNotIn("hunter2", call.arguments.reason)
+        self.assertNotIn("hunter2", repr(call))
+
+    def test_garbage_payloads_never_raise(self):
+        for payload in (None, 42, "text", [], {}, {"function": None}, {"name": 5, "input": "x"}):
+            with self.subTest(payload=payload):
+                self.assertIsInstance(parse_openai_call(payload), ToolCall)
+                self.assertIsInstance(parse_openai_chat_call(payload), ToolCall)
+                self.assertIsInstance(parse_anthropic_call(payload), ToolCall)
+                self.assertIsInstance(parse_mcp_call(payload), ToolCall)
+
+    def test_malformed_arguments_end_as_invalid_arguments_through_the_registry(self):
+        from agent_lab.registry import Registry
+
+        actor = Actor(id="u1", tenant="t1", permissions={"tickets:read"})
+        ran = []
+        with Registry() as registry:
+            registry.register(read_spec(), lambda arguments: ran.append(arguments) or {})
+            for arguments in ('{"ticket_id": ', '{"ticket_id": NaN}', "[]", '"T-1"'):
+                with self.subTest(arguments=arguments):
+                    call = parse_openai_call({"name": "get_ticket", "arguments": arguments, "call_id": "c"})
+                    result = registry.invoke(call, actor=actor)
+                    self.assertFalse(result.ok)
+                    self.assertEqual(result.error.code, "invalid_arguments")
+                    self.assertEqual(result.outcome, Outcome.REJECTED)
+        self.assertEqual(ran, [])
+
+    def test_a_strict_bridge_turns_null_back_into_absent_before_the_registry_validates(self):
+        from agent_lab.registry import Registry
+
+        actor = Actor(id="u1", tenant="t1", permissions={"tickets:read"})
+        spec = read_spec(input_schema={"type": "object", "properties": {
+            "ticket_id": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+            "required": ["ticket_id"], "additionalProperties": False})
+        seen = []
+        with Registry() as registry:
+            registry.register(spec, lambda arguments: seen.append(dict(arguments)) or {})
+            bridge = HostBridge(registry, "openai", strict=True)
+            call = bridge.parse_call({"type": "function_call", "name": "get_ticket", "call_id": "c1",
+                                      "arguments": json.dumps({"ticket_id": "T-1", "limit": None})})
+            result = registry.invoke(call, actor=actor)
+        self.assertTrue(result.ok, result)
+        self.assertEqual(seen, [{"ticket_id": "T-1"}])
+
+
+class RenderResultTest(unittest.TestCase):
+    def test_openai_function_call_output_carries_the_model_view_as_text(self):
+        result = ok_result({"ticket": {"id": "T-1"}})
+        item = render_openai_result(result)
+        self.assertEqual(set(item), {"type", "call_id", "output"})
+        self.assertEqual((item["type"], item["call_id"]), ("function_call_output", "call_1"))
+        self.assertEqual(json.loads(item["output"]), result.to_model())
+
+    def test_openai_chat_tool_message(self):
+        message = render_openai_chat_result(error_result(), call_id="other")
+        self.assertEqual((message["role"], message["tool_call_id"]), ("tool", "other"))
+        self.assertEqual(json.loads(message["content"])["error"]["code"], "approval_required")
+
+    def test_anthropic_tool_result_block_marks_errors(self):
+        self.assertIs(render_anthropic_result(ok_result({}))["is_error"], False)
+        block = render_anthropic_result(error_result())
+        self.assertEqual((block["type"], block["tool_use_id"], block["is_error"]), ("tool_result", "call_1", True))
+
+    def test_a_host_result_needs_a_call_id(self):
+        with self.assertRaises(ValueError):
+            render_openai_result(ok_result({}, call_id=None))
+
+    def test_mcp_result_on_success_has_structured_content_and_text(self):
+        rendered = render_mcp_result(ok_result({"ticket": {"id": "T-1"}}))
+        self.assertEqual(rendered["structuredContent"], {"ticket": {"id": "T-1"}})
+        self.assertIs(rendered["isError"], False)
+        self.assertEqual(rendered["content"][0]["type"], "text")
+        self.assertEqual(json.loads(rendered["content"][0]["text"])["output"], {"ticket": {"id": "T-1"}})
+
+    def test_mcp_result_on_error_carries_the_structured_error(self):
+        rendered = render_mcp_result(error_result())
+        self.assertIs(rendered["isError"], True)
+        self.assertEqual(rendered["structuredContent"]["error"]["code"], "approval_required")
+        self.assertEqual(rendered["structuredContent"]["outcome"], "rejected")
+
+    def test_redacted_fields_stay_redacted_in_every_rendering(self):
+        result = ok_result({"ticket": {"id": "T-1", "customer_email": "ann@example.com"}}, redact=("customer_email",))
+        renderings = [render_openai_result(result), render_openai_chat_result(result),
+                      render_anthropic_result(result), render_mcp_result(result)]
+        for rendering in renderings:
+            self.assertNotIn("ann@example.com", json.dumps(rendering))
+
+
+if __name__ == "__main__":
+    unittest.main()
