@@ -1,0 +1,4 @@
+"""`python -m agent_lab ...` runs the same command line as run_lab.py."""
+from agent_lab.cli import main
+
+raise SystemExit(main())
