@@ -150,7 +150,9 @@ class ToolSpec:
     def _checked_redact(self) -> tuple[str, ...]:
         if isinstance(self.redact, str) or not all(isinstance(item, str) for item in self.redact):
             raise ValueError("ToolSpec.redact must be a collection of field names (strings), not one string")
-        return tuple(self.redact)
+        if isinstance(self.redact, (set, frozenset)):
+            return tuple(sorted(self.redact))  # a set has no order; reports need a stable one
+        return tuple(dict.fromkeys(self.redact))  # declared order, duplicates dropped
 
     def _check_runtime_half(self) -> None:
         if self.required_permission is not None and (
@@ -172,6 +174,8 @@ class ToolSpec:
             self._check_idempotency_key(self.idempotency_key)
 
     def _check_idempotency_key(self, key: str) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError("ToolSpec.idempotency_key must be the name of an input property (a string) or None")
         properties = self.input_schema.get("properties") or {}
         required = self.input_schema.get("required") or []
         prop = properties.get(key) if isinstance(properties, Mapping) else None

@@ -1,0 +1,179 @@
+"""ToolSpec is checked when it is built; its model half exports nothing of the runtime half."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import unittest
+from typing import Any
+
+from agent_lab.spec import ApprovalPolicy, Effect, RetryPolicy, ToolSpec
+
+OBJECT = {"type": "object"}
+KEYED = {
+    "type": "object",
+    "properties": {"action_id": {"type": "string"}, "count": {"type": "integer"}, "maybe": {"type": "string"}},
+    "required": ["action_id", "count"],
+}
+
+
+def build(**options: Any) -> ToolSpec:
+    base: dict[str, Any] = {"name": "do_thing", "description": "Does a thing.", "input_schema": OBJECT}
+    base.update(options)
+    return ToolSpec(**base)
+
+
+class ConstructionChecksTest(unittest.TestCase):
+    def assert_refused(self, pattern: str, **options: Any) -> None:
+        with self.assertRaisesRegex(ValueError, pattern):
+            build(**options)
+
+    def test_names_follow_the_mcp_rule(self) -> None:
+        for name in ("", "has space", "x" * 129, "emoji_😀", None, 7):
+            with self.subTest(name=name):
+                self.assert_refused(r"must be 1-128 characters of A-Z a-z 0-9 _ - \. \(the MCP rule\)", name=name)
+        for name in ("a", "x" * 128, "tickets.get-v2_final"):
+            self.assertEqual(build(name=name).name, name)
+
+    def test_description_must_say_something(self) -> None:
+        for description in ("", "   ", None):
+            with self.subTest(description=description):
+                self.assert_refused("description of 'do_thing' must be a non-empty string", description=description)
+
+    def test_input_schema_must_describe_an_object(self) -> None:
+        for schema in ({}, {"type": "array"}, True, {"type": ["object"]}):
+            with self.subTest(schema=schema):
+                self.assert_refused(r'input_schema of \'do_thing\' must be a JSON Schema object with "type": "object"',
+                                    input_schema=schema)
+
+    def test_schemas_must_compile(self) -> None:
+        self.assert_refused("input_schema is not a valid JSON Schema 2020-12 document",
+                            input_schema={"type": "object", "properties": 5})
+        self.assert_refused("output_schema is not a valid JSON Schema 2020-12 document",
+                            output_schema={"minLength": -1})
+        self.assert_refused("output_schema of 'do_thing' must be a JSON Schema object or None", output_schema=[1])
+
+    def test_enums_accept_their_values_and_refuse_others(self) -> None:
+        spec = build(effect="write", approval="always", retry_policy="transient")
+        self.assertEqual((spec.effect, spec.approval, spec.retry_policy),
+                         (Effect.WRITE, ApprovalPolicy.ALWAYS, RetryPolicy.TRANSIENT))
+        self.assert_refused(r"effect must be one of: read, write, destructive \(got 'delete'\)", effect="delete")
+        self.assert_refused("approval must be one of: never, always, conditional", approval=True)
+        self.assert_refused("retry_policy must be one of: never, transient", retry_policy="always")
+
+    def test_timeout_must_be_a_finite_positive_number_and_not_a_bool(self) -> None:
+        for value in (0, -1, float("nan"), float("inf")):
+            with self.subTest(value=value):
+                self.assert_refused("timeout_ms must be finite and greater than 0", timeout_ms=value)
+        for value in (True, "100", None):
+            with self.subTest(value=value):
+                self.assert_refused("timeout_ms must be a number", timeout_ms=value)
+        self.assertEqual(build(timeout_ms=0.5).timeout_ms, 0.5)
+
+    def test_output_budget_must_be_a_positive_integer(self) -> None:
+        self.assert_refused("max_output_bytes must be an integer, not float", max_output_bytes=1.5)
+        self.assert_refused("max_output_bytes must be an integer, not bool", max_output_bytes=True)
+        self.assert_refused("max_output_bytes must be finite and greater than 0", max_output_bytes=0)
+
+    def test_idempotency_key_must_name_a_required_string_property(self) -> None:
+        message = "idempotency_key '{}' must name a required string property of the input schema of 'do_thing'"
+        for key in ("count", "maybe", "missing"):
+            with self.subTest(key=key):
+                self.assert_refused(message.format(key), input_schema=KEYED, idempotency_key=key)
+        self.assert_refused("idempotency_key must be the name of an input property", input_schema=KEYED,
+                            idempotency_key=["action_id"])
+        self.assertEqual(build(input_schema=KEYED, idempotency_key="action_id").idempotency_key, "action_id")
+
+    def test_conditional_approval_needs_a_condition_and_only_it_takes_one(self) -> None:
+        self.assert_refused("approval='conditional' needs approval_condition", approval="conditional")
+        self.assert_refused("approval_condition is only used with approval='conditional'",
+                            approval_condition=lambda arguments: True)
+
+    def test_redact_is_a_collection_of_names_not_one_string(self) -> None:
+        self.assert_refused("redact must be a collection of field names", redact="api_token")
+        self.assert_refused("redact must be a collection of field names", redact=["ok", 3])
+        self.assertEqual(build(redact={"b", "a"}).redact, ("a", "b"))
+        self.assertEqual(build(redact=["token", "email", "token"]).redact, ("token", "email"))
+
+    def test_other_runtime_fields_are_checked(self) -> None:
+        self.assert_refused("required_permission must be a non-empty string or None", required_permission="")
+        self.assert_refused("resource_guard must be a function", resource_guard="tenant")
+        self.assert_refused("open_world must be a bool", open_world=1)
+        self.assert_refused("title of 'do_thing' must be a string or None", title=5)
+
+    def test_a_spec_is_frozen_and_keeps_its_own_copy_of_the_schemas(self) -> None:
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+        spec = build(input_schema=schema)
+        schema["properties"]["a"]["type"] = "integer"
+        self.assertEqual(spec.input_schema["properties"]["a"]["type"], "string")
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            spec.name = "other"  # type: ignore[misc]
+
+
+class WarningsTest(unittest.TestCase):
+    def test_a_write_without_an_idempotency_key_is_allowed_but_flagged(self) -> None:
+        spec = build(effect="write")
+        self.assertEqual(len(spec.warnings), 1)
+        self.assertIn("without idempotency_key", spec.warnings[0])
+
+    def test_a_destructive_tool_that_never_asks_for_approval_is_flagged(self) -> None:
+        spec = build(effect="destructive", input_schema=KEYED, idempotency_key="action_id")
+        self.assertEqual(spec.warnings, ("destructive tool that never asks for approval",))
+
+    def test_a_careful_write_has_no_warnings(self) -> None:
+        self.assertEqual(build(effect="write", input_schema=KEYED, idempotency_key="action_id").warnings, ())
+        self.assertEqual(build().warnings, ())
+
+
+class TwoHalvesTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.spec = build(
+            title="Do a thing",
+            output_schema={"type": "object"},
+            input_schema=KEYED,
+            required_permission="things:secret-scope",
+            effect="write",
+            approval="conditional",
+            approval_condition=lambda arguments: arguments["count"] > 3,
+            idempotency_key="action_id",
+            retry_policy="transient",
+            timeout_ms=1234,
+            max_output_bytes=4321,
+            redact=("hidden_field_name",),
+            resource_guard=lambda arguments, actor: True,
+        )
+
+    def test_model_schema_exports_only_the_model_half(self) -> None:
+        exported = self.spec.model_schema()
+        self.assertEqual(list(exported), ["name", "title", "description", "input_schema", "output_schema"])
+        text = json.dumps(exported)
+        for runtime_value in ("things:secret-scope", "transient", "1234", "4321", "hidden_field_name", "conditional"):
+            self.assertNotIn(runtime_value, text)
+
+    def test_model_schema_is_a_copy(self) -> None:
+        exported = self.spec.model_schema()
+        exported["input_schema"]["properties"].clear()
+        self.assertIn("action_id", self.spec.input_schema["properties"])
+
+    def test_runtime_contract_holds_the_other_half_as_plain_data(self) -> None:
+        contract = self.spec.runtime_contract()
+        self.assertEqual(contract["required_permission"], "things:secret-scope")
+        self.assertEqual((contract["effect"], contract["approval"], contract["retry_policy"]),
+                         ("write", "conditional", "transient"))
+        self.assertEqual((contract["timeout_ms"], contract["max_output_bytes"]), (1234, 4321))
+        self.assertTrue(contract["resource_guard"])
+        json.dumps(contract)  # plain data
+
+    def test_needs_approval_follows_the_policy(self) -> None:
+        self.assertFalse(self.spec.needs_approval({"action_id": "a", "count": 1}))
+        self.assertTrue(self.spec.needs_approval({"action_id": "a", "count": 9}))
+        self.assertTrue(build(approval="always").needs_approval({}))
+        self.assertFalse(build().needs_approval({}))
+
+    def test_writes_is_true_for_write_and_destructive(self) -> None:
+        self.assertEqual([build(effect=effect).writes for effect in ("read", "write", "destructive")],
+                         [False, True, True])
+
+
+if __name__ == "__main__":
+    unittest.main()
