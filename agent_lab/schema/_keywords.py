@@ -47,7 +47,7 @@ def type_test(names: List[str]) -> Callable[[Any], bool]:
     def test(instance: Any) -> bool:
         kind = type(instance)
         if kind in exact:
-            return True
+            return kind is not float or instance - instance == 0.0  # NaN and infinities are not JSON
         if kind is float:
             return integral_floats and instance.is_integer()
         base = base_py_type(instance)
@@ -68,7 +68,7 @@ def compile_type(cx, value) -> Kw:
         violation(out, instance_path, keyword_path + keyword_suffix, "type",
                   f"{phrase} (it is of type {json_type(instance)})")
 
-    return Kw("type", None, test, collect, cost=0)
+    return Kw("type", None, test, collect, cost=0, detail=names)
 
 
 def membership_test(values: List[Any]) -> Callable[[Any], bool]:
@@ -101,12 +101,12 @@ def membership_test(values: List[Any]) -> Callable[[Any], bool]:
 def compile_enum(cx, value) -> Kw:
     values = list(value)
     phrase = "must be one of: " + show_list(values)
-    return Kw("enum", None, membership_test(values), _simple_collect("enum", phrase), cost=0)
+    return Kw("enum", None, membership_test(values), _simple_collect("enum", phrase), cost=0, detail=values)
 
 
 def compile_const(cx, value) -> Kw:
     phrase = "must be exactly " + show(value)
-    return Kw("const", None, membership_test([value]), _simple_collect("const", phrase), cost=0)
+    return Kw("const", None, membership_test([value]), _simple_collect("const", phrase), cost=0, detail=[value])
 
 
 def _simple_collect(keyword: str, phrase: str):
@@ -211,13 +211,13 @@ def compile_format(cx, value) -> Optional[Kw]:
 def compile_max_items(cx, value) -> Kw:
     limit = value
     return Kw("maxItems", ARRAY, lambda x: len(x) <= limit,
-              _simple_collect("maxItems", f"must have at most {plural(int(limit), 'item')}"))
+              _simple_collect("maxItems", f"must have at most {plural(int(limit), 'item')}"), detail=limit)
 
 
 def compile_min_items(cx, value) -> Kw:
     limit = value
     return Kw("minItems", ARRAY, lambda x: len(x) >= limit,
-              _simple_collect("minItems", f"must have at least {plural(int(limit), 'item')}"))
+              _simple_collect("minItems", f"must have at least {plural(int(limit), 'item')}"), detail=limit)
 
 
 def _frozen(value: Any) -> Any:
@@ -296,7 +296,7 @@ def compile_items(cx, value) -> Kw:
             if not node.check(item):
                 node.collect(item, f"{instance_path}/{index}", keyword_path + "/items", out)
 
-    return Kw("items", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5)
+    return Kw("items", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5, detail=node)
 
 
 def compile_contains(cx, value) -> Kw:
@@ -394,7 +394,7 @@ def compile_required(cx, value) -> Optional[Kw]:
                 violation_about(out, instance_path, keyword_path + "/required", "required",
                                 instance_path + "/" + escape_pointer_token(name), "is required")
 
-    return Kw("required", OBJECT, check, collect, cost=0)
+    return Kw("required", OBJECT, check, collect, cost=0, detail=names)
 
 
 def compile_dependent_required(cx, value) -> Optional[Kw]:
@@ -435,16 +435,17 @@ def compile_properties(cx, value) -> Kw:
                 return False
         return True
 
+    located = tuple((name, node, "/" + escape_pointer_token(name)) for name, node in nodes.items())
+
     def collect(instance, instance_path, keyword_path, out):
-        for name, node in nodes.items():
+        for name, node, token in located:
             if name in instance and not node.check(instance[name]):
-                token = escape_pointer_token(name)
-                node.collect(instance[name], f"{instance_path}/{token}", f"{keyword_path}/properties/{token}", out)
+                node.collect(instance[name], instance_path + token, keyword_path + "/properties" + token, out)
 
     def eval_props(instance):
         return names.intersection(instance)
 
-    return Kw("properties", OBJECT, check, collect, eval_props=eval_props, cost=5)
+    return Kw("properties", OBJECT, check, collect, eval_props=eval_props, cost=5, detail=nodes)
 
 
 def compile_pattern_properties(cx, value) -> Kw:
@@ -509,7 +510,8 @@ def compile_additional_properties(cx, value) -> Kw:
             else:
                 node.collect(item, item_path, keyword_path + "/additionalProperties", out)
 
-    return Kw("additionalProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=4)
+    return Kw("additionalProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=4,
+              detail=node)
 
 
 def compile_property_names(cx, value) -> Kw:

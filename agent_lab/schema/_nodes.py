@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..jsonvalue import pointer_join
 from ._messages import sentence
-from .model import Violation
+from .model import make_violation
 
 NONE_TYPE = type(None)
 PY_TYPES = (NONE_TYPE, bool, int, float, str, list, dict)
@@ -73,7 +73,7 @@ def everything_evaluated(_instance: Any):
 class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
-    __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost")
+    __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail")
 
     def __init__(
         self,
@@ -85,6 +85,7 @@ class Kw:
         eval_props: Optional[Callable[[Any], Any]] = None,
         eval_items: Optional[Callable[[Any], Any]] = None,
         cost: int = 1,
+        detail: Any = None,
     ) -> None:
         self.keyword = keyword
         self.types = types
@@ -93,24 +94,26 @@ class Kw:
         self.eval_props = eval_props
         self.eval_items = eval_items
         self.cost = cost
+        self.detail = detail  # the compiled parts a fused shape may reuse (see _shapes)
 
 
 def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
     """Append one violation whose message is `phrase` said about the field at `instance_path`."""
-    out.append(Violation(instance_path, keyword_path, keyword, sentence(instance_path, phrase)))
+    subject = "value " if instance_path == "" else "'" + instance_path[1:] + "' "
+    out.append(make_violation(instance_path, keyword_path, keyword, subject + phrase))
 
 
 def violation_about(out: list, instance_path: str, keyword_path: str, keyword: str, field_path: str,
                     phrase: str) -> None:
     """Append a violation located at `instance_path` whose message names another field (e.g. a missing one)."""
-    out.append(Violation(instance_path, keyword_path, keyword, sentence(field_path, phrase)))
+    out.append(make_violation(instance_path, keyword_path, keyword, sentence(field_path, phrase)))
 
 
 class Node:
     """One compiled subschema. `check`/`collect` are plain attributes, so callers bind them once."""
 
     __slots__ = (
-        "check", "collect", "location", "base", "kws", "proves_json", "scope_uri", "schema",
+        "check", "collect", "location", "base", "kws", "proves_json", "proof_depth", "scope_uri", "schema",
         "_props_fn", "_items_fn", "_local", "__weakref__",
     )
 
@@ -120,6 +123,7 @@ class Node:
         self.location = location
         self.kws: List[Kw] = []
         self.proves_json = False
+        self.proof_depth = 0
         self.scope_uri: Optional[str] = None
         self._props_fn: Optional[Callable[[Any], Any]] = None
         self._items_fn: Optional[Callable[[Any], Any]] = None
@@ -164,6 +168,12 @@ class Node:
             self._local = dynamic_local
             check = scoped_call(dynamic_local, self.scope_uri, check)
             collect = scoped_collect(dynamic_local, self.scope_uri, collect)
+        else:
+            from ._shapes import specialise
+
+            shape = specialise(self.kws, check)
+            if shape is not None:
+                check, self.proves_json, self.proof_depth = shape
         self.check = check
         self.collect = collect
 
@@ -277,19 +287,24 @@ def _all_of(checks: Tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
 def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]:
     """Collect violations keyword by keyword, in schema order (deterministic)."""
     table = {
-        py_type: tuple(kw for kw in kws if kw.types is None or py_type in kw.types) for py_type in PY_TYPES
+        py_type: tuple(
+            (kw.check, kw.collect, kw.keyword) for kw in kws
+            if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+        )
+        for py_type in PY_TYPES
     }
+    get = table.get
 
     def collect(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
-        applicable = table.get(type(instance))
+        applicable = get(type(instance))
         if applicable is None:
-            applicable = table.get(base_py_type(instance), ())  # type: ignore[arg-type]
-        for kw in applicable:
-            if not kw.check(instance):
+            applicable = get(base_py_type(instance), ())  # type: ignore[arg-type]
+        for check, collect_keyword, keyword in applicable:
+            if not check(instance):
                 before = len(out)
-                kw.collect(instance, instance_path, keyword_path, out)
+                collect_keyword(instance, instance_path, keyword_path, out)
                 if len(out) == before:  # every failed check must say why, at least generically
-                    violation(out, instance_path, pointer_join(keyword_path, kw.keyword), kw.keyword,
-                              f"does not satisfy '{kw.keyword}'")
+                    violation(out, instance_path, pointer_join(keyword_path, keyword), keyword,
+                              f"does not satisfy '{keyword}'")
 
     return collect

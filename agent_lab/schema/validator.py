@@ -74,6 +74,7 @@ class Validator:
             raise SchemaError("schema is nested too deeply to compile") from None
         self._local = compiler.dynamic_local
         self._check = node.check
+        self._proves_json = node.proves_json and self._local is None
         self._collect = node.collect
         self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign]
 
@@ -111,15 +112,16 @@ class Validator:
 
     def errors(self, instance: object) -> List[Violation]:
         """Every violation, in a deterministic order (schema keyword order, then instance order)."""
-        problem = find_non_json(instance, max_depth=MAX_INSTANCE_DEPTH)
-        if problem is not None:
-            pointer, reason = problem
-            return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
         if self._local is not None:
             self._local.stack = []
         try:
-            if self._check(instance):
+            if (self._proves_json or plain_json(instance, MAX_INSTANCE_DEPTH)) and self._check(instance):
                 return []
+            problem = None if plain_json(instance, MAX_INSTANCE_DEPTH) else find_non_json(
+                instance, max_depth=MAX_INSTANCE_DEPTH)
+            if problem is not None:
+                pointer, reason = problem
+                return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
             out: List[Violation] = []
             self._collect(instance, "", "", out)
         except RecursionError:

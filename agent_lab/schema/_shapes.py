@@ -1,0 +1,141 @@
+"""Fused checks for the schema shapes tool arguments are made of.
+
+Most tool schemas are an object with `properties`, `required` and `additionalProperties: false`
+whose leaves are a `type` plus a bound or two (`maxLength`, `minimum`, `enum`). For those shapes one
+closure replaces the per-keyword dispatch, and the node records that its check only ever accepts plain
+JSON (exact types, bounded nesting), which lets `is_valid` skip the separate "is this JSON?" walk.
+Anything else keeps the general per-keyword check; the shapes change speed, never verdicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+from ._nodes import Kw, Node
+from .model import MAX_INSTANCE_DEPTH
+
+Check = Callable[[Any], bool]
+
+# Python type taking the fast path per JSON type; other values fall back to the general check.
+_FAST_TYPE = {"string": str, "integer": int, "number": int, "boolean": bool, "null": type(None)}
+_OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties"}
+_ARRAY_KEYWORDS = {"type", "items", "minItems", "maxItems"}
+_VALUE_KEYWORDS = {"enum", "const"}
+
+
+def specialise(kws: Sequence[Kw], general: Check) -> Optional[Tuple[Check, bool, int]]:
+    """Return (fused check, proves JSON, nesting depth) for a known shape, else None."""
+    by_name = {kw.keyword: kw for kw in kws}
+    type_kw = by_name.get("type")
+    if type_kw is None:
+        if by_name and set(by_name) <= _VALUE_KEYWORDS and all(_scalars(kw.detail) for kw in kws):
+            return general, True, 0
+        return None
+    names = type_kw.detail
+    if len(names) != 1:
+        return None
+    if names[0] == "object":
+        return _object_shape(by_name, general)
+    if names[0] == "array":
+        return _array_shape(by_name, general)
+    return _leaf_shape(names[0], type_kw, kws, general)
+
+
+def _scalars(values: Any) -> bool:
+    return isinstance(values, list) and all(
+        value is None or isinstance(value, (str, int, float, bool)) for value in values
+    )
+
+
+def _leaf_shape(type_name: str, type_kw: Kw, kws: Sequence[Kw], general: Check):
+    fast_type = _FAST_TYPE.get(type_name)
+    if fast_type is None:
+        return None
+    others = [kw for kw in kws if kw is not type_kw]
+    if any(kw.types is None and kw.keyword not in _VALUE_KEYWORDS for kw in others):
+        return None  # an applicator or reference: not a leaf
+    rest = tuple(kw.check for kw in sorted(others, key=lambda kw: kw.cost) if fast_type in (kw.types or (fast_type,)))
+    return _typed(fast_type, rest, general), True, 0
+
+
+def _typed(fast_type: type, rest: Tuple[Check, ...], general: Check) -> Check:
+    if not rest:
+        return lambda instance: type(instance) is fast_type or general(instance)
+    if len(rest) == 1:
+        (first,) = rest
+        return lambda instance: first(instance) if type(instance) is fast_type else general(instance)
+    if len(rest) == 2:
+        first, second = rest
+        return lambda instance: (first(instance) and second(instance)) if type(instance) is fast_type else general(instance)
+
+    def check(instance: Any) -> bool:
+        if type(instance) is not fast_type:
+            return general(instance)
+        for one in rest:
+            if not one(instance):
+                return False
+        return True
+
+    return check
+
+
+def _object_shape(by_name: dict, general: Check):
+    if not set(by_name) <= _OBJECT_KEYWORDS:
+        return None
+    properties = by_name["properties"].detail if "properties" in by_name else {}
+    required = tuple(by_name["required"].detail) if "required" in by_name else ()
+    additional = by_name["additionalProperties"].detail if "additionalProperties" in by_name else None
+    checks = {name: node.check for name, node in properties.items()}
+    get = checks.get
+    if additional is not None and additional.schema is False:
+        def check(instance: Any) -> bool:
+            if type(instance) is not dict:
+                return general(instance)
+            for name in required:
+                if name not in instance:
+                    return False
+            for name, item in instance.items():
+                one = get(name)
+                if one is None or not one(item):
+                    return False
+            return True
+
+        children: Sequence[Node] = list(properties.values())
+        proves = all(child.proves_json for child in children)
+        depth = 1 + max((child.proof_depth for child in children), default=0)
+        return check, proves and depth <= MAX_INSTANCE_DEPTH, depth
+    fallback = additional.check if additional is not None else None
+
+    def open_check(instance: Any) -> bool:
+        if type(instance) is not dict:
+            return general(instance)
+        for name in required:
+            if name not in instance:
+                return False
+        for name, item in instance.items():
+            one = get(name, fallback)
+            if one is not None and not one(item):
+                return False
+        return True
+
+    return open_check, False, 0
+
+
+def _array_shape(by_name: dict, general: Check):
+    if not set(by_name) <= _ARRAY_KEYWORDS or "items" not in by_name:
+        return None
+    item_node: Node = by_name["items"].detail
+    one = item_node.check
+    least = by_name["minItems"].detail if "minItems" in by_name else 0
+    most = by_name["maxItems"].detail if "maxItems" in by_name else None
+
+    def check(instance: Any) -> bool:
+        if type(instance) is not list:
+            return general(instance)
+        count = len(instance)
+        if count < least or (most is not None and count > most):
+            return False
+        return all(map(one, instance))
+
+    depth = 1 + item_node.proof_depth
+    return check, item_node.proves_json and depth <= MAX_INSTANCE_DEPTH, depth
