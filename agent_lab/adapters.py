@@ -132,11 +132,13 @@ class NameMap:
 class StrictSchemaError(ValueError):
     """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
 
-    def __init__(self, keyword: str, path: str, reason: str) -> None:
+    def __init__(self, keyword: str, path: str, reason: str, *, tool: str | None = None) -> None:
         self.keyword = keyword
         self.path = path  # JSON Pointer into the original schema, "" for the root
         self.reason = reason
-        super().__init__(f"{path or '/'}: {keyword}: {reason}")
+        self.tool = tool
+        prefix = f"tool {tool!r}: " if tool is not None else ""
+        super().__init__(f"{prefix}input schema at #{path}: {keyword}: {reason}")
 
 
 # Keywords OpenAI's strict mode accepts (its "supported schemas" guide). Everything else is refused,
@@ -414,7 +416,7 @@ def _parameters(spec: ToolSpec, strict: bool) -> dict[str, Any]:
     try:
         return to_strict_schema(schema)
     except StrictSchemaError as exc:
-        raise StrictSchemaError(exc.keyword, exc.path, f"tool {spec.name!r}: {exc.reason}") from None
+        raise StrictSchemaError(exc.keyword, exc.path, exc.reason, tool=spec.name) from None
 
 
 def openai_tool(spec: ToolSpec, *, names: NameMap | None = None, strict: bool = False) -> dict[str, Any]:

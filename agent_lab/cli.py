@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=_bench)
 
     # Other subcommands are added below this line by their owners.
+    export = commands.add_parser("export", help="print the candidate's tool catalog in a host's format (JSON list)")
+    export.add_argument("--format", required=True, choices=["openai", "openai-chat", "anthropic", "mcp"],
+                        help="the host: OpenAI Responses, OpenAI Chat Completions, Anthropic Messages or MCP")
+    export.add_argument("--strict", action="store_true",
+                        help="OpenAI strict mode: closed objects, every property required, optional ones nullable")
+    export.set_defaults(run=_export)
     return parser
 
 
@@ -65,6 +71,36 @@ def _bench(args: argparse.Namespace) -> int:
     from . import bench
 
     return int(bench.main(args.bench_args))
+
+
+def _export(args: argparse.Namespace) -> int:
+    import json
+
+    from .adapters import StrictSchemaError, export_catalog
+    from .lab import candidate
+
+    if args.strict and args.format not in ("openai", "openai-chat"):
+        print(f"export: --strict is OpenAI's strict mode; it does not apply to --format {args.format}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        tools = export_catalog(candidate.candidate_specs(), args.format, strict=args.strict)
+    except StrictSchemaError as error:
+        print(f"{candidate.__file__}:{_line_naming(candidate.__file__, error.tool)}: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(json.dumps(tools, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def _line_naming(path: str, tool: str | None) -> int:
+    """The first line of `path` that names the tool in quotes (1 when none does), for FILE:LINE messages."""
+    try:
+        with open(path, encoding="utf-8") as source:
+            for number, line in enumerate(source, start=1):
+                if tool is not None and f'"{tool}"' in line:
+                    return number
+    except OSError:
+        pass
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,8 +1,11 @@
 """Host exports: each host's tool shape, strict conversion, name mapping, call parsing and result rendering."""
 
+import contextlib
 import copy
+import io
 import json
 import unittest
+from unittest import mock
 
 from agent_lab.adapters import (
     HOST_NAME_PATTERN,
@@ -474,6 +477,44 @@ class RenderResultTest(unittest.TestCase):
                       render_anthropic_result(result), render_mcp_result(result)]
         for rendering in renderings:
             self.assertNotIn("ann@example.com", json.dumps(rendering))
+
+
+class ExportCommandTest(unittest.TestCase):
+    def run_cli(self, *argv: str) -> tuple[int, str, str]:
+        from agent_lab.cli import main
+
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = main(["export", *argv])
+        return code, stdout.getvalue(), stderr.getvalue()
+
+    def test_export_prints_the_candidate_catalog_as_a_json_list_for_every_host(self):
+        from agent_lab.lab.candidate import candidate_specs
+
+        names = [spec.name for spec in candidate_specs()]
+        for argv in (["--format", "openai", "--strict"], ["--format", "openai-chat", "--strict"],
+                     ["--format", "openai"], ["--format", "anthropic"], ["--format", "mcp"]):
+            with self.subTest(argv=argv):
+                code, out, err = self.run_cli(*argv)
+                self.assertEqual((code, err), (0, ""))
+                tools = json.loads(out)
+                found = [tool.get("name") or tool["function"]["name"] for tool in tools]
+                self.assertEqual(found, names)
+
+    def test_a_catalog_that_cannot_be_strict_fails_with_exit_2_and_the_path(self):
+        bad = read_spec(input_schema={"type": "object", "properties": {
+            "filters": {"type": "object", "additionalProperties": {"type": "string"}}}})
+        with mock.patch("agent_lab.lab.candidate.candidate_specs", return_value=[bad]):
+            code, out, err = self.run_cli("--format", "openai", "--strict")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("get_ticket", err)
+        self.assertIn("#/properties/filters/additionalProperties", err)
+        self.assertNotIn("Traceback", err)
+
+    def test_strict_for_a_non_openai_host_is_bad_input(self):
+        code, out, err = self.run_cli("--format", "mcp", "--strict")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--strict", err)
 
 
 if __name__ == "__main__":
