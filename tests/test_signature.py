@@ -209,7 +209,7 @@ class AnnotationTest(unittest.TestCase):
 
     @unittest.skipUnless(hasattr(typing, "NotRequired"), "typing.NotRequired needs Python 3.11")
     def test_typeddict_with_not_required_keys(self):
-        NotRequired = typing.NotRequired  # noqa: N806
+        NotRequired = typing.NotRequired  # noqa: N806  # novermin (guarded by skipUnless)
         WithNotRequired = TypedDict("WithNotRequired", {"id": str, "note": NotRequired[str]})  # noqa: N806
         schema = property_of(WithNotRequired)
         self.assertEqual(schema["required"], ["id"])
