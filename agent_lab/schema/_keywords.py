@@ -200,8 +200,7 @@ def compile_format(cx, value) -> Optional[Kw]:
         except Exception:  # a checker bug must not crash validation; the value is simply not accepted
             return False
 
-    article = "an" if value[:1].lower() in "aeiou" else "a"
-    return Kw("format", STRING, check, _simple_collect("format", f"must be {article} valid {value}"), cost=3)
+    return Kw("format", STRING, check, _simple_collect("format", f"must be a valid {value}"), cost=3)
 
 
 # ---------------------------------------------------------------------------------------------
