@@ -505,7 +505,10 @@ class Registry:
         if self._run_inline:
             return self._execute_inline(state, ctx, handler, arguments)
         future = self._pool.submit(run_sync, handler, arguments, ctx)
-        concurrent.futures.wait([future], timeout=seconds_left(ctx.deadline))
+        try:
+            future.result(timeout=seconds_left(ctx.deadline))  # the caller waits at most until the deadline
+        except concurrent.futures.TimeoutError:
+            pass
         return self._settle(state, ctx, future)
 
     async def _aexecute(self, state: _CallState) -> Run:
@@ -670,8 +673,9 @@ class Registry:
             raise
         except BaseException as exception:  # noqa: BLE001
             logger.warning("receipt store failed to record a call of %r: %s", state.tool, type(exception).__name__)
-        duration_ms = (time.perf_counter() - state.started) * 1000.0
-        result = dataclasses.replace(result, duration_ms=duration_ms)
+        # The result was built for this call and nobody else holds it yet: stamp it in place
+        # (dataclasses.replace would copy every field on the hot path).
+        object.__setattr__(result, "duration_ms", (time.perf_counter() - state.started) * 1000.0)
         self._write_audit(state, result)
         return result
 
