@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .calls import ToolCall, ToolResult
+from .policy import Actor
 from .spec import Effect, ToolSpec
 
 __all__ = [
@@ -481,24 +482,30 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     return tool
 
 
-def _specs_of(catalog: Any) -> list[ToolSpec]:
-    """A list of specs from a list of ToolSpec or from anything with names() and spec(name) (a Registry)."""
+def _specs_of(catalog: Any, actor: Actor | None = None) -> list[ToolSpec]:
+    """A list of specs from a list of ToolSpec or from anything with names() and spec(name) (a Registry);
+    with an actor, only the tools it holds the permission for (a host should not offer the others)."""
     if hasattr(catalog, "names") and hasattr(catalog, "spec"):
-        return [catalog.spec(name) for name in catalog.names()]
-    return list(catalog)
+        specs = [catalog.spec(name) for name in catalog.names()]
+    else:
+        specs = list(catalog)
+    if actor is not None:
+        specs = [spec for spec in specs if actor.may(spec.required_permission)]
+    return specs
 
 
-def export_catalog(catalog: Any, fmt: str, *, strict: bool = False) -> list[dict[str, Any]]:
+def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor | None = None) -> list[dict[str, Any]]:
     """The catalog (ToolSpecs or a Registry) as one host's list of tools.
 
     `fmt` is one of EXPORT_FORMATS; `strict` applies to the OpenAI formats only and raises
     StrictSchemaError (with the tool, keyword and path) for a schema that cannot be made strict.
+    With `actor`, only the tools that actor may call are exported.
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if strict and fmt not in STRICT_FORMATS:
         raise ValueError(f"strict export is OpenAI's strict mode; it does not apply to {fmt!r}")
-    specs = _specs_of(catalog)
+    specs = _specs_of(catalog, actor)
     names = NameMap.from_specs(specs)
     if fmt == "openai":
         return [openai_tool(spec, names=names, strict=strict) for spec in specs]
@@ -694,14 +701,14 @@ class HostBridge:
         reply = bridge.render_result(result)    # -> the host's tool-result message
     """
 
-    def __init__(self, catalog: Any, fmt: str, *, strict: bool = False) -> None:
+    def __init__(self, catalog: Any, fmt: str, *, strict: bool = False, actor: Actor | None = None) -> None:
         if fmt not in EXPORT_FORMATS:
             raise ValueError(f"unknown host format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
         if strict and fmt not in STRICT_FORMATS:
             raise ValueError(f"strict mode applies to the OpenAI formats, not {fmt!r}")
         self.format = fmt
         self.strict = strict
-        self._specs = _specs_of(catalog)
+        self._specs = _specs_of(catalog, actor)
         self.names = NameMap.from_specs(self._specs)
         self._input_schemas = {spec.name: spec.input_schema for spec in self._specs}
 

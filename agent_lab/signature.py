@@ -36,6 +36,7 @@ __all__ = [
     "input_schema_from_function",
     "output_schema_for_annotation",
     "spec_from_function",
+    "to_json",
     "tool",
 ]
 

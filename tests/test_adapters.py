@@ -163,6 +163,11 @@ class ExportShapeTest(unittest.TestCase):
             registry.register(read_spec(), lambda arguments: {})
             self.assertEqual([tool["name"] for tool in export_catalog(registry, "mcp")], ["get_ticket"])
 
+    def test_export_for_an_actor_offers_only_the_tools_it_may_call(self):
+        reader = Actor(id="u1", tenant="t1", permissions={"tickets:read"})
+        tools = export_catalog([read_spec(), write_spec()], "anthropic", actor=reader)
+        self.assertEqual([tool["name"] for tool in tools], ["get_ticket"])
+
     def test_unknown_format_and_strict_for_a_non_openai_host_are_errors(self):
         with self.assertRaises(ValueError):
             export_catalog([read_spec()], "gemini")
