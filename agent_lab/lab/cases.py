@@ -143,8 +143,7 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
     violations = _case_validator().errors(data)
     if violations:
         for violation in violations[:MAX_VIOLATIONS_PER_LINE]:
-            where = violation.instance_path or "(the case)"
-            report(f"{where}: {violation.message}")
+            report(violation.message)  # names the field by its path, never quotes its value
         return None
     case = _build_case(data, path, line_number)
     for message in _consistency_problems(case):
@@ -191,10 +190,12 @@ def _consistency_problems(case: Case) -> list[str]:
         calls = case.call_count(strategy)
         expectation = case.expectation(strategy)
         if calls == 0:
-            found.append(f"/calls/{strategy}: proposes no call (only markers)")
-        if len(expectation.get("steps", ())) > calls:
-            found.append(f"/expected: {strategy} has {calls} call(s) but steps describes {len(expectation['steps'])}")
+            found.append(f"'calls/{strategy}' proposes no call (only markers)")
+        described = len(expectation.get("steps", ()))
+        if described > calls:
+            found.append(f"'expected/steps' describes {described} calls but {strategy} proposes {calls}")
         for key in ("same_output", "same_error"):
-            if any(index >= calls for index in expectation.get(key, ())):
-                found.append(f"/expected/{key}: names a call index beyond the {calls} call(s) of {strategy}")
+            beyond = [index for index in expectation.get(key, ()) if index >= calls]
+            if beyond:
+                found.append(f"'expected/{key}' names call {beyond[0]} but {strategy} proposes {calls} call(s)")
     return found
