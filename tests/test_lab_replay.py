@@ -1,0 +1,161 @@
+"""Replaying the dataset: the candidate passes every case, the baseline fails most, grading catches lies."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from agent_lab.lab.backend import TicketBackend
+from agent_lab.lab.baseline import build_baseline_registry
+from agent_lab.lab.candidate import build_candidate_registry, candidate_specs
+from agent_lab.lab.cases import CaseFileError, load_cases
+from agent_lab.lab.grading import case_passed, grade_run
+from agent_lab.lab.replay import replay_case
+from agent_lab.lab.tool_eval import evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+DATASET = str(REPO / "datasets" / "tool-cases.jsonl")
+
+REQUIRED_CASES = {
+    # the seed's eleven
+    "read-ticket", "preview-before-write", "write-needs-approval", "invalid-arguments", "permission-boundary",
+    "duplicate-action", "idempotency-conflict", "transient-timeout", "bounded-list", "ticket-not-found",
+    "invalid-cursor",
+    # issue 3
+    "unknown-tool-near-miss", "arguments-not-an-object", "undeclared-extra-property", "boolean-for-integer",
+    "integral-float", "handler-crash-contained", "output-breaks-schema", "replay-identical-receipt",
+    # issue 4
+    "approval-for-other-arguments", "approval-expired", "conditional-approval", "cross-tenant-read",
+    "write-timeout-unknown", "duplicate-while-in-flight", "replay-after-restart", "output-too-large",
+    "forged-cursor", "secret-field-masked",
+}
+
+
+class DatasetReplayTest(unittest.TestCase):
+    """One full evaluation of the dataset, shared by the tests below (it takes a couple of seconds)."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.evaluation = evaluate([DATASET])
+        cls.by_id = {
+            strategy: {result.case.case_id: result for result in results}
+            for strategy, results in cls.evaluation.results.items()
+        }
+
+    def failing(self, strategy: str) -> list[str]:
+        return [case_id for case_id, result in self.by_id[strategy].items() if not result.passed]
+
+    def test_the_dataset_holds_every_required_case(self) -> None:
+        self.assertLessEqual(REQUIRED_CASES, set(self.by_id["candidate"]))
+
+    def test_the_candidate_passes_every_case(self) -> None:
+        failures = {
+            case_id: [grade.to_dict() for grade in self.by_id["candidate"][case_id].grades if not grade.passed]
+            for case_id in self.failing("candidate")
+        }
+        self.assertEqual(failures, {})
+
+    def test_the_baseline_fails_most_cases(self) -> None:
+        self.assertGreater(len(self.failing("baseline")), len(self.by_id["baseline"]) * 3 // 4)
+
+    def test_the_gate_passes_with_no_unsafe_or_duplicate_candidate_effects(self) -> None:
+        candidate = self.evaluation.metrics["candidate"]
+        self.assertTrue(self.evaluation.gate_passed)
+        self.assertEqual((candidate["unsafe_side_effects"], candidate["duplicate_side_effects"]), (0, 0))
+
+    def test_the_baseline_shows_the_unsafe_effects_the_candidate_prevents(self) -> None:
+        baseline = self.evaluation.metrics["baseline"]
+        self.assertGreater(baseline["unsafe_side_effects"], 0)
+        self.assertGreater(baseline["duplicate_side_effects"], 0)
+        self.assertGreater(baseline["secret_leaks"], 0)
+        self.assertEqual(self.by_id["baseline"]["duplicate-action"].run.duplicate_side_effects, 1)
+
+    def test_no_candidate_result_shows_a_customer_email(self) -> None:
+        secrets = TicketBackend().secret_values()
+        views = json.dumps([call.view for result in self.by_id["candidate"].values() for call in result.run.calls])
+        self.assertEqual([secret for secret in secrets if secret in views], [])
+
+    def test_another_tenants_ticket_answers_exactly_like_a_missing_one(self) -> None:
+        calls = self.by_id["candidate"]["cross-tenant-read"].run.calls
+        self.assertEqual(calls[0].view, calls[1].view)
+        self.assertEqual(calls[1].view["error"]["code"], "not_found")
+
+    def test_call_ids_name_the_case_the_strategy_and_the_call(self) -> None:
+        calls = self.by_id["candidate"]["duplicate-while-in-flight"].run.calls
+        self.assertEqual([call.call_id for call in calls],
+                         [f"duplicate-while-in-flight:candidate:{n}" for n in range(3)])
+
+
+class GradingTest(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+
+    def load(self, case: dict) -> object:
+        path = self.dir / "case.jsonl"
+        path.write_text(json.dumps(case) + "\n", encoding="utf-8")
+        [loaded] = load_cases([str(path)])
+        return loaded
+
+    def dataset_case(self, case_id: str) -> dict:
+        for line in Path(DATASET).read_text(encoding="utf-8").splitlines():
+            case = json.loads(line)
+            if case["case_id"] == case_id:
+                return case
+        raise AssertionError(f"no case {case_id} in the dataset")
+
+    def test_a_wrong_expectation_fails_and_the_grade_says_what_differed(self) -> None:
+        case = self.dataset_case("read-ticket")
+        case["expected"] = {"outcome": "rejected", "error_code": "not_found", "side_effects": 1}
+        loaded = self.load(case)
+        grades = grade_run(loaded, replay_case(loaded, "candidate"))
+        failed = {grade.name: (grade.expected, grade.actual) for grade in grades if not grade.passed}
+        self.assertFalse(case_passed(grades))
+        self.assertEqual(failed, {
+            "final.outcome": ("rejected", "succeeded"),
+            "final.error_code": ("not_found", None),
+            "side_effects": (1, 0),
+        })
+
+    def test_a_wrong_output_check_fails(self) -> None:
+        case = self.dataset_case("bounded-list")
+        case["expected"]["checks"] = [{"path": "/output/items", "length": 25}]
+        loaded = self.load(case)
+        grades = grade_run(loaded, replay_case(loaded, "candidate"))
+        [failed] = [grade for grade in grades if not grade.passed]
+        self.assertEqual((failed.name, failed.expected, failed.actual),
+                         ("final.check[0] length at /output/items", 25, 10))
+
+    def test_a_case_expecting_1_for_a_boolean_is_refused_before_grading(self) -> None:
+        case = self.dataset_case("duplicate-action")
+        case["expected"]["replayed"] = 1
+        with self.assertRaises(CaseFileError):
+            self.load(case)
+
+    def test_each_replay_starts_from_a_fresh_backend(self) -> None:
+        loaded = self.load(self.dataset_case("duplicate-action"))
+        first, second = replay_case(loaded, "baseline"), replay_case(loaded, "baseline")
+        self.assertEqual((first.side_effects, second.side_effects), (2, 2))
+        self.assertEqual(first.calls[0].view, second.calls[0].view)
+
+
+class LabEntryPointsTest(unittest.TestCase):
+    def test_every_candidate_tool_has_a_closed_input_schema_and_an_output_schema(self) -> None:
+        for spec in candidate_specs():
+            with self.subTest(tool=spec.name):
+                self.assertIs(spec.input_schema.get("additionalProperties"), False)
+                self.assertIsNotNone(spec.output_schema)
+                self.assertEqual(spec.warnings, ())
+
+    def test_the_baseline_is_one_wide_tool_on_the_same_registry(self) -> None:
+        with build_baseline_registry(TicketBackend()) as baseline, build_candidate_registry(TicketBackend()) as candidate:
+            self.assertEqual(baseline.names(), ["ticket_operation"])
+            self.assertIn("record_ticket_followup", candidate.names())
+            self.assertTrue(baseline.spec("ticket_operation").warnings)
+
+
+if __name__ == "__main__":
+    unittest.main()
