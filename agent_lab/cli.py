@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "main"]
@@ -18,7 +19,10 @@ EXIT_BAD_INPUT = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run_lab.py", description="agent-lab: safe tool calls for LLM agents.")
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "agent-lab"
+    if program == "__main__.py":
+        program = "python -m agent_lab"
+    parser = argparse.ArgumentParser(prog=program, description="agent-lab: safe tool calls for LLM agents.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
