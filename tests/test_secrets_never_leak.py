@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import unittest
+from pathlib import Path
 
 from agent_lab.audit import JsonlAuditSink, read_audit_file
 from agent_lab.calls import ToolCall
@@ -243,6 +244,54 @@ class SecretsNeverLeakTest(unittest.TestCase):
     def test_no_secret_reaches_the_library_logs(self):
         self.assertTrue(self.logs.lines, "the crash path should have logged a warning")
         self.assertNoSecret("\n".join(self.logs.lines), "the library's warnings")
+
+
+DATASET = Path(__file__).resolve().parent.parent / "datasets" / "tool-cases.jsonl"
+
+
+class LabReportsNeverShowSecretsTest(unittest.TestCase):
+    """The tool-eval reports, written for real, hold none of the ticket backend's secret values.
+
+    Only the dataset's cases that expect `secrets_masked` are replayed (a secret-bearing subset that
+    runs in a fraction of a second). The wide baseline does show secrets to the model, so the secrets
+    are really in play; the reports must still hold none of them.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        from agent_lab.lab.backend import TicketBackend
+        from agent_lab.lab.tool_eval import run_tool_eval
+
+        cls.directory = tempfile.TemporaryDirectory()
+        lines = [line for line in DATASET.read_text(encoding="utf-8").splitlines()
+                 if line.strip() and json.loads(line)["expected"].get("secrets_masked")]
+        cls.case_count = len(lines)
+        cases = Path(cls.directory.name) / "secret-cases.jsonl"
+        cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        cls.out = Path(cls.directory.name) / "reports"
+        cls.evaluation = run_tool_eval([str(cases)], out_dir=cls.out)
+        cls.secrets = TicketBackend().secret_values()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    def test_the_replayed_cases_put_secrets_in_play(self):
+        self.assertGreater(self.case_count, 0, "the dataset has no case that expects secrets_masked")
+        self.assertTrue(self.secrets)
+        self.assertGreater(self.evaluation.metrics["baseline"]["secret_leaks"], 0)
+        self.assertEqual(self.evaluation.metrics["candidate"]["secret_leaks"], 0)
+
+    def test_no_report_file_contains_a_secret(self):
+        files = sorted(path for path in self.out.rglob("*") if path.is_file())
+        self.assertGreaterEqual(len(files), 6)
+        for path in files:
+            text = path.read_bytes().decode("utf-8")
+            leaked = sorted(secret for secret in self.secrets if secret in text)
+            self.assertEqual(len(leaked), 0, f"{len(leaked)} secret value(s) leaked into {path.name}")
+
+    def test_masked_values_appear_as_the_redaction_marker(self):
+        self.assertIn(REDACTED, (self.out / "tool-runs.jsonl").read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":
