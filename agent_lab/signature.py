@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import math
@@ -170,7 +171,7 @@ def _resolved_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
-def _read_parameters(fn: Callable[..., Any]) -> tuple[list[_Parameter], dict[str, Any]]:
+def _read_parameters(fn: Callable[..., Any]) -> list[_Parameter]:
     """Step 1: the parameters in order with their resolved annotations; refuse what JSON cannot carry."""
     if not callable(fn):
         raise TypeError(f"expected a function, got {type(fn).__name__}")
@@ -189,7 +190,7 @@ def _read_parameters(fn: Callable[..., Any]) -> tuple[list[_Parameter], dict[str
         if param.name not in hints and param.name != CONTEXT_PARAMETER_NAME:
             raise site.refuse("needs a type annotation")
         parameters.append(_Parameter(param.name, hints.get(param.name, CallContext), param.default))
-    return parameters, hints
+    return parameters
 
 
 # -- step 2: read the docstring -----------------------------------------------------------------
@@ -638,7 +639,7 @@ def _with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
 
 
 def _exposed_parameters(fn: Callable[..., Any]) -> tuple[list[_Parameter], _Parameter | None]:
-    parameters, _ = _read_parameters(fn)
+    parameters = _read_parameters(fn)
     context = [param for param in parameters if _is_context(param)]
     if len(context) > 1:
         raise _Site(_function_name(fn), context[1].name).refuse("only one parameter may receive the CallContext")
@@ -733,6 +734,12 @@ def to_json(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=256)
+def _cached_hints(cls: type) -> dict[str, Any]:
+    """A class's resolved hints, worked out once (they were already checked when the schema was built)."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
 def _to_python(annotation: Any, value: Any) -> Any:
     """Rebuild the Python value an annotation asks for from (already validated) JSON."""
     annotation = _strip_annotated(annotation)[0]
@@ -744,10 +751,10 @@ def _to_python(annotation: Any, value: Any) -> Any:
     if _is_enum(annotation):
         return annotation(value)
     if _is_dataclass_type(annotation) and isinstance(value, Mapping):
-        hints = typing.get_type_hints(annotation, include_extras=True)
+        hints = _cached_hints(annotation)
         return annotation(**{key: _to_python(hints[key], item) for key, item in value.items()})
     if _is_typeddict(annotation) and isinstance(value, Mapping):
-        hints = typing.get_type_hints(annotation, include_extras=True)
+        hints = _cached_hints(annotation)
         return {key: _to_python(hints[key], item) if key in hints else item for key, item in value.items()}
     if origin in _LIST_ORIGINS and isinstance(value, list):
         (item_type,) = typing.get_args(annotation)
@@ -776,17 +783,22 @@ def _union_to_python(annotation: Any, value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=256)
+def _member_validator(annotation: Any) -> Any:
+    """A compiled validator for one union member (built once per member type)."""
+    from .schema import Validator
+
+    return Validator(_SchemaBuilder().schema_for(annotation, _Site("<union>", "<member>")))
+
+
 def _fits(annotation: Any, value: Any) -> bool:
     try:
-        schema = _SchemaBuilder().schema_for(annotation, _Site("<union>", "<member>"))
-        from .schema import Validator
-
-        return Validator(schema).is_valid(value)
-    except Exception:  # noqa: BLE001 - a member we cannot check does not fit
+        return bool(_member_validator(annotation).is_valid(value))
+    except Exception:  # noqa: BLE001 - a member we cannot check (or hash) does not fit
         return False
 
 
-def _call_with_arguments(fn: Callable[..., Any], hints: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _keyword_arguments(hints: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _to_python(hints[key], value) if key in hints else value for key, value in arguments.items()}
 
 
@@ -808,24 +820,24 @@ def handler_for(fn: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn):
         if context is None:
             async def async_handler(arguments: Mapping[str, Any]) -> Any:
-                return to_json(await fn(**_call_with_arguments(fn, hints, arguments)))
+                return to_json(await fn(**_keyword_arguments(hints, arguments)))
 
             return _named(async_handler, fn)
 
         async def async_context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-            keywords = _call_with_arguments(fn, hints, arguments)
+            keywords = _keyword_arguments(hints, arguments)
             return to_json(await fn(**keywords, **{context.name: ctx}))
 
         return _named(async_context_handler, fn)
 
     if context is None:
         def handler(arguments: Mapping[str, Any]) -> Any:
-            return to_json(fn(**_call_with_arguments(fn, hints, arguments)))
+            return to_json(fn(**_keyword_arguments(hints, arguments)))
 
         return _named(handler, fn)
 
     def context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        keywords = _call_with_arguments(fn, hints, arguments)
+        keywords = _keyword_arguments(hints, arguments)
         return to_json(fn(**keywords, **{context.name: ctx}))
 
     return _named(context_handler, fn)

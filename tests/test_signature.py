@@ -492,6 +492,19 @@ class DecoratorTest(unittest.TestCase):
         self.assertEqual(seen["pair"], (1, "a"))
         self.assertEqual(seen["segment"], Segment(Point(0), Point(2, 3)))
 
+    def test_handler_picks_the_union_member_the_json_fits(self):
+        seen = []
+
+        @tool
+        def shape(item: Union[Point, Segment, int]) -> None:
+            """Shape."""
+            seen.append(item)
+
+        shape.handler({"item": {"start": {"x": 1}, "end": {"x": 2}}})
+        shape.handler({"item": {"x": 5, "y": 6}})
+        shape.handler({"item": 7})
+        self.assertEqual(seen, [Segment(Point(1), Point(2)), Point(5, 6), 7])
+
     def test_handler_makes_dataclass_and_enum_results_plain_json(self):
         @tool
         def report() -> Report:
