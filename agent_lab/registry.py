@@ -796,20 +796,22 @@ def _safe_failure(error: ToolError) -> ToolError:
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
+    from .audit import audit_record  # the one record shape every sink sees
+
     actor = state.actor if isinstance(state.actor, Actor) else None
-    record = {
-        "call_id": state.call_id,
-        "tool": state.tool,
-        "actor_id": actor.id if actor is not None else None,
-        "tenant": actor.tenant if actor is not None else None,
-        "fingerprint": state.fingerprint,
-        "step": state.step,
-        "outcome": result.outcome.value,
-        "error_code": result.error.code if result.error is not None else None,
-        "duration_ms": round(result.duration_ms, 3),
-        "replayed": result.replayed,
-        "approval_id": state.approval_used.approval_id if state.approval_used is not None else None,
-    }
+    record = audit_record(
+        call_id=state.call_id,
+        tool=state.tool,
+        actor_id=actor.id if actor is not None else None,
+        tenant=actor.tenant if actor is not None else None,
+        fingerprint=state.fingerprint,
+        step=state.step,
+        outcome=result.outcome.value,
+        error_code=result.error.code if result.error is not None else None,
+        duration_ms=round(result.duration_ms, 3),
+        replayed=result.replayed,
+        approval_id=state.approval_used.approval_id if state.approval_used is not None else None,
+    )
     if state.redact:
         from .redaction import redact
 
