@@ -168,6 +168,38 @@ class JsonlAuditSinkTest(unittest.TestCase):
             sink.write(["not", "a", "record"])  # type: ignore[arg-type]
 
 
+class RegistryAuditShapeTest(unittest.TestCase):
+    """The registry writes one record per invoke, in exactly the documented shape."""
+
+    def test_registry_writes_one_record_per_invoke_with_every_audit_field(self):
+        from agent_lab.calls import ToolCall
+        from agent_lab.policy import Actor
+        from agent_lab.registry import STEPS, Registry
+        from agent_lab.spec import ToolSpec
+
+        self.assertEqual(AUDIT_STEPS, STEPS)
+        sink = MemoryAuditSink()
+        spec = ToolSpec(name="echo", description="Echo a word.", input_schema={
+            "type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})
+        actor = Actor(id="u1", tenant="acme")
+        with Registry(audit=sink) as registry:
+            registry.register(spec, lambda arguments: {"word": arguments["word"]})
+            registry.invoke(ToolCall("echo", {"word": "hi"}, call_id="c-ok"), actor=actor)
+            registry.invoke(ToolCall("echo", {"word": 3}, call_id="c-bad"), actor=actor)
+            registry.invoke(ToolCall("nope", {}, call_id="c-missing"), actor=actor)
+        self.assertEqual(len(sink.records), 3)
+        for record in sink.records:
+            self.assertEqual(sorted(record), sorted(AUDIT_FIELDS))
+            self.assertIn(record["step"], AUDIT_STEPS)
+        ok, bad, missing = sink.records
+        self.assertEqual(
+            (ok["call_id"], ok["outcome"], ok["error_code"], ok["step"]), ("c-ok", "succeeded", None, "record")
+        )
+        self.assertEqual((bad["outcome"], bad["error_code"], bad["step"]), ("rejected", "invalid_arguments", "schema"))
+        self.assertEqual((missing["error_code"], missing["step"]), ("tool_not_found", "route"))
+        self.assertEqual((ok["actor_id"], ok["tenant"]), ("u1", "acme"))
+
+
 class MemoryAuditSinkTest(unittest.TestCase):
     def test_keeps_plain_copies_of_records_in_order(self):
         sink = MemoryAuditSink()
