@@ -88,14 +88,18 @@ def _is_async(function: Callable[..., Any]) -> bool:
 
 
 def _context_parameter(function: Callable[..., Any]) -> tuple[ContextMode, Optional[str]]:
-    """Whether the handler takes a context: a second positional parameter, or a parameter named
-    `ctx` / annotated `CallContext`. A signature that cannot be read (some builtins) gets none."""
+    """Whether the handler takes a context: a second positional parameter (whatever its name, so
+    `handler(arguments, limit=10)` would receive the context as `limit`), or a keyword-only parameter
+    named `ctx` or annotated `CallContext`. A signature that cannot be read (some builtins) gets none."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
         return ContextMode.NONE, None
     positional_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     positional = [p for p in parameters if p.kind in positional_kinds]
+    takes_varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    if not positional and not takes_varargs:
+        raise TypeError("a handler must take the arguments object as its first positional parameter")
     if len(positional) >= 2:
         return ContextMode.POSITIONAL, None
     for parameter in parameters:

@@ -1,0 +1,129 @@
+"""Registering tools: handler signatures, duplicate names, catalog, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall
+from agent_lab.context import CallContext
+from agent_lab.errors import Outcome
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import READER, get_ticket, get_ticket_spec
+
+
+def spec(name: str) -> ToolSpec:
+    return ToolSpec(name=name, description="d", input_schema={"type": "object"})
+
+
+class HandlerSignatureTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+
+    def output_of(self, handler: Any) -> Any:
+        name = f"tool_{len(self.registry.names())}"
+        self.registry.register(spec(name), handler)
+        result = self.registry.invoke(ToolCall(name, {"x": 1}, call_id="c-1"), actor=READER)
+        self.assertTrue(result.ok, result)
+        return result.output
+
+    def test_a_handler_may_take_only_the_arguments(self) -> None:
+        self.assertEqual(self.output_of(lambda arguments: arguments["x"]), 1)
+
+    def test_a_second_positional_parameter_receives_the_context(self) -> None:
+        self.assertEqual(self.output_of(lambda arguments, context: context.call_id), "c-1")
+
+    def test_a_keyword_only_ctx_or_a_call_context_annotation_receives_the_context(self) -> None:
+        def named(arguments, *, ctx):
+            return ctx.tool
+
+        def annotated(arguments, *, info: CallContext):
+            return info.actor.id
+
+        self.assertEqual(self.output_of(named), "tool_0")
+        self.assertEqual(self.output_of(annotated), READER.id)
+
+    def test_bound_methods_callable_objects_and_partials_work(self) -> None:
+        class Tool:
+            def __call__(self, arguments, ctx):
+                return ctx.call_id
+
+            def method(self, arguments):
+                return "method"
+
+        def scaled(factor, arguments):
+            return arguments["x"] * factor
+
+        self.assertEqual(self.output_of(Tool()), "c-1")
+        self.assertEqual(self.output_of(Tool().method), "method")
+        self.assertEqual(self.output_of(functools.partial(scaled, 10)), 10)
+
+    def test_async_handlers_and_async_callable_objects_work(self) -> None:
+        async def coroutine_handler(arguments, ctx):
+            await asyncio.sleep(0)
+            return ctx.call_id
+
+        class AsyncTool:
+            async def __call__(self, arguments):
+                return "async object"
+
+        self.assertEqual(self.output_of(coroutine_handler), "c-1")
+        self.assertEqual(self.output_of(AsyncTool()), "async object")
+
+    def test_the_context_carries_the_registry_cursor_codec(self) -> None:
+        registry = Registry(cursor_secret=b"k" * 32)
+        self.addCleanup(registry.close)
+        registry.register(spec("page"), lambda arguments, ctx: ctx.cursors.issue(20, {"q": "a"}))
+        token = registry.invoke(ToolCall("page", {}), actor=READER).output
+        other = Registry(cursor_secret=b"k" * 32)
+        self.addCleanup(other.close)
+        self.assertEqual(other.cursors.read(token, {"q": "a"}), 20)
+
+    def test_a_handler_that_takes_no_arguments_is_refused_at_registration(self) -> None:
+        with self.assertRaisesRegex(TypeError, "first positional parameter"):
+            self.registry.register(spec("nothing"), lambda: None)
+
+    def test_something_that_is_not_callable_is_refused(self) -> None:
+        with self.assertRaises(TypeError):
+            self.registry.register(spec("x"), "not a function")
+        with self.assertRaises(TypeError):
+            self.registry.register({"name": "x"}, get_ticket)
+
+
+class RegistryBookkeepingTest(unittest.TestCase):
+    def test_a_duplicate_name_is_refused(self) -> None:
+        with Registry() as registry:
+            registry.register(get_ticket_spec(), get_ticket)
+            with self.assertRaisesRegex(ValueError, "'get_ticket' is already registered"):
+                registry.register(get_ticket_spec(description="Another."), get_ticket)
+
+    def test_spec_and_names(self) -> None:
+        with Registry() as registry:
+            registry.register(spec("b"), get_ticket)
+            registry.register(spec("a"), get_ticket)
+            self.assertEqual(registry.names(), ["b", "a"])
+            self.assertEqual(registry.spec("a").name, "a")
+            with self.assertRaises(KeyError):
+                registry.spec("c")
+
+    def test_a_closed_registry_refuses_calls_without_raising(self) -> None:
+        registry = Registry()
+        registry.register(spec("t"), lambda arguments: {})
+        registry.close()
+        result = registry.invoke(ToolCall("t", {}), actor=READER)
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+        registry.close()  # closing twice is harmless
+
+    def test_max_workers_must_be_a_positive_integer(self) -> None:
+        for value in (0, -1, 1.5, True):
+            with self.subTest(value=value), self.assertRaises(ValueError):
+                Registry(max_workers=value)
+
+
+if __name__ == "__main__":
+    unittest.main()
