@@ -36,6 +36,9 @@ MIN_SECRET_LENGTH = 4
 destroy the text while protecting nothing (a value that short is guessable anyway)."""
 
 
+_DONE = object()  # marks an exhausted iterator
+
+
 class _Frame:
     """One container being copied: where its items come from and the copies made so far."""
 
@@ -69,10 +72,11 @@ def redact(value: Any, fields: Collection[str]) -> Any:
     """Return a copy of `value` in which every object member named in `fields` holds `REDACTED`.
 
     Objects (any Mapping) come back as dicts, lists as lists, tuples as tuples; other values are
-    returned as they are. Member names match exactly (case-sensitive), at any depth. A container that
-    contains itself, or one nested deeper than `MAX_REDACTION_DEPTH`, is replaced by `REDACTED`.
+    returned as they are. Member names match exactly (case-sensitive), at any depth; a single string
+    for `fields` is one name. A container that contains itself, or one nested deeper than
+    `MAX_REDACTION_DEPTH`, is replaced by `REDACTED`.
     """
-    names = frozenset(name for name in fields if isinstance(name, str))
+    names = _names(fields)
     if not _is_container(value):
         return value
     stack = [_open(value)]
@@ -104,7 +108,11 @@ def redact(value: Any, fields: Collection[str]) -> Any:
             stack.append(_open(item))
 
 
-_DONE = object()
+def _names(fields: Collection[str]) -> frozenset[str]:
+    """The member names to mask; one string is one name (not a set of one-letter names)."""
+    if isinstance(fields, str):
+        return frozenset((fields,))
+    return frozenset(name for name in fields if isinstance(name, str))
 
 
 def _attach(frame: _Frame, value: Any) -> None:
@@ -119,10 +127,12 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     """Return `text` with every occurrence of each secret replaced by `REDACTED`.
 
     Secrets are matched literally, longest first (so a secret that contains another is masked whole).
-    Non-strings and secrets shorter than `MIN_SECRET_LENGTH` are ignored (see that constant).
+    Non-strings and secrets shorter than `MIN_SECRET_LENGTH` are ignored (see that constant); a
+    single string for `secrets` is one secret.
     """
+    candidates = (secrets,) if isinstance(secrets, str) else secrets
     usable = sorted(
-        {secret for secret in secrets if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
+        {secret for secret in candidates if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
         key=len,
         reverse=True,
     )
@@ -138,7 +148,7 @@ def collect_secrets(value: Any, fields: Collection[str]) -> list[str]:
     Strings are taken as they are; numbers as their JSON text; anything nested under a secret member
     is collected too. Used to mask summaries and report lines built from arguments or outputs.
     """
-    names = frozenset(name for name in fields if isinstance(name, str))
+    names = _names(fields)
     found: list[str] = []
     for item, secret in _walk(value, names):
         if secret:

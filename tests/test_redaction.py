@@ -79,6 +79,11 @@ class RedactTest(unittest.TestCase):
     def test_non_string_member_names_are_kept_and_never_match(self):
         self.assertEqual(redact({1: "one", None: "n"}, ["1", "None"]), {1: "one", None: "n"})
 
+    def test_a_single_string_is_one_field_name_not_a_set_of_letters(self):
+        self.assertEqual(redact({"api_token": "t", "a": 1}, "api_token"), {"api_token": REDACTED, "a": 1})
+        self.assertEqual(collect_secrets({"api_token": "tok-1", "a": "x"}, "api_token"), ["tok-1"])
+        self.assertEqual(redact_text("key abcdef and a", "abcdef"), f"key {REDACTED} and a")
+
     def test_no_fields_still_returns_a_copy(self):
         value = {"a": [1]}
         result = redact(value, ())
