@@ -31,11 +31,13 @@ from .errors import ToolError, ToolFailure
 __all__ = [
     "Handler",
     "LoopThread",
+    "ProcessExit",
     "Run",
     "RunKind",
     "WorkerPool",
     "copy_json",
     "run_async",
+    "run_async_on_loop_thread",
     "run_sync",
     "seconds_left",
 ]
@@ -182,7 +184,9 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     """
     try:
         awaitable = handler.call(arguments, ctx)
-        output = await asyncio.wait_for(awaitable, seconds_left(ctx.deadline))
+        output = await asyncio.wait_for(_carrying_exits(awaitable), seconds_left(ctx.deadline))
+        if isinstance(output, ProcessExit):
+            raise output.exception
     except asyncio.TimeoutError:
         ctx.cancel_event.set()
         return Run.timed_out()
@@ -194,6 +198,34 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     except BaseException as exception:  # noqa: BLE001
         return _contained(ctx, exception)
     return Run.returned(output)
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    """A KeyboardInterrupt or SystemExit raised by an async handler on the registry's loop thread.
+
+    Raised there it would stop the loop (and every later async call); instead it is carried back to
+    the caller's thread and re-raised there, as it would be for a sync handler.
+    """
+
+    exception: BaseException
+
+
+async def _carrying_exits(awaitable: Any) -> Any:
+    """Await the handler, turning KeyboardInterrupt/SystemExit into a value: raised inside the task
+    `wait_for` may create, they would escape the event loop itself instead of reaching our caller."""
+    try:
+        return await awaitable
+    except PROCESS_EXITS as exit_request:
+        return ProcessExit(exit_request)
+
+
+async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallContext) -> Any:
+    """`run_async` for the registry's own loop thread: returns a `Run` or a `ProcessExit`."""
+    try:
+        return await run_async(handler, arguments, ctx)
+    except PROCESS_EXITS as exit_request:
+        return ProcessExit(exit_request)
 
 
 def _contained(ctx: CallContext, exception: BaseException) -> Run:

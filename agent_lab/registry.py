@@ -44,6 +44,7 @@ from .execution import (
     PROCESS_EXITS,
     Handler,
     LoopThread,
+    ProcessExit,
     Run,
     RunKind,
     WorkerPool,
@@ -51,6 +52,7 @@ from .execution import (
     earliest,
     is_deadline,
     run_async,
+    run_async_on_loop_thread,
     run_sync,
     seconds_left,
 )
@@ -542,16 +544,19 @@ class Registry:
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); we wait a little longer only for that answer to arrive."""
-        future = self._loop_thread.submit(run_async(handler, arguments, ctx))
+        future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
         left = seconds_left(ctx.deadline)
         try:
-            return future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
+            answer = future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
         except concurrent.futures.TimeoutError:
             future.cancel()  # the loop is blocked by the handler; cancel the task when it gets a turn
             ctx.cancel_event.set()
             return Run.timed_out()
         except concurrent.futures.CancelledError:
             return Run.timed_out()
+        if isinstance(answer, ProcessExit):
+            raise answer.exception
+        return answer
 
     def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""

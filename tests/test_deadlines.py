@@ -187,6 +187,16 @@ class LateWriteTest(DeadlineTestCase):
         self.assertEqual(effects, ["act-1"])
 
 
+class InlineDeadlineTest(DeadlineTestCase):
+    def test_run_inline_reports_a_read_that_overran_its_deadline_as_a_timeout(self) -> None:
+        registry = Registry(run_inline=True)
+        self.addCleanup(registry.close)
+        registry.register(read_spec(timeout_ms=10), lambda arguments: time.sleep(0.03) or {})
+        registry.register(read_spec(name="fast", timeout_ms=5_000), lambda arguments: {"fast": True})
+        self.assertEqual(registry.invoke(ToolCall("slow_lookup", {}), actor=READER).error.code, "tool_timeout")
+        self.assertEqual(registry.invoke(ToolCall("fast", {}), actor=READER).output, {"fast": True})
+
+
 class AsyncDeadlineTest(DeadlineTestCase):
     def setUp(self) -> None:
         super().setUp()
@@ -271,6 +281,49 @@ class AsyncDeadlineTest(DeadlineTestCase):
                         and self.registry.receipts.lookup(key).status is ReservationStatus.REPLAY)
         after = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
         self.assertTrue(after.replayed)
+        self.assertEqual(effects, ["act-1"])
+
+    def test_an_async_write_cancelled_at_its_deadline_replays_unknown_instead_of_running_again(self) -> None:
+        effects: list[str] = []
+
+        async def slow_async_write(arguments):
+            await asyncio.sleep(BLOCK_S)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-1"}
+
+        self.registry.register(followup_spec(timeout_ms=30), slow_async_write)
+        first, elapsed = self.timed_invoke(followup_call(), actor=WRITER)
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        again, _ = self.timed_invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.outcome, again.replayed), ("tool_timeout", Outcome.UNKNOWN, True))
+        self.assertEqual(effects, [])
+
+    def test_cancelling_the_ainvoke_caller_propagates_and_a_late_write_still_lands_once(self) -> None:
+        effects: list[str] = []
+        started = threading.Event()
+
+        def slow_write(arguments):
+            started.set()
+            self.release.wait(BLOCK_S)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-1"}
+
+        self.registry.register(followup_spec(timeout_ms=60_000), slow_write)
+
+        async def scenario():
+            task = asyncio.ensure_future(self.registry.ainvoke(followup_call(), actor=WRITER))
+            while not started.is_set():
+                await asyncio.sleep(0.001)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(scenario())
+        self.release.set()
+        key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+        self.wait_until(lambda: getattr(self.registry.receipts.lookup(key), "status", None) is ReservationStatus.REPLAY)
+        self.assertTrue(self.registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertEqual(effects, ["act-1"])
 
     def test_ainvoke_with_a_sync_handler_that_finishes_returns_its_output(self) -> None:

@@ -83,6 +83,27 @@ class HandlerContainmentTest(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             registry.invoke(ToolCall("ctrl_c", {}), actor=READER)
 
+    def test_system_exit_from_an_async_handler_reaches_the_caller_and_the_loop_survives(self) -> None:
+        async def exiting(arguments):
+            raise SystemExit(4)
+
+        async def fine(arguments):
+            return "still here"
+
+        self.registry.register(ToolSpec(name="exiting", description="d", input_schema=OPEN_SCHEMA), exiting)
+        self.registry.register(ToolSpec(name="fine", description="d", input_schema=OPEN_SCHEMA), fine)
+        with self.assertRaises(SystemExit):
+            self.registry.invoke(ToolCall("exiting", {}), actor=READER)
+        self.assertEqual(self.registry.invoke(ToolCall("fine", {}), actor=READER).output, "still here")
+
+    def test_exceptions_from_async_handlers_are_contained_too(self) -> None:
+        async def failing(arguments):
+            raise ValueError(SECRET)
+
+        result = self.invoke_with(failing)
+        self.assertEqual(result.error.code, "handler_exception")
+        self.assertNotIn(SECRET, repr(result.to_model()))
+
     def test_non_json_outputs_are_invalid_tool_output(self) -> None:
         for output in (float("nan"), float("inf"), (1, 2), {1: "a"}, {"a": {1, 2}}, b"bytes", object(),
                        {"when": __import__("datetime").date(2020, 1, 1)}, deeply_nested(200)):
