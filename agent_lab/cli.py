@@ -34,8 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     tool_eval.set_defaults(run=_tool_eval)
 
     bench = commands.add_parser("bench", help="measure validator and runtime figures (never a gate)", add_help=False)
-    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
-    bench.set_defaults(run=_bench)
+    bench.set_defaults(run=_bench, passes_arguments_through=True)  # agent_lab.bench parses its own options
 
     # Other subcommands are added below this line by their owners.
     export = commands.add_parser("export", help="print the candidate's tool catalog in a host's format (JSON list)")
@@ -44,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--strict", action="store_true",
                         help="OpenAI strict mode: closed objects, every property required, optional ones nullable")
     export.set_defaults(run=_export)
+
+    serve_mcp = commands.add_parser(
+        "serve-mcp", help="serve the candidate's ticket tools over MCP stdio (writes answer approval_required)"
+    )
+    serve_mcp.add_argument("--verbose", action="store_true", help="log session events to stderr")
+    serve_mcp.set_defaults(run=_serve_mcp)
     return parser
 
 
@@ -74,7 +79,10 @@ def _tool_eval(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from . import bench
 
-    return int(bench.main(args.bench_args))
+    try:
+        return int(bench.main(args.passed_through))
+    except SystemExit as exit_request:  # the bench parser's --help (0) or usage error (2)
+        return int(exit_request.code or 0) if not isinstance(exit_request.code, str) else EXIT_BAD_INPUT
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -107,13 +115,33 @@ def _line_naming(path: str, tool: str | None) -> int:
     return 1
 
 
+def _serve_mcp(args: argparse.Namespace) -> int:
+    import logging
+
+    from .lab.backend import TicketBackend
+    from .lab.candidate import build_candidate_registry
+    from .mcp import serve
+    from .policy import Actor
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
+                        format="agent-lab mcp: %(levelname)s %(message)s")
+    # The server's own identity (never the client's): reads and writes for tenant acme, and no approvals,
+    # so reads run and every write answers approval_required.
+    actor = Actor(id="mcp-client", tenant="acme", permissions={"tickets:read", "tickets:write"})
+    with build_candidate_registry(TicketBackend()) as registry:
+        return serve(registry, actor=actor)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]) and run one subcommand; returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and not getattr(args, "passes_arguments_through", False):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exit_request:  # argparse's own usage errors (2) and --help (0)
         return int(exit_request.code or 0) if not isinstance(exit_request.code, str) else EXIT_BAD_INPUT
+    args.passed_through = unknown
     return int(args.run(args))
 
 

@@ -118,6 +118,18 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertIn("invalid choice", stderr)
 
 
+class BenchCommandTest(unittest.TestCase):
+    def test_bench_options_pass_through_to_the_bench_front_door(self) -> None:
+        code, stdout, _ = run("bench", "--help")
+        self.assertEqual(code, 0)
+        self.assertIn("--only", stdout)
+
+    def test_unknown_options_of_tool_eval_are_bad_input(self) -> None:
+        code, _, stderr = run("tool-eval", "--bogus")
+        self.assertEqual(code, 2)
+        self.assertIn("--bogus", stderr)
+
+
 class EntryPointTest(unittest.TestCase):
     def test_run_lab_py_and_python_m_agent_lab_reach_the_same_command_line(self) -> None:
         for command in ([sys.executable, "run_lab.py", "--help"], [sys.executable, "-m", "agent_lab", "--help"]):
