@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from ..redaction import redact_text
-from .backend import TicketBackend
+from ..redaction import redact, redact_text
+from .backend import SECRET_FIELDS, TicketBackend
 from .cases import STRATEGIES
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
@@ -303,7 +303,7 @@ def _run_lines(result: CaseResult) -> Iterable[str]:
             "strategy": run.strategy,
             "call_id": call.call_id,
             "tool": call.tool,
-            "arguments": call.arguments,
+            "arguments": redact(call.arguments, SECRET_FIELDS),
             "approved": call.approved,
             "result": call.view,
         })
