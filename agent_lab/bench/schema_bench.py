@@ -1,0 +1,203 @@
+"""Schema validation speed: agent_lab.schema against python-jsonschema and fastjsonschema.
+
+For each tool-argument schema (the lab candidate's input schemas when `agent_lab.lab.candidate` is
+importable, plus one typical hand-written tool schema) we build a valid instance and an invalid one
+(one wrong field), then time, in nanoseconds per call, the best of several rounds:
+  * ours: `Validator.is_valid` and `Validator.errors` (every violation);
+  * python-jsonschema: `Draft202012Validator.is_valid` (when installed);
+  * fastjsonschema: the compiled function, whose failure path raises its first error (when installed).
+Ratios: `js/ours` = jsonschema is_valid over ours (higher is better for us), `fj/ours` = fastjsonschema
+over our is_valid (>= 1 means we are no slower), `err/fj` = our errors() over fastjsonschema's call
+(its first-error path on invalid instances). Figures depend on the machine and its load; they are
+printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import timeit
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..schema import Validator
+
+__all__ = ["TYPICAL_TOOL_SCHEMA", "main"]
+
+TYPICAL_TOOL_SCHEMA: Dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 200},
+        "priority_level": {"type": "integer", "minimum": 1, "maximum": 5},
+        "priority": {"type": "string", "enum": ["low", "normal", "high"]},
+        "notify": {"type": "boolean"},
+    },
+    "required": ["title", "priority"],
+    "additionalProperties": False,
+}
+TYPICAL_VALID = {"title": "Printer on floor 3 is jammed", "priority_level": 3, "priority": "high", "notify": True}
+
+_STRING_CANDIDATES = ("T-1001", "action_0123456789", "hello world", "open", "a")
+
+
+def _sample_value(schema: Any) -> Any:
+    """A value that satisfies a leaf property schema, found by trying plausible candidates."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", 1)
+        return low if isinstance(low, int) else 1
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    validator = Validator(schema)
+    candidates = list(_STRING_CANDIDATES) + ["x" * int(schema.get("minLength", 1))]
+    return next((candidate for candidate in candidates if validator.is_valid(candidate)), None)
+
+
+def sample_instances(schema: Dict[str, Any]) -> Optional[Tuple[Any, Any]]:
+    """(valid, invalid) instances for an object schema; invalid has one field of the wrong type."""
+    properties = schema.get("properties") or {}
+    valid = {name: _sample_value(sub) for name, sub in properties.items()}
+    if any(value is None for value in valid.values()) or not Validator(schema).is_valid(valid):
+        return None
+    if not valid:
+        return None
+    invalid = copy.deepcopy(valid)
+    first = next(iter(invalid))
+    invalid[first] = 12345 if isinstance(invalid[first], str) else "not the right type"
+    return valid, invalid
+
+
+def _lab_schemas() -> List[Tuple[str, Dict[str, Any]]]:
+    try:
+        from ..lab.candidate import candidate_specs
+    except ImportError:
+        return []
+    return [(spec.name, dict(spec.input_schema)) for spec in candidate_specs()]
+
+
+def _ns_per_call(function: Callable[[], Any], rounds: int, min_time: float) -> float:
+    """Best-of-`rounds` nanoseconds per call, each round lasting about `min_time` seconds."""
+    timer = timeit.Timer(function)
+    probe = 200
+    per_call = max(timer.timeit(probe) / probe, 1e-9)
+    number = max(probe, int(min_time / per_call))
+    return min(timer.repeat(repeat=rounds, number=number)) / number * 1e9
+
+
+def _peers() -> Dict[str, Any]:
+    peers: Dict[str, Any] = {}
+    try:
+        import jsonschema
+
+        peers["jsonschema"] = jsonschema
+    except ImportError:
+        pass
+    try:
+        import fastjsonschema
+
+        peers["fastjsonschema"] = fastjsonschema
+    except ImportError:
+        pass
+    return peers
+
+
+def _fast_call(fastjsonschema: Any, schema: Dict[str, Any]) -> Optional[Callable[[Any], bool]]:
+    try:
+        compiled = fastjsonschema.compile(schema)
+    except Exception:  # fastjsonschema refuses some 2020-12 schemas; then it has no figure
+        return None
+    error_type = fastjsonschema.JsonSchemaException
+
+    def call(instance: Any) -> bool:
+        try:
+            compiled(instance)
+            return True
+        except error_type:
+            return False
+
+    return call
+
+
+def measure(name: str, schema: Dict[str, Any], instances: Tuple[Any, Any], peers: Dict[str, Any],
+            rounds: int, min_time: float) -> List[Dict[str, Any]]:
+    """Time every implementation on the valid and the invalid instance of one schema."""
+    ours = Validator(schema)
+    theirs = peers["jsonschema"].Draft202012Validator(schema) if "jsonschema" in peers else None
+    fast = _fast_call(peers["fastjsonschema"], schema) if "fastjsonschema" in peers else None
+    rows = []
+    for label, instance in zip(("valid", "invalid"), instances):
+        row: Dict[str, Any] = {"schema": name, "instance": label, "violations": len(ours.errors(instance))}
+        row["is_valid"] = _ns_per_call(lambda: ours.is_valid(instance), rounds, min_time)
+        row["errors"] = _ns_per_call(lambda: ours.errors(instance), rounds, min_time)
+        row["jsonschema"] = _ns_per_call(lambda: theirs.is_valid(instance), rounds, min_time) if theirs else None
+        row["fastjsonschema"] = _ns_per_call(lambda: fast(instance), rounds, min_time) if fast else None
+        rows.append(row)
+    return rows
+
+
+def _ratio(numerator: Optional[float], denominator: Optional[float]) -> str:
+    if numerator is None or denominator is None:
+        return "-"
+    return f"{numerator / denominator:.1f}x"
+
+
+def _ns(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def format_table(rows: List[Dict[str, Any]]) -> str:
+    header = ("schema", "instance", "viol", "is_valid", "errors", "jsonschema", "fastjson", "js/ours",
+              "fj/ours", "err/fj")
+    lines = [header]
+    for row in rows:
+        lines.append((
+            row["schema"], row["instance"], str(row["violations"]), _ns(row["is_valid"]), _ns(row["errors"]),
+            _ns(row["jsonschema"]), _ns(row["fastjsonschema"]), _ratio(row["jsonschema"], row["is_valid"]),
+            _ratio(row["fastjsonschema"], row["is_valid"]), _ratio(row["errors"], row["fastjsonschema"]),
+        ))
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    text = []
+    for index, line in enumerate(lines):
+        text.append("  ".join(
+            cell.ljust(width) if column < 2 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(line, widths))
+        ))
+        if index == 0:
+            text.append("  ".join("-" * width for width in widths))
+    return "\n".join(text)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="schema_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="timing rounds per figure (best is kept)")
+    parser.add_argument("--min-time", type=float, default=0.05, help="seconds per round, at least")
+    args, _rest = parser.parse_known_args(argv)
+    peers = _peers()
+    schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA)] + _lab_schemas()
+    rows: List[Dict[str, Any]] = []
+    for name, schema in schemas:
+        instances = (TYPICAL_VALID, dict(TYPICAL_VALID, priority="urgent")) if name == "typical_tool" \
+            else sample_instances(schema)
+        if instances is None:
+            print(f"(skipped {name}: could not build sample instances)")
+            continue
+        rows.extend(measure(name, schema, instances, peers, args.rounds, args.min_time))
+    print("ns per call, best of", args.rounds, "rounds;", ", ".join(sorted(peers)) or "no peers installed")
+    print(format_table(rows))
+    missing = {"jsonschema", "fastjsonschema"} - set(peers)
+    if missing:
+        print("not installed (no figures): " + ", ".join(sorted(missing)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
