@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from .audit import AuditSink, audit_record
 from .calls import ToolCall, ToolResult
 from .context import CallContext
 from .errors import NextAction, Outcome, ToolError
@@ -128,7 +129,6 @@ class _CallState:
     reserved: bool = False  # this call holds an idempotency reservation
     late_pending: bool = False  # a late handler will complete the reservation itself
     approval_used: Optional[Approval] = None
-    context: Optional[CallContext] = None
     redact: frozenset = field(default_factory=frozenset)
 
     @property
@@ -178,7 +178,7 @@ class Registry:
         self,
         *,
         receipts: Optional[ReceiptStore] = None,
-        audit: Any = None,
+        audit: Optional[AuditSink] = None,
         max_workers: int = 8,
         cursor_secret: Optional[bytes] = None,
         clock: Callable[[], float] = time.time,
@@ -485,7 +485,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         tool_deadline = time.monotonic() + spec.timeout_ms / 1000.0
-        state.context = CallContext(
+        return CallContext(
             call_id=state.call_id,
             tool=spec.name,
             actor=state.actor,
@@ -493,7 +493,6 @@ class Registry:
             approval=state.approval_used,
             cursors=self.cursors,
         )
-        return state.context
 
     def _execute(self, state: _CallState) -> Run:
         """Run the handler for `invoke`: on the pool (or inline), or on the loop thread if async."""
@@ -801,8 +800,6 @@ def _safe_failure(error: ToolError) -> ToolError:
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
-    from .audit import audit_record  # the one record shape every sink sees
-
     actor = state.actor if isinstance(state.actor, Actor) else None
     record = audit_record(
         call_id=state.call_id,

@@ -17,7 +17,6 @@ from test_registry_fixtures import (
     GLOBEX_WRITER,
     OUTSIDER,
     READER,
-    WRITER,
     get_ticket,
     get_ticket_spec,
     ticket_registry,
