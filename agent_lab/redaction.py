@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Collection, Iterable, Iterator, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 __all__ = [
     "MAX_REDACTION_DEPTH",
@@ -36,36 +36,26 @@ MIN_SECRET_LENGTH = 4
 destroy the text while protecting nothing (a value that short is guessable anyway)."""
 
 
-_DONE = object()  # marks an exhausted iterator
+_OBJECT, _ARRAY, _TUPLE = "object", "array", "tuple"
+_LEAF_TYPES = frozenset((str, int, float, bool, type(None)))
 
 
-class _Frame:
-    """One container being copied: where its items come from and the copies made so far."""
-
-    __slots__ = ("source", "items", "copied", "pending_key")
-
-    def __init__(self, source: Any, items: Iterator[Any]) -> None:
-        self.source = source
-        self.items = items
-        self.copied: list[Any] = []
-        self.pending_key: Any = None  # the member name waiting for its (nested) value
-
-    def finish(self) -> Any:
-        """The finished copy, of the same JSON kind as the source."""
-        if isinstance(self.source, Mapping):
-            return dict(self.copied)
-        if isinstance(self.source, tuple):
-            return tuple(self.copied)
-        return self.copied
-
-
-def _is_container(value: Any) -> bool:
-    return isinstance(value, (Mapping, list, tuple))
-
-
-def _open(value: Any) -> _Frame:
-    items = iter(value.items()) if isinstance(value, Mapping) else iter(value)
-    return _Frame(value, items)
+def _kind(value: Any) -> str | None:
+    """Which container `value` is (None for a leaf); exact types first, ABCs only for the rest."""
+    exact = type(value)
+    if exact is dict:
+        return _OBJECT
+    if exact is list:
+        return _ARRAY
+    if exact in _LEAF_TYPES:
+        return None
+    if isinstance(value, Mapping):
+        return _OBJECT
+    if isinstance(value, list):
+        return _ARRAY
+    if isinstance(value, tuple):
+        return _TUPLE
+    return None
 
 
 def redact(value: Any, fields: Collection[str]) -> Any:
@@ -76,36 +66,67 @@ def redact(value: Any, fields: Collection[str]) -> Any:
     for `fields` is one name. A container that contains itself, or one nested deeper than
     `MAX_REDACTION_DEPTH`, is replaced by `REDACTED`.
     """
-    names = _names(fields)
-    if not _is_container(value):
+    kind = _kind(value)
+    if kind is None:
         return value
-    stack = [_open(value)]
-    active = {id(value)}  # containers on the current path, to cut cycles
+    return _redacted_copy(value, kind, _names(fields))
+
+
+def _redacted_copy(root: Any, kind: str, names: frozenset[str]) -> Any:
+    """Depth-first copy with an explicit stack instead of recursion.
+
+    A stack entry is [source, kind, remaining items, copy so far, slot in the parent's copy]. An entry
+    is left only to descend into a container item, and resumed (its iterator keeps the place) once
+    that item's copy is finished; leaves are copied in the tight inner loops.
+    """
+    stack = [_entry(root, kind, None)]
+    active = {id(root)}  # containers on the current path, to cut cycles
     while True:
-        frame = stack[-1]
-        entry = next(frame.items, _DONE)
-        if entry is _DONE:
-            finished = stack.pop()
-            active.discard(id(finished.source))
-            if not stack:
-                return finished.finish()
-            _attach(stack[-1], finished.finish())
+        source, kind, items, copy, _ = stack[-1]
+        deeper_allowed = len(stack) < MAX_REDACTION_DEPTH
+        child = None
+        if kind is _OBJECT:
+            for key, item in items:
+                if key in names and isinstance(key, str):
+                    copy[key] = REDACTED
+                    continue
+                item_kind = None if type(item) in _LEAF_TYPES else _kind(item)
+                if item_kind is None:
+                    copy[key] = item
+                elif not deeper_allowed or id(item) in active:
+                    copy[key] = REDACTED
+                else:
+                    child = _entry(item, item_kind, key)
+                    break
+        else:
+            for item in items:
+                item_kind = None if type(item) in _LEAF_TYPES else _kind(item)
+                if item_kind is None:
+                    copy.append(item)
+                elif not deeper_allowed or id(item) in active:
+                    copy.append(REDACTED)
+                else:
+                    child = _entry(item, item_kind, None)
+                    break
+        if child is not None:
+            active.add(id(child[0]))
+            stack.append(child)
             continue
-        if isinstance(frame.source, Mapping):
-            key, item = entry
-            if isinstance(key, str) and key in names:
-                frame.copied.append((key, REDACTED))
-                continue
-            frame.pending_key = key
+        finished = stack.pop()
+        active.discard(id(source))
+        value = tuple(copy) if kind is _TUPLE else copy
+        if not stack:
+            return value
+        parent = stack[-1]
+        if parent[1] is _OBJECT:
+            parent[3][finished[4]] = value
         else:
-            item = entry
-        if not _is_container(item):
-            _attach(frame, item)
-        elif len(stack) >= MAX_REDACTION_DEPTH or id(item) in active:
-            _attach(frame, REDACTED)
-        else:
-            active.add(id(item))
-            stack.append(_open(item))
+            parent[3].append(value)
+
+
+def _entry(source: Any, kind: str, slot: Any) -> list[Any]:
+    items = iter(source.items()) if kind is _OBJECT else iter(source)
+    return [source, kind, items, {} if kind is _OBJECT else [], slot]
 
 
 def _names(fields: Collection[str]) -> frozenset[str]:
@@ -113,14 +134,6 @@ def _names(fields: Collection[str]) -> frozenset[str]:
     if isinstance(fields, str):
         return frozenset((fields,))
     return frozenset(name for name in fields if isinstance(name, str))
-
-
-def _attach(frame: _Frame, value: Any) -> None:
-    if isinstance(frame.source, Mapping):
-        frame.copied.append((frame.pending_key, value))
-        frame.pending_key = None
-    else:
-        frame.copied.append(value)
 
 
 def redact_text(text: str, secrets: Collection[str]) -> str:
@@ -175,7 +188,7 @@ def _walk(value: Any, names: frozenset[str]) -> Iterable[tuple[Any, bool]]:
     seen: set[tuple[int, bool]] = set()  # a shared container is walked once per secrecy
     while stack:
         item, secret, depth = stack.pop()
-        if not _is_container(item):
+        if _kind(item) is None:
             yield item, secret
             continue
         if depth >= MAX_REDACTION_DEPTH or (id(item), secret) in seen:
