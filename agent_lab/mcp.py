@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union
 
 from . import __version__
+from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .errors import ToolFailure
 from .policy import Actor, Approval
@@ -490,7 +491,7 @@ class _Server:
         return position
 
     def tool_definition(self, name: str) -> dict[str, Any]:
-        return _provisional_mcp_tool(self.registry.spec(name))
+        return mcp_tool(self.registry.spec(name))
 
     # -- tools/call ------------------------------------------------------------------------------
 
@@ -541,7 +542,7 @@ class _Server:
             result = self.invoke(call)
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
-            return _result(request_id, shape(_provisional_render(result)))
+            return _result(request_id, shape(render_mcp_result(result)))
         except Exception:
             logger.exception("tools/call failed outside the registry pipeline")
             return _error(request_id, INTERNAL_ERROR, "Internal error")
@@ -607,41 +608,10 @@ def _tool_call(request: _Request) -> ToolCall:
     name = request.params.get("name")
     if not isinstance(name, str):
         raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call needs name, a string")
-    arguments = request.params.get("arguments", {})
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
+    arguments = request.params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
         raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call arguments must be a JSON object")
-    return _provisional_parse(name, arguments, request.id)
-
-
-# -- MCP shapes (provisional: replaced by agent_lab.adapters once it lands) ---------------------------
-
-
-def _provisional_mcp_tool(spec: Any) -> dict[str, Any]:
-    model = spec.model_schema()
-    tool: dict[str, Any] = {"name": model["name"]}
-    if "title" in model:
-        tool["title"] = model["title"]
-    tool["description"] = model["description"]
-    tool["inputSchema"] = model["input_schema"]
-    if "output_schema" in model:
-        tool["outputSchema"] = model["output_schema"]
-    return tool
-
-
-def _provisional_render(result: ToolResult) -> dict[str, Any]:
-    view = result.to_model()
-    structured = view["output"] if result.ok else view
-    rendered: dict[str, Any] = {"content": [{"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]}
-    if isinstance(structured, dict):
-        rendered["structuredContent"] = structured
-    rendered["isError"] = not result.ok
-    return rendered
-
-
-def _provisional_parse(name: str, arguments: Mapping[str, Any], request_id: Any) -> ToolCall:
-    return ToolCall(name=name, arguments=dict(arguments), call_id=f"mcp-{request_id}")
+    return parse_mcp_call(request.params, call_id=f"mcp-{request.id}")
 
 
 # -- the front door --------------------------------------------------------------------------------

@@ -312,6 +312,19 @@ class JsonRpcTest(ServerTestCase):
         self.assertError(response, INVALID_REQUEST)
         self.assertIsNone(response["id"])
 
+    def test_an_oversized_message_is_refused_and_the_server_keeps_serving(self) -> None:
+        from agent_lab.mcp import MAX_MESSAGE_BYTES
+
+        padding = "x" * (MAX_MESSAGE_BYTES + 10)
+        self.pipe.send({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"padding": padding}})
+        self.assertError(self.pipe.receive(), INVALID_REQUEST)
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+
+    def test_a_response_from_the_client_is_ignored(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": 99, "result": {}})
+        self.assertTrue(self.pipe.nothing_more())
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+
     def test_string_ids_are_echoed(self) -> None:
         self.pipe.send({"jsonrpc": "2.0", "id": "abc", "method": "ping"})
         self.assertEqual(self.pipe.receive(), {"jsonrpc": "2.0", "id": "abc", "result": {}})
@@ -412,14 +425,17 @@ class ToolsCallTest(ServerTestCase):
             params["arguments"] = arguments
         return self.pipe.request("tools/call", params)
 
-    def test_a_read_returns_structured_content_that_matches_the_output_schema(self) -> None:
+    def test_a_read_returns_structured_content_that_matches_the_advertised_output_schema(self) -> None:
         from agent_lab.schema import Validator
 
+        listed = {tool["name"]: tool for tool in self.pipe.request("tools/list")["result"]["tools"]}
         result = self.call("notes.get", {"id": "n1"})["result"]
         self.assertFalse(result["isError"])
         self.assertEqual(result["structuredContent"], {"id": "n1", "text": "hello"})
-        self.assertTrue(Validator(NOTE_OUTPUT_SCHEMA).is_valid(result["structuredContent"]))
-        self.assertEqual(json.loads(result["content"][0]["text"]), result["structuredContent"])
+        self.assertEqual(Validator(listed["notes.get"]["outputSchema"]).errors(result["structuredContent"]), [])
+        text_view = json.loads(result["content"][0]["text"])  # the model's view: the same output, with its outcome
+        self.assertEqual(text_view["output"], result["structuredContent"])
+        self.assertEqual(text_view["outcome"], "succeeded")
 
     def test_a_write_without_approval_is_a_tool_error_approval_required(self) -> None:
         result = self.call("notes.delete", {"id": "n1", "action_id": "a-1"})["result"]

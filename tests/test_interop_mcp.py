@@ -1,0 +1,187 @@
+"""The official MCP Python SDK client can use `python run_lab.py serve-mcp`.
+
+The client spawns the server over stdio, negotiates, lists the tools, and calls them; every contract
+of the registry holds on the other side (a read validates against its advertised outputSchema, a write
+without approval and bad arguments come back as isError results with our structured error, an unknown
+tool is a protocol error). Skipped, with the reason, when the `mcp` package is not importable; the
+lead's .ci/run installs it in a throwaway venv so CI always runs these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import inspect
+import sys
+import unittest
+from pathlib import Path
+from typing import Any
+
+try:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    MCP_MISSING = None
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    MCP_MISSING = f"the MCP Python SDK is not importable ({exc}); pip install mcp"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SESSION_TIMEOUT_S = 60.0  # the whole client session; a hang fails the test instead of CI
+READ_TOOL = "get_ticket"
+WRITE_TOOL = "record_ticket_followup"
+VISIBLE_TICKET = "T-1001"
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """An SDK result as the JSON it came from (camelCase names in SDK 1.x and 2.x alike)."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def output_schema_errors(schema: dict[str, Any], instance: Any) -> list[str]:
+    """Violations of `schema` by `instance`: python-jsonschema when importable, else our Validator."""
+    try:
+        import jsonschema
+    except ImportError:
+        from agent_lab.schema import Validator
+
+        return [violation.message for violation in Validator(schema).errors(instance)]
+    validator = jsonschema.Draft202012Validator(schema)
+    return [error.message for error in validator.iter_errors(instance)]
+
+
+async def list_every_tool(session: Any) -> list[dict[str, Any]]:
+    """tools/list, following nextCursor (SDK 2.x takes params=, SDK 1.x takes cursor=)."""
+    takes_params = "params" in inspect.signature(session.list_tools).parameters
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        if cursor is None:
+            page = await session.list_tools()
+        elif takes_params:
+            from mcp.types import PaginatedRequestParams
+
+            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+        else:  # pragma: no cover - SDK 1.x
+            page = await session.list_tools(cursor=cursor)
+        listing = wire(page)
+        tools += listing["tools"]
+        cursor = listing.get("nextCursor")
+        if cursor is None:
+            return tools
+
+
+@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
+class OfficialClientTest(unittest.TestCase):
+    """One client session per test, run with asyncio.run under a timeout so it can never hang CI."""
+
+    def run_session(self, scenario: Any, *, negotiate: str) -> Any:
+        async def session_main() -> Any:
+            server = StdioServerParameters(
+                command=sys.executable, args=["run_lab.py", "serve-mcp"], cwd=str(REPO_ROOT)
+            )
+            async with stdio_client(server) as (read_stream, write_stream):
+                async with ClientSession(read_stream, write_stream) as session:
+                    if negotiate == "initialize":
+                        negotiated = wire(await session.initialize())["protocolVersion"]
+                    else:
+                        negotiated = wire(await session.discover())["supportedVersions"]
+                    return negotiated, await scenario(session)
+
+        return asyncio.run(asyncio.wait_for(session_main(), SESSION_TIMEOUT_S))
+
+    def test_the_handshake_negotiates_the_latest_revision(self) -> None:
+        async def nothing(session: Any) -> None:
+            return None
+
+        negotiated, _ = self.run_session(nothing, negotiate="initialize")
+        self.assertEqual(negotiated, "2025-11-25")
+
+    def test_the_listing_shows_the_ticket_tools_with_schemas(self) -> None:
+        negotiated, tools = self.run_session(list_every_tool, negotiate="initialize")
+        by_name = {tool["name"]: tool for tool in tools}
+        self.assertIn(READ_TOOL, by_name)
+        self.assertIn(WRITE_TOOL, by_name)
+        self.assertEqual(by_name[READ_TOOL]["inputSchema"]["type"], "object")
+        self.assertIn("outputSchema", by_name[READ_TOOL])
+        self.assertTrue(by_name[READ_TOOL]["annotations"]["readOnlyHint"])
+        self.assertFalse(by_name[WRITE_TOOL]["annotations"]["readOnlyHint"])
+
+    def test_a_read_tool_result_validates_against_its_advertised_output_schema(self) -> None:
+        async def read(session: Any) -> tuple[dict, dict]:
+            tools = {tool["name"]: tool for tool in await list_every_tool(session)}
+            result = await session.call_tool(READ_TOOL, {"ticket_id": VISIBLE_TICKET})
+            return tools[READ_TOOL], wire(result)
+
+        _, (tool, result) = self.run_session(read, negotiate="initialize")
+        self.assertFalse(result.get("isError", False), result)
+        self.assertEqual(output_schema_errors(tool["outputSchema"], result["structuredContent"]), [])
+        self.assertNotIn("@", str(result))  # the customer's email is redacted before it leaves the process
+
+    def test_a_write_without_approval_is_an_error_result_saying_approval_required(self) -> None:
+        async def write(session: Any) -> dict:
+            arguments = {
+                "ticket_id": VISIBLE_TICKET,
+                "note": "Called the customer back.",
+                "action_id": "act-00000001",
+            }
+            return wire(await session.call_tool(WRITE_TOOL, arguments))
+
+        _, result = self.run_session(write, negotiate="initialize")
+        self.assertTrue(result["isError"])
+        self.assertEqual(structured_error(result)["code"], "approval_required")
+        self.assertTrue(result["content"] and result["content"][0]["type"] == "text")
+
+    def test_bad_arguments_are_an_error_result_saying_invalid_arguments(self) -> None:
+        async def bad(session: Any) -> dict:
+            return wire(await session.call_tool(READ_TOOL, {"ticket_id": 1001}))
+
+        _, result = self.run_session(bad, negotiate="initialize")
+        self.assertTrue(result["isError"])
+        self.assertEqual(structured_error(result)["code"], "invalid_arguments")
+
+    def test_an_unknown_tool_is_a_protocol_error(self) -> None:
+        from mcp.shared import exceptions
+
+        protocol_error = getattr(exceptions, "MCPError", None) or getattr(exceptions, "McpError")  # 2.x / 1.x
+
+        async def unknown(session: Any) -> int | None:
+            try:
+                await session.call_tool("get_tickets", {"ticket_id": VISIBLE_TICKET})
+            except protocol_error as exc:  # raised inside the session, so the task groups stay calm
+                return exc.error.code
+            return None
+
+        _, code = self.run_session(unknown, negotiate="initialize")
+        self.assertEqual(code, -32602)
+
+    def test_the_stateless_revision_serves_the_same_contracts(self) -> None:
+        if not hasattr(ClientSession, "discover"):
+            self.skipTest(f"mcp {sdk_version()} has no server/discover client (2026-07-28 needs SDK 2.x)")
+
+        async def stateless(session: Any) -> tuple[dict, dict]:
+            await list_every_tool(session)
+            read = wire(await session.call_tool(READ_TOOL, {"ticket_id": VISIBLE_TICKET}))
+            arguments = {"ticket_id": VISIBLE_TICKET, "note": "Called back.", "action_id": "act-00000002"}
+            write = wire(await session.call_tool(WRITE_TOOL, arguments))
+            return read, write
+
+        supported, (read, write) = self.run_session(stateless, negotiate="discover")
+        self.assertEqual(supported, ["2026-07-28"])
+        self.assertFalse(read.get("isError", False), read)
+        self.assertEqual(structured_error(write)["code"], "approval_required")
+
+
+def structured_error(result: dict[str, Any]) -> dict[str, Any]:
+    """Our error inside an isError CallToolResult's structuredContent."""
+    return result["structuredContent"]["error"]
+
+
+def sdk_version() -> str:
+    try:
+        return importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+if __name__ == "__main__":
+    unittest.main()
