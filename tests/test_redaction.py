@@ -61,6 +61,14 @@ class RedactTest(unittest.TestCase):
             redact(value, ["api_token"]), {"API_TOKEN": "a", "api_token_hint": "b", "api_token": REDACTED}
         )
 
+    def test_member_and_item_order_is_kept(self):
+        value = {"z": [3, {"b": 1, "a": 2}, 1], "pw": "s", "a": {"y": 1, "x": 2}, "m": 0}
+        result = redact(value, ["pw"])
+        self.assertEqual(list(result), ["z", "pw", "a", "m"])
+        self.assertEqual(list(result["z"][1]), ["b", "a"])
+        self.assertEqual(list(result["a"]), ["y", "x"])
+        self.assertEqual(result["z"], [3, {"b": 1, "a": 2}, 1])
+
     def test_array_items_are_not_member_names(self):
         self.assertEqual(redact(["api_token", "x"], ["api_token"]), ["api_token", "x"])
 
