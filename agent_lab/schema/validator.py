@@ -32,6 +32,7 @@ class Validator:
     def __init__(self, schema: Mapping | bool, *, resources: Optional[Mapping[str, Any]] = None,
                  format_assertion: bool = False) -> None:
         self.schema = schema
+        self._max_depth = MAX_INSTANCE_DEPTH
         self._build(schema, resources, format_assertion, trusted=False)
 
     @classmethod
@@ -39,6 +40,7 @@ class Validator:
         """A validator for a built-in meta-schema: no meta-schema check (it is the meta-schema)."""
         validator = cls.__new__(cls)
         validator.schema = schema
+        validator._max_depth = MAX_SCHEMA_DEPTH  # it validates schemas, which may nest deeper
         validator._build(schema, None, False, trusted=True)
         return validator
 
@@ -80,9 +82,10 @@ class Validator:
 
     def _make_is_valid(self, check: Callable[[Any], bool], proves_json: bool) -> Callable[[object], bool]:
         local = self._local
+        max_depth = self._max_depth
         if local is not None:
             def is_valid_dynamic(instance: object) -> bool:
-                if not plain_json(instance, MAX_INSTANCE_DEPTH):
+                if not plain_json(instance, max_depth):
                     return False
                 local.stack = []
                 try:
@@ -96,7 +99,7 @@ class Validator:
             return check
 
         def is_valid(instance: object) -> bool:
-            if not plain_json(instance, MAX_INSTANCE_DEPTH):
+            if not plain_json(instance, max_depth):
                 return False
             try:
                 return check(instance)
@@ -115,10 +118,10 @@ class Validator:
         if self._local is not None:
             self._local.stack = []
         try:
-            if (self._proves_json or plain_json(instance, MAX_INSTANCE_DEPTH)) and self._check(instance):
+            max_depth = self._max_depth
+            if (self._proves_json or plain_json(instance, max_depth)) and self._check(instance):
                 return []
-            problem = None if plain_json(instance, MAX_INSTANCE_DEPTH) else find_non_json(
-                instance, max_depth=MAX_INSTANCE_DEPTH)
+            problem = None if plain_json(instance, max_depth) else find_non_json(instance, max_depth=max_depth)
             if problem is not None:
                 pointer, reason = problem
                 return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
