@@ -9,7 +9,7 @@ attempt budget. `should_retry` puts those together in one place.
 from __future__ import annotations
 
 from .calls import ToolResult
-from .errors import Category, Outcome
+from .errors import Category, Outcome, ToolError
 from .spec import RetryPolicy, ToolSpec
 
 __all__ = ["should_retry"]
@@ -34,21 +34,23 @@ def should_retry(result: ToolResult, spec: ToolSpec, attempt: int, budget: int) 
     8   rejected / failed           any                        not retryable                     any        no
     9   unknown                     read                       as rows 5-8 (a read has no effect)
     10  unknown                     write/destructive, no key  any                               any        no
-    11  unknown                     write/destructive, key     dependency, retryable or not      never      no
+    11  unknown                     write/destructive, key     any                               never      no
     12  unknown                     write/destructive, key     dependency, retryable or not      transient  yes
-    13  unknown                     write/destructive, key     other category, retryable         any        yes
-    14  unknown                     write/destructive, key     other category, not retryable     any        no
+    13  unknown                     write/destructive, key     other category, retryable         transient  yes
+    14  unknown                     write/destructive, key     other category, not retryable     transient  no
     ==  ==========================  =========================  ================================  =========  ======
 
     Why: a known outcome (rows 5-8) means nothing happened, so only usefulness matters: the error's
     `retryable`, except that transient dependency errors (category dependency: `tool_timeout`,
     `unavailable`) are retried only for tools whose `retry_policy` is transient; that policy is the
     tool author's say on repeating calls to a slow or flaky dependency. An unknown outcome of a write
-    may have taken effect, so a retry is safe only under an idempotency key (rows 10-14): the registry
-    then replays the first result or answers `idempotency_in_progress`, never a second effect. A
-    timed-out write is reported as not retryable (blind retries are unsafe), which the key overrides
-    (row 12); an unexpected crash of unknown effect is not worth repeating (row 14). A replayed result
-    (row 4) would only be replayed again. Raises ValueError for an attempt below 1 or a negative budget.
+    may have taken effect, so it is retried only under an idempotency key and a transient policy
+    (rows 10-14): the registry then replays the first result or answers `idempotency_in_progress`,
+    never a second effect. A timed-out write is reported as not retryable (blind retries are unsafe),
+    which the key overrides (row 12); an unexpected crash of unknown effect is not worth repeating
+    (row 14). A replayed result (row 4) would only be replayed again.
+
+    Raises ValueError for an attempt below 1 or a negative budget.
     """
     _check_counts(attempt, budget)
     if attempt >= budget:
@@ -57,14 +59,23 @@ def should_retry(result: ToolResult, spec: ToolSpec, attempt: int, budget: int) 
         return False
     if result.replayed:
         return False
-    error = result.error
-    dependency = error.category is Category.DEPENDENCY
-    policy_allows = not dependency or spec.retry_policy is RetryPolicy.TRANSIENT
     if result.outcome is Outcome.UNKNOWN and spec.writes:
-        if spec.idempotency_key is None or not policy_allows:
-            return False
-        return dependency or error.retryable
-    return policy_allows and error.retryable
+        return _unknown_write_may_repeat(result.error, spec)
+    return _failure_worth_repeating(result.error, spec)
+
+
+def _failure_worth_repeating(error: ToolError, spec: ToolSpec) -> bool:
+    """Rows 5-9: nothing happened, so retry what may succeed now, dependencies only if the policy allows."""
+    if error.category is Category.DEPENDENCY and spec.retry_policy is not RetryPolicy.TRANSIENT:
+        return False
+    return error.retryable
+
+
+def _unknown_write_may_repeat(error: ToolError, spec: ToolSpec) -> bool:
+    """Rows 10-14: the effect may have happened, so only an idempotency key makes a repeat safe."""
+    if spec.idempotency_key is None or spec.retry_policy is not RetryPolicy.TRANSIENT:
+        return False
+    return error.category is Category.DEPENDENCY or error.retryable
 
 
 def _check_counts(attempt: int, budget: int) -> None:

@@ -117,6 +117,8 @@ class DecisionTableTest(unittest.TestCase):
 
     def test_row_11_an_unknown_write_with_a_key_is_not_retried_when_the_policy_says_never(self):
         self.assertFalse(should_retry(timed_out_write(), WRITE_KEY_NEVER, attempt=1, budget=5))
+        retryable = domain_error(retryable=True, outcome=Outcome.UNKNOWN)
+        self.assertFalse(should_retry(retryable, WRITE_KEY_NEVER, attempt=1, budget=5))
 
     def test_row_12_a_timed_out_write_with_a_key_is_retried_under_a_transient_policy(self):
         result = timed_out_write()
@@ -126,12 +128,53 @@ class DecisionTableTest(unittest.TestCase):
 
     def test_row_13_an_unknown_write_with_a_key_and_a_retryable_error_is_retried(self):
         result = domain_error(retryable=True, outcome=Outcome.UNKNOWN)
-        self.assertTrue(should_retry(result, WRITE_KEY_NEVER, attempt=1, budget=2))
+        self.assertTrue(should_retry(result, WRITE_KEY, attempt=1, budget=2))
+        self.assertTrue(should_retry(result, DESTRUCTIVE_KEY, attempt=1, budget=2))
 
     def test_row_14_an_unknown_write_whose_error_is_not_retryable_is_not_retried(self):
         crashed = failure("handler_exception", outcome=Outcome.UNKNOWN)
         self.assertFalse(should_retry(crashed, WRITE_KEY, attempt=1, budget=5))
         self.assertFalse(should_retry(domain_error(retryable=False, outcome=Outcome.UNKNOWN), WRITE_KEY, 1, 5))
+
+
+class RetryLoopThroughTheRegistryTest(unittest.TestCase):
+    """A retry loop driven by should_retry never doubles a timed-out write that carries a key."""
+
+    def test_timed_out_write_is_retried_until_its_late_result_replays_with_one_effect(self):
+        import threading
+        import time
+
+        from agent_lab.calls import ToolCall
+        from agent_lab.policy import Actor
+        from agent_lab.registry import Registry
+
+        effects = []
+        release = threading.Event()
+
+        def slow_write(arguments):
+            release.wait(5)
+            effects.append(arguments["action_id"])
+            return {"done": True}
+
+        write = ToolSpec(name="tool", description="A slow write.", input_schema=WRITE_SCHEMA, effect=Effect.WRITE,
+                         idempotency_key="action_id", retry_policy=RetryPolicy.TRANSIENT, timeout_ms=30)
+        call = ToolCall("tool", {"action_id": "act-0001", "title": "x"})
+        seen = []
+        with Registry() as registry:
+            registry.register(write, slow_write)
+            attempt, budget = 1, 200
+            result = registry.invoke(call, actor=Actor(id="u", tenant="t"))
+            seen.append(result.error.code)
+            release.set()  # the first attempt's handler finishes late, after its caller gave up
+            while should_retry(result, write, attempt, budget):
+                time.sleep(0.002)
+                attempt += 1
+                result = registry.invoke(call, actor=Actor(id="u", tenant="t"))
+                seen.append(result.error.code if result.error else None)
+        self.assertEqual(seen[0], "tool_timeout")
+        self.assertTrue(result.ok and result.replayed, seen)
+        self.assertEqual(set(seen[1:-1]), set(seen[1:-1]) & {"idempotency_in_progress"})
+        self.assertEqual(effects, ["act-0001"])
 
 
 class ArgumentsTest(unittest.TestCase):
