@@ -351,7 +351,7 @@ class _Server:
         if request.method == "server/discover" and self.session.era is None:
             return self.handle_modern(request, in_batch=in_batch)  # the envelope check refuses it
         if self.session.era == "modern":
-            return self.refuse_handshake_on_modern(request)
+            return self.handle_unenveloped_on_modern(request)
         return self.handle_handshake_era(request, in_batch=in_batch)
 
     def handle_handshake_era(self, request: _Request, *, in_batch: bool) -> Any:
@@ -427,7 +427,9 @@ class _Server:
             return _result(request.id, self.modern_shape({}))
         raise _ProtocolError(METHOD_NOT_FOUND, "Method not found")
 
-    def refuse_handshake_on_modern(self, request: _Request) -> Any:
+    def handle_unenveloped_on_modern(self, request: _Request) -> Any:
+        """A stateless connection: initialize is refused naming the versions served, ping is answered,
+        and anything else lacks the envelope every 2026-07-28 request carries."""
         if request.method == "initialize":
             requested = request.params.get("protocolVersion")
             raise _ProtocolError(
@@ -437,8 +439,9 @@ class _Server:
             )
         if request.method == "ping":
             return _result(request.id, {})
-        _check_envelope(request.params)  # raises: a modern connection needs the envelope on every request
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request")  # pragma: no cover - _check_envelope raised
+        raise _ProtocolError(
+            INVALID_PARAMS, f"Invalid params: this connection needs {_META_PROTOCOL_VERSION} in params._meta"
+        )
 
     def discover(self) -> dict[str, Any]:
         return {

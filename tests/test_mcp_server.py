@@ -592,6 +592,11 @@ class StatelessRevisionTest(ServerTestCase):
         self.assertError(response, UNSUPPORTED_PROTOCOL_VERSION)
         self.assertEqual(response["error"]["data"]["supported"], list(MODERN_VERSIONS))
 
+    def test_a_stateless_connection_needs_the_envelope_on_every_request_but_ping(self) -> None:
+        self.request("server/discover")
+        self.assertError(self.pipe.request("tools/list"), INVALID_PARAMS)
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+
     def test_the_envelope_is_refused_on_a_handshake_connection(self) -> None:
         self.pipe.initialize()
         self.assertError(self.request("tools/list"), INVALID_REQUEST)
@@ -608,7 +613,7 @@ def noisy(arguments):
     return {"ok": True}
 
 registry = Registry()
-registry.register(ToolSpec(name="noisy", description="Prints while it works.", input_schema={"type": "object"}), noisy)
+registry.register(ToolSpec(name="noisy", description="Prints.", input_schema={"type": "object"}), noisy)
 sys.exit(serve(registry, actor=Actor(id="a", tenant="t")))
 """
 
