@@ -170,6 +170,24 @@ class OfficialClientTest(unittest.TestCase):
         self.assertFalse(read.get("isError", False), read)
         self.assertEqual(structured_error(write)["code"], "approval_required")
 
+    def test_the_sdk_default_client_probes_server_discover_and_speaks_the_stateless_revision(self) -> None:
+        import mcp
+
+        if not hasattr(mcp, "Client"):
+            self.skipTest(f"mcp {sdk_version()} has no high-level Client with era negotiation (SDK 2.x)")
+
+        async def session_main() -> tuple[str | None, dict]:
+            server = StdioServerParameters(
+                command=sys.executable, args=["run_lab.py", "serve-mcp"], cwd=str(REPO_ROOT)
+            )
+            async with mcp.Client(server) as client:
+                result = await client.call_tool(READ_TOOL, {"ticket_id": VISIBLE_TICKET})
+                return client.session.protocol_version, wire(result)
+
+        negotiated, read = asyncio.run(asyncio.wait_for(session_main(), SESSION_TIMEOUT_S))
+        self.assertEqual(negotiated, "2026-07-28")
+        self.assertFalse(read.get("isError", False), read)
+
 
 def structured_error(result: dict[str, Any]) -> dict[str, Any]:
     """Our error inside an isError CallToolResult's structuredContent."""
