@@ -129,6 +129,7 @@ class _CallState:
     reserved: bool = False  # this call holds an idempotency reservation
     late_pending: bool = False  # a late handler will complete the reservation itself
     approval_used: Optional[Approval] = None
+    interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
     redact: frozenset = field(default_factory=frozenset)
 
     @property
@@ -296,7 +297,9 @@ class Registry:
         deadline: Optional[float] = None,
     ) -> ToolResult:
         """`invoke` for asyncio callers: async handlers are awaited (and cancelled at the deadline) on
-        the caller's loop; sync handlers run on the worker pool without blocking the loop."""
+        the caller's loop; sync handlers run on the worker pool without blocking the loop (also with
+        run_inline=True, which would block it). The receipt store is called directly (it is fast and
+        local); a cancellation of the caller is recorded and then propagates."""
         state = self._start(call, actor, approval, deadline)
         try:
             result = self._admit(state)
@@ -304,7 +307,7 @@ class Registry:
                 result = self._conclude(state, await self._aexecute(state))
         except asyncio.CancelledError:
             # The caller itself was cancelled: record what we know, then let the cancellation through.
-            self._record(state, self._conclude(state, Run.timed_out()))
+            self._record(state, self._conclude(state, state.interrupted_run or Run.timed_out()))
             raise
         except PROCESS_EXITS:
             raise
@@ -525,7 +528,8 @@ class Registry:
         try:
             await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(ctx.deadline))
         except asyncio.CancelledError:
-            self._settle(state, ctx, future)  # stop waiting as at a deadline; a late write still completes
+            # Stop waiting as at a deadline: a queued job is dropped, a running write still completes.
+            state.interrupted_run = self._settle(state, ctx, future)
             raise
         return self._settle(state, ctx, future)
 
@@ -714,7 +718,8 @@ class Registry:
 
     def _internal_error(self, state: _CallState) -> ToolResult:
         """A bug in a step (not in a handler): contained, logged, and reported without details."""
-        logger.exception("internal error in step %r of a call to %r", state.step, state.tool)
+        logger.error("internal error in step %r of a call to %r", state.step, state.tool)
+        logger.debug("traceback of the internal error in step %r", state.step, exc_info=True)
         if state.step in ("execute", "output", "record") and state.spec is not None and state.spec.writes:
             return state.refusal("internal_error", "The tool runtime failed; the tool may have run.",
                                  outcome=Outcome.UNKNOWN, next_action=NextAction.LOOKUP_STATUS)

@@ -326,6 +326,37 @@ class AsyncDeadlineTest(DeadlineTestCase):
         self.assertTrue(self.registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertEqual(effects, ["act-1"])
 
+    def test_cancelling_ainvoke_while_the_write_still_waits_for_a_worker_frees_the_key(self) -> None:
+        registry = Registry(max_workers=1)
+        self.addCleanup(registry.close)
+        hog_started = threading.Event()
+        effects: list[str] = []
+
+        def hog(arguments):
+            hog_started.set()
+            return self.release.wait(BLOCK_S) and {}
+
+        registry.register(read_spec(name="hog", timeout_ms=60_000), hog)
+        registry.register(followup_spec(timeout_ms=60_000), lambda arguments: effects.append("write") or {})
+        hogger = threading.Thread(target=registry.invoke, args=(ToolCall("hog", {}),), kwargs={"actor": READER})
+        hogger.start()
+        self.addCleanup(hogger.join)
+        self.assertTrue(hog_started.wait(GENEROUS_S))
+
+        async def scenario():
+            task = asyncio.ensure_future(registry.ainvoke(followup_call(), actor=WRITER))
+            await asyncio.sleep(0.02)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(scenario())
+        self.release.set()
+        hogger.join()
+        self.assertEqual(effects, [])
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)  # the key was released
+        self.assertEqual(effects, ["write"])
+
     def test_ainvoke_with_a_sync_handler_that_finishes_returns_its_output(self) -> None:
         self.registry.register(read_spec(name="fast", timeout_ms=5_000), lambda arguments: {"fast": True})
         result = asyncio.run(self.registry.ainvoke(ToolCall("fast", {}), actor=READER))
