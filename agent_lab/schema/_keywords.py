@@ -154,7 +154,8 @@ def compile_multiple_of(cx, value) -> Kw:
 
 def _bound(keyword: str, phrase: str, make_check) -> CompileFunction:
     def compile_bound(cx, value) -> Kw:
-        return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"))
+        return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"),
+                  detail=value)
 
     return compile_bound
 
@@ -172,19 +173,19 @@ compile_exclusive_maximum = _bound("exclusiveMaximum", "must be less than", lamb
 def compile_max_length(cx, value) -> Kw:
     limit = value
     return Kw("maxLength", STRING, lambda x: len(x) <= limit,
-              _simple_collect("maxLength", f"must be at most {plural(int(limit), 'character')} long"))
+              _simple_collect("maxLength", f"must be at most {plural(int(limit), 'character')} long"), detail=limit)
 
 
 def compile_min_length(cx, value) -> Kw:
     limit = value
     return Kw("minLength", STRING, lambda x: len(x) >= limit,
-              _simple_collect("minLength", f"must be at least {plural(int(limit), 'character')} long"))
+              _simple_collect("minLength", f"must be at least {plural(int(limit), 'character')} long"), detail=limit)
 
 
 def compile_pattern(cx, value) -> Kw:
     search = cx.regex(value, "pattern").search
     return Kw("pattern", STRING, lambda x: search(x) is not None,
-              _simple_collect("pattern", f"must match the pattern {value}"), cost=2)
+              _simple_collect("pattern", f"must match the pattern {value}"), cost=2, detail=search)
 
 
 def compile_format(cx, value) -> Optional[Kw]:

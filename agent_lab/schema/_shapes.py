@@ -54,8 +54,43 @@ def _leaf_shape(type_name: str, type_kw: Kw, kws: Sequence[Kw], general: Check):
     others = [kw for kw in kws if kw is not type_kw]
     if any(kw.types is None and kw.keyword not in _VALUE_KEYWORDS for kw in others):
         return None  # an applicator or reference: not a leaf
-    rest = tuple(kw.check for kw in sorted(others, key=lambda kw: kw.cost) if fast_type in (kw.types or (fast_type,)))
-    return _typed(fast_type, rest, general), True, 0
+    applicable = [kw for kw in sorted(others, key=lambda kw: kw.cost) if fast_type in (kw.types or (fast_type,))]
+    fused = _fused_leaf(fast_type, {kw.keyword: kw.detail for kw in applicable}, general)
+    if fused is None:
+        fused = _typed(fast_type, tuple(kw.check for kw in applicable), general)
+    return fused, True, 0
+
+
+def _fused_leaf(fast_type: type, constraints: dict, general: Check) -> Optional[Check]:
+    """One closure, one call, for the commonest leaves (a length bound, a range, a pattern, an enum)."""
+    keys = frozenset(constraints)
+    if fast_type is str:
+        return _fused_string(keys, constraints, general)
+    if fast_type is int and keys and keys <= {"minimum", "maximum"}:
+        low = constraints.get("minimum")
+        high = constraints.get("maximum")
+        if low is not None and high is not None:
+            return lambda x: (low <= x <= high) if type(x) is int else general(x)
+        if low is not None:
+            return lambda x: (x >= low) if type(x) is int else general(x)
+        return lambda x: (x <= high) if type(x) is int else general(x)
+    return None
+
+
+def _fused_string(keys: frozenset, constraints: dict, general: Check) -> Optional[Check]:
+    if keys == {"maxLength"}:
+        high = constraints["maxLength"]
+        return lambda x: (len(x) <= high) if type(x) is str else general(x)
+    if keys == {"minLength", "maxLength"}:
+        low, high = constraints["minLength"], constraints["maxLength"]
+        return lambda x: (low <= len(x) <= high) if type(x) is str else general(x)
+    if keys == {"pattern"}:
+        search = constraints["pattern"]
+        return lambda x: (search(x) is not None) if type(x) is str else general(x)
+    if keys == {"enum"} and all(type(value) is str for value in constraints["enum"]):
+        allowed = frozenset(constraints["enum"])
+        return lambda x: (x in allowed) if type(x) is str else general(x)
+    return None
 
 
 def _typed(fast_type: type, rest: Tuple[Check, ...], general: Check) -> Check:

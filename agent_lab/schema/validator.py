@@ -119,9 +119,12 @@ class Validator:
             self._local.stack = []
         try:
             max_depth = self._max_depth
-            if (self._proves_json or plain_json(instance, max_depth)) and self._check(instance):
+            plain = None if self._proves_json else plain_json(instance, max_depth)
+            if plain is not False and self._check(instance):
                 return []
-            problem = None if plain_json(instance, max_depth) else find_non_json(instance, max_depth=max_depth)
+            if plain is None:
+                plain = plain_json(instance, max_depth)
+            problem = None if plain else find_non_json(instance, max_depth=max_depth)
             if problem is not None:
                 pointer, reason = problem
                 return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
