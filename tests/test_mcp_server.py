@@ -462,6 +462,17 @@ class ToolsCallTest(ServerTestCase):
         self.assertError(self.call("notes.get", [1]), INVALID_PARAMS)
         self.assertError(self.call("notes.get", "{}"), INVALID_PARAMS)
 
+    def test_concurrent_calls_each_get_exactly_one_response(self) -> None:
+        ids = [f"call-{index}" for index in range(24)]
+        for request_id in ids:
+            params = {"name": "notes.get", "arguments": {"id": request_id}}
+            self.pipe.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+        responses = [self.pipe.receive() for _ in ids]
+        self.assertEqual(sorted(response["id"] for response in responses), sorted(ids))
+        for response in responses:
+            self.assertEqual(response["result"]["structuredContent"]["id"], response["id"])
+        self.assertTrue(self.pipe.nothing_more())
+
     def test_ping_is_answered_while_a_call_is_running(self) -> None:
         self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
         self.pipe.send({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"})
@@ -667,6 +678,21 @@ class ServeMcpProcessTest(unittest.TestCase):
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
             {"jsonrpc": "2.0", "id": 3, "method": "no/such/method"},
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {
+                    "name": "record_ticket_followup",
+                    "arguments": {"ticket_id": "T-1001", "note": "Called back.", "action_id": "act-00000001"},
+                },
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "get_ticket", "arguments": {"ticket_id": "1001"}},
+            },
         ]
         stdin = b"".join(json.dumps(message).encode() + b"\n" for message in messages) + b"this is not json\n"
         started = time.monotonic()
@@ -686,8 +712,10 @@ class ServeMcpProcessTest(unittest.TestCase):
         self.assertEqual(by_id[1]["result"]["protocolVersion"], LATEST_VERSION)
         self.assertTrue(by_id[2]["result"]["tools"])
         self.assertEqual(by_id[3]["error"]["code"], METHOD_NOT_FOUND)
+        self.assertEqual(error_of(by_id[4]["result"])["code"], "approval_required")
+        self.assertEqual(error_of(by_id[5]["result"])["code"], "invalid_arguments")
         self.assertEqual(by_id[None]["error"]["code"], PARSE_ERROR)
-        self.assertEqual(len(responses), 4)
+        self.assertEqual(len(responses), 6)
 
 
 if __name__ == "__main__":
