@@ -77,7 +77,7 @@ class Handler:
         if self.context_mode is ContextMode.POSITIONAL:
             return self.function(arguments, ctx)
         if self.context_mode is ContextMode.KEYWORD:
-            return self.function(arguments, **{self.context_name: ctx})  # type: ignore[dict-item]
+            return self.function(arguments, **{str(self.context_name): ctx})
         return self.function(arguments)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 from .calls import ToolCall
 
@@ -23,7 +23,7 @@ class Actor:
 
     id: str
     tenant: str
-    permissions: frozenset[str] = field(default_factory=frozenset)
+    permissions: AbstractSet[str] = field(default_factory=frozenset)  # stored as a frozenset
 
     def __post_init__(self) -> None:
         if isinstance(self.permissions, str):

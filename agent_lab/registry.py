@@ -373,15 +373,14 @@ class Registry:
         the schema, so that audit records of refused calls can be correlated)."""
         spec = state.spec
         assert spec is not None
+        non_canonical: Optional[NotCanonicalJSON] = None
         try:
             state.fingerprint = fingerprint(spec.name, state.arguments)
         except NotCanonicalJSON as problem:
-            non_json = problem
-        else:
-            non_json = None
+            non_canonical = problem
         violations = [_violation_dict(v) for v in spec.input_validator.errors(state.arguments)]
-        if not violations and non_json is not None:  # JSON the validator accepts but no canonical form has
-            violations = [_non_json_violation(non_json.pointer, non_json.reason)]
+        if not violations and non_canonical is not None:  # JSON the validator accepts, e.g. a 5,000-digit integer
+            violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
         if not violations:
             return None
         return state.refusal("invalid_arguments", _first_violation_message(violations), details=_violation_details(violations))

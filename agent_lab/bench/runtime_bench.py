@@ -25,7 +25,7 @@ from ..calls import ToolCall
 from ..idempotency import ReceiptKey, SqliteReceiptStore, fingerprint
 from ..policy import Actor
 from ..registry import Registry
-from ..spec import ToolSpec
+from ..spec import Effect, ToolSpec
 
 __all__ = ["main"]
 
@@ -61,7 +61,7 @@ WRITE_SPEC = ToolSpec(
         "additionalProperties": False,
     },
     required_permission="tickets:write",
-    effect="write",
+    effect=Effect.WRITE,
     idempotency_key="action_id",
 )
 
