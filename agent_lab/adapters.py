@@ -219,7 +219,8 @@ def _strict_node(node: Any, path: str, depth: int) -> dict[str, Any]:
     for keyword, value in node.items():
         if keyword in DROPPED_ANNOTATIONS or keyword in LENGTH_KEYWORDS:
             continue
-        out[keyword] = copy.deepcopy(value)
+        # Subschemas are rebuilt below; everything else (enum values, defaults...) is copied.
+        out[keyword] = value if keyword in _REBUILT_KEYWORDS else copy.deepcopy(value)
     if "const" in out:
         out["enum"] = [out.pop("const")]  # the same single value, in the form strict mode documents
     _move_lengths_to_description(node, out)
@@ -239,6 +240,9 @@ def _strict_node(node: Any, path: str, depth: int) -> dict[str, Any]:
             out[defs] = {name: _strict_node(sub, _pointer(path, defs, name), depth + 1)
                          for name, sub in node[defs].items()}
     return out
+
+
+_REBUILT_KEYWORDS = frozenset({"properties", "items", "anyOf", "$defs", "definitions"})
 
 
 def _refuse_unsupported(node: Mapping[str, Any], path: str) -> None:
@@ -285,6 +289,12 @@ def _strict_object(node: Mapping[str, Any], out: dict[str, Any], path: str, dept
             "strict mode needs additionalProperties: false (a map of arbitrary keys cannot be strict)",
         )
     required = set(node.get("required") or ())
+    undefined = sorted(required - set(properties))
+    if undefined:
+        raise StrictSchemaError(
+            "required", _pointer(path, "required"),
+            f"required names properties that are not listed ({', '.join(undefined)}); list them under properties",
+        )
     strict_properties = {}
     for name, sub in properties.items():
         converted = _strict_node(sub, _pointer(path, "properties", name), depth + 1)
@@ -321,7 +331,7 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
         return result
     if "enum" in schema:
         result["enum"] = [*schema["enum"], None]
-    if "type" in schema:
+    if "type" in schema and "null" not in _types_of(schema):
         result["type"] = [*_types_of(schema), "null"]
     return result
 

@@ -190,6 +190,17 @@ class StrictSchemaTest(unittest.TestCase):
         self.assertEqual(strict["properties"]["options"]["properties"]["cc"]["type"], ["array", "null"])
         self.assertEqual(strict["properties"]["ticket_id"]["type"], "string")  # required: unchanged
 
+    def test_a_nullable_type_with_an_enum_without_null_gets_null_once(self):
+        schema = {"type": "object", "properties": {"s": {"type": ["string", "null"], "enum": ["a", "b"]}}}
+        strict = to_strict_schema(schema)["properties"]["s"]
+        self.assertEqual(strict, {"type": ["string", "null"], "enum": ["a", "b", None]})
+        Validator(to_strict_schema(schema))
+
+    def test_required_names_that_are_not_properties_cannot_be_strict(self):
+        with self.assertRaises(StrictSchemaError) as caught:
+            to_strict_schema({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]})
+        self.assertEqual(caught.exception.path, "/required")
+
     def test_an_open_object_is_closed(self):
         strict = to_strict_schema({"type": "object", "properties": {"a": {"type": "string"}}})
         self.assertIs(strict["additionalProperties"], False)
