@@ -314,6 +314,22 @@ class StripStrictNullsTest(unittest.TestCase):
         self.assertEqual(strip_strict_nulls({"list": [{"k": "a", "v": None}]}, schema), {"list": [{"k": "a"}]})
 
 
+    def test_the_candidate_accepts_the_same_calls_strictly_once_nulls_are_stripped(self):
+        from agent_lab.lab.candidate import candidate_specs
+
+        [spec] = [spec for spec in candidate_specs() if spec.name == "list_tickets"]
+        original = Validator(spec.input_schema)
+        strict = Validator(to_strict_schema(spec.input_schema))
+        for arguments in ({}, {"status": "open"}, {"page_size": 3, "cursor": "abc"}):
+            with self.subTest(arguments=arguments):
+                as_sent = {name: arguments.get(name) for name in spec.input_schema["properties"]}
+                self.assertTrue(strict.is_valid(as_sent))
+                if arguments != as_sent:
+                    self.assertFalse(strict.is_valid(arguments))  # strict mode wants every key, null or not
+                self.assertEqual(strip_strict_nulls(as_sent, spec.input_schema), arguments)
+                self.assertTrue(original.is_valid(strip_strict_nulls(as_sent, spec.input_schema)))
+
+
 class NameMapTest(unittest.TestCase):
     def test_legal_names_map_to_themselves(self):
         names = NameMap(["get_ticket", "list-tickets"])
