@@ -656,7 +656,7 @@ def serve(
         max_workers=max_workers,
     )
     guard = contextlib.redirect_stdout(sys.stderr) if owns_stdout else contextlib.nullcontext()
-    logger.info("serving %d tools over MCP stdio as actor %s", len(registry.names()), actor.id)
+    logger.info("serving %d tools over MCP stdio to actor %s", len(registry.catalog(actor)), actor.id)
     with guard:  # held until the last call has finished: a late handler's print must not reach stdout
         try:
             for line in _read_lines(source):
