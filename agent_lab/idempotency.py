@@ -486,6 +486,9 @@ class SqliteReceiptStore:
     retry could run the effect again.  Pass ``synchronous="FULL"`` to sync the WAL on every commit
     and close that window, at the cost of one fsync per reserve/complete.
 
+    Privacy: records are stored as given (a replay must return the real result), so a new file is
+    created readable and writable by its owner only (mode 0600 on POSIX).
+
     Do not use a store across ``fork``: open it in the child (the ``spawn`` start method is fine).
     """
 
@@ -584,6 +587,7 @@ class SqliteReceiptStore:
 
 def _open_connection(path: str, synchronous: str) -> sqlite3.Connection:
     """Open the file in WAL mode and make sure the schema is there, once per store."""
+    _create_private_file(path)
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
     )
@@ -596,6 +600,18 @@ def _open_connection(path: str, synchronous: str) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
+
+
+def _create_private_file(path: str) -> None:
+    """Create a missing database file readable by its owner only.
+
+    Receipts hold real tool results (replay needs them unredacted), so the file should not be
+    world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
+    """
+    if path in ("", ":memory:"):
+        return
+    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(descriptor)
 
 
 def _ensure_schema(connection: sqlite3.Connection) -> None:

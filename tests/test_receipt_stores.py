@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import queue
 import sqlite3
+import stat
 import tempfile
 import threading
 import time
@@ -316,6 +317,13 @@ class SqliteReceiptStoreTest(ReceiptStoreContract, unittest.TestCase):
             self.assertEqual(connection.execute("PRAGMA journal_mode").fetchone()[0], "wal")
             self.assertEqual(connection.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
         connection.close()
+
+    @unittest.skipUnless(os.name == "posix", "file modes are a POSIX notion")
+    def test_a_new_file_is_readable_by_its_owner_only(self):
+        self.store.reserve(KEY, FIRST)
+        for suffix in ("", "-wal"):
+            with self.subTest(file="receipts.sqlite3" + suffix):
+                self.assertEqual(stat.S_IMODE(os.stat(self.path + suffix).st_mode) & 0o077, 0)
 
     def test_a_file_written_by_a_newer_schema_is_refused(self):
         self.store.close()
