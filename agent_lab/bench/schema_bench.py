@@ -84,13 +84,23 @@ def _lab_schemas() -> List[Tuple[str, Dict[str, Any]]]:
     return [(spec.name, dict(spec.input_schema)) for spec in candidate_specs()]
 
 
-def _ns_per_call(function: Callable[[], Any], rounds: int, min_time: float) -> float:
-    """Best-of-`rounds` nanoseconds per call, each round lasting about `min_time` seconds."""
-    timer = timeit.Timer(function)
-    probe = 200
-    per_call = max(timer.timeit(probe) / probe, 1e-9)
-    number = max(probe, int(min_time / per_call))
-    return min(timer.repeat(repeat=rounds, number=number)) / number * 1e9
+def _ns_per_call(functions: Dict[str, Callable[[], Any]], rounds: int, min_time: float) -> Dict[str, float]:
+    """Best-of-`rounds` nanoseconds per call of each function, rounds interleaved across functions.
+
+    Interleaving means a burst of load on the machine hits every implementation alike, and keeping
+    the minimum discards rounds that were disturbed.
+    """
+    timers = {name: timeit.Timer(function) for name, function in functions.items()}
+    numbers = {}
+    for name, timer in timers.items():
+        probe = 200
+        per_call = max(timer.timeit(probe) / probe, 1e-9)
+        numbers[name] = max(probe, int(min_time / per_call))
+    best = {name: float("inf") for name in timers}
+    for _round in range(rounds):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(numbers[name]) / numbers[name] * 1e9)
+    return best
 
 
 def _peers() -> Dict[str, Any]:
@@ -136,10 +146,16 @@ def measure(name: str, schema: Dict[str, Any], instances: Tuple[Any, Any], peers
     rows = []
     for label, instance in zip(("valid", "invalid"), instances):
         row: Dict[str, Any] = {"schema": name, "instance": label, "violations": len(ours.errors(instance))}
-        row["is_valid"] = _ns_per_call(lambda: ours.is_valid(instance), rounds, min_time)
-        row["errors"] = _ns_per_call(lambda: ours.errors(instance), rounds, min_time)
-        row["jsonschema"] = _ns_per_call(lambda: theirs.is_valid(instance), rounds, min_time) if theirs else None
-        row["fastjsonschema"] = _ns_per_call(lambda: fast(instance), rounds, min_time) if fast else None
+        functions: Dict[str, Callable[[], Any]] = {
+            "is_valid": lambda: ours.is_valid(instance),
+            "errors": lambda: ours.errors(instance),
+        }
+        if theirs is not None:
+            functions["jsonschema"] = lambda: theirs.is_valid(instance)
+        if fast is not None:
+            functions["fastjsonschema"] = lambda: fast(instance)
+        timings = _ns_per_call(functions, rounds, min_time)
+        row.update({key: timings.get(key) for key in ("is_valid", "errors", "jsonschema", "fastjsonschema")})
         rows.append(row)
     return rows
 
@@ -178,8 +194,8 @@ def format_table(rows: List[Dict[str, Any]]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="schema_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="timing rounds per figure (best is kept)")
-    parser.add_argument("--min-time", type=float, default=0.05, help="seconds per round, at least")
+    parser.add_argument("--rounds", type=int, default=15, help="timing rounds per figure (best is kept)")
+    parser.add_argument("--min-time", type=float, default=0.01, help="seconds per round, about")
     args, _rest = parser.parse_known_args(argv)
     peers = _peers()
     schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA)] + _lab_schemas()

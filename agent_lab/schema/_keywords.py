@@ -268,7 +268,7 @@ def compile_prefix_items(cx, value) -> Kw:
     def eval_items(instance):
         return set(range(min(count, len(instance))))
 
-    return Kw("prefixItems", ARRAY, check, collect, eval_items=eval_items, cost=5)
+    return Kw("prefixItems", ARRAY, check, collect, eval_items=eval_items, cost=5, self_checking=True)
 
 
 def compile_items(cx, value) -> Kw:
@@ -288,6 +288,8 @@ def compile_items(cx, value) -> Kw:
 
     def collect(instance, instance_path, keyword_path, out):
         if value is False:
+            if len(instance) <= start:
+                return
             phrase = "must be empty" if start == 0 else f"must have at most {plural(start, 'item')}"
             violation(out, instance_path, keyword_path + "/items", "items", phrase)
             return
@@ -296,7 +298,7 @@ def compile_items(cx, value) -> Kw:
             if not node.check(item):
                 node.collect(item, f"{instance_path}/{index}", keyword_path + "/items", out)
 
-    return Kw("items", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5, detail=node)
+    return Kw("items", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5, detail=node, self_checking=True)
 
 
 def compile_contains(cx, value) -> Kw:
@@ -328,7 +330,7 @@ def compile_contains(cx, value) -> Kw:
     def eval_items(instance):
         return {index for index, item in enumerate(instance) if one(item)}
 
-    return Kw("contains", ARRAY, check, collect, eval_items=eval_items, cost=5)
+    return Kw("contains", ARRAY, check, collect, eval_items=eval_items, cost=5, self_checking=True)
 
 
 def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
@@ -358,7 +360,7 @@ def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
             else:
                 node.collect(item, f"{instance_path}/{index}", keyword_path + "/unevaluatedItems", out)
 
-    return Kw("unevaluatedItems", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=9)
+    return Kw("unevaluatedItems", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=9, self_checking=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +396,7 @@ def compile_required(cx, value) -> Optional[Kw]:
                 violation_about(out, instance_path, keyword_path + "/required", "required",
                                 instance_path + "/" + escape_pointer_token(name), "is required")
 
-    return Kw("required", OBJECT, check, collect, cost=0, detail=names)
+    return Kw("required", OBJECT, check, collect, cost=0, detail=names, self_checking=True)
 
 
 def compile_dependent_required(cx, value) -> Optional[Kw]:
@@ -421,7 +423,7 @@ def compile_dependent_required(cx, value) -> Optional[Kw]:
                                     "dependentRequired", instance_path + "/" + escape_pointer_token(name),
                                     f"is required when '{trigger}' is present")
 
-    return Kw("dependentRequired", OBJECT, check, collect, cost=1)
+    return Kw("dependentRequired", OBJECT, check, collect, cost=1, self_checking=True)
 
 
 def compile_properties(cx, value) -> Kw:
@@ -435,17 +437,17 @@ def compile_properties(cx, value) -> Kw:
                 return False
         return True
 
-    located = tuple((name, node, "/" + escape_pointer_token(name)) for name, node in nodes.items())
+    located = tuple((name, node.check, node, "/" + escape_pointer_token(name)) for name, node in nodes.items())
 
     def collect(instance, instance_path, keyword_path, out):
-        for name, node, token in located:
-            if name in instance and not node.check(instance[name]):
+        for name, one, node, token in located:
+            if name in instance and not one(instance[name]):
                 node.collect(instance[name], instance_path + token, keyword_path + "/properties" + token, out)
 
     def eval_props(instance):
         return names.intersection(instance)
 
-    return Kw("properties", OBJECT, check, collect, eval_props=eval_props, cost=5, detail=nodes)
+    return Kw("properties", OBJECT, check, collect, eval_props=eval_props, cost=5, detail=nodes, self_checking=True)
 
 
 def compile_pattern_properties(cx, value) -> Kw:
@@ -471,7 +473,7 @@ def compile_pattern_properties(cx, value) -> Kw:
     def eval_props(instance):
         return {name for name in instance if any(search(name) is not None for _p, search, _n in rules)}
 
-    return Kw("patternProperties", OBJECT, check, collect, eval_props=eval_props, cost=6)
+    return Kw("patternProperties", OBJECT, check, collect, eval_props=eval_props, cost=6, self_checking=True)
 
 
 def compile_additional_properties(cx, value) -> Kw:
@@ -500,6 +502,8 @@ def compile_additional_properties(cx, value) -> Kw:
             return True
 
     def collect(instance, instance_path, keyword_path, out):
+        if not searches and known.issuperset(instance):
+            return
         for name, item in instance.items():
             if not is_additional(name) or one(item):
                 continue
@@ -511,7 +515,7 @@ def compile_additional_properties(cx, value) -> Kw:
                 node.collect(item, item_path, keyword_path + "/additionalProperties", out)
 
     return Kw("additionalProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=4,
-              detail=node)
+              detail=node, self_checking=True)
 
 
 def compile_property_names(cx, value) -> Kw:
@@ -527,7 +531,7 @@ def compile_property_names(cx, value) -> Kw:
                 violation(out, f"{instance_path}/{escape_pointer_token(name)}", keyword_path + "/propertyNames",
                           "propertyNames", "is not an allowed property name")
 
-    return Kw("propertyNames", OBJECT, check, collect, cost=4)
+    return Kw("propertyNames", OBJECT, check, collect, cost=4, self_checking=True)
 
 
 def compile_dependent_schemas(cx, value) -> Kw:
@@ -549,7 +553,7 @@ def compile_dependent_schemas(cx, value) -> Kw:
         return _gather(node.evaluated_props(instance) for trigger, node in rules
                        if trigger in instance and node.check(instance))
 
-    return Kw("dependentSchemas", OBJECT, check, collect, eval_props=eval_props, cost=7)
+    return Kw("dependentSchemas", OBJECT, check, collect, eval_props=eval_props, cost=7, self_checking=True)
 
 
 def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
@@ -580,7 +584,7 @@ def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
             else:
                 node.collect(item, item_path, keyword_path + "/unevaluatedProperties", out)
 
-    return Kw("unevaluatedProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=9)
+    return Kw("unevaluatedProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=9, self_checking=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,7 +637,7 @@ def compile_all_of(cx, value) -> Kw:
                 node.collect(instance, instance_path, f"{keyword_path}/allOf/{index}", out)
 
     eval_props, eval_items = _valid_branch_annotations(nodes)
-    return Kw("allOf", None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=8)
+    return Kw("allOf", None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=8, self_checking=True)
 
 
 def compile_any_of(cx, value) -> Kw:
@@ -716,7 +720,7 @@ def compile_if(cx, value) -> Kw:
     def eval_items(instance):
         return _gather(node.evaluated_items(instance) for node in branch(instance) if node.check(instance))
 
-    return Kw("if", None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=8)
+    return Kw("if", None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=8, self_checking=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,7 +757,7 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
         def eval_items(instance):
             return target.evaluated_items(instance) if target.check(instance) else NOTHING
 
-        return Kw(keyword, None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=7)
+        return Kw(keyword, None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=7, self_checking=True)
 
     def entered(function):
         def call(instance, *rest):
@@ -771,7 +775,7 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
     collect_in = entered(lambda target, instance, ip, kp, out: target.collect(instance, ip, kp + suffix, out))
     eval_props = entered(lambda target, instance: target.evaluated_props(instance) if target.check(instance) else NOTHING)
     eval_items = entered(lambda target, instance: target.evaluated_items(instance) if target.check(instance) else NOTHING)
-    return Kw(keyword, None, check, collect_in, eval_props=eval_props, eval_items=eval_items, cost=7)
+    return Kw(keyword, None, check, collect_in, eval_props=eval_props, eval_items=eval_items, cost=7, self_checking=True)
 
 
 def compile_defs(cx, value) -> None:

@@ -17,7 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..jsonvalue import pointer_join
 from ._messages import sentence
-from .model import make_violation
+from .model import Violation, make_violation
+
+_new_object = object.__new__
 
 NONE_TYPE = type(None)
 PY_TYPES = (NONE_TYPE, bool, int, float, str, list, dict)
@@ -73,7 +75,8 @@ def everything_evaluated(_instance: Any):
 class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
-    __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail")
+    __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail",
+                 "self_checking")
 
     def __init__(
         self,
@@ -86,6 +89,7 @@ class Kw:
         eval_items: Optional[Callable[[Any], Any]] = None,
         cost: int = 1,
         detail: Any = None,
+        self_checking: bool = False,
     ) -> None:
         self.keyword = keyword
         self.types = types
@@ -95,12 +99,18 @@ class Kw:
         self.eval_items = eval_items
         self.cost = cost
         self.detail = detail  # the compiled parts a fused shape may reuse (see _shapes)
+        # True when `collect` itself reports only what fails (it checks its parts), so a node can call
+        # it without checking the keyword first; otherwise `collect` may only run after `check` failed.
+        self.self_checking = self_checking
 
 
 def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
     """Append one violation whose message is `phrase` said about the field at `instance_path`."""
     subject = "value " if instance_path == "" else "'" + instance_path[1:] + "' "
-    out.append(make_violation(instance_path, keyword_path, keyword, subject + phrase))
+    item = _new_object(Violation)  # make_violation, inlined: this is the errors() hot path
+    item.__dict__.update(instance_path=instance_path, keyword_path=keyword_path, keyword=keyword,
+                         message=subject + phrase)
+    out.append(item)
 
 
 def violation_about(out: list, instance_path: str, keyword_path: str, keyword: str, field_path: str,
@@ -285,10 +295,14 @@ def _all_of(checks: Tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
 
 
 def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]:
-    """Collect violations keyword by keyword, in schema order (deterministic)."""
+    """Collect violations keyword by keyword, in schema order (deterministic).
+
+    Self-checking keywords (applicators, properties, required, ...) run their collect directly, which
+    looks at each part once; simple assertions are checked first and described only when they fail.
+    """
     table = {
         py_type: tuple(
-            (kw.check, kw.collect, kw.keyword) for kw in kws
+            (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
             if (kw.types is None or py_type in kw.types) and kw.check is not always_true
         )
         for py_type in PY_TYPES
@@ -300,7 +314,9 @@ def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]
         if applicable is None:
             applicable = get(base_py_type(instance), ())  # type: ignore[arg-type]
         for check, collect_keyword, keyword in applicable:
-            if not check(instance):
+            if check is None:
+                collect_keyword(instance, instance_path, keyword_path, out)
+            elif not check(instance):
                 before = len(out)
                 collect_keyword(instance, instance_path, keyword_path, out)
                 if len(out) == before:  # every failed check must say why, at least generically
