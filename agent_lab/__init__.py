@@ -2,34 +2,72 @@
 
 A model only proposes a tool call; `Registry.invoke` decides whether it may run, runs it under a
 deadline and returns a `ToolResult` the model can act on. This module is the front door: everything in
-`__all__` is the public, typed API; other modules are importable but not promised.
+`__all__` is the public, typed API. Host formats live in `agent_lab.adapters` and the MCP stdio server in
+`agent_lab.mcp`; other modules are importable but not promised.
 """
 
 from __future__ import annotations
 
+from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
 from .calls import ToolCall, ToolResult
 from .context import CallContext
+from .cursor import CursorCodec
 from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
+from .idempotency import (
+    InMemoryReceiptStore,
+    NotCanonicalJSON,
+    ReceiptStore,
+    SqliteReceiptStore,
+    canonical_json,
+    fingerprint,
+)
 from .policy import Actor, Approval
+from .redaction import REDACTED, redact
+from .registry import Registry
+from .retry import should_retry
+from .schema import SchemaError, Validator, Violation
+from .signature import Describe, Len, Pattern, Range, tool
 from .spec import ApprovalPolicy, Effect, RetryPolicy, ToolSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CATALOGUE",
+    "REDACTED",
     "Actor",
     "Approval",
     "ApprovalPolicy",
+    "AuditSink",
     "CallContext",
     "Category",
+    "CursorCodec",
+    "Describe",
     "Effect",
+    "InMemoryReceiptStore",
+    "JsonlAuditSink",
+    "Len",
+    "MemoryAuditSink",
     "NextAction",
+    "NotCanonicalJSON",
     "Outcome",
+    "Pattern",
+    "Range",
+    "ReceiptStore",
+    "Registry",
     "RetryPolicy",
+    "SchemaError",
+    "SqliteReceiptStore",
     "ToolCall",
     "ToolError",
     "ToolFailure",
     "ToolResult",
     "ToolSpec",
+    "Validator",
+    "Violation",
     "__version__",
+    "canonical_json",
+    "fingerprint",
+    "redact",
+    "should_retry",
+    "tool",
 ]

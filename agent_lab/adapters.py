@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .calls import ToolCall, ToolResult
+from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .policy import Actor
 from .spec import Effect, ToolSpec
 
@@ -527,22 +527,6 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
 
 
 # -- parsing the hosts' tool calls --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InvalidJSONArguments:
-    """Arguments a host sent as text that is not a JSON object we can read.
-
-    It is deliberately not JSON data, so the registry's schema step rejects the call as
-    ``invalid_arguments``. `reason` is one safe sentence: it names the problem and the position,
-    never the text itself (which may hold secrets).
-    """
-
-    reason: str
-    position: int | None = None
-
-    def __repr__(self) -> str:
-        return f"InvalidJSONArguments({self.reason!r})"
 
 
 def _field(item: Any, name: str) -> Any:

@@ -12,7 +12,23 @@ from typing import Any, Collection, Mapping
 
 from .errors import Outcome, ToolError
 
-__all__ = ["ToolCall", "ToolResult"]
+__all__ = ["InvalidJSONArguments", "ToolCall", "ToolResult"]
+
+
+@dataclass(frozen=True)
+class InvalidJSONArguments:
+    """Arguments a host sent as text that is not a JSON object we can read.
+
+    Host adapters put it in `ToolCall.arguments`; the registry's schema step answers it with
+    ``invalid_arguments`` and this reason. `reason` is one safe sentence: it names the problem and the position,
+    never the text itself (which may hold secrets).
+    """
+
+    reason: str
+    position: int | None = None
+
+    def __repr__(self) -> str:
+        return f"InvalidJSONArguments({self.reason!r})"
 
 
 @dataclass(frozen=True)

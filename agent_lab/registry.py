@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from .audit import AuditSink, audit_record
-from .calls import ToolCall, ToolResult
+from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .context import CallContext
 from .errors import NextAction, Outcome, ToolError
 from .execution import (
@@ -373,6 +373,8 @@ class Registry:
         the schema, so that audit records of refused calls can be correlated)."""
         spec = state.spec
         assert spec is not None
+        if isinstance(state.arguments, InvalidJSONArguments):  # a host sent text we could not read
+            return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.arguments.reason}"))
         non_canonical: Optional[NotCanonicalJSON] = None
         try:
             state.fingerprint = fingerprint(spec.name, state.arguments)
@@ -772,11 +774,14 @@ def _violation_dict(violation: Any) -> dict[str, str]:
     }
 
 
+def _sentence(text: str) -> str:
+    """`text` as one sentence: capital first letter, full stop at the end."""
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
 def _non_json_violation(pointer: str, reason: str) -> dict[str, str]:
-    sentence = reason[:1].upper() + reason[1:]
-    if not sentence.endswith("."):
-        sentence += "."
-    return {"instance_path": pointer, "keyword_path": "", "keyword": "json", "message": sentence}
+    return {"instance_path": pointer, "keyword_path": "", "keyword": "json", "message": _sentence(reason)}
 
 
 def _violation_details(violations: list) -> dict[str, Any]:

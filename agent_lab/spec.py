@@ -195,6 +195,20 @@ class ToolSpec:
             found.append("destructive tool that never asks for approval")
         return tuple(found)
 
+    # -- building from a Python function -------------------------------------------------------
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], **options: Any) -> ToolSpec:
+        """A spec whose input schema comes from `fn`'s signature, type hints and docstring.
+
+        `options` are `name=`, `description=`, `title=`, `output_schema=` and any runtime field
+        (`required_permission=`, `effect=`, `idempotency_key=`, ...). See `agent_lab.signature`.
+        """
+        from .signature import spec_from_function  # signature imports spec: import on use
+
+        spec: ToolSpec = spec_from_function(fn, **options)
+        return spec
+
     # -- the two halves ------------------------------------------------------------------------
 
     def model_schema(self) -> dict[str, Any]:

@@ -450,6 +450,18 @@ class ParseCallTest(unittest.TestCase):
                     self.assertEqual(result.outcome, Outcome.REJECTED)
         self.assertEqual(ran, [])
 
+    def test_unreadable_arguments_tell_the_model_why_without_echoing_the_text(self):
+        from agent_lab.registry import Registry
+
+        actor = Actor(id="u1", tenant="t1", permissions={"tickets:read"})
+        with Registry() as registry:
+            registry.register(read_spec(), lambda arguments: {})
+            call = parse_openai_call({"name": "get_ticket", "arguments": '{"ticket_id": "sk-secret', "call_id": "c"})
+            result = registry.invoke(call, actor=actor)
+        self.assertEqual(result.error.code, "invalid_arguments")
+        self.assertTrue(result.error.message.startswith("The arguments are not valid JSON"), result.error.message)
+        self.assertNotIn("sk-secret", json.dumps(result.to_model()))
+
     def test_a_strict_bridge_turns_null_back_into_absent_before_the_registry_validates(self):
         from agent_lab.registry import Registry
 

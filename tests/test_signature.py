@@ -123,6 +123,13 @@ class RoundTripTest(unittest.TestCase):
         self.assertFalse(validator.is_valid({"query": "x", "filters": {}, "status": "open", "extra": 1}))
         self.assertFalse(validator.is_valid({"query": "x", "filters": {}, "status": "open", "labels": [1]}))
 
+    def test_toolspec_from_function_is_the_same_spec_as_spec_from_function(self):
+        from agent_lab import ToolSpec
+
+        built = ToolSpec.from_function(search_tickets, required_permission="tickets:read")
+        self.assertEqual(built, spec_from_function(search_tickets, required_permission="tickets:read"))
+        self.assertEqual(built.required_permission, "tickets:read")
+
     @unittest.skipIf(jsonschema is None, "python-jsonschema is not installed (pip install jsonschema)")
     def test_python_jsonschema_accepts_the_derived_schema_as_draft_2020_12(self):
         for fn in (search_tickets, uses_everything):
