@@ -85,6 +85,11 @@ class ViolationPathTests(unittest.TestCase):
         found = self.assertViolation({"oneOf": [{"minimum": 0}, {"maximum": 10}]}, 5, "", "/oneOf", "oneOf")
         self.assertIn("it matches 2", found.message)
 
+    def test_any_of_over_plain_types_says_which_types(self):
+        schema = {"properties": {"due": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}
+        found = self.assertViolation(schema, {"due": 3}, "/due", "/properties/due/anyOf", "anyOf")
+        self.assertEqual(found.message, "'due' must be of type string or null")
+
     def test_not_reports_the_not_keyword(self):
         self.assertViolation({"not": {"type": "string"}}, "x", "", "/not", "not")
 

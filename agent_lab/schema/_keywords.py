@@ -643,7 +643,7 @@ def compile_all_of(cx, value) -> Kw:
 def compile_any_of(cx, value) -> Kw:
     nodes = [cx.inplace(schema, "anyOf", index) for index, schema in enumerate(value)]
     checks = tuple(node.check for node in nodes)
-    phrase = f"must match at least one of the {len(nodes)} 'anyOf' alternatives"
+    phrase = _alternative_types_phrase(value) or f"must match at least one of the {len(nodes)} 'anyOf' alternatives"
 
     def check(instance):
         for one in checks:
@@ -654,6 +654,20 @@ def compile_any_of(cx, value) -> Kw:
     eval_props, eval_items = _valid_branch_annotations(nodes)
     return Kw("anyOf", None, check, _simple_collect("anyOf", phrase),
               eval_props=eval_props, eval_items=eval_items, cost=8)
+
+
+_ANNOTATIONS = {"title", "description", "$comment", "default", "examples", "deprecated", "readOnly", "writeOnly"}
+
+
+def _alternative_types_phrase(alternatives: List[Any]) -> Optional[str]:
+    """"must be of type string or null" when every alternative is only a `type` (the common nullable)."""
+    names: List[str] = []
+    for alternative in alternatives:
+        if not isinstance(alternative, dict) or not set(alternative) - _ANNOTATIONS == {"type"}:
+            return None
+        kind = alternative["type"]
+        names.extend([kind] if isinstance(kind, str) else kind)
+    return "must be of type " + " or ".join(dict.fromkeys(names)) if names else None
 
 
 def compile_one_of(cx, value) -> Kw:

@@ -109,9 +109,13 @@ class Validator:
         return is_valid
 
     # -- validation ----------------------------------------------------------------------------
-    def is_valid(self, instance: object) -> bool:  # replaced per instance by a specialised closure
-        """True when `instance` is a JSON value that satisfies the schema. Builds no error objects."""
-        raise NotImplementedError  # pragma: no cover
+    def is_valid(self, instance: object) -> bool:
+        """True when `instance` is a JSON value that satisfies the schema. Builds no error objects.
+
+        Each Validator stores a closure specialised for its schema under this name, so `v.is_valid(x)`
+        calls that closure directly; this method only serves unbound calls (`Validator.is_valid(v, x)`).
+        """
+        return self.__dict__["is_valid"](instance)
 
     def errors(self, instance: object) -> List[Violation]:
         """Every violation, in a deterministic order (schema keyword order, then instance order)."""
