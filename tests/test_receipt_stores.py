@@ -373,16 +373,26 @@ RACE_ARGUMENTS = {"ticket_id": "T-9", "note": "exactly once"}
 THREADS_IN_MAIN = 16
 PROCESSES = 2
 THREADS_PER_PROCESS = 4
+CONTENDERS = THREADS_IN_MAIN + PROCESSES * THREADS_PER_PROCESS
 PATIENCE_S = 30.0  # a hang guard, not a timing assertion
 
 
-def contend(store, effects_path, start, label):
+def contend(store, effects_path, start, attempts, label):
     """Reserve the race key; the winner runs the 'handler' (one line in the effects file) and
-    completes; every loser retries while the winner is in flight and ends with what it saw."""
+    completes; every loser retries while the winner is in flight and ends with what it saw.
+
+    The winner's handler waits until every contender has made its first attempt, so all of them
+    really race an in-flight reservation (a fast winner would otherwise finish before most start).
+    """
     race_fingerprint = fingerprint(RACE_KEY.tool, RACE_ARGUMENTS)
     start.wait(PATIENCE_S)
     first = store.reserve(RACE_KEY, race_fingerprint)
+    with attempts.get_lock():
+        attempts.value += 1
     if first.status is ReservationStatus.RESERVED:
+        give_up_waiting_at = time.monotonic() + PATIENCE_S
+        while attempts.value < CONTENDERS and time.monotonic() < give_up_waiting_at:
+            time.sleep(0.001)
         with open(effects_path, "a", encoding="utf-8") as effects:
             effects.write(f"follow-up recorded by {label}\n")
         record = {"ok": True, "outcome": "succeeded", "output": {"recorded_by": label}}
@@ -396,13 +406,13 @@ def contend(store, effects_path, start, label):
     return (label, first.status.value, final.status.value, final.record)
 
 
-def race_in_child_process(path, effects_path, start, results, process_index):
+def race_in_child_process(path, effects_path, start, attempts, results, process_index):
     """Entry point of a spawned contender process: a few threads sharing one store."""
     store = SqliteReceiptStore(path)
     outcomes = []
 
     def run(thread_index):
-        outcomes.append(contend(store, effects_path, start, f"process-{process_index}-thread-{thread_index}"))
+        outcomes.append(contend(store, effects_path, start, attempts, f"process-{process_index}-thread-{thread_index}"))
 
     threads = [threading.Thread(target=run, args=(index,)) for index in range(THREADS_PER_PROCESS)]
     for thread in threads:
@@ -426,7 +436,7 @@ class SqliteRaceTest(unittest.TestCase):
             with open(effects_path, encoding="utf-8") as effects:
                 effect_lines = effects.read().splitlines()
 
-        self.assertEqual(len(outcomes), THREADS_IN_MAIN + PROCESSES * THREADS_PER_PROCESS)
+        self.assertEqual(len(outcomes), CONTENDERS)
         winners = [outcome for outcome in outcomes if outcome[1] == "reserved"]
         self.assertEqual(len(winners), 1, "exactly one contender may reserve the key")
         winner_label, _, _, winner_record = winners[0]
@@ -434,22 +444,23 @@ class SqliteRaceTest(unittest.TestCase):
         for label, first, final, record in outcomes:
             if label != winner_label:
                 with self.subTest(contender=label):
-                    self.assertIn(first, ("in_progress", "replay"))
+                    self.assertEqual(first, "in_progress")
                     self.assertEqual(final, "replay")
                     self.assertEqual(record, winner_record)
 
     def run_race(self, path, effects_path):
         context = multiprocessing.get_context("spawn")
         start = context.Event()
+        attempts = context.Value("i", 0)
         results = context.Queue()
         processes = [
-            context.Process(target=race_in_child_process, args=(path, effects_path, start, results, index))
+            context.Process(target=race_in_child_process, args=(path, effects_path, start, attempts, results, index))
             for index in range(PROCESSES)
         ]
         for process in processes:
             process.start()
         try:
-            outcomes = self.race_in_this_process(path, effects_path, start, results, processes)
+            outcomes = self.race_in_this_process(path, effects_path, start, attempts, results, processes)
             outcomes.extend(self.collect_child_outcomes(results, processes))
         finally:
             start.set()  # never leave a child waiting, whatever failed
@@ -461,14 +472,14 @@ class SqliteRaceTest(unittest.TestCase):
             self.assertEqual(process.exitcode, 0)
         return outcomes
 
-    def race_in_this_process(self, path, effects_path, start, results, processes):
+    def race_in_this_process(self, path, effects_path, start, attempts, results, processes):
         """16 threads: the even ones share one store, the odd ones each open their own."""
         shared = SqliteReceiptStore(path)
         stores = [shared if index % 2 == 0 else SqliteReceiptStore(path) for index in range(THREADS_IN_MAIN)]
         outcomes = []
 
         def run(index):
-            outcomes.append(contend(stores[index], effects_path, start, f"main-thread-{index}"))
+            outcomes.append(contend(stores[index], effects_path, start, attempts, f"main-thread-{index}"))
 
         threads = [threading.Thread(target=run, args=(index,)) for index in range(THREADS_IN_MAIN)]
         for thread in threads:
