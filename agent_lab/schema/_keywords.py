@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional
 from ..jsonvalue import escape_pointer_token, json_equal, json_type
 from ._messages import plural, show, show_list, show_number
 from ._nodes import (
-    ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, no_violations, violation, violation_about,
+    ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, union_of, violation, violation_about,
 )
 
 CompileFunction = Callable[..., Optional[Kw]]
@@ -336,7 +336,7 @@ def compile_contains(cx, value) -> Kw:
 def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
     node = cx.child(value, "unevaluatedItems")
     one = node.check
-    evaluated = _union([kw.eval_items for kw in siblings if kw.eval_items])
+    evaluated = union_of([kw.eval_items for kw in siblings if kw.eval_items])
 
     def check(instance):
         seen = evaluated(instance)
@@ -559,7 +559,7 @@ def compile_dependent_schemas(cx, value) -> Kw:
 def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
     node = cx.child(value, "unevaluatedProperties")
     one = node.check
-    evaluated = _union([kw.eval_props for kw in siblings if kw.eval_props])
+    evaluated = union_of([kw.eval_props for kw in siblings if kw.eval_props])
 
     def check(instance):
         seen = evaluated(instance)
@@ -598,17 +598,6 @@ def _gather(parts) -> Any:
             return ALL
         result.update(part)
     return result
-
-
-def _union(functions):
-    functions = [function for function in functions if function is not None]
-    if not functions:
-        return lambda instance: NOTHING
-
-    def union(instance):
-        return _gather(function(instance) for function in functions)
-
-    return union
 
 
 def _valid_branch_annotations(nodes):

@@ -153,14 +153,14 @@ class Node:
         """Object members this (valid) subschema evaluated: a set of names, or ALL."""
         function = self._props_fn
         if function is None:
-            function = self._props_fn = self._scoped(_union([kw.eval_props for kw in self.kws if kw.eval_props]))
+            function = self._props_fn = self._scoped(union_of([kw.eval_props for kw in self.kws if kw.eval_props]))
         return function(instance)
 
     def evaluated_items(self, instance: Any):
         """Array indexes this (valid) subschema evaluated: a set of indexes, or ALL."""
         function = self._items_fn
         if function is None:
-            function = self._items_fn = self._scoped(_union([kw.eval_items for kw in self.kws if kw.eval_items]))
+            function = self._items_fn = self._scoped(union_of([kw.eval_items for kw in self.kws if kw.eval_items]))
         return function(instance)
 
     def _scoped(self, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -199,7 +199,8 @@ def _collect_false(instance: Any, instance_path: str, keyword_path: str, out: li
     violation(out, instance_path, keyword_path, "false", "is not allowed")
 
 
-def _union(functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+def union_of(functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """One annotation function returning the union of several (ALL wins)."""
     if not functions:
         return nothing_evaluated
     if len(functions) == 1:
