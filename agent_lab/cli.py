@@ -142,7 +142,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # argparse's own usage errors (2) and --help (0)
         return int(exit_request.code or 0) if not isinstance(exit_request.code, str) else EXIT_BAD_INPUT
     args.passed_through = unknown
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except BrokenPipeError:  # the reader went away (`export ... | head`): not our failure, no traceback
+        _silence_stdout()
+        return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise into the closed pipe."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

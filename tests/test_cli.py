@@ -138,6 +138,16 @@ class EntryPointTest(unittest.TestCase):
                 self.assertEqual(done.returncode, 0, done.stderr)
                 self.assertIn("tool-eval", done.stdout)
 
+    def test_a_reader_that_stops_early_gets_no_traceback(self) -> None:
+        command = [sys.executable, "run_lab.py", "export", "--format", "mcp"]
+        with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+            assert process.stdout is not None and process.stderr is not None
+            process.stdout.close()  # like `| head`, but closed before export writes a byte: it must see EPIPE
+            stderr = process.stderr.read().decode()
+            code = process.wait(timeout=60)
+        self.assertNotIn("Traceback", stderr)
+        self.assertEqual(code, 0, stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
