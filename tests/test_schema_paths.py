@@ -258,6 +258,19 @@ class BadInputTests(unittest.TestCase):
                 with self.assertRaisesRegex(SchemaError, "cycle"):
                     Validator(schema)
 
+    def test_dynamic_reference_loop_is_bounded_at_run_time(self):
+        # Statically $dynamicRef "#x" lands on inner's own anchor (no cycle); dynamically it lands on the
+        # root, which refers to inner again: an endless loop that only evaluation can discover.
+        schema = {
+            "$id": "https://example.com/root", "$dynamicAnchor": "x", "$ref": "inner",
+            "$defs": {"inner": {"$id": "inner", "$dynamicRef": "#x",
+                                "$defs": {"a": {"$dynamicAnchor": "x", "type": "string"}}}},
+        }
+        validator = Validator(schema)
+        self.assertFalse(validator.is_valid("text"))
+        found = only(validator.errors("text"))
+        self.assertEqual(found.keyword, "$ref")
+
     def test_schema_error_says_where(self):
         cases = [
             ({"properties": {"a": {"type": 5}}}, "/properties/a/type"),
