@@ -629,7 +629,11 @@ def _not_json(value: Any) -> str:
 
 def _model_text(result: ToolResult) -> str:
     """Compact JSON of what the model may see (already redacted by the result)."""
-    return json.dumps(result.to_model(), separators=(",", ":"), ensure_ascii=False, default=_not_json)
+    return _compact_json(result.to_model())
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_not_json)
 
 
 def _required_call_id(result: ToolResult, call_id: str | None, host: str) -> str:
@@ -667,15 +671,20 @@ def render_mcp_result(result: ToolResult) -> dict[str, Any]:
     """An MCP CallToolResult (wire form): text content, structuredContent and isError.
 
     structuredContent is the output object when the call succeeded with an object, and the error
-    view of `to_model()` when it did not; the text content is the compact JSON of `to_model()`.
+    view of `to_model()` when it did not. As the MCP spec asks of tools that return structured content,
+    the text block carries that same structured content serialized; a success whose output is not an
+    object has no structuredContent, and its text is the compact JSON of `to_model()`.
     """
     view = result.to_model()
-    rendered: dict[str, Any] = {"content": [{"type": "text", "text": _model_text(result)}]}
-    if result.ok:
-        if isinstance(view.get("output"), Mapping):
-            rendered["structuredContent"] = view["output"]
-    else:
-        rendered["structuredContent"] = view
+    structured: Mapping[str, Any] | None = None
+    if not result.ok:
+        structured = view
+    elif isinstance(view.get("output"), Mapping):
+        structured = view["output"]
+    text = _model_text(result) if structured is None else _compact_json(structured)
+    rendered: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if structured is not None:
+        rendered["structuredContent"] = structured
     rendered["isError"] = not result.ok
     return rendered
 

@@ -507,7 +507,12 @@ class RenderResultTest(unittest.TestCase):
         self.assertEqual(rendered["structuredContent"], {"ticket": {"id": "T-1"}})
         self.assertIs(rendered["isError"], False)
         self.assertEqual(rendered["content"][0]["type"], "text")
-        self.assertEqual(json.loads(rendered["content"][0]["text"])["output"], {"ticket": {"id": "T-1"}})
+        self.assertEqual(json.loads(rendered["content"][0]["text"]), {"ticket": {"id": "T-1"}})
+
+    def test_mcp_result_of_a_non_object_output_has_no_structured_content_and_shows_the_model_view(self):
+        rendered = render_mcp_result(ok_result(["T-1", "T-2"]))
+        self.assertNotIn("structuredContent", rendered)
+        self.assertEqual(json.loads(rendered["content"][0]["text"])["output"], ["T-1", "T-2"])
 
     def test_mcp_result_on_error_carries_the_structured_error(self):
         rendered = render_mcp_result(error_result())
