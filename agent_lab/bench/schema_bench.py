@@ -1,8 +1,9 @@
 """Schema validation speed: agent_lab.schema against python-jsonschema and fastjsonschema.
 
 For each tool-argument schema (the lab candidate's input schemas when `agent_lab.lab.candidate` is
-importable, plus one typical hand-written tool schema) we build a valid instance and an invalid one
-(one wrong field), then time, in nanoseconds per call, the best of several rounds:
+importable, one typical hand-written tool schema, and one that stays on the general per-keyword path:
+a $ref, a nullable anyOf, an array) we build a valid instance and an invalid one (one wrong field),
+then time, in nanoseconds per call, the best of several interleaved rounds:
   * ours: `Validator.is_valid` and `Validator.errors` (every violation);
   * python-jsonschema: `Draft202012Validator.is_valid` (when installed);
   * fastjsonschema: the compiled function, whose failure path raises its first error (when installed).
@@ -21,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..schema import Validator
 
-__all__ = ["TYPICAL_TOOL_SCHEMA", "main"]
+__all__ = ["GENERAL_TOOL_SCHEMA", "TYPICAL_TOOL_SCHEMA", "main"]
 
 TYPICAL_TOOL_SCHEMA: Dict[str, Any] = {
     "type": "object",
@@ -35,6 +36,21 @@ TYPICAL_TOOL_SCHEMA: Dict[str, Any] = {
     "additionalProperties": False,
 }
 TYPICAL_VALID = {"title": "Printer on floor 3 is jammed", "priority_level": 3, "priority": "high", "notify": True}
+
+# Not a fused shape: a $ref, a nullable anyOf and an array keep the general per-keyword path.
+GENERAL_TOOL_SCHEMA: Dict[str, Any] = {
+    "type": "object",
+    "$defs": {"ticket_id": {"type": "string", "pattern": "^T-[0-9]{4}$"}},
+    "properties": {
+        "ticket_id": {"$ref": "#/$defs/ticket_id"},
+        "due": {"anyOf": [{"type": "string", "maxLength": 10}, {"type": "null"}]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}, "uniqueItems": True, "maxItems": 5},
+    },
+    "required": ["ticket_id"],
+    "additionalProperties": False,
+}
+GENERAL_VALID = {"ticket_id": "T-1001", "due": None, "tags": ["printer", "floor-3"]}
+GENERAL_INVALID = {"ticket_id": "T-1001", "due": None, "tags": ["printer", "printer"]}
 
 _STRING_CANDIDATES = ("T-1001", "action_0123456789", "hello world", "open", "a")
 
@@ -198,11 +214,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--min-time", type=float, default=0.01, help="seconds per round, about")
     args, _rest = parser.parse_known_args(argv)
     peers = _peers()
-    schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA)] + _lab_schemas()
+    fixed = {
+        "typical_tool": (TYPICAL_VALID, dict(TYPICAL_VALID, priority="urgent")),
+        "general_tool": (GENERAL_VALID, GENERAL_INVALID),
+    }
+    schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA), ("general_tool", GENERAL_TOOL_SCHEMA)] + _lab_schemas()
     rows: List[Dict[str, Any]] = []
     for name, schema in schemas:
-        instances = (TYPICAL_VALID, dict(TYPICAL_VALID, priority="urgent")) if name == "typical_tool" \
-            else sample_instances(schema)
+        instances = fixed[name] if name in fixed else sample_instances(schema)
         if instances is None:
             print(f"(skipped {name}: could not build sample instances)")
             continue
