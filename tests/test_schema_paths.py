@@ -6,6 +6,7 @@ schemas give values or SchemaErrors that say where, never a crash, and never ech
 
 from __future__ import annotations
 
+import enum
 import threading
 import unittest
 
@@ -208,6 +209,18 @@ class DataModelTests(unittest.TestCase):
         self.assertTrue(Validator({"multipleOf": 0.0001}).is_valid(0.0075))
         self.assertFalse(Validator({"multipleOf": 0.0001}).is_valid(0.00751))
         self.assertTrue(Validator({"multipleOf": 0.01}).is_valid(19.99))
+
+    def test_str_and_int_subclasses_count_as_their_json_values(self):
+        class Level(str, enum.Enum):
+            LOW = "low"
+
+        class Count(enum.IntEnum):
+            THREE = 3
+
+        self.assertTrue(Validator({"type": "string", "enum": ["low", "high"]}).is_valid(Level.LOW))
+        self.assertTrue(Validator({"enum": [3, "x"]}).is_valid(Count.THREE))
+        self.assertFalse(Validator({"uniqueItems": True}).is_valid([Level.LOW, "low"]))
+        self.assertFalse(Validator({"uniqueItems": True}).is_valid([Count.THREE, 3.0]))
 
     def test_min_length_counts_code_points(self):
         self.assertTrue(Validator({"maxLength": 1}).is_valid("\U0001F600"))

@@ -94,7 +94,13 @@ def membership_test(values: List[Any]) -> Callable[[Any], bool]:
         return any(json_equal(instance, value) for value in values)
 
     if not others and not has_null and not numbers and not booleans:
-        return lambda instance: (type(instance) is str or isinstance(instance, str)) and instance in strings
+        def test_strings(instance: Any) -> bool:
+            if type(instance) is str:
+                return instance in strings
+            # A str subclass (a str-mixin Enum) hashes differently; compare its plain string value.
+            return isinstance(instance, str) and str.__str__(instance) in strings
+
+        return test_strings
     return test
 
 
@@ -228,7 +234,9 @@ def _frozen(value: Any) -> Any:
     if kind == "object":
         return ("object", frozenset((key, _frozen(item)) for key, item in value.items()))
     if kind in ("integer", "number"):
-        return ("number", value)
+        return ("number", value if type(value) in (int, float) else float(value) if isinstance(value, float) else int(value))
+    if kind == "string" and type(value) is not str:
+        return ("string", str.__str__(value))  # str subclasses (Enums) hash differently
     return (kind, value)
 
 
