@@ -92,7 +92,8 @@ def _build_test_classes() -> dict:
             group = _SuiteGroup(relative, group_data, resources)
             reason = UNSUPPORTED_FILES.get(relative) or UNSUPPORTED_GROUPS.get((relative, group_data["description"]))
             for case_index, case in enumerate(group_data["tests"]):
-                name = f"test_{group_index:02d}_{case_index:02d}_{_slug(group_data['description'])}__{_slug(case['description'])}"
+                slug = f"{_slug(group_data['description'])}__{_slug(case['description'])}"
+                name = f"test_{group_index:02d}_{case_index:02d}_{slug}"
                 methods[name] = _make_test(group, case, reason)
         class_name = "Suite_" + _slug(relative.replace(".json", ""))
         classes[class_name] = type(class_name, (unittest.TestCase,), methods)

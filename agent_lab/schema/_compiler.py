@@ -53,7 +53,9 @@ class Compiler:
         if node is not None:
             return node
         if len(self.nodes) >= MAX_SCHEMA_NODES:
-            raise SchemaError(f"schema is too large: more than {MAX_SCHEMA_NODES} subschemas (at {place.location or '/'})")
+            raise SchemaError(
+                f"schema is too large: more than {MAX_SCHEMA_NODES} subschemas (at {place.location or '/'})"
+            )
         node = Node(schema, place.base, place.location)
         self.nodes[id(schema)] = node
         if not isinstance(schema, dict):

@@ -234,7 +234,9 @@ def _frozen(value: Any) -> Any:
     if kind == "object":
         return ("object", frozenset((key, _frozen(item)) for key, item in value.items()))
     if kind in ("integer", "number"):
-        return ("number", value if type(value) in (int, float) else float(value) if isinstance(value, float) else int(value))
+        if type(value) not in (int, float):  # int/float subclasses (IntEnum) hash differently
+            value = float(value) if isinstance(value, float) else int(value)
+        return ("number", value)
     if kind == "string" and type(value) is not str:
         return ("string", str.__str__(value))  # str subclasses (Enums) hash differently
     return (kind, value)
@@ -378,13 +380,13 @@ def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
 def compile_max_properties(cx, value) -> Kw:
     limit = value
     return Kw("maxProperties", OBJECT, lambda x: len(x) <= limit,
-              _simple_collect("maxProperties", f"must have at most {plural(int(limit), 'property')}".replace("propertys", "properties")))
+              _simple_collect("maxProperties", f"must have at most {plural(int(limit), 'property')}"))
 
 
 def compile_min_properties(cx, value) -> Kw:
     limit = value
     return Kw("minProperties", OBJECT, lambda x: len(x) >= limit,
-              _simple_collect("minProperties", f"must have at least {plural(int(limit), 'property')}".replace("propertys", "properties")))
+              _simple_collect("minProperties", f"must have at least {plural(int(limit), 'property')}"))
 
 
 def compile_required(cx, value) -> Optional[Kw]:
@@ -460,7 +462,8 @@ def compile_properties(cx, value) -> Kw:
 
 def compile_pattern_properties(cx, value) -> Kw:
     rules = tuple(
-        (pattern, cx.regex(pattern, "patternProperties", pattern).search, cx.child(schema, "patternProperties", pattern))
+        (pattern, cx.regex(pattern, "patternProperties", pattern).search,
+         cx.child(schema, "patternProperties", pattern))
         for pattern, schema in value.items()
     )
 
@@ -592,7 +595,8 @@ def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
             else:
                 node.collect(item, item_path, keyword_path + "/unevaluatedProperties", out)
 
-    return Kw("unevaluatedProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=9, self_checking=True)
+    return Kw("unevaluatedProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=9,
+              self_checking=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -768,7 +772,8 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
         def eval_items(instance):
             return target.evaluated_items(instance) if target.check(instance) else NOTHING
 
-        return Kw(keyword, None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=7, self_checking=True)
+        return Kw(keyword, None, check, collect, eval_props=eval_props, eval_items=eval_items, cost=7,
+                  self_checking=True)
 
     def entered(function):
         def call(instance, *rest):
@@ -784,9 +789,10 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
 
     check = entered(lambda target, instance: target.check(instance))
     collect_in = entered(lambda target, instance, ip, kp, out: target.collect(instance, ip, kp + suffix, out))
-    eval_props = entered(lambda target, instance: target.evaluated_props(instance) if target.check(instance) else NOTHING)
-    eval_items = entered(lambda target, instance: target.evaluated_items(instance) if target.check(instance) else NOTHING)
-    return Kw(keyword, None, check, collect_in, eval_props=eval_props, eval_items=eval_items, cost=7, self_checking=True)
+    eval_props = entered(lambda target, x: target.evaluated_props(x) if target.check(x) else NOTHING)
+    eval_items = entered(lambda target, x: target.evaluated_items(x) if target.check(x) else NOTHING)
+    return Kw(keyword, None, check, collect_in, eval_props=eval_props, eval_items=eval_items, cost=7,
+              self_checking=True)
 
 
 def compile_defs(cx, value) -> None:

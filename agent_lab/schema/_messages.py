@@ -46,5 +46,9 @@ def show_number(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
 
 
+_PLURALS = {"property": "properties"}
+
+
 def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    """"1 item", "2 items", "3 properties"."""
+    return f"{count} {word}" if count == 1 else f"{count} {_PLURALS.get(word, word + 's')}"

@@ -101,7 +101,7 @@ def _typed(fast_type: type, rest: Tuple[Check, ...], general: Check) -> Check:
         return lambda instance: first(instance) if type(instance) is fast_type else general(instance)
     if len(rest) == 2:
         first, second = rest
-        return lambda instance: (first(instance) and second(instance)) if type(instance) is fast_type else general(instance)
+        return lambda x: (first(x) and second(x)) if type(x) is fast_type else general(x)
 
     def check(instance: Any) -> bool:
         if type(instance) is not fast_type:
