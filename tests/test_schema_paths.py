@@ -120,6 +120,8 @@ class ViolationPathTests(unittest.TestCase):
         self.assertViolation({"contains": {"type": "string"}}, [1, 2], "", "/contains", "contains")
         self.assertViolation({"contains": {"type": "string"}, "maxContains": 1}, ["a", "b"], "",
                              "/maxContains", "maxContains")
+        self.assertViolation({"contains": {"type": "string"}, "minContains": 2}, ["a", 1], "",
+                             "/minContains", "minContains")
 
     def test_validation_keywords_name_themselves(self):
         cases = [

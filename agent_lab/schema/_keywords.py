@@ -316,6 +316,7 @@ def compile_contains(cx, value) -> Kw:
     one = node.check
     least = cx.schema.get("minContains", 1) if cx.has_validation else 1
     most = cx.schema.get("maxContains") if cx.has_validation else None
+    least_keyword = "minContains" if cx.has_validation and "minContains" in cx.schema else "contains"
 
     def check(instance):
         count = 0
@@ -331,7 +332,7 @@ def compile_contains(cx, value) -> Kw:
     def collect(instance, instance_path, keyword_path, out):
         count = sum(1 for item in instance if one(item))
         if count < least:
-            violation(out, instance_path, keyword_path + "/contains", "contains",
+            violation(out, instance_path, keyword_path + "/" + least_keyword, least_keyword,
                       f"must contain at least {plural(int(least), 'item')} matching the 'contains' schema")
         if most is not None and count > most:
             violation(out, instance_path, keyword_path + "/maxContains", "maxContains",
