@@ -316,6 +316,27 @@ class BadInputTests(unittest.TestCase):
         with self.assertRaisesRegex(SchemaError, r"\$schema"):
             Validator({"$schema": "http://json-schema.org/draft-07/schema#"})
 
+    def test_self_describing_custom_metaschema_does_not_loop(self):
+        meta = {
+            "$schema": "https://example.com/meta", "$id": "https://example.com/meta",
+            "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/core": True,
+                            "https://json-schema.org/draft/2020-12/vocab/validation": True},
+            "type": "object",
+        }
+        validator = Validator({"$schema": "https://example.com/meta", "type": "string"},
+                              resources={"https://example.com/meta": meta})
+        self.assertTrue(validator.is_valid("x"))
+        self.assertFalse(validator.is_valid(1))
+
+    def test_metaschema_requiring_an_unknown_vocabulary_is_refused(self):
+        meta = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://example.com/meta",
+            "$vocabulary": {"https://json-schema.org/draft/2020-12/vocab/core": True,
+                            "https://example.com/vocab/secret-sauce": True},
+        }
+        with self.assertRaisesRegex(SchemaError, "secret-sauce"):
+            Validator({"$schema": "https://example.com/meta"}, resources={"https://example.com/meta": meta})
+
     def test_schema_that_is_not_json_is_refused(self):
         with self.assertRaises(SchemaError):
             Validator({"enum": [float("nan")]})

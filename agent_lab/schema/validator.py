@@ -7,6 +7,7 @@ Construction does all the schema work (meta-schema check, reference resolution, 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Callable, List, Optional
@@ -239,12 +240,29 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
         if meta is None:
             raise SchemaError(f"{what} declares $schema {declared!r}, which is not draft 2020-12 and not a "
                               "meta-schema passed in resources=")
-        meta_validator = Validator(meta, resources=resources)
+        meta_validator = _custom_metaschema_validator(dialect, meta, resources)
     violations = meta_validator.errors(schema)
     if violations:
         first = violations[0]
         raise SchemaError(f"{what} is not a valid draft 2020-12 schema at {first.instance_path or '/'}: "
                           f"{first.message} (meta-schema rule {first.keyword_path or '/'})")
+
+
+_metaschemas_in_progress = threading.local()
+
+
+def _custom_metaschema_validator(uri: str, meta: Any, resources: Optional[Mapping[str, Any]]) -> Validator:
+    """Compile a meta-schema from resources=; one that describes itself is checked only against 2020-12."""
+    building = getattr(_metaschemas_in_progress, "uris", None)
+    if building is None:
+        building = _metaschemas_in_progress.uris = set()
+    if uri in building:  # a self-describing meta-schema: its own check is already under way
+        return draft_2020_12_validator()
+    building.add(uri)
+    try:
+        return Validator(meta, resources=resources)
+    finally:
+        building.discard(uri)
 
 
 @lru_cache(maxsize=16)
