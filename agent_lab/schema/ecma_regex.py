@@ -150,6 +150,13 @@ def ranges_to_python(ranges: Sequence[Range], *, negate: bool = False) -> str:
 
 
 DOT_PYTHON = ranges_to_python(LINE_TERMINATOR_RANGES, negate=True)
+_WORD_CLASS = ranges_to_python(WORD_RANGES)
+# Spelled out rather than Python's \b and \B: those are Unicode-aware, and
+# Python's \B never matches in an empty string where ECMA's does.
+WORD_BOUNDARY_PYTHON = (f"(?:(?<={_WORD_CLASS})(?!{_WORD_CLASS})"
+                        f"|(?<!{_WORD_CLASS})(?={_WORD_CLASS}))")
+NOT_WORD_BOUNDARY_PYTHON = (f"(?:(?<={_WORD_CLASS})(?={_WORD_CLASS})"
+                            f"|(?<!{_WORD_CLASS})(?!{_WORD_CLASS}))")
 
 
 # ---------------------------------------------------------------------------
@@ -456,15 +463,15 @@ class _Translator:
     def __init__(self, pattern: str) -> None:
         self.source = _code_points(pattern)
         self.position = 0
+        self.ignore_case = False
+        self.multiline = False
+        self.dot_all = False
+        self.depth = 0
         self.group_count, self.group_names = self._scan_groups()
         self.groups_opened = 0
         self.open_groups: List[int] = []
         self.python_names: Dict[str, str] = {}
         self.seen_names: set = set()
-        self.ignore_case = False
-        self.multiline = False
-        self.dot_all = False
-        self.depth = 0
 
     # -- cursor helpers ----------------------------------------------------
     def fail(self, reason: str, *, position: Optional[int] = None) -> EcmaRegexError:
@@ -508,30 +515,23 @@ class _Translator:
         """
         count = 0
         names: Dict[str, int] = {}
-        source = self.source
-        index = 0
         in_class = False
-        while index < len(source):
-            char = chr(source[index])
+        self.position = 0
+        while not self.at_end():
+            char = self.take()
             if char == "\\":
-                index += 2
-                continue
-            if in_class:
+                self.position += 1
+            elif in_class:
                 in_class = char != "]"
             elif char == "[":
                 in_class = True
-            elif char == "(":
-                if index + 1 >= len(source) or chr(source[index + 1]) != "?":
-                    count += 1
-                elif (index + 2 < len(source) and chr(source[index + 2]) == "<"
-                      and (index + 3 >= len(source) or chr(source[index + 3]) not in "=!")):
-                    count += 1
-                    end = index + 3
-                    while end < len(source) and chr(source[end]) != ">":
-                        end += 1
-                    raw_name = "".join(chr(point) for point in source[index + 3:end])
-                    names.setdefault(raw_name, count)
-            index += 1
+            elif char == "(" and self.peek() != "?":
+                count += 1
+            elif char == "(" and self.peek(1) == "<" and self.peek(2) not in ("=", "!"):
+                count += 1
+                self.position += 2
+                names.setdefault(self.group_name(), count)
+        self.position = 0
         return count, names
 
     # -- grammar -------------------------------------------------------------
@@ -573,9 +573,9 @@ class _Translator:
         if self.accept("$"):
             return r"(?![^\n\r\u2028\u2029])" if self.multiline else r"\Z"
         if self.accept("\\b"):
-            return r"(?a:\b)"
+            return WORD_BOUNDARY_PYTHON
         if self.accept("\\B"):
-            return r"(?a:\B)"
+            return NOT_WORD_BOUNDARY_PYTHON
         start = self.position
         for opener in ("(?=", "(?!", "(?<=", "(?<!"):
             if self.accept(opener):

@@ -343,7 +343,7 @@ def is_u_label(label: str) -> bool:
 
 def decode_a_label(label: str) -> Optional[str]:
     """The U-label an "xn--" label stands for, or None when it is not a valid A-label."""
-    encoded = label[len(_ACE_PREFIX):]
+    encoded = label[len(_ACE_PREFIX):].lower()  # A-labels compare case-insensitively
     if not encoded or not encoded.isascii():
         return None
     try:
@@ -351,7 +351,7 @@ def decode_a_label(label: str) -> Optional[str]:
         reencoded = decoded.encode("punycode").decode("ascii")
     except (UnicodeError, ValueError, IndexError, OverflowError):
         return None
-    if reencoded.lower() != encoded.lower() or decoded.isascii():
+    if reencoded != encoded or decoded.isascii():
         return None
     return decoded
 
