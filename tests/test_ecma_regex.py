@@ -140,6 +140,11 @@ class CharacterClassEscapesTest(unittest.TestCase):
         self.assertFalse(matches(r"\Bx", "\u00e9x"))
         self.assertTrue(matches(r"a\Bb", "ab"))
 
+    def test_not_word_boundary_matches_in_an_empty_string(self):
+        # Python's own \B never matches an empty string; ECMA's does.
+        self.assertTrue(matches(r"^\B$", ""))
+        self.assertFalse(matches(r"\b", ""))
+
     def test_space_escape_is_the_ecma_white_space_and_line_terminator_set(self):
         for char in "\t\n\v\f\r \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\ufeff":
             with self.subTest(code_point=hex(ord(char))):
@@ -260,6 +265,15 @@ class GroupsAndReferencesTest(unittest.TestCase):
 
     def test_group_names_python_cannot_spell_still_work(self):
         self.assertTrue(matches(r"^(?<$a>x)\k<$a>$", "xx"))
+        self.assertTrue(matches(r"^(?<\u0061b>x)\k<ab>$", "xx"))
+
+    def test_a_group_name_may_repeat_only_in_exclusive_alternatives(self):
+        self.assertTrue(is_ecma_regex("(?<y>a)|(?<y>b)"))
+        self.assertTrue(is_ecma_regex("(?:(?<y>a)|(?<y>b))\\k<y>"))
+        self.assertFalse(is_ecma_regex("(?<y>a)(?<y>b)"))
+        self.assertFalse(is_ecma_regex("(?<y>(?<y>a)|b)"))
+        with self.assertRaises(EcmaRegexUnsupported):
+            compile_ecma("(?<y>a)|(?<y>b)")
 
     def test_reference_to_a_group_that_did_not_participate_matches_empty(self):
         self.assertTrue(matches(r"^(?:(a)|b)\1$", "b"))
@@ -310,7 +324,7 @@ class RejectedSyntaxTest(unittest.TestCase):
 
     def test_unbalanced_brackets_and_lone_quantifiers_are_rejected(self):
         for pattern in ("^(abc]", "(", ")", "[a", "a]", "a}", "{1}", "a{1", "a{2,1}", "*a", "a**",
-                        "^*", "(?=a)*", "(?<=a)+", r"\b+", "[z-a]", r"[\d-z]", "(?<n>a)(?<n>b)"):
+                        "^*", "(?=a)*", "(?<=a)+", r"\b+", "[z-a]", r"[\d-z]"):
             self.assert_invalid(pattern)
 
     def test_error_messages_give_position_not_pattern_text(self):

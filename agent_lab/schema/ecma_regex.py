@@ -15,14 +15,19 @@ raises :class:`EcmaRegexError` with the position and the reason (never the
 pattern text itself, which may come from an instance).
 
 Some valid ECMA patterns have no Python equivalent (variable-width
-lookbehind, unsupported Unicode properties, repetition counts above Python's
-limit). They raise :class:`EcmaRegexUnsupported`, a subclass of
-:class:`EcmaRegexError`, so callers can tell "invalid" from "cannot run
-here"; :func:`is_ecma_regex` answers the syntax question alone.
+lookbehind, backreferences inside lookbehind, a group name repeated in
+exclusive alternatives, Unicode properties the standard library cannot
+derive, repetition counts above Python's limit). They raise
+:class:`EcmaRegexUnsupported`, a subclass of :class:`EcmaRegexError`, so
+callers can tell "invalid" from "cannot run here"; :func:`is_ecma_regex`
+answers the syntax question alone (the ``format: regex`` question).
 
-Known semantic differences that remain (documented, rare in schemas):
-captures inside a repeated group are not reset at each iteration as ECMA
-specifies, and under the ``i`` modifier Python's case folding is used.
+Semantic differences that remain (rare in schemas): captures inside a
+repeated group are not reset at each iteration, an iteration of a quantified
+group may match the empty string where ECMA stops the loop, the ``i``
+modifier uses Python's case folding, and ``\\p{Script=...}`` is derived from
+character names for a fixed list of common scripts (an approximation of
+Scripts.txt, which the standard library lacks).
 """
 
 from __future__ import annotations
@@ -453,6 +458,15 @@ def _is_id_part(code_point: int) -> bool:
     return char in "$\u200c\u200d" or ("a" + char).isidentifier()
 
 
+def _paths_are_exclusive(first: Sequence[Tuple[int, int]],
+                         second: Sequence[Tuple[int, int]]) -> bool:
+    """Whether two (disjunction, alternative) paths part in different alternatives."""
+    for step_a, step_b in zip(first, second):
+        if step_a != step_b:
+            return step_a[0] == step_b[0]
+    return False
+
+
 class _Translator:
     """Recursive-descent parser over the ECMA grammar that emits Python syntax.
 
@@ -471,7 +485,10 @@ class _Translator:
         self.groups_opened = 0
         self.open_groups: List[int] = []
         self.python_names: Dict[str, str] = {}
-        self.seen_names: set = set()
+        self.name_paths: Dict[str, List[Tuple[Tuple[int, int], ...]]] = {}
+        self.alternative_path: List[Tuple[int, int]] = []
+        self.disjunctions_seen = 0
+        self.has_duplicate_names = False
 
     # -- cursor helpers ----------------------------------------------------
     def fail(self, reason: str, *, position: Optional[int] = None) -> EcmaRegexError:
@@ -541,13 +558,22 @@ class _Translator:
             if self.peek() == ")":
                 raise self.fail("unmatched closing parenthesis")
             raise self.fail("unexpected character")
+        if self.has_duplicate_names:
+            raise EcmaRegexUnsupported(
+                "the same group name in different alternatives is valid ECMA-262 (ES2025) "
+                "but Python's re cannot express it")
         return result
 
     def disjunction(self) -> str:
-        alternatives = [self.alternative()]
-        while self.accept("|"):
+        self.disjunctions_seen += 1
+        disjunction_id = self.disjunctions_seen
+        alternatives = []
+        while True:
+            self.alternative_path.append((disjunction_id, len(alternatives)))
             alternatives.append(self.alternative())
-        return "|".join(alternatives)
+            self.alternative_path.pop()
+            if not self.accept("|"):
+                return "|".join(alternatives)
 
     def alternative(self) -> str:
         terms = []
@@ -647,15 +673,23 @@ class _Translator:
         if self.accept("?<"):
             name = self.group_name()
             self.groups_opened += 1
-            if name in self.seen_names:
-                raise self.fail("duplicate capture group name", position=start)
-            self.seen_names.add(name)
+            self._record_group_name(name, start)
             python_name = self._python_group_name(name)
             return self._capturing_body(f"(?P<{python_name}>", start)
         if self.peek() == "?":
             return self._modifier_group(start)
         self.groups_opened += 1
         return self._capturing_body("(", start)
+
+    def _record_group_name(self, name: str, start: int) -> None:
+        """ES2025: a name may repeat only in alternatives that exclude each other."""
+        path = tuple(self.alternative_path)
+        earlier_paths = self.name_paths.setdefault(name, [])
+        for earlier in earlier_paths:
+            if not _paths_are_exclusive(earlier, path):
+                raise self.fail("duplicate capture group name", position=start)
+            self.has_duplicate_names = True
+        earlier_paths.append(path)
 
     def _capturing_body(self, opener: str, start: int) -> str:
         number = self.groups_opened
