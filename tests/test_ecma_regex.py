@@ -352,5 +352,78 @@ class RejectedSyntaxTest(unittest.TestCase):
         self.assertIs(compile_ecma("^cached$"), compile_ecma("^cached$"))
 
 
+# Patterns whose ECMA meaning differs from what Python's re would make of them,
+# checked against a real ECMAScript engine when one is installed.
+DIFFERENTIAL_PATTERNS = (
+    "^abc$", "^\\d+$", "^\\w+$", "\\bfoo\\b", "\\B", "^\\s+$", "^\\S+$", "^.$", "^[^]$", "[]",
+    "^(?:(a)|b)\\1$", "^\\1(a)$", "^(a\\1)+$", "(?<=\\d)x", "(?<!\\d)x", "^(?<n>.)\\k<n>$",
+    "^[\\D]$", "^[^\\W\\d]+$", "^[\\s\\S]$", "^\\p{L}+$", "^\\P{L}+$", "^\\p{Lu}$", "^\\p{Nd}$",
+    "^[\\p{N}_-]+$", "^\\u{1F432}$", "^\\ud83d\\udc32$", "^\\u00e9$", "^\\x41$", "^\\cJ$",
+    "^\\0$", "^[\\b]$", "^[\\-a]$", "^a{2,3}$", "^(?:ab)*?c", "^(?=.*\\d)(?=.*[a-z]).{3,}$",
+    "^\\p{Script=Greek}+$", "^\\p{ASCII}+$", "^[a-z\\u00e0-\\u00ff]+$", "^.{2}$", "^\\W$",
+    "^(a|ab)(c|bcd)(d*)$", "^\\/\\.\\*$", "x$", "^$",
+)
+DIFFERENTIAL_INSTANCES = (
+    "", "abc", "abc\n", "a", "b", "bb", "aa", "1a", "x", "1x", "\u00e9", "\u00c9", "\u0663", "\u07c0",
+    "\U0001f432", "\n", "\r", "\u2028", "\u00a0", "\ufeff", "\u2003", "\u0085", "\u180e",
+    " \t", "foo bar", "\u00e9foo", "_-9", "abcd", "/.*", "\u03b1\u03b2", "A", "\x08", "-", "\x00",
+    "ab1", "Abc9", "aaa", "\u0416",
+)
+ECMA_VALIDITY_PATTERNS = (
+    "(?P<n>x)", "(?#c)", "(?i)a", "a*+", "\\a", "\\c", "\\c1", "\\01", "\\x4", "\\u12", "\\u{110000}",
+    "\\p{lu}", "\\p{Letter}", "\\p{digit}", "\\p{Script=Greek}", "\\k<n>", "(?<n>a)\\k<m>", "\\2(a)",
+    "a]", "a}", "a{", "{1}", "a{2,1}", "[z-a]", "[\\d-z]", "[a-\\d]", "(?<=a)*", "(?=a)*", "\\b*",
+    "^*", "$+", "(", ")", "[", "\\", "\\-", "[\\-]", "\\/", "[\\B]", "(?<a$>x)", "(?<1a>x)",
+    "(?:)", "()", "a||b", "[^]", "[]", "\\u{0}", "(?<=a+)b",
+)
+
+
+def _run_node(program, payload):
+    import shutil
+    import subprocess
+    node = shutil.which("node")
+    if node is None:
+        return None
+    completed = subprocess.run([node, "-e", program], input=json.dumps(payload),
+                               capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(completed.stdout)
+
+
+_NODE_PROGRAM = """
+const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+const result = input.patterns.map((source) => {
+  let regex;
+  try { regex = new RegExp(source, 'u'); } catch (error) { return null; }
+  return input.instances.map((text) => regex.test(text));
+});
+process.stdout.write(JSON.stringify(result));
+"""
+
+
+class NodeDifferentialTest(unittest.TestCase):
+    """Verdicts agree with node's RegExp (the u flag) on curated tricky patterns."""
+
+    def test_match_verdicts_agree_with_an_ecmascript_engine(self):
+        answers = _run_node(_NODE_PROGRAM, {"patterns": list(DIFFERENTIAL_PATTERNS),
+                                            "instances": list(DIFFERENTIAL_INSTANCES)})
+        if answers is None:
+            self.skipTest("node is not installed: no ECMAScript engine to compare with")
+        for pattern, node_verdicts in zip(DIFFERENTIAL_PATTERNS, answers):
+            self.assertIsNotNone(node_verdicts, f"node rejects {pattern!r}")
+            compiled = compile_ecma(pattern)
+            for instance, node_verdict in zip(DIFFERENTIAL_INSTANCES, node_verdicts):
+                with self.subTest(pattern=pattern, instance=instance):
+                    self.assertEqual(compiled.search(instance) is not None, node_verdict)
+
+    def test_syntax_verdicts_agree_with_an_ecmascript_engine(self):
+        answers = _run_node(_NODE_PROGRAM, {"patterns": list(ECMA_VALIDITY_PATTERNS),
+                                            "instances": []})
+        if answers is None:
+            self.skipTest("node is not installed: no ECMAScript engine to compare with")
+        for pattern, node_verdict in zip(ECMA_VALIDITY_PATTERNS, answers):
+            with self.subTest(pattern=pattern):
+                self.assertEqual(is_ecma_regex(pattern), node_verdict is not None)
+
+
 if __name__ == "__main__":
     unittest.main()
