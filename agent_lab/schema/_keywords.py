@@ -63,10 +63,15 @@ def compile_type(cx, value) -> Kw:
     test = type_test(names)
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
+    # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
+    phrases = {kind: f"{phrase} (it is of type {json_type(sample)})"
+               for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))}
 
     def collect(instance, instance_path, keyword_path, out):
-        violation(out, instance_path, keyword_path + keyword_suffix, "type",
-                  f"{phrase} (it is of type {json_type(instance)})")
+        said = phrases.get(type(instance))
+        if said is None:
+            said = f"{phrase} (it is of type {json_type(instance)})"
+        violation(out, instance_path, keyword_path + keyword_suffix, "type", said)
 
     return Kw("type", None, test, collect, cost=0, detail=names)
 

@@ -179,11 +179,12 @@ class Node:
             check = scoped_call(dynamic_local, self.scope_uri, check)
             collect = scoped_collect(dynamic_local, self.scope_uri, collect)
         else:
-            from ._shapes import specialise
+            from ._shapes import specialise, specialise_collect
 
             shape = specialise(self.kws, check)
             if shape is not None:
                 check, self.proves_json, self.proof_depth = shape
+                collect = specialise_collect(self.kws, collect) or collect
         self.check = check
         self.collect = collect
 

@@ -174,3 +174,24 @@ def _array_shape(by_name: dict, general: Check):
 
     depth = 1 + item_node.proof_depth
     return check, item_node.proves_json and depth <= MAX_INSTANCE_DEPTH, depth
+
+
+def specialise_collect(kws: Sequence[Kw], general: Callable[[Any, str, str, list], None]):
+    """For a fused object shape: collect without per-type dispatch (every keyword there self-checks)."""
+    by_name = {kw.keyword: kw for kw in kws}
+    type_kw = by_name.get("type")
+    if type_kw is None or type_kw.detail != ["object"] or not set(by_name) <= _OBJECT_KEYWORDS:
+        return None
+    others = [kw for kw in kws if kw is not type_kw]
+    if not all(kw.self_checking for kw in others):
+        return None
+    steps = tuple(kw.collect for kw in others)  # schema order, like the general collect
+
+    def collect(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        if type(instance) is not dict:
+            general(instance, instance_path, keyword_path, out)
+            return
+        for step in steps:
+            step(instance, instance_path, keyword_path, out)
+
+    return collect
