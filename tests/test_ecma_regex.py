@@ -374,7 +374,9 @@ ECMA_VALIDITY_PATTERNS = (
     "\\p{lu}", "\\p{Letter}", "\\p{digit}", "\\p{Script=Greek}", "\\k<n>", "(?<n>a)\\k<m>", "\\2(a)",
     "a]", "a}", "a{", "{1}", "a{2,1}", "[z-a]", "[\\d-z]", "[a-\\d]", "(?<=a)*", "(?=a)*", "\\b*",
     "^*", "$+", "(", ")", "[", "\\", "\\-", "[\\-]", "\\/", "[\\B]", "(?<a$>x)", "(?<1a>x)",
-    "(?:)", "()", "a||b", "[^]", "[]", "\\u{0}", "(?<=a+)b",
+    "(?:)", "()", "a||b", "[^]", "[]", "\\u{0}", "(?<=a+)b", "\\p{sc=Foo}", "\\p{Script=Zyyy}",
+    "\\p{scx=Hira}", "\\p{Script=Old_Italic}", "\\p{sc=old_italic}", "\\p{Emoji}", "\\p{Foo=L}",
+    "\\p{gc=Script}", "\\p{General_Category=Letter}", "\\P{Any}",
 )
 
 
@@ -414,6 +416,15 @@ class NodeDifferentialTest(unittest.TestCase):
             for instance, node_verdict in zip(DIFFERENTIAL_INSTANCES, node_verdicts):
                 with self.subTest(pattern=pattern, instance=instance):
                     self.assertEqual(compiled.search(instance) is not None, node_verdict)
+
+    def test_every_script_name_in_the_table_is_accepted_by_an_ecmascript_engine(self):
+        from agent_lab.schema.ecma_regex import _SCRIPT_ALIASES
+        patterns = [f"\\p{{Script={name}}}" for name in sorted(_SCRIPT_ALIASES)]
+        answers = _run_node(_NODE_PROGRAM, {"patterns": patterns, "instances": []})
+        if answers is None:
+            self.skipTest("node is not installed: no ECMAScript engine to compare with")
+        rejected = [pattern for pattern, answer in zip(patterns, answers) if answer is None]
+        self.assertEqual(rejected, [])
 
     def test_syntax_verdicts_agree_with_an_ecmascript_engine(self):
         answers = _run_node(_NODE_PROGRAM, {"patterns": list(ECMA_VALIDITY_PATTERNS),

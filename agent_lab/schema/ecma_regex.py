@@ -25,9 +25,10 @@ answers the syntax question alone (the ``format: regex`` question).
 Semantic differences that remain (rare in schemas): captures inside a
 repeated group are not reset at each iteration, an iteration of a quantified
 group may match the empty string where ECMA stops the loop, the ``i``
-modifier uses Python's case folding, and ``\\p{Script=...}`` is derived from
-character names for a fixed list of common scripts (an approximation of
-Scripts.txt, which the standard library lacks).
+modifier uses Python's case folding, and ``\\p{Script=...}`` (and
+``Script_Extensions``) membership is derived from character names, an
+approximation of Scripts.txt, which the standard library lacks; Common and
+Inherited cannot be derived and are unsupported.
 """
 
 from __future__ import annotations
@@ -244,71 +245,80 @@ def category_ranges(categories: Sequence[str]) -> List[Range]:
     return normalize_ranges(ranges)
 
 
-# Scripts: the standard library has no Script property, so membership is
-# derived from character names ("GREEK SMALL LETTER ALPHA" is Greek). This is
-# an approximation: it covers the letters, marks and digits of each script,
-# not every Common/Inherited subtlety of Scripts.txt.
-_SCRIPT_NAME_PREFIXES: Dict[str, Tuple[str, ...]] = {
-    "Arabic": ("ARABIC",),
-    "Armenian": ("ARMENIAN",),
-    "Bengali": ("BENGALI",),
-    "Cherokee": ("CHEROKEE",),
-    "Cyrillic": ("CYRILLIC", "COMBINING CYRILLIC"),
-    "Devanagari": ("DEVANAGARI",),
-    "Ethiopic": ("ETHIOPIC",),
-    "Georgian": ("GEORGIAN",),
-    "Greek": ("GREEK",),
-    "Gujarati": ("GUJARATI",),
-    "Gurmukhi": ("GURMUKHI",),
-    "Han": ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "CJK RADICAL", "KANGXI RADICAL"),
-    "Hangul": ("HANGUL",),
-    "Hebrew": ("HEBREW",),
-    "Hiragana": ("HIRAGANA",),
-    "Kannada": ("KANNADA",),
-    "Katakana": ("KATAKANA", "HALFWIDTH KATAKANA", "CIRCLED KATAKANA"),
-    "Khmer": ("KHMER",),
-    "Lao": ("LAO",),
-    "Latin": ("LATIN", "FULLWIDTH LATIN"),
-    "Malayalam": ("MALAYALAM",),
-    "Mongolian": ("MONGOLIAN",),
-    "Myanmar": ("MYANMAR",),
-    "Oriya": ("ORIYA",),
-    "Sinhala": ("SINHALA",),
-    "Syriac": ("SYRIAC",),
-    "Tamil": ("TAMIL",),
-    "Telugu": ("TELUGU",),
-    "Thaana": ("THAANA",),
-    "Thai": ("THAI",),
-    "Tibetan": ("TIBETAN",),
-}
+# Scripts: every Script value ECMA-262 accepts (Unicode 16 PropertyValueAliases,
+# "Long_Name:Alias[:Alias]"), so unknown names are rejected as syntax errors.
+_SCRIPT_VALUE_TABLE = """
+    Adlam:Adlm Ahom:Ahom Anatolian_Hieroglyphs:Hluw Arabic:Arab Armenian:Armn Avestan:Avst
+    Balinese:Bali Bamum:Bamu Bassa_Vah:Bass Batak:Batk Bengali:Beng Bhaiksuki:Bhks
+    Bopomofo:Bopo Brahmi:Brah Braille:Brai Buginese:Bugi Buhid:Buhd Canadian_Aboriginal:Cans
+    Carian:Cari Caucasian_Albanian:Aghb Chakma:Cakm Cham:Cham Cherokee:Cher Chorasmian:Chrs
+    Common:Zyyy Coptic:Copt:Qaac Cuneiform:Xsux Cypriot:Cprt Cypro_Minoan:Cpmn Cyrillic:Cyrl
+    Deseret:Dsrt Devanagari:Deva Dives_Akuru:Diak Dogra:Dogr Duployan:Dupl
+    Egyptian_Hieroglyphs:Egyp Elbasan:Elba Elymaic:Elym Ethiopic:Ethi Garay:Gara Georgian:Geor
+    Glagolitic:Glag Gothic:Goth Grantha:Gran Greek:Grek Gujarati:Gujr Gunjala_Gondi:Gong
+    Gurmukhi:Guru Gurung_Khema:Gukh Han:Hani Hangul:Hang Hanifi_Rohingya:Rohg Hanunoo:Hano
+    Hatran:Hatr Hebrew:Hebr Hiragana:Hira Imperial_Aramaic:Armi Inherited:Zinh:Qaai
+    Inscriptional_Pahlavi:Phli Inscriptional_Parthian:Prti Javanese:Java Kaithi:Kthi
+    Kannada:Knda Katakana:Kana Kawi:Kawi Kayah_Li:Kali Kharoshthi:Khar Khitan_Small_Script:Kits
+    Khmer:Khmr Khojki:Khoj Khudawadi:Sind Kirat_Rai:Krai Lao:Laoo Latin:Latn Lepcha:Lepc
+    Limbu:Limb Linear_A:Lina Linear_B:Linb Lisu:Lisu Lycian:Lyci Lydian:Lydi Mahajani:Mahj
+    Makasar:Maka Malayalam:Mlym Mandaic:Mand Manichaean:Mani Marchen:Marc Masaram_Gondi:Gonm
+    Medefaidrin:Medf Meetei_Mayek:Mtei Mende_Kikakui:Mend Meroitic_Cursive:Merc
+    Meroitic_Hieroglyphs:Mero Miao:Plrd Modi:Modi Mongolian:Mong Mro:Mroo Multani:Mult
+    Myanmar:Mymr Nabataean:Nbat Nag_Mundari:Nagm Nandinagari:Nand New_Tai_Lue:Talu Newa:Newa
+    Nko:Nkoo Nushu:Nshu Nyiakeng_Puachue_Hmong:Hmnp Ogham:Ogam Ol_Chiki:Olck Ol_Onal:Onao
+    Old_Hungarian:Hung Old_Italic:Ital Old_North_Arabian:Narb Old_Permic:Perm Old_Persian:Xpeo
+    Old_Sogdian:Sogo Old_South_Arabian:Sarb Old_Turkic:Orkh Old_Uyghur:Ougr Oriya:Orya
+    Osage:Osge Osmanya:Osma Pahawh_Hmong:Hmng Palmyrene:Palm Pau_Cin_Hau:Pauc Phags_Pa:Phag
+    Phoenician:Phnx Psalter_Pahlavi:Phlp Rejang:Rjng Runic:Runr Samaritan:Samr Saurashtra:Saur
+    Sharada:Shrd Shavian:Shaw Siddham:Sidd SignWriting:Sgnw Sinhala:Sinh Sogdian:Sogd
+    Sora_Sompeng:Sora Soyombo:Soyo Sundanese:Sund Sunuwar:Sunu Syloti_Nagri:Sylo Syriac:Syrc
+    Tagalog:Tglg Tagbanwa:Tagb Tai_Le:Tale Tai_Tham:Lana Tai_Viet:Tavt Takri:Takr Tamil:Taml
+    Tangsa:Tnsa Tangut:Tang Telugu:Telu Thaana:Thaa Thai:Thai Tibetan:Tibt Tifinagh:Tfng
+    Tirhuta:Tirh Todhri:Todr Toto:Toto Tulu_Tigalari:Tutg Ugaritic:Ugar Unknown:Zzzz Vai:Vaii
+    Vithkuqi:Vith Wancho:Wcho Warang_Citi:Wara Yezidi:Yezi Yi:Yiii Zanabazar_Square:Zanb
+"""
 _SCRIPT_ALIASES: Dict[str, str] = {
-    "Arab": "Arabic", "Armn": "Armenian", "Beng": "Bengali", "Cher": "Cherokee",
-    "Cyrl": "Cyrillic", "Deva": "Devanagari", "Ethi": "Ethiopic", "Geor": "Georgian",
-    "Grek": "Greek", "Gujr": "Gujarati", "Guru": "Gurmukhi", "Hani": "Han", "Hang": "Hangul",
-    "Hebr": "Hebrew", "Hira": "Hiragana", "Knda": "Kannada", "Kana": "Katakana",
-    "Khmr": "Khmer", "Laoo": "Lao", "Latn": "Latin", "Mlym": "Malayalam", "Mong": "Mongolian",
-    "Mymr": "Myanmar", "Orya": "Oriya", "Sinh": "Sinhala", "Syrc": "Syriac", "Taml": "Tamil",
-    "Telu": "Telugu", "Thaa": "Thaana", "Thai": "Thai", "Tibt": "Tibetan",
+    alias: entry.split(":")[0] for entry in _SCRIPT_VALUE_TABLE.split() for alias in entry.split(":")
 }
+# The standard library has no Scripts.txt, so membership is derived from
+# character names: "GREEK SMALL LETTER ALPHA" is Greek. This approximates the
+# letters, marks and digits of each script well; punctuation shared between
+# scripts (Common) and combining marks (Inherited) cannot be derived.
+_SCRIPT_NAME_OVERRIDES: Dict[str, Tuple[str, ...]] = {
+    "Canadian_Aboriginal": ("CANADIAN SYLLABICS",),
+    "Cyrillic": ("CYRILLIC", "COMBINING CYRILLIC"),
+    "Han": ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "CJK RADICAL", "KANGXI RADICAL"),
+    "Hangul": ("HANGUL", "HALFWIDTH HANGUL", "CIRCLED HANGUL", "PARENTHESIZED HANGUL"),
+    "Hiragana": ("HIRAGANA", "HENTAIGANA"),
+    "Katakana": ("KATAKANA", "HALFWIDTH KATAKANA", "CIRCLED KATAKANA"),
+    "Latin": ("LATIN", "FULLWIDTH LATIN"),
+    "Phags_Pa": ("PHAGS-PA",),
+    "Yi": ("YI SYLLABLE", "YI RADICAL"),
+}
+_UNDERIVABLE_SCRIPTS = frozenset({"Common", "Inherited"})
 # Han ideographs whose names do not say so (iteration and number marks).
 _HAN_EXTRA: Tuple[Range, ...] = ((0x3005, 0x3005), (0x3007, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B))
 _script_cache: Dict[str, List[Range]] = {}
 
 
 def _scan_script(script: str) -> List[Range]:
-    prefixes = tuple(prefix + " " for prefix in _SCRIPT_NAME_PREFIXES[script])
-    hyphen_prefixes = tuple(prefix + "-" for prefix in _SCRIPT_NAME_PREFIXES[script])
+    if script == "Unknown":  # exactly the code points no script claims
+        return category_ranges(("Cn", "Co", "Cs"))
+    words = _SCRIPT_NAME_OVERRIDES.get(script, (script.upper().replace("_", " "),))
+    prefixes = tuple(word + " " for word in words) + tuple(word + "-" for word in words)
     ranges: List[Range] = list(_HAN_EXTRA) if script == "Han" else []
     name_of = unicodedata.name
     for code_point in range(MAX_CODE_POINT + 1):
-        name = name_of(chr(code_point), "")
-        if name.startswith(prefixes) or name.startswith(hyphen_prefixes):
+        if name_of(chr(code_point), "").startswith(prefixes):
             ranges.append((code_point, code_point))
     return normalize_ranges(ranges)
 
 
 def script_ranges(script: str) -> List[Range]:
-    """Approximate code-point ranges of a script (see _SCRIPT_NAME_PREFIXES)."""
+    """Approximate code-point ranges of a script (long name), cached."""
+    if script in _UNDERIVABLE_SCRIPTS:
+        raise EcmaRegexUnsupported(f"script {script} is valid ECMA-262 but not available here")
     cached = _script_cache.get(script)
     if cached is None:
         cached = _scan_script(script)
@@ -851,12 +861,10 @@ class _Translator:
         raise self.fail("unknown Unicode property", position=start)
 
     def _script(self, value: str, start: int) -> List[Range]:
-        script = _SCRIPT_ALIASES.get(value, value)
-        if script in _SCRIPT_NAME_PREFIXES:
-            return script_ranges(script)
-        if value.replace("_", "").isalnum():
-            raise EcmaRegexUnsupported(f"script {value} is not available here")
-        raise self.fail("unknown script", position=start)
+        script = _SCRIPT_ALIASES.get(value)
+        if script is None:
+            raise self.fail("unknown script", position=start)
+        return script_ranges(script)
 
     def _property_word(self) -> str:
         start = self.position
