@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import queue
 import tempfile
 import threading
 import time
@@ -186,6 +187,27 @@ def race_in_child(database: str, effects_path: str, ready, go, answers) -> None:
         registry.receipts.close()
 
 
+def wait_until_ready(ready, children, *, patience_s: float = 120.0) -> None:
+    """Wait for every child's ready signal; a child that died says so at once instead of timing out."""
+    waiting_for, give_up = len(children), time.monotonic() + patience_s
+    while waiting_for:
+        try:
+            ready.get(timeout=0.5)
+            waiting_for -= 1
+        except queue.Empty:
+            dead = [child.exitcode for child in children if child.exitcode is not None]
+            if dead:
+                raise AssertionError(f"a racing process exited before it was ready (exit codes {dead})") from None
+            if time.monotonic() > give_up:
+                raise AssertionError(f"racing processes not ready after {patience_s:.0f} s") from None
+
+
+def stop_process(child) -> None:
+    if child.is_alive():
+        child.terminate()
+    child.join(10)
+
+
 class SqliteRaceAndRestartTest(unittest.TestCase):
     def setUp(self) -> None:
         directory = tempfile.TemporaryDirectory()
@@ -207,8 +229,8 @@ class SqliteRaceAndRestartTest(unittest.TestCase):
         ]
         for child in children:
             child.start()
-        for _ in children:
-            ready.get(timeout=30)
+            self.addCleanup(stop_process, child)
+        wait_until_ready(ready, children)
         registry = race_registry(self.database, self.effects_path)
         self.addCleanup(registry.receipts.close)
         self.addCleanup(registry.close)
