@@ -246,6 +246,11 @@ class UnicodePropertiesTest(unittest.TestCase):
         self.assertTrue(matches(r"^\p{Any}$", "\U0010ffff"))
         self.assertFalse(matches(r"^\p{Assigned}$", "\u0378"))
         self.assertTrue(matches(r"^\p{Uppercase}$", "\u2160"))
+        self.assertTrue(matches(r"^\p{Cased}$", "\u01c5"))
+        self.assertTrue(matches(r"^\p{CWL}$", "\u00c9"))
+        self.assertFalse(matches(r"^\p{Changes_When_Lowercased}$", "\u00e9"))
+        self.assertTrue(matches(r"^\p{CWT}$", "\u01c6"))
+        self.assertFalse(matches(r"^\p{CWT}$", "\u01c5"))
 
     def test_unknown_property_is_invalid(self):
         self.assertFalse(is_ecma_regex(r"\p{NotAProperty}"))

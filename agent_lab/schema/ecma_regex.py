@@ -408,10 +408,41 @@ def _ranges_where(predicate) -> List[Range]:
 
 # Properties the standard library exposes exactly (CPython's str methods use
 # the derived core properties Uppercase/Lowercase and XID_Start/XID_Continue).
+def _changes_when(mapping):
+    """Changes_When_*: the per-character mapping alters the canonical decomposition (UAX #44)."""
+
+    def changes(char: str) -> bool:
+        decomposed = unicodedata.normalize("NFD", char)
+        return "".join(mapping(part) for part in decomposed) != decomposed
+
+    return changes
+
+
+def _is_cased(char: str) -> bool:
+    return char.isupper() or char.islower() or unicodedata.category(char) == "Lt"
+
+
+def _titlecase(text: str) -> str:
+    """Unicode toTitlecase of one word: first cased character titlecased, the rest lowercased."""
+    for index, char in enumerate(text):
+        if _is_cased(char):
+            return text[:index] + char.title() + text[index + 1:].lower()
+    return text
+
+
 _PREDICATE_PROPERTIES = {
     "Bidi_Mirrored": lambda char: bool(unicodedata.mirrored(char)),
     "Uppercase": str.isupper,
     "Lowercase": str.islower,
+    "Cased": _is_cased,
+    "Changes_When_Lowercased": _changes_when(str.lower),
+    "Changes_When_Uppercased": _changes_when(str.upper),
+    "Changes_When_Titlecased": lambda char: _titlecase(unicodedata.normalize("NFD", char))
+    != unicodedata.normalize("NFD", char),
+    "Changes_When_Casefolded": _changes_when(str.casefold),
+    "Changes_When_Casemapped": lambda char: any(
+        _PREDICATE_PROPERTIES[name](char) for name in (
+            "Changes_When_Lowercased", "Changes_When_Uppercased", "Changes_When_Titlecased")),
     "XID_Start": lambda char: char != "_" and char.isidentifier(),
     "XID_Continue": lambda char: ("a" + char).isidentifier(),
 }
