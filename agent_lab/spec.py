@@ -12,7 +12,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .policy import ResourceGuard
 
@@ -193,6 +193,13 @@ class ToolSpec:
             )
         if self.effect is Effect.DESTRUCTIVE and self.approval is ApprovalPolicy.NEVER:
             found.append("destructive tool that never asks for approval")
+        for pointer, pattern in _patterns(self.input_schema, ""):
+            if has_nested_quantifier(pattern):
+                found.append(
+                    f"input_schema pattern at {pointer} repeats a group that itself repeats without bound "
+                    f"(nested quantifier, like (a+)+): a model-chosen string can make matching take "
+                    f"exponential time; rewrite it so each repetition is unambiguous"
+                )
         return tuple(found)
 
     # -- building from a Python function -------------------------------------------------------
@@ -250,3 +257,109 @@ class ToolSpec:
         if self.approval is ApprovalPolicy.CONDITIONAL:
             return bool(self.approval_condition(arguments))  # type: ignore[misc]
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Lint: regular expressions that can backtrack exponentially
+# ---------------------------------------------------------------------------------------------
+
+_DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
+"""Keywords whose values are instance data, not schemas: a {"pattern": ...} inside them is no regex."""
+
+_BOUNDED_QUANTIFIER = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
+
+
+def _patterns(schema: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    """Every regex in a schema, with the JSON Pointer of where it is: `pattern` values and the keys
+    of `patternProperties`, at any depth (data keywords such as `const` are not looked into)."""
+    if isinstance(schema, list):
+        for index, item in enumerate(schema):
+            yield from _patterns(item, f"{pointer}/{index}")
+        return
+    if not isinstance(schema, Mapping):
+        return
+    for key, value in schema.items():
+        where = f"{pointer}/{_pointer_token(str(key))}"
+        if key == "pattern" and isinstance(value, str):
+            yield where, value
+        elif key == "patternProperties" and isinstance(value, Mapping):
+            yield from ((f"{where}/{_pointer_token(str(name))}", name) for name in value if isinstance(name, str))
+        if key not in _DATA_KEYWORDS:
+            yield from _patterns(value, where)
+
+
+def _pointer_token(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def has_nested_quantifier(pattern: str) -> bool:
+    """True when a group that contains an unbounded quantifier (`*`, `+`, `{n,}`) is itself repeated
+    (`*`, `+`, `{n,}`, or `{n,m}` with m > 1), as in `(a+)+` or `(?:x*y)*`.
+
+    A conservative heuristic, not a proof: it flags some safe patterns (`(\\d+,)*` cannot backtrack
+    badly because each repetition must end in a comma) and misses other slow ones (ambiguous
+    alternatives such as `(a|aa)+`). Escapes and character classes are skipped, so `[(a+)]+` and
+    `\\(a+\\)+` are not groups.
+    """
+    groups: list[bool] = []  # one entry per open group: does it contain an unbounded quantifier?
+    closed_group_unbounded: bool | None = None  # the group that just closed, if the last atom was one
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        atom_group, closed_group_unbounded = closed_group_unbounded, None
+        if char == "\\":
+            index += 2
+        elif char == "[":
+            index = _class_end(pattern, index + 1)
+        elif char == "(":
+            groups.append(False)
+            index += 1
+        elif char == ")":
+            inner = groups.pop() if groups else False
+            closed_group_unbounded = inner
+            if groups and inner:
+                groups[-1] = True
+            index += 1
+        elif char in "*+?{":
+            repeats, unbounded, index = _quantifier(pattern, index)
+            if repeats is None:  # a "{" that is not a quantifier is a literal
+                continue
+            if atom_group and repeats:
+                return True
+            if unbounded and groups:
+                groups[-1] = True
+            if index < len(pattern) and pattern[index] == "?":  # lazy suffix
+                index += 1
+        else:
+            index += 1
+    return False
+
+
+def _class_end(pattern: str, index: int) -> int:
+    """The index just after the `]` closing a character class whose body starts at `index`."""
+    while index < len(pattern):
+        if pattern[index] == "\\":
+            index += 2
+        elif pattern[index] == "]":
+            return index + 1
+        else:
+            index += 1
+    return index
+
+
+def _quantifier(pattern: str, index: int) -> tuple[bool | None, bool, int]:
+    """(repeats more than once, unbounded, index after it) for the quantifier at `index`;
+    (None, False, index + 1) when a `{` there is a literal brace."""
+    char = pattern[index]
+    if char in "*+":
+        return True, True, index + 1
+    if char == "?":
+        return False, False, index + 1
+    match = _BOUNDED_QUANTIFIER.match(pattern, index)
+    if match is None:
+        return None, False, index + 1
+    if match.group(2) is None:  # {n}
+        return int(match.group(1)) > 1, False, match.end()
+    if not match.group(3):  # {n,}
+        return True, True, match.end()
+    return int(match.group(3)) > 1, False, match.end()

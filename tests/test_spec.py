@@ -125,6 +125,51 @@ class WarningsTest(unittest.TestCase):
         self.assertEqual(build().warnings, ())
 
 
+class NestedQuantifierLintTest(unittest.TestCase):
+    """A `pattern` like "^(a+)+$" lets a model-chosen string take exponential time in Python's `re`;
+    the spec cannot refuse it (it is valid JSON Schema) but flags it so the lab gate and users see it."""
+
+    def warnings_for(self, schema: dict[str, Any]) -> tuple[str, ...]:
+        return build(input_schema={"type": "object", **schema}).warnings
+
+    def test_a_quantified_group_that_contains_an_unbounded_quantifier_is_flagged(self) -> None:
+        for pattern in ("^(a+)+$", "(a*)*", "(?:ab+)*c", "(x{2,})+", "((a)+)+", "(a(b+))*", "([a-z]+\\.)+$",
+                        "(a+){2,}", "(a+){2,5}", "(\\d+)+?"):
+            with self.subTest(pattern=pattern):
+                found = self.warnings_for({"properties": {"p": {"type": "string", "pattern": pattern}}})
+                self.assertEqual(len(found), 1)
+                self.assertIn("nested quantifier", found[0])
+                self.assertIn("/properties/p/pattern", found[0])
+
+    def test_patterns_without_a_repeated_unbounded_group_are_not_flagged(self) -> None:
+        for pattern in ("^T-[0-9]{4}$", "^[A-Za-z0-9_-]{8,64}$", "(ab)+", "(a+)?", "(a+){1}", "(a{2,3})+",
+                        "[(a+)]+", "\\(a+\\)+", "(a|b)c*", "(?=a+)b", "^(a+)$"):
+            with self.subTest(pattern=pattern):
+                self.assertEqual(self.warnings_for({"properties": {"p": {"type": "string", "pattern": pattern}}}), ())
+
+    def test_pattern_properties_keys_and_patterns_deep_in_the_schema_are_checked(self) -> None:
+        schema = {
+            "patternProperties": {"^(a+)+$": {"type": "string"}},
+            "$defs": {"deep": {"prefixItems": [{"anyOf": [{"pattern": "(b*)*"}]}]}},
+            "properties": {"list": {"type": "array", "items": {"type": "string", "pattern": "(c+)+"}}},
+        }
+        found = self.warnings_for(schema)
+        self.assertEqual(len(found), 3)
+        self.assertTrue(any("/patternProperties" in warning for warning in found))
+        self.assertTrue(any("/$defs/deep/prefixItems/0/anyOf/0/pattern" in warning for warning in found))
+        self.assertTrue(any("/properties/list/items/pattern" in warning for warning in found))
+
+    def test_data_that_merely_looks_like_a_pattern_is_not_a_pattern(self) -> None:
+        schema = {
+            "properties": {
+                "pattern": {"type": "string"},  # a property named "pattern" is a schema, not a regex
+                "q": {"const": {"pattern": "(a+)+"}, "enum": [{"pattern": "(a+)+"}], "default": {"pattern": "(a+)+"},
+                      "examples": [{"pattern": "(a+)+"}]},
+            }
+        }
+        self.assertEqual(self.warnings_for(schema), ())
+
+
 class TwoHalvesTest(unittest.TestCase):
     def setUp(self) -> None:
         self.spec = build(
