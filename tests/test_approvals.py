@@ -3,6 +3,7 @@ replace a permission."""
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 from typing import Any
 
@@ -25,6 +26,23 @@ from test_registry_fixtures import (
 )
 
 NOW = 1_000_000.0
+
+
+class EqualsAnything(str):
+    """A string that claims to equal every other value (a forged approval field)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+class AlwaysEqual:
+    def __eq__(self, other: object) -> bool:
+        return True
 
 
 class ApprovalTest(unittest.TestCase):
@@ -115,8 +133,26 @@ class ApprovalTest(unittest.TestCase):
         reordered = ToolCall("record_ticket_followup", dict(reversed(list(followup_call().arguments.items()))))
         self.assertTrue(self.registry.invoke(reordered, actor=WRITER, approval=approval).ok)
 
+    def test_an_approval_whose_fields_compare_equal_to_anything_does_not_match_other_arguments(self) -> None:
+        approval = self.approve(followup_call(note="Refund 10 EUR."))
+        forged = dataclasses.replace(approval, fingerprint=EqualsAnything(approval.fingerprint),
+                                     tenant=EqualsAnything("acme"), tool=EqualsAnything("x"))
+        result = self.registry.invoke(followup_call(note="Refund 10000 EUR."), actor=WRITER, approval=forged)
+        self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_an_approval_without_a_finite_expiry_or_with_non_string_fields_cannot_be_built(self) -> None:
+        approval = self.approve(followup_call())
+        for expires_at in (float("nan"), float("inf"), "2030-01-01", None, True):
+            with self.subTest(expires_at=expires_at), self.assertRaisesRegex(ValueError, "expires_at"):
+                dataclasses.replace(approval, expires_at=expires_at)
+        for name in ("approval_id", "tool", "fingerprint", "tenant", "approver"):
+            for value in (None, 7, b"acme", AlwaysEqual()):
+                with self.subTest(field=name, value=value), self.assertRaisesRegex(TypeError, name):
+                    dataclasses.replace(approval, **{name: value})
+
     def test_approval_ttl_must_be_a_positive_number(self) -> None:
-        for ttl in (0, -5, True, "60"):
+        for ttl in (0, -5, True, "60", float("nan"), float("inf")):
             with self.subTest(ttl=ttl), self.assertRaisesRegex(ValueError, "ttl_s must be a positive number"):
                 Approval.for_call(followup_call(), actor=WRITER, approver="m", ttl_s=ttl)
 

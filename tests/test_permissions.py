@@ -137,6 +137,30 @@ class ActorFromApplicationTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             Actor(id="u", tenant="t", permissions="tickets:read")
 
+    def test_an_actor_is_made_of_plain_non_empty_strings(self) -> None:
+        for options in ({"id": None}, {"tenant": 5}, {"tenant": b"acme"}, {"permissions": {"tickets:read", 7}}):
+            with self.subTest(options=options), self.assertRaises(TypeError):
+                Actor(**{"id": "u", "tenant": "t", **options})
+        for options in ({"id": ""}, {"tenant": ""}, {"permissions": {""}}):
+            with self.subTest(options=options), self.assertRaisesRegex(ValueError, "must not be empty"):
+                Actor(**{"id": "u", "tenant": "t", **options})
+
+    def test_a_tenant_that_claims_to_equal_every_tenant_is_just_its_own_text(self) -> None:
+        class EqualsAnything(str):
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            __hash__ = str.__hash__
+
+        actor = Actor(id="u", tenant=EqualsAnything("globex"), permissions={EqualsAnything("tickets:read")})
+        self.assertIs(type(actor.tenant), str)
+        self.assertTrue(all(type(permission) is str for permission in actor.permissions))
+        self.assertNotEqual(actor.tenant, "acme")
+        registry = ticket_registry()
+        self.addCleanup(registry.close)
+        result = registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=actor)
+        self.assertEqual(result.error.code, "not_found")
+
 
 if __name__ == "__main__":
     unittest.main()
