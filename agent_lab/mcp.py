@@ -16,9 +16,10 @@ stateless 2026-07-28 revision has no handshake: every request carries its protoc
 `params._meta` and `server/discover` says what the server supports. The client's first request decides
 the era of the connection, once, as the reference implementation does.
 
-stdout carries protocol messages only: while `serve` owns the process's real stdout, `sys.stdout` is
-pointed at stderr so a stray `print` in a handler cannot corrupt the stream. Logs go to the
-`agent_lab.mcp` logger (stderr when the application configures nothing).
+stdout carries protocol messages only: while `serve` owns the process's real stdout, it keeps a private
+duplicate of file descriptor 1 for the protocol and points descriptor 1 and `sys.stdout` at stderr, so
+neither a stray `print` in a handler nor a child process or a raw write to descriptor 1 can corrupt the
+stream. Logs go to the `agent_lab.mcp` logger (stderr when the application configures nothing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -98,6 +100,11 @@ class _ProtocolError(Exception):
         self.message = message
         self.data = data
         self.request_id = request_id if _valid_id(request_id) else None
+
+
+class _UnanswerableNotification(Exception):
+    """A notification whose params are malformed: JSON-RPC forbids answering a notification, even with
+    an error, so it is logged and dropped."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,6 +208,8 @@ def _parse_request(message: Any) -> _Request:
         raise _ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string", request_id=request_id)
     params = message.get("params", {})
     if not isinstance(params, dict):
+        if not has_id:
+            raise _UnanswerableNotification(method)
         raise _ProtocolError(INVALID_PARAMS, "Invalid params: params must be a JSON object", request_id=request_id)
     return _Request(method=method, params=params, id=request_id, is_notification=not has_id)
 
@@ -308,6 +317,9 @@ class _Server:
             request = _parse_request(message)
         except _ProtocolError as exc:
             return _error(exc.request_id, exc.code, exc.message)
+        except _UnanswerableNotification as exc:
+            logger.info("dropped notification %.80r: its params are not an object", str(exc))
+            return None
         if request.is_notification:
             self.handle_notification(request)
             return None
@@ -316,7 +328,7 @@ class _Server:
         except _ProtocolError as exc:
             return _error(request.id, exc.code, exc.message, exc.data)
         except Exception:  # a bug of ours: the client gets a generic error, the details stay in the log
-            logger.exception("internal error while handling %s", request.method)
+            logger.exception("internal error while handling %.80r", request.method)
             return _error(request.id, INTERNAL_ERROR, "Internal error")
 
     # -- notifications ---------------------------------------------------------------------------
@@ -327,7 +339,7 @@ class _Server:
         elif request.method == "notifications/cancelled":
             self.cancel(request.params.get("requestId"))
         else:
-            logger.debug("ignored notification %s", request.method)
+            logger.debug("ignored notification %.80r", request.method)
 
     def cancel(self, request_id: Any) -> None:
         """Marks an in-flight tools/call as cancelled: it gets no response (it may still finish its work)."""
@@ -642,28 +654,77 @@ def serve(
     for value, name in ((page_size, "page_size"), (max_workers, "max_workers")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"serve() {name} must be a positive integer")
-    owns_stdout = stdout is None
     source = stdin if stdin is not None else sys.stdin.buffer
-    sink = stdout if stdout is not None else sys.stdout.buffer
-    writer = _LineWriter(sink)
+    with _protocol_stream(stdout) as sink:
+        return _serve_lines(
+            registry,
+            actor=actor,
+            source=source,
+            writer=_LineWriter(sink),
+            approvals=approvals,
+            page_size=page_size,
+            server_info={"name": server_name, "version": server_version},
+            max_workers=max_workers,
+        )
+
+
+@contextlib.contextmanager
+def _protocol_stream(stdout: BinaryIO | TextIO | None) -> Iterator[BinaryIO | TextIO]:
+    """The stream protocol messages go to. Given none, the process's stdout becomes the protocol's alone:
+    the protocol writes to a private duplicate of descriptor 1, while descriptor 1 itself (inherited by
+    child processes, used by raw writes) and `sys.stdout` point at stderr until serving ends."""
+    if stdout is not None:
+        yield stdout
+        return
+    original = sys.stdout.buffer
+    try:
+        sys.stdout.flush()
+        protocol_fd = os.dup(1)
+    except (OSError, ValueError):  # no real descriptor 1 (an embedded interpreter): guard print only
+        with contextlib.redirect_stdout(sys.stderr):
+            yield original
+        return
+    protocol = os.fdopen(protocol_fd, "wb")
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield protocol
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(protocol_fd, 1)
+        with contextlib.suppress(OSError, ValueError):
+            protocol.close()
+
+
+def _serve_lines(
+    registry: Any,
+    *,
+    actor: Actor,
+    source: BinaryIO | TextIO,
+    writer: _LineWriter,
+    approvals: ApprovalSource | None,
+    page_size: int,
+    server_info: Mapping[str, str],
+    max_workers: int,
+) -> int:
+    """Reads and answers messages until the input ends (0) or the output is gone (1)."""
     server = _Server(
         registry,
         actor=actor,
         writer=writer,
         approvals=approvals,
         page_size=page_size,
-        server_info={"name": server_name, "version": server_version},
+        server_info=server_info,
         max_workers=max_workers,
     )
-    guard = contextlib.redirect_stdout(sys.stderr) if owns_stdout else contextlib.nullcontext()
     logger.info("serving %d tools over MCP stdio to actor %s", len(registry.catalog(actor)), actor.id)
-    with guard:  # held until the last call has finished: a late handler's print must not reach stdout
-        try:
-            for line in _read_lines(source):
-                server.handle_line(line)
-                if writer.broken:
-                    break
-        finally:
-            server.close()
+    try:
+        for line in _read_lines(source):
+            server.handle_line(line)
+            if writer.broken:
+                break
+    finally:
+        server.close()  # the last call finishes while stdout is still redirected: its noise goes to stderr
     logger.info("end of input; MCP server stopped")
     return 1 if writer.broken else 0

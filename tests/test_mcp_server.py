@@ -13,7 +13,6 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 import unittest
 from pathlib import Path
 from typing import Any
@@ -305,6 +304,12 @@ class JsonRpcTest(ServerTestCase):
         self.pipe.notify("notifications/whatever")
         self.pipe.notify("tools/list")
         self.assertTrue(self.pipe.nothing_more())
+
+    def test_a_notification_with_malformed_params_gets_no_response(self) -> None:
+        for params in ([1], None, "bar", 3):
+            with self.subTest(params=params):
+                self.pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+        self.assertEqual(self.pipe.request("ping")["result"], {})  # the first line back answers the ping
 
     def test_batches_are_refused_after_2025_06_18(self) -> None:
         self.pipe.send([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
@@ -622,18 +627,30 @@ def noisy(arguments):
     print("handler noise on stdout")
     return {"ok": True}
 
+def noisy_below_python(arguments):
+    import os, subprocess
+    subprocess.run([sys.executable, "-c", "print('child process noise')"], check=True)
+    os.write(1, b"raw fd noise\\n")
+    sys.__stdout__.write("dunder stdout noise\\n")
+    sys.__stdout__.flush()
+    return {"ok": True}
+
 registry = Registry()
 registry.register(ToolSpec(name="noisy", description="Prints.", input_schema={"type": "object"}), noisy)
+registry.register(
+    ToolSpec(name="noisy_below_python", description="Writes to file descriptor 1.", input_schema={"type": "object"}),
+    noisy_below_python,
+)
 sys.exit(serve(registry, actor=Actor(id="a", tenant="t")))
 """
 
 
 class RealStdoutTest(unittest.TestCase):
-    def test_a_handler_that_prints_cannot_corrupt_the_protocol_stream(self) -> None:
+    def run_noisy_server(self, tool: str) -> subprocess.CompletedProcess:
         messages = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": LATEST_VERSION}},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "noisy", "arguments": {}}},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {}}},
         ]
         process = subprocess.run(
             [sys.executable, "-c", NOISY_SERVER],
@@ -646,7 +663,16 @@ class RealStdoutTest(unittest.TestCase):
         responses = [json.loads(line) for line in process.stdout.splitlines()]
         self.assertEqual([response["id"] for response in responses], [1, 2])
         self.assertFalse(responses[1]["result"]["isError"])
+        return process
+
+    def test_a_handler_that_prints_cannot_corrupt_the_protocol_stream(self) -> None:
+        process = self.run_noisy_server("noisy")
         self.assertIn(b"handler noise on stdout", process.stderr)
+
+    def test_child_processes_and_raw_writes_to_fd_1_cannot_corrupt_the_protocol_stream(self) -> None:
+        process = self.run_noisy_server("noisy_below_python")
+        for noise in (b"child process noise", b"raw fd noise", b"dunder stdout noise"):
+            self.assertIn(noise, process.stderr)
 
 
 def error_of(result: dict) -> dict:
@@ -694,7 +720,6 @@ class ServeMcpProcessTest(unittest.TestCase):
             },
         ]
         stdin = b"".join(json.dumps(message).encode() + b"\n" for message in messages) + b"this is not json\n"
-        started = time.monotonic()
         process = subprocess.run(
             [sys.executable, "run_lab.py", "serve-mcp"],
             cwd=REPO_ROOT,
@@ -702,7 +727,6 @@ class ServeMcpProcessTest(unittest.TestCase):
             capture_output=True,
             timeout=60,
         )
-        self.assertLess(time.monotonic() - started, 60)
         self.assertEqual(process.returncode, 0, process.stderr.decode(errors="replace"))
         lines = process.stdout.splitlines()
         responses = [json.loads(line) for line in lines]
