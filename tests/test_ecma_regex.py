@@ -241,6 +241,17 @@ class UnicodePropertiesTest(unittest.TestCase):
         self.assertTrue(matches(r"^\p{sc=Cyrl}$", "\u0416"))
         self.assertTrue(matches(r"^\p{scx=Latin}$", "\u00e9"))
 
+    def test_first_script_lookup_in_a_fresh_process_does_not_deadlock(self):
+        # Regression: the script table is built under the lock that the
+        # category table it needs also takes.
+        import subprocess
+        import sys
+        completed = subprocess.run(
+            [sys.executable, "-c", "from agent_lab.schema.ecma_regex import compile_ecma;"
+             "assert compile_ecma(r'^\\p{sc=Grek}$').search('\\u03b1')"],
+            cwd=REPO_ROOT, timeout=60, capture_output=True, text=True)
+        self.assertEqual(completed.returncode, 0, completed.stderr[-500:])
+
     def test_binary_properties_that_can_be_derived(self):
         self.assertTrue(matches(r"^\p{ASCII}+$", "abc"))
         self.assertTrue(matches(r"^\p{Any}$", "\U0010ffff"))

@@ -48,8 +48,10 @@ __all__ = [
 ]
 
 MAX_CODE_POINT = 0x10FFFF
-MAX_PATTERN_LENGTH = 100_000
-"""Longest pattern accepted; longer ones are refused rather than parsed."""
+MAX_REPETITION = 4_294_967_295
+"""Largest repetition count Python's re accepts (its MAXREPEAT); larger ones are unsupported."""
+MAX_NAME_REPEATS = 1000
+"""Most groups sharing one name (ES2025); checking them is quadratic, so more are refused."""
 MAX_GROUP_DEPTH = 64
 """Deepest nesting of groups translated; deeper patterns are refused, not recursed into."""
 
@@ -212,7 +214,7 @@ _GENERAL_CATEGORY_ALIASES: Dict[str, Tuple[str, ...]] = {
     "Zs": ("Zs",), "Space_Separator": ("Zs",),
 }
 
-_table_lock = threading.Lock()
+_table_lock = threading.RLock()
 _category_ranges: Optional[Dict[str, List[Range]]] = None
 
 
@@ -286,44 +288,65 @@ _SCRIPT_ALIASES: Dict[str, str] = {
 # letters, marks and digits of each script well; punctuation shared between
 # scripts (Common) and combining marks (Inherited) cannot be derived.
 _SCRIPT_NAME_OVERRIDES: Dict[str, Tuple[str, ...]] = {
-    "Canadian_Aboriginal": ("CANADIAN SYLLABICS",),
-    "Cyrillic": ("CYRILLIC", "COMBINING CYRILLIC"),
-    "Han": ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "CJK RADICAL", "KANGXI RADICAL"),
-    "Hangul": ("HANGUL", "HALFWIDTH HANGUL", "CIRCLED HANGUL", "PARENTHESIZED HANGUL"),
-    "Hiragana": ("HIRAGANA", "HENTAIGANA"),
-    "Katakana": ("KATAKANA", "HALFWIDTH KATAKANA", "CIRCLED KATAKANA"),
-    "Latin": ("LATIN", "FULLWIDTH LATIN"),
-    "Phags_Pa": ("PHAGS-PA",),
-    "Yi": ("YI SYLLABLE", "YI RADICAL"),
+    "Canadian_Aboriginal": ("CANADIAN SYLLABICS ",),
+    "Cypro_Minoan": ("CYPRO-MINOAN ",),
+    "Cyrillic": ("CYRILLIC ", "COMBINING CYRILLIC "),
+    "Han": ("CJK UNIFIED IDEOGRAPH-", "CJK COMPATIBILITY IDEOGRAPH-", "CJK RADICAL ",
+            "KANGXI RADICAL "),
+    "Hangul": ("HANGUL ", "HALFWIDTH HANGUL ", "CIRCLED HANGUL ", "PARENTHESIZED HANGUL "),
+    "Hiragana": ("HIRAGANA ", "HENTAIGANA "),
+    "Katakana": ("KATAKANA ", "HALFWIDTH KATAKANA ", "CIRCLED KATAKANA "),
+    "Anatolian_Hieroglyphs": ("ANATOLIAN HIEROGLYPH ",),
+    "Egyptian_Hieroglyphs": ("EGYPTIAN HIEROGLYPH ",),
+    "Latin": ("LATIN ", "FULLWIDTH LATIN "),
+    "Meroitic_Hieroglyphs": ("MEROITIC HIEROGLYPHIC ",),
+    "Phags_Pa": ("PHAGS-PA ",),
+    "Yi": ("YI SYLLABLE ", "YI RADICAL "),
 }
 _UNDERIVABLE_SCRIPTS = frozenset({"Common", "Inherited"})
 # Han ideographs whose names do not say so (iteration and number marks).
 _HAN_EXTRA: Tuple[Range, ...] = ((0x3005, 0x3005), (0x3007, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B))
-_script_cache: Dict[str, List[Range]] = {}
+_script_table: Optional[Dict[str, List[Range]]] = None
 
 
-def _scan_script(script: str) -> List[Range]:
-    if script == "Unknown":  # exactly the code points no script claims
-        return category_ranges(("Cn", "Co", "Cs"))
-    words = _SCRIPT_NAME_OVERRIDES.get(script, (script.upper().replace("_", " "),))
-    prefixes = tuple(word + " " for word in words) + tuple(word + "-" for word in words)
-    ranges: List[Range] = list(_HAN_EXTRA) if script == "Han" else []
+def _script_name_prefixes() -> Dict[str, List[Tuple[str, str]]]:
+    """First word of a character name -> [(name prefix, script)], longest prefix first."""
+    by_first_word: Dict[str, List[Tuple[str, str]]] = {}
+    for script in set(_SCRIPT_ALIASES.values()) - _UNDERIVABLE_SCRIPTS - {"Unknown"}:
+        default = (script.upper().replace("_", " ") + " ",)
+        for prefix in _SCRIPT_NAME_OVERRIDES.get(script, default):
+            by_first_word.setdefault(prefix.split(" ", 1)[0], []).append((prefix, script))
+    for candidates in by_first_word.values():
+        candidates.sort(key=lambda candidate: -len(candidate[0]))
+    return by_first_word
+
+
+def _scan_scripts() -> Dict[str, List[Range]]:
+    """One pass over every character name, sorting code points into scripts."""
+    by_first_word = _script_name_prefixes()
+    points: Dict[str, List[Range]] = {"Han": list(_HAN_EXTRA)}
     name_of = unicodedata.name
     for code_point in range(MAX_CODE_POINT + 1):
-        if name_of(chr(code_point), "").startswith(prefixes):
-            ranges.append((code_point, code_point))
-    return normalize_ranges(ranges)
+        name = name_of(chr(code_point), "")
+        for prefix, script in by_first_word.get(name.split(" ", 1)[0], ()):
+            if name.startswith(prefix):
+                points.setdefault(script, []).append((code_point, code_point))
+                break
+    table = {script: normalize_ranges(ranges) for script, ranges in points.items()}
+    table["Unknown"] = category_ranges(("Cn", "Co", "Cs"))  # what no script claims
+    return table
 
 
 def script_ranges(script: str) -> List[Range]:
-    """Approximate code-point ranges of a script (long name), cached."""
+    """Approximate code-point ranges of a script (long name); tables built once."""
+    global _script_table
     if script in _UNDERIVABLE_SCRIPTS:
-        raise EcmaRegexUnsupported(f"script {script} is valid ECMA-262 but not available here")
-    cached = _script_cache.get(script)
-    if cached is None:
-        cached = _scan_script(script)
-        _script_cache[script] = cached
-    return cached
+        raise EcmaRegexUnsupported(f"script {script} is not derivable from the standard library")
+    if _script_table is None:
+        with _table_lock:
+            if _script_table is None:
+                _script_table = _scan_scripts()
+    return _script_table.get(script, [])
 
 
 # ECMA-262 table 67: binary properties. Those computable from the standard
@@ -499,6 +522,11 @@ def _is_id_part(code_point: int) -> bool:
     return char in "$\u200c\u200d" or ("a" + char).isidentifier()
 
 
+def _decimal_order(digits: str) -> Tuple[int, str]:
+    """Sort key of a decimal digit string without leading zeros, of any length."""
+    return len(digits), digits
+
+
 def _paths_are_exclusive(first: Sequence[Tuple[int, int]],
                          second: Sequence[Tuple[int, int]]) -> bool:
     """Whether two (disjunction, alternative) paths part in different alternatives."""
@@ -515,7 +543,8 @@ class _Translator:
     productions return the Python spelling of what they consumed.
     """
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, resolve_properties: bool = True) -> None:
+        self.resolve_properties = resolve_properties
         self.source = _code_points(pattern)
         self.position = 0
         self.ignore_case = False
@@ -529,7 +558,7 @@ class _Translator:
         self.name_paths: Dict[str, List[Tuple[Tuple[int, int], ...]]] = {}
         self.alternative_path: List[Tuple[int, int]] = []
         self.disjunctions_seen = 0
-        self.has_duplicate_names = False
+        self.unsupported_reasons: List[str] = []
 
     # -- cursor helpers ----------------------------------------------------
     def fail(self, reason: str, *, position: Optional[int] = None) -> EcmaRegexError:
@@ -599,10 +628,9 @@ class _Translator:
             if self.peek() == ")":
                 raise self.fail("unmatched closing parenthesis")
             raise self.fail("unexpected character")
-        if self.has_duplicate_names:
-            raise EcmaRegexUnsupported(
-                "the same group name in different alternatives is valid ECMA-262 (ES2025) "
-                "but Python's re cannot express it")
+        if self.unsupported_reasons:
+            raise EcmaRegexUnsupported("valid ECMA-262 that Python's re cannot express: "
+                                       + self.unsupported_reasons[0])
         return result
 
     def disjunction(self) -> str:
@@ -669,25 +697,33 @@ class _Translator:
         if low is None:
             raise self.fail("incomplete quantifier", position=start)
         if self.accept("}"):
-            return f"{{{low}}}"
+            return "{" + self._repetition_count(low) + "}"
         if not self.accept(","):
             raise self.fail("incomplete quantifier", position=start)
         high = self._decimal_digits()
         if not self.accept("}"):
             raise self.fail("incomplete quantifier", position=start)
         if high is None:
-            return f"{{{low},}}"
-        if high < low:
+            return "{" + self._repetition_count(low) + ",}"
+        if _decimal_order(high) < _decimal_order(low):
             raise self.fail("numbers out of order in quantifier", position=start)
-        return f"{{{low},{high}}}"
+        return "{" + self._repetition_count(low) + "," + self._repetition_count(high) + "}"
 
-    def _decimal_digits(self) -> Optional[int]:
+    def _repetition_count(self, digits: str) -> str:
+        if _decimal_order(digits) > _decimal_order(str(MAX_REPETITION)):
+            self.unsupported_reasons.append(f"repetition counts above {MAX_REPETITION}")
+        return digits
+
+    def _decimal_digits(self) -> Optional[str]:
+        """The decimal digits that come next, leading zeros dropped (a string:
+        ECMA puts no bound on them, and int() refuses very long ones)."""
         start = self.position
         while self.peek() is not None and self.peek() in DECIMAL_DIGITS:
             self.position += 1
         if self.position == start:
             return None
-        return int("".join(chr(point) for point in self.source[start:self.position]))
+        digits = "".join(chr(point) for point in self.source[start:self.position])
+        return digits.lstrip("0") or "0"
 
     def atom(self) -> str:
         start = self.position
@@ -726,10 +762,13 @@ class _Translator:
         """ES2025: a name may repeat only in alternatives that exclude each other."""
         path = tuple(self.alternative_path)
         earlier_paths = self.name_paths.setdefault(name, [])
+        if len(earlier_paths) >= MAX_NAME_REPEATS:
+            raise self.fail(f"more than {MAX_NAME_REPEATS} groups share one name", position=start)
         for earlier in earlier_paths:
             if not _paths_are_exclusive(earlier, path):
                 raise self.fail("duplicate capture group name", position=start)
-            self.has_duplicate_names = True
+        if earlier_paths:
+            self.unsupported_reasons.append("a group name repeated in exclusive alternatives")
         earlier_paths.append(path)
 
     def _capturing_body(self, opener: str, start: int) -> str:
@@ -832,10 +871,10 @@ class _Translator:
         if char is None:
             raise self.fail("pattern ends with a backslash", position=start)
         if char in "123456789":
-            number = self._decimal_digits()
-            if number > self.group_count:
+            digits = self._decimal_digits()
+            if _decimal_order(digits) > _decimal_order(str(self.group_count)):
                 raise self.fail("backreference to a group that does not exist", position=start)
-            return self._backreference(number, str(number))
+            return self._backreference(int(digits), digits)
         if char == "k":
             self.position += 1
             if not self.accept("<"):
@@ -881,21 +920,29 @@ class _Translator:
             raise self.fail("unterminated Unicode property escape", position=start)
         if value is not None:
             if name in _CATEGORY_PROPERTY_NAMES and value in _GENERAL_CATEGORY_ALIASES:
-                return category_ranges(_GENERAL_CATEGORY_ALIASES[value])
-            if name in _SCRIPT_PROPERTY_NAMES:
-                return self._script(value, start)
-            raise self.fail("unknown Unicode property", position=start)
+                return self._resolve(category_ranges, _GENERAL_CATEGORY_ALIASES[value])
+            if name in _SCRIPT_PROPERTY_NAMES and value in _SCRIPT_ALIASES:
+                return self._resolve(script_ranges, _SCRIPT_ALIASES[value])
+            raise self.fail("unknown Unicode property or value", position=start)
         if name in _GENERAL_CATEGORY_ALIASES:
-            return category_ranges(_GENERAL_CATEGORY_ALIASES[name])
+            return self._resolve(category_ranges, _GENERAL_CATEGORY_ALIASES[name])
         if name in _BINARY_PROPERTY_ALIASES:
-            return binary_property_ranges(_BINARY_PROPERTY_ALIASES[name])
+            return self._resolve(binary_property_ranges, _BINARY_PROPERTY_ALIASES[name])
         raise self.fail("unknown Unicode property", position=start)
 
-    def _script(self, value: str, start: int) -> List[Range]:
-        script = _SCRIPT_ALIASES.get(value)
-        if script is None:
-            raise self.fail("unknown script", position=start)
-        return script_ranges(script)
+    def _resolve(self, table, key) -> List[Range]:
+        """Ranges of a valid property, unless only the syntax is being checked.
+
+        A property that cannot be computed is noted, and parsing goes on so
+        later syntax errors are still found.
+        """
+        if not self.resolve_properties:
+            return []
+        try:
+            return table(key)
+        except EcmaRegexUnsupported as unsupported:
+            self.unsupported_reasons.append(str(unsupported))
+            return []
 
     def _property_word(self) -> str:
         start = self.position
@@ -1019,13 +1066,10 @@ def translate_ecma(pattern: str) -> str:
     """The Python ``re`` source equivalent to an ECMA-262 pattern (``u`` flag).
 
     Raises EcmaRegexError when the pattern is not valid ECMA-262, and
-    EcmaRegexUnsupported when it is valid but uses a property this module
-    cannot compute.
+    EcmaRegexUnsupported when it is valid but has no Python spelling here.
     """
     if not isinstance(pattern, str):
         raise EcmaRegexError("a regular expression must be a string")
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise EcmaRegexUnsupported(f"pattern longer than {MAX_PATTERN_LENGTH} characters")
     return _Translator(pattern).translate()
 
 
@@ -1051,10 +1095,14 @@ def is_ecma_regex(pattern: str) -> bool:
     This is the ``format: regex`` question: valid patterns that Python cannot
     run (variable-width lookbehind, say) still count as valid.
     """
+    if not isinstance(pattern, str):
+        return False
     try:
-        translate_ecma(pattern)
+        # Syntax only: no Unicode property tables are built, so checking an
+        # untrusted instance costs time linear in its length.
+        _Translator(pattern, resolve_properties=False).translate()
     except EcmaRegexUnsupported:
         return True
-    except (EcmaRegexError, RecursionError):
+    except EcmaRegexError:
         return False
     return True
