@@ -354,6 +354,18 @@ class RejectedSyntaxTest(unittest.TestCase):
         with self.assertRaises(EcmaRegexUnsupported):
             compile_ecma("(?<=a+)b")
 
+    def test_repetition_counts_of_any_length_are_valid_but_large_ones_unsupported(self):
+        self.assertTrue(is_ecma_regex("a{" + "9" * 5000 + "}"))
+        with self.assertRaises(EcmaRegexUnsupported):
+            compile_ecma("a{99999999999}")
+        self.assertFalse(is_ecma_regex("a{" + "2" * 5000 + ",1}"))
+        self.assertFalse(is_ecma_regex("(a)\\" + "9" * 5000))
+
+    def test_syntax_errors_after_an_unsupported_part_still_count(self):
+        self.assertFalse(is_ecma_regex(r"\p{Emoji}("))
+        self.assertFalse(is_ecma_regex("a{99999999999}["))
+        self.assertFalse(is_ecma_regex("(?<y>a)|(?<y>b)]"))
+
     def test_deeply_nested_groups_do_not_exhaust_the_stack(self):
         pattern = "(" * 5000 + ")" * 5000
         with self.assertRaises(EcmaRegexUnsupported):
