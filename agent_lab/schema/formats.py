@@ -398,13 +398,15 @@ def _a_label_length(u_label: str) -> int:
 
 def is_idn_hostname(value: str) -> bool:
     """RFC 5890 internationalized host name: U-labels or A-labels, IDNA2008 rules."""
-    if not value:
+    # A U-label is never longer than its A-label, so over-long input is
+    # refused before any (quadratic) Punycode work.
+    if not value or len(value) > MAX_HOSTNAME_LENGTH:
         return False
     labels = _IDN_SEPARATORS.split(value)
     unicode_labels = []
     total_length = len(labels) - 1
     for label in labels:
-        if not label:
+        if not label or len(label) > MAX_LABEL_LENGTH:
             return False
         if label[:4].lower() == _ACE_PREFIX:
             if _LDH_LABEL.fullmatch(label) is None:
