@@ -350,9 +350,13 @@ class RejectedSyntaxTest(unittest.TestCase):
         self.assertNotIn("secret-value", str(raised.exception))
 
     def test_valid_ecma_that_python_cannot_run_is_unsupported(self):
-        self.assertTrue(is_ecma_regex("(?<=a+)b"))
-        with self.assertRaises(EcmaRegexUnsupported):
-            compile_ecma("(?<=a+)b")
+        # Variable-width lookbehind; a lookbehind reference to a group on its
+        # right (ECMA matches lookbehinds right to left).
+        for pattern in ("(?<=a+)b", "(?<=\\1(a))b"):
+            with self.subTest(pattern=pattern):
+                self.assertTrue(is_ecma_regex(pattern))
+                with self.assertRaises(EcmaRegexUnsupported):
+                    compile_ecma(pattern)
 
     def test_repetition_counts_of_any_length_are_valid_but_large_ones_unsupported(self):
         self.assertTrue(is_ecma_regex("a{" + "9" * 5000 + "}"))

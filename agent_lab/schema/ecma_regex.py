@@ -551,6 +551,7 @@ class _Translator:
         self.multiline = False
         self.dot_all = False
         self.depth = 0
+        self.lookbehind_depth = 0
         self.group_count, self.group_names = self._scan_groups()
         self.groups_opened = 0
         self.open_groups: List[int] = []
@@ -672,9 +673,15 @@ class _Translator:
         if self.accept("\\B"):
             return NOT_WORD_BOUNDARY_PYTHON
         start = self.position
-        for opener in ("(?=", "(?!", "(?<=", "(?<!"):
+        for opener in ("(?=", "(?!"):
             if self.accept(opener):
                 return self._group_body(opener, start)
+        for opener in ("(?<=", "(?<!"):
+            if self.accept(opener):
+                self.lookbehind_depth += 1
+                body = self._group_body(opener, start)
+                self.lookbehind_depth -= 1
+                return body
         return None
 
     def quantifier(self) -> str:
@@ -892,6 +899,10 @@ class _Translator:
 
     def _backreference(self, number: int, python_reference: str) -> str:
         """ECMA: a reference to a group that has not captured matches empty."""
+        if self.lookbehind_depth:
+            # ECMA matches lookbehinds right to left, so references there see
+            # groups to their right; Python's re has no such mode.
+            self.unsupported_reasons.append("backreferences inside lookbehind")
         if number in self.open_groups or number > self.groups_opened:
             return "(?:)"
         if python_reference.isdigit():
