@@ -375,6 +375,10 @@ class RejectedSyntaxTest(unittest.TestCase):
         with self.assertRaises(EcmaRegexUnsupported):
             compile_ecma(pattern)
 
+    def test_deeply_nested_but_unbalanced_groups_are_invalid(self):
+        self.assertFalse(is_ecma_regex("(" * 5000))
+        self.assertFalse(is_ecma_regex("(" * 5000 + "[" + ")" * 5000))
+
     def test_translation_escapes_every_literal_python_could_misread(self):
         translated = translate_ecma("a#b c(?:d)")
         # Escaped spaces and hashes survive even verbose mode, where bare ones would vanish.

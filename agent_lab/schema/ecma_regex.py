@@ -596,29 +596,44 @@ class _Translator:
 
     # -- pre-scan ------------------------------------------------------------
     def _scan_groups(self) -> Tuple[int, Dict[str, int]]:
-        """Count capturing groups and collect names before parsing.
+        """Count capturing groups, collect names and check bracket balance first.
 
         ECMA allows a backreference to a group that appears later, so the
-        totals must be known up front. Escapes and class bodies are skipped.
+        totals must be known up front. Balance is checked here too, so an
+        unbalanced pattern is invalid even when it nests deeper than the
+        parser recurses. Escapes and class bodies are skipped.
         """
         count = 0
         names: Dict[str, int] = {}
-        in_class = False
+        open_positions: List[int] = []
+        class_start: Optional[int] = None
         self.position = 0
         while not self.at_end():
+            here = self.position
             char = self.take()
             if char == "\\":
                 self.position += 1
-            elif in_class:
-                in_class = char != "]"
+            elif class_start is not None:
+                if char == "]":
+                    class_start = None
             elif char == "[":
-                in_class = True
-            elif char == "(" and self.peek() != "?":
-                count += 1
-            elif char == "(" and self.peek(1) == "<" and self.peek(2) not in ("=", "!"):
-                count += 1
-                self.position += 2
-                names.setdefault(self.group_name(), count)
+                class_start = here
+            elif char == ")":
+                if not open_positions:
+                    raise self.fail("unmatched closing parenthesis", position=here)
+                open_positions.pop()
+            elif char == "(":
+                open_positions.append(here)
+                if self.peek() != "?":
+                    count += 1
+                elif self.peek(1) == "<" and self.peek(2) not in ("=", "!"):
+                    count += 1
+                    self.position += 2
+                    names.setdefault(self.group_name(), count)
+        if class_start is not None:
+            raise self.fail("unterminated character class", position=class_start)
+        if open_positions:
+            raise self.fail("unterminated group", position=open_positions[-1])
         self.position = 0
         return count, names
 
