@@ -16,6 +16,7 @@ never slip through.
 
 from __future__ import annotations
 
+import functools
 import re
 import types
 import unicodedata
@@ -492,8 +493,12 @@ def is_idn_email(value: str) -> bool:
 # URIs and IRIs (RFC 3986 appendix A, RFC 3987 section 2.2)
 
 
-def _uri_grammar(*, international: bool) -> Dict[str, "re.Pattern[str]"]:
+@functools.lru_cache(maxsize=2)
+def _uri_grammar(international: bool) -> Dict[str, "re.Pattern[str]"]:
     """Compile the RFC 3986 (or RFC 3987) productions into full-match patterns.
+
+    Built on first use: compiling them takes tens of milliseconds, which
+    importing the validator should not pay.
 
     The authority's IP literal is checked separately by is_ipv6, so an
     embedded IPv4 tail with a leading zero is refused as RFC 3986 requires.
@@ -531,8 +536,6 @@ def _uri_grammar(*, international: bool) -> Dict[str, "re.Pattern[str]"]:
     }
 
 
-_URI = _uri_grammar(international=False)
-_IRI = _uri_grammar(international=True)
 _IP_FUTURE = re.compile(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
 
 
@@ -544,29 +547,31 @@ def _authority_is_valid(match: "re.Match[str]") -> bool:
     return True
 
 
-def _matches(grammar: Dict[str, "re.Pattern[str]"], kind: str, value: str) -> bool:
-    match = grammar[kind].fullmatch(value)
+def _matches(kind: str, value: str, *, international: bool) -> bool:
+    match = _uri_grammar(international)[kind].fullmatch(value)
     return match is not None and _authority_is_valid(match)
 
 
 def is_uri(value: str) -> bool:
     """RFC 3986 URI: scheme ":" hier-part [ "?" query ] [ "#" fragment ]."""
-    return _matches(_URI, "absolute", value)
+    return _matches("absolute", value, international=False)
 
 
 def is_uri_reference(value: str) -> bool:
     """RFC 3986 URI-reference: a URI or a relative reference."""
-    return _matches(_URI, "absolute", value) or _matches(_URI, "relative", value)
+    return (_matches("absolute", value, international=False)
+            or _matches("relative", value, international=False))
 
 
 def is_iri(value: str) -> bool:
     """RFC 3987 IRI: a URI that may also carry non-ASCII characters."""
-    return _matches(_IRI, "absolute", value)
+    return _matches("absolute", value, international=True)
 
 
 def is_iri_reference(value: str) -> bool:
     """RFC 3987 IRI-reference."""
-    return _matches(_IRI, "absolute", value) or _matches(_IRI, "relative", value)
+    return (_matches("absolute", value, international=True)
+            or _matches("relative", value, international=True))
 
 
 # RFC 6570 section 2: literals and expressions of any level. The apostrophe
