@@ -176,28 +176,60 @@ def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     return Run.returned(output)
 
 
-async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
-    """Await an async handler until its deadline, then cancel it.
+CANCEL_GRACE_S = 0.25
+"""After cancelling an async handler at its deadline, how long to wait for it to wind down before
+leaving it behind (a handler that swallows CancelledError would otherwise hold its caller forever)."""
 
-    A cancellation of the *caller* (asyncio.CancelledError from outside) propagates: swallowing it would
-    break the caller's own cancellation. The deadline is enforced with `asyncio.wait_for`.
+
+async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
+    """Await an async handler (as a task) until its deadline, then cancel it.
+
+    The caller is back within `CANCEL_GRACE_S` of the deadline even if the handler ignores the
+    cancellation (`asyncio.wait_for` would wait for it to finish). A cancellation of the *caller*
+    cancels the handler and propagates: swallowing it would break the caller's own cancellation.
     """
     try:
-        awaitable = handler.call(arguments, ctx)
-        output = await asyncio.wait_for(_carrying_exits(awaitable), seconds_left(ctx.deadline))
-        if isinstance(output, ProcessExit):
-            raise output.exception
-    except asyncio.TimeoutError:
-        ctx.cancel_event.set()
-        return Run.timed_out()
+        task = asyncio.ensure_future(_carrying_exits(handler.call(arguments, ctx)))
     except ToolFailure as failure:
         return Run.failed(failure.error)
-    except (asyncio.CancelledError, *PROCESS_EXITS):
-        ctx.cancel_event.set()
+    except PROCESS_EXITS:
         raise
     except BaseException as exception:  # noqa: BLE001
         return _contained(ctx, exception)
+    task.add_done_callback(_retrieve_outcome)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds_left(ctx.deadline))
+        if not done:
+            ctx.cancel_event.set()
+            task.cancel()
+            await asyncio.wait((task,), timeout=CANCEL_GRACE_S)
+            return Run.timed_out()
+    except asyncio.CancelledError:
+        ctx.cancel_event.set()
+        task.cancel()
+        raise
+    return _task_run(task, ctx)
+
+
+def _task_run(task: asyncio.Future, ctx: CallContext) -> Run:
+    """What a finished handler task came to."""
+    if task.cancelled():  # the handler cancelled itself: it did not finish its work
+        return _contained(ctx, asyncio.CancelledError())
+    exception = task.exception()
+    if isinstance(exception, ToolFailure):
+        return Run.failed(exception.error)
+    if exception is not None:
+        return _contained(ctx, exception)
+    output = task.result()
+    if isinstance(output, ProcessExit):
+        raise output.exception
     return Run.returned(output)
+
+
+def _retrieve_outcome(task: asyncio.Future) -> None:
+    """Mark a task's exception as seen, so a handler left behind does not log "never retrieved"."""
+    if not task.cancelled():
+        task.exception()
 
 
 @dataclass(frozen=True)
@@ -240,11 +272,16 @@ def _contained(ctx: CallContext, exception: BaseException) -> Run:
 # ---------------------------------------------------------------------------------------------
 
 
+MAX_WAIT_S = 365 * 86400.0
+"""The longest single wait for a handler. Far-off deadlines (a timeout_ms of 1e300) are cut to it,
+because the platform cannot wait longer than `threading.TIMEOUT_MAX` and raises OverflowError."""
+
+
 def seconds_left(deadline: Optional[float]) -> Optional[float]:
-    """Seconds until an absolute `time.monotonic()` deadline (never negative); None means no limit."""
+    """Seconds until an absolute `time.monotonic()` deadline (between 0 and MAX_WAIT_S); None means no limit."""
     if deadline is None:
         return None
-    return max(0.0, deadline - time.monotonic())
+    return min(max(0.0, deadline - time.monotonic()), MAX_WAIT_S)
 
 
 def earliest(*deadlines: Optional[float]) -> Optional[float]:

@@ -197,6 +197,33 @@ class InlineDeadlineTest(DeadlineTestCase):
         self.assertEqual(registry.invoke(ToolCall("fast", {}), actor=READER).output, {"fast": True})
 
 
+class UnboundedTimeoutTest(DeadlineTestCase):
+    """A timeout longer than the platform can wait for (threading.TIMEOUT_MAX) is simply a long wait."""
+
+    def test_a_write_with_an_astronomical_timeout_runs_and_succeeds_once(self) -> None:
+        effects: list[dict] = []
+
+        def handler(arguments):
+            time.sleep(0.01)  # the caller is really waiting when the handler returns
+            effects.append(arguments)
+            return {"ok": True}
+
+        async def async_handler(arguments):
+            await asyncio.sleep(0.01)
+            effects.append(arguments)
+            return {"ok": True}
+
+        self.registry.register(followup_spec(timeout_ms=1e300), handler)
+        self.registry.register(followup_spec(name="async_followup", timeout_ms=1e300), async_handler)
+        for name in ("record_ticket_followup", "async_followup"):
+            with self.subTest(tool=name):
+                call = ToolCall(name, followup_call(action_id="act-" + name).arguments)
+                result = self.registry.invoke(call, actor=WRITER)
+                self.assertTrue(result.ok, result)
+                self.assertTrue(asyncio.run(self.registry.ainvoke(call, actor=WRITER)).replayed)
+        self.assertEqual(len(effects), 2)
+
+
 class AsyncDeadlineTest(DeadlineTestCase):
     def setUp(self) -> None:
         super().setUp()
@@ -237,6 +264,43 @@ class AsyncDeadlineTest(DeadlineTestCase):
         self.assertLess(elapsed, GENEROUS_S)
         self.assertEqual(result.error.code, "tool_timeout")
         self.assertTrue(self.cancelled.is_set())
+
+    def test_an_async_handler_that_ignores_its_cancellation_is_left_behind_at_the_deadline(self) -> None:
+        async def stubborn(arguments):
+            gives_up = time.monotonic() + BLOCK_S  # so that a failing test fails instead of hanging
+            while not self.release.is_set() and time.monotonic() < gives_up:
+                try:
+                    await asyncio.sleep(0.005)
+                except asyncio.CancelledError:
+                    pass  # refuses to stop
+            return {}
+
+        self.registry.register(read_spec(name="stubborn"), stubborn)
+
+        async def scenario():
+            started = time.monotonic()
+            result = await self.registry.ainvoke(ToolCall("stubborn", {}), actor=READER)
+            elapsed = time.monotonic() - started
+            self.release.set()  # let it end, or asyncio.run would wait for it when it closes the loop
+            return result, elapsed
+
+        for name, run in (("ainvoke", lambda: asyncio.run(scenario())),
+                          ("invoke", lambda: self.timed_invoke(ToolCall("stubborn", {})))):
+            with self.subTest(caller=name):
+                self.release.clear()
+                result, elapsed = run()
+                self.assertLess(elapsed, GENEROUS_S)
+                self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
+
+    def test_an_async_handler_that_raises_cancelled_error_itself_is_contained_not_a_cancelled_caller(self) -> None:
+        async def gives_up(arguments):
+            raise asyncio.CancelledError()
+
+        self.registry.register(read_spec(name="gives_up"), gives_up)
+        results = [self.registry.invoke(ToolCall("gives_up", {}), actor=READER),
+                   asyncio.run(self.registry.ainvoke(ToolCall("gives_up", {}), actor=READER))]
+        for result in results:
+            self.assertEqual((result.error.code, result.outcome), ("handler_exception", Outcome.FAILED))
 
     def test_ainvoke_runs_sync_handlers_on_the_pool_without_blocking_the_loop(self) -> None:
         self.registry.register(read_spec(name="blocking"), lambda arguments: self.release.wait(BLOCK_S))
