@@ -35,7 +35,7 @@ __all__ = [
     "Run",
     "RunKind",
     "WorkerPool",
-    "copy_json",
+    "plain_json_copy",
     "run_async",
     "run_async_on_loop_thread",
     "run_sync",
@@ -297,18 +297,40 @@ def is_deadline(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value (already checked to be JSON and bounded in depth).
+def plain_json_copy(value: Any, max_depth: int) -> Any:
+    """A copy of `value` made of exact JSON types, read from the containers' own storage.
 
-    Faster than `copy.deepcopy` for plain data, and containers come back as plain dict/list, so a
-    handler can neither mutate what the registry fingerprinted nor see a caller's dict subclass.
+    Taken once, before the arguments are checked, so that the schema step, the fingerprint (and with it
+    the approval), the policy hooks and the handler all see the same data: a dict subclass cannot show
+    the validator one thing through `__getitem__` and the handler another through `items()`, a str
+    subclass cannot compare equal to everything, and the handler cannot mutate the caller's object.
+
+    Containers (dict and list, subclasses included) become plain dicts and lists; str, int and float
+    subclasses become their base type. Anything else is kept as it is for the schema step to refuse,
+    as is whatever lies deeper than `max_depth` containers (so a cyclic value cannot loop).
     """
     kind = type(value)
-    if kind is dict or isinstance(value, dict):
-        return {key: copy_json(item) for key, item in value.items()}
-    if kind is list or isinstance(value, list):
-        return [copy_json(item) for item in value]
-    return value  # str, int, float, bool, None: immutable
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if isinstance(value, dict):
+        if max_depth <= 0:
+            return value
+        return {_plain_key(key): plain_json_copy(item, max_depth - 1) for key, item in dict.items(value)}
+    if isinstance(value, list):
+        if max_depth <= 0:
+            return value
+        return [plain_json_copy(item, max_depth - 1) for item in list.__iter__(value)]
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # bool cannot be subclassed, so this is an int subclass (an IntEnum)
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    return value
+
+
+def _plain_key(key: Any) -> Any:
+    return str.__str__(key) if isinstance(key, str) else key
 
 
 # ---------------------------------------------------------------------------------------------

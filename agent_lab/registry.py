@@ -49,9 +49,9 @@ from .execution import (
     Run,
     RunKind,
     WorkerPool,
-    copy_json,
     earliest,
     is_deadline,
+    plain_json_copy,
     run_async,
     run_async_on_loop_thread,
     run_sync,
@@ -67,6 +67,7 @@ from .idempotency import (
 )
 from .jsonvalue import check_json_value, find_non_json
 from .policy import Actor, Approval
+from .schema import MAX_INSTANCE_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
 __all__ = [
@@ -90,6 +91,10 @@ MAX_CLOSE_NAMES = 3
 
 MAX_OUTPUT_DEPTH = 64
 """Handler output nested deeper than this is refused as invalid_tool_output (same limit as inputs)."""
+
+MAX_ARGUMENT_COPY_DEPTH = MAX_INSTANCE_DEPTH + 1
+"""The arguments are copied this deep: one level more than the schema step accepts, so every value
+that passes it is a plain copy, and deeper (or cyclic) values are left for it to refuse."""
 
 SUMMARY_VALUE_CHARS = 40
 """In an approval summary, a longer argument value is cut to this many characters and an ellipsis."""
@@ -120,6 +125,7 @@ class _CallState:
     deadline: Any
     call_id: str
     started: float
+    arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
     tool: str = ""
     spec: Optional[ToolSpec] = None
     handler: Optional[Handler] = None
@@ -131,10 +137,6 @@ class _CallState:
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
     redact: frozenset = field(default_factory=frozenset)
-
-    @property
-    def arguments(self) -> Any:
-        return self.call.arguments
 
     def result(self, *, ok: bool, outcome: Outcome, output: Any = None, error: Optional[ToolError] = None) -> ToolResult:
         return ToolResult(
@@ -373,8 +375,10 @@ class Registry:
         the schema, so that audit records of refused calls can be correlated)."""
         spec = state.spec
         assert spec is not None
-        if isinstance(state.arguments, InvalidJSONArguments):  # a host sent text we could not read
-            return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.arguments.reason}"))
+        if isinstance(state.call.arguments, InvalidJSONArguments):  # a host sent text we could not read
+            return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
+        # From here on every step, and the handler, sees this one copy (see plain_json_copy).
+        state.arguments = plain_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
         non_canonical: Optional[NotCanonicalJSON] = None
         try:
             state.fingerprint = fingerprint(spec.name, state.arguments)
@@ -504,7 +508,7 @@ class Registry:
         ctx = self._context(state)
         handler = state.handler
         assert handler is not None
-        arguments = copy_json(state.arguments)
+        arguments = state.arguments  # already the call's own plain copy; nothing reads it after this
         if handler.is_async:
             return self._execute_on_loop_thread(state, ctx, handler, arguments)
         if self._run_inline:
@@ -522,7 +526,7 @@ class Registry:
         ctx = self._context(state)
         handler = state.handler
         assert handler is not None
-        arguments = copy_json(state.arguments)
+        arguments = state.arguments
         if handler.is_async:
             return await run_async(handler, arguments, ctx)
         future = self._pool.submit(run_sync, handler, arguments, ctx)

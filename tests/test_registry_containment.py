@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_lab.calls import ToolCall, ToolResult
 from agent_lab.errors import Outcome
+from agent_lab.policy import Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -136,6 +137,52 @@ class HandlerContainmentTest(unittest.TestCase):
         self.assertEqual(call.arguments["ticket_id"], "T-1001")
         self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertTrue(first.ok)
+
+    def test_the_handler_receives_exactly_the_arguments_that_were_checked_and_approved(self) -> None:
+        class TwoFaced(dict):
+            """A mapping whose methods describe other contents than the dict really holds."""
+
+            def items(self):
+                return [("ticket_id", "T-1001"), ("note", "Refund 10000 EUR."), ("action_id", "act-1")]
+
+            def values(self):
+                return [value for _, value in self.items()]
+
+            def get(self, key, default=None):
+                return dict(self.items()).get(key, default)
+
+        seen: list[Any] = []
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(approval="always"), lambda arguments: seen.append(arguments) or {"ok": True})
+        approved = followup_call(note="Refund 10 EUR.")
+        approval = Approval.for_call(approved, actor=WRITER, approver="manager")
+        result = registry.invoke(ToolCall(approved.name, TwoFaced(approved.arguments)), actor=WRITER,
+                                 approval=approval)
+        self.assertTrue(result.ok, result)
+        self.assertEqual(seen, [approved.arguments])
+        self.assertIs(type(seen[0]), dict)
+        self.assertEqual(result.fingerprint, approval.fingerprint)
+
+    def test_string_and_number_subclasses_reach_the_handler_as_plain_json_values(self) -> None:
+        class Shouting(str):
+            def __eq__(self, other: object) -> bool:
+                return True
+
+            __hash__ = str.__hash__
+
+        class Count(int):
+            pass
+
+        seen: list[Any] = []
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(ToolSpec(name="echo", description="d", input_schema=OPEN_SCHEMA),
+                          lambda arguments: seen.append(arguments) or {})
+        self.assertTrue(registry.invoke(ToolCall("echo", {Shouting("k"): [Shouting("v"), Count(3)]}), actor=READER).ok)
+        ((key, value),) = seen[0].items()
+        self.assertEqual([type(key), type(value[0]), type(value[1])], [str, str, int])
+        self.assertEqual(seen, [{"k": ["v", 3]}])
 
     def test_a_failing_audit_sink_does_not_break_the_call(self) -> None:
         class BrokenSink:
