@@ -215,6 +215,8 @@ def _strict_node(node: Any, path: str, depth: int) -> dict[str, Any]:
     if not isinstance(node, Mapping):
         raise StrictSchemaError("schema", path, "boolean schemas (true/false) are not supported in strict mode")
     _refuse_unsupported(node, path)
+    if "$ref" in node and len(node.keys() - DROPPED_ANNOTATIONS) > 1:
+        return _wrapped_reference(node, path)
     out: dict[str, Any] = {}
     for keyword, value in node.items():
         if keyword in DROPPED_ANNOTATIONS or keyword in LENGTH_KEYWORDS:
@@ -243,6 +245,24 @@ def _strict_node(node: Any, path: str, depth: int) -> dict[str, Any]:
 
 
 _REBUILT_KEYWORDS = frozenset({"properties", "items", "anyOf", "$defs", "definitions"})
+# Annotations that may sit beside a reference: they say what the value means, not which values are valid.
+_REFERENCE_ANNOTATIONS = frozenset({"description", "title", "default"})
+
+
+def _wrapped_reference(node: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """OpenAI's strict mode refuses any keyword next to "$ref"; an anyOf of that one reference accepts the
+    same values and may carry the annotations. Constraints beside a reference are refused, because
+    closing or merging them could change which values are valid."""
+    constraints = sorted(set(node) - DROPPED_ANNOTATIONS - _REFERENCE_ANNOTATIONS - {"$ref"})
+    if constraints:
+        raise StrictSchemaError(
+            "$ref", _pointer(path, "$ref"),
+            f"strict mode allows no keywords next to $ref ({', '.join(constraints)}); "
+            "move them into the referenced schema",
+        )
+    wrapped = {keyword: copy.deepcopy(value) for keyword, value in node.items() if keyword in _REFERENCE_ANNOTATIONS}
+    wrapped["anyOf"] = [{"$ref": node["$ref"]}]
+    return wrapped
 
 
 def _refuse_unsupported(node: Mapping[str, Any], path: str) -> None:
@@ -530,10 +550,14 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
 
 
 def _field(item: Any, name: str) -> Any:
-    """A field of a host payload given as a dict or as an SDK object."""
-    if isinstance(item, Mapping):
-        return item.get(name)
-    return getattr(item, name, None)
+    """A field of a host payload given as a dict or as an SDK object; None when it cannot be read
+    (parsers never raise, whatever a host library hands over)."""
+    try:
+        if isinstance(item, Mapping):
+            return item.get(name)
+        return getattr(item, name, None)
+    except Exception:  # noqa: BLE001 - an unreadable field is an absent one
+        return None
 
 
 def _reject_constant(token: str) -> Any:

@@ -259,6 +259,46 @@ class StrictSchemaTest(unittest.TestCase):
             to_strict_schema({"type": "object", "properties": {"any": {}}})
         self.assertEqual(caught.exception.path, "/properties/any")
 
+    def test_a_reference_with_annotations_beside_it_keeps_them_without_a_keyword_next_to_ref(self):
+        # OpenAI refuses "$ref cannot have keywords {'description'}"; an anyOf of one reference means the same.
+        schema = {
+            "type": "object",
+            "$defs": {"Contact": {"type": "object", "properties": {"email": {"type": "string"}},
+                                  "required": ["email"]}},
+            "properties": {
+                "to": {"$ref": "#/$defs/Contact", "description": "Who gets it."},
+                "cc": {"$ref": "#/$defs/Contact", "title": "Copy", "description": "Optional copy."},
+            },
+            "required": ["to"],
+        }
+        strict = to_strict_schema(schema)
+
+        def refs_with_siblings(node):
+            if isinstance(node, dict):
+                if "$ref" in node and len(node) > 1:
+                    yield node
+                for value in node.values():
+                    yield from refs_with_siblings(value)
+            elif isinstance(node, list):
+                for value in node:
+                    yield from refs_with_siblings(value)
+
+        self.assertEqual(list(refs_with_siblings(strict)), [])
+        self.assertEqual(strict["properties"]["to"],
+                         {"anyOf": [{"$ref": "#/$defs/Contact"}], "description": "Who gets it."})
+        self.assertEqual(strict["properties"]["cc"]["anyOf"], [{"$ref": "#/$defs/Contact"}, {"type": "null"}])
+        self.assertEqual(strict["properties"]["cc"]["description"], "Optional copy.")
+        validator = Validator(strict)
+        self.assertTrue(validator.is_valid({"to": {"email": "a@b"}, "cc": None}))
+        self.assertFalse(validator.is_valid({"to": {"email": 1}, "cc": None}))
+
+    def test_a_reference_with_constraints_beside_it_cannot_be_strict(self):
+        schema = {"type": "object", "$defs": {"S": {"type": "string"}},
+                  "properties": {"a": {"$ref": "#/$defs/S", "pattern": "^x"}}, "required": ["a"]}
+        with self.assertRaises(StrictSchemaError) as caught:
+            to_strict_schema(schema)
+        self.assertEqual(caught.exception.path, "/properties/a/$ref")
+
     def test_the_root_must_be_an_object(self):
         with self.assertRaises(StrictSchemaError) as caught:
             to_strict_schema({"anyOf": [{"type": "object"}]})
@@ -433,6 +473,24 @@ class ParseCallTest(unittest.TestCase):
                 self.assertIsInstance(parse_openai_chat_call(payload), ToolCall)
                 self.assertIsInstance(parse_anthropic_call(payload), ToolCall)
                 self.assertIsInstance(parse_mcp_call(payload), ToolCall)
+
+    def test_a_payload_whose_fields_cannot_be_read_never_raises(self):
+        class Unreadable:
+            """An SDK-like object whose attribute access fails (a lazy or broken model)."""
+
+            def __getattr__(self, name):
+                raise RuntimeError("cannot load " + name)
+
+        class UnreadableMapping(dict):
+            def get(self, key, default=None):
+                raise RuntimeError("cannot load " + key)
+
+        for payload in (Unreadable(), UnreadableMapping(name="x")):
+            for parse in (parse_openai_call, parse_openai_chat_call, parse_anthropic_call, parse_mcp_call):
+                with self.subTest(payload=type(payload).__name__, parse=parse.__name__):
+                    call = parse(payload)
+                    self.assertIsInstance(call, ToolCall)
+                    self.assertEqual(call.name, "")
 
     def test_malformed_arguments_end_as_invalid_arguments_through_the_registry(self):
         from agent_lab.registry import Registry
