@@ -303,19 +303,25 @@ class Registry:
         run_inline=True, which would block it). The receipt store is called directly (it is fast and
         local); a cancellation of the caller is recorded and then propagates."""
         state = self._start(call, actor, approval, deadline)
+        cancelled = False
         try:
             result = self._admit(state)
             if result is None:
-                result = self._conclude(state, await self._aexecute(state))
-        except asyncio.CancelledError:
-            # The caller itself was cancelled: record what we know, then let the cancellation through.
-            self._record(state, self._conclude(state, state.interrupted_run or Run.timed_out()))
-            raise
+                try:
+                    run = await self._aexecute(state)
+                except asyncio.CancelledError:
+                    # The caller itself was cancelled: record what we know, then let the cancellation through.
+                    cancelled = True
+                    run = state.interrupted_run or Run.timed_out()
+                result = self._conclude(state, run)
         except PROCESS_EXITS:
             raise
         except BaseException:  # noqa: BLE001
             result = self._internal_error(state)
-        return self._record(state, result)
+        result = self._record(state, result)
+        if cancelled:
+            raise asyncio.CancelledError()
+        return result
 
     # -- step 0: start and route -----------------------------------------------------------------
 
@@ -360,11 +366,18 @@ class Registry:
             return _malformed_call(state, "The tool name must be a string.")
         entry = self._tools.get(state.call.name)
         if entry is None:
-            close = difflib.get_close_matches(state.call.name, list(self._tools), n=MAX_CLOSE_NAMES)
-            return state.refusal("tool_not_found", details={"close_names": close})
+            return state.refusal("tool_not_found", details={"close_names": self._close_names(state)})
         state.spec, state.handler = entry
         state.redact = frozenset(state.spec.redact)
         return None
+
+    def _close_names(self, state: _CallState) -> list[str]:
+        """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
+        actor = state.actor
+        if not isinstance(actor, Actor):
+            return []
+        callable_names = [name for name, (spec, _) in self._tools.items() if actor.may(spec.required_permission)]
+        return difflib.get_close_matches(state.call.name, callable_names, n=MAX_CLOSE_NAMES)
 
     # -- step 1: schema --------------------------------------------------------------------------
 
@@ -640,7 +653,9 @@ class Registry:
             violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
-        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
+        # The result keeps a plain copy of what was checked: the handler may still hold (and change)
+        # the object it returned, and a str subclass has no business in a result.
+        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=plain_json_copy(output, MAX_OUTPUT_DEPTH + 1))
 
     def _output_failure(
         self,
@@ -813,8 +828,10 @@ def _safe_failure(error: ToolError) -> ToolError:
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
+    """The call's audit record. It holds no argument or output values, so there is nothing in it for
+    `spec.redact` to mask (masking by field name would only blank its own `tenant` or `tool`)."""
     actor = state.actor if isinstance(state.actor, Actor) else None
-    record = audit_record(
+    return audit_record(
         call_id=state.call_id,
         tool=state.tool,
         actor_id=actor.id if actor is not None else None,
@@ -827,11 +844,6 @@ def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
         replayed=result.replayed,
         approval_id=state.approval_used.approval_id if state.approval_used is not None else None,
     )
-    if state.redact:
-        from .redaction import redact
-
-        record = redact(record, state.redact)
-    return record
 
 
 def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:

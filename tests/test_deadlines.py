@@ -297,10 +297,43 @@ class AsyncDeadlineTest(DeadlineTestCase):
             raise asyncio.CancelledError()
 
         self.registry.register(read_spec(name="gives_up"), gives_up)
-        results = [self.registry.invoke(ToolCall("gives_up", {}), actor=READER),
-                   asyncio.run(self.registry.ainvoke(ToolCall("gives_up", {}), actor=READER))]
+        with self.assertLogs("agent_lab.execution", "WARNING"):
+            results = [self.registry.invoke(ToolCall("gives_up", {}), actor=READER),
+                       asyncio.run(self.registry.ainvoke(ToolCall("gives_up", {}), actor=READER))]
         for result in results:
             self.assertEqual((result.error.code, result.outcome), ("handler_exception", Outcome.FAILED))
+
+    def test_a_cancelled_ainvoke_whose_write_returned_broken_output_still_records_and_settles_the_key(self) -> None:
+        class Unreadable(dict):
+            def items(self):
+                raise RuntimeError("unreadable")
+
+        returned = threading.Event()
+        audit: list[dict] = []
+        self.registry.close()
+        self.registry = Registry(audit=type("Sink", (), {"write": lambda _, r: audit.append(r), "close": lambda _: None})())
+        self.addCleanup(self.registry.close)
+
+        def write(arguments):
+            returned.set()
+            return Unreadable(a=1)
+
+        self.registry.register(followup_spec(timeout_ms=60_000), write)
+
+        async def scenario():
+            task = asyncio.ensure_future(self.registry.ainvoke(followup_call(), actor=WRITER))
+            await asyncio.sleep(0)  # ainvoke submits the job and starts waiting
+            returned.wait(GENEROUS_S)
+            time.sleep(0.05)  # the job has finished, but the loop has not seen it yet
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        with self.assertLogs("agent_lab.registry", "ERROR"):  # the broken output is an internal error, logged
+            asyncio.run(scenario())
+        self.assertEqual([(record["outcome"], record["error_code"]) for record in audit], [("unknown", "internal_error")])
+        lookup = self.registry.receipts.lookup(ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1"))
+        self.assertEqual(lookup.status, ReservationStatus.REPLAY)
 
     def test_ainvoke_runs_sync_handlers_on_the_pool_without_blocking_the_loop(self) -> None:
         self.registry.register(read_spec(name="blocking"), lambda arguments: self.release.wait(BLOCK_S))

@@ -184,6 +184,25 @@ class HandlerContainmentTest(unittest.TestCase):
         self.assertEqual([type(key), type(value[0]), type(value[1])], [str, str, int])
         self.assertEqual(seen, [{"k": ["v", 3]}])
 
+    def test_the_result_keeps_the_output_that_was_checked_even_if_the_handler_changes_it_later(self) -> None:
+        owned = {"items": [1, 2, 3]}  # e.g. a backend's cached object, still referenced by the backend
+        result = self.invoke_with(returning(owned), max_output_bytes=100,
+                                  output_schema={"type": "object", "properties": {"items": {"maxItems": 3}}})
+        self.assertTrue(result.ok)
+        owned["items"].extend(range(1000))
+        owned["secret"] = SECRET
+        self.assertEqual(result.to_model()["output"], {"items": [1, 2, 3]})
+        self.assertIsNot(result.output, owned)
+
+    def test_a_result_holding_a_string_subclass_from_the_handler_can_still_be_shown(self) -> None:
+        class Unprintable(str):
+            def __repr__(self) -> str:
+                raise RuntimeError("no repr")
+
+        result = self.invoke_with(returning({"name": Unprintable("Ada")}))
+        self.assertIn("Ada", repr(result))
+        self.assertIs(type(result.output["name"]), str)
+
     def test_a_failing_audit_sink_does_not_break_the_call(self) -> None:
         class BrokenSink:
             def write(self, record):

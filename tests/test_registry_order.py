@@ -44,9 +44,18 @@ class StepOrderTest(unittest.TestCase):
             ToolCall("get_tickets", {"bad": float("nan")}), actor=OUTSIDER, deadline=time.monotonic() - 1
         )
         self.assertEqual(result.error.code, "tool_not_found")
-        self.assertEqual(result.error.details["close_names"], ["get_ticket"])
+        self.assertEqual(result.error.details["close_names"], [])  # nothing OUTSIDER may call is suggested
         self.assertEqual(result.outcome, Outcome.REJECTED)
         self.assertEqual(self.audit.records[-1]["step"], "route")
+
+    def test_close_names_suggest_only_tools_the_actor_may_call(self) -> None:
+        # catalog(actor) hides the write tool from a reader; a near miss must not reveal it either.
+        for actor, expected in ((READER, []), (WRITER, ["record_ticket_followup"])):
+            with self.subTest(actor=actor.id):
+                result = self.registry.invoke(ToolCall("record_ticket_folowup", {}), actor=actor)
+                self.assertEqual(result.error.details["close_names"], expected)
+        self.assertEqual(self.registry.invoke(ToolCall("get_tickets", {}), actor=None).error.details["close_names"],
+                         [])
 
     def test_unpermitted_call_with_bad_arguments_reports_invalid_arguments(self) -> None:
         self.assertEqual(self.code_of(ToolCall("get_ticket", {"ticket_id": 7}), actor=OUTSIDER), "invalid_arguments")
@@ -131,6 +140,17 @@ class StepOrderTest(unittest.TestCase):
         )
         self.assertEqual(self.audit.records[0]["actor_id"], READER.id)
         self.assertEqual(self.audit.records[1]["error_code"], "tool_not_found")
+
+    def test_audit_records_keep_their_own_fields_when_a_tool_redacts_arguments_of_the_same_name(self) -> None:
+        # The audit record never holds arguments or output, so redaction has nothing to mask in it.
+        spec = followup_spec(name="note_for_tenant", redact=("tenant", "actor_id", "tool", "api_token"))
+        registry = _registry_with(spec, audit=self.audit)
+        self.addCleanup(registry.close)
+        registry.invoke(ToolCall("note_for_tenant", followup_call(api_token="sk-1").arguments), actor=WRITER)
+        record = self.audit.records[-1]
+        self.assertEqual((record["tenant"], record["actor_id"], record["tool"]),
+                         (WRITER.tenant, WRITER.id, "note_for_tenant"))
+        self.assertNotIn("sk-1", repr(record))
 
 
 def _registry_with(spec, handler=None, **options):
