@@ -442,7 +442,7 @@ class _SchemaBuilder:
     def _typeddict(self, cls: type, site: _Site) -> dict[str, Any]:
         hints = _class_hints(cls, site)
         properties = {key: self.schema_for(hint, site.field(key)) for key, hint in hints.items()}
-        required = [key for key in hints if key in cls.__required_keys__]  # type: ignore[attr-defined]
+        required = [key for key, hint in hints.items() if _typeddict_requires(cls, key, hint)]
         return _object_schema(properties, required, _class_description(cls))
 
     def _dataclass(self, cls: type, site: _Site) -> dict[str, Any]:
@@ -461,7 +461,40 @@ class _SchemaBuilder:
             elif field.default is not dataclasses.MISSING:
                 schema = _with_default(schema, field.default)
             properties[field.name] = schema
+        _refuse_hidden_init_arguments(cls, properties, site)
         return _object_schema(properties, required, _class_description(cls))
+
+
+def _refuse_hidden_init_arguments(cls: type, properties: Mapping[str, Any], site: _Site) -> None:
+    """A dataclass whose __init__ requires an argument that is not a field (an InitVar, a custom
+    __init__) could never be rebuilt from the JSON the schema allows: refuse it now, not at call time."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the fields are all we know
+        return
+    for param in parameters:
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if param.default is inspect.Parameter.empty and param.name not in properties:
+            raise site.field(param.name).refuse(
+                f"{cls.__name__}() needs this argument but it is not a field the schema can describe "
+                "(an InitVar or a custom __init__); give it a default or make it a field"
+            )
+
+
+def _typeddict_requires(cls: type, key: str, hint: Any) -> bool:
+    """Whether a TypedDict requires `key`. An explicit Required[...] or NotRequired[...] wins over the
+    class's __required_keys__, which typing.TypedDict on Python 3.10 computes without knowing
+    typing_extensions' Required and NotRequired."""
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is typing.Annotated:
+            hint = hint.__origin__
+            continue
+        marker = getattr(origin, "_name", None)
+        if marker in ("Required", "NotRequired"):
+            return marker == "Required"
+        return key in cls.__required_keys__  # type: ignore[attr-defined]
 
 
 def _class_hints(cls: type, site: _Site) -> dict[str, Any]:
@@ -614,22 +647,24 @@ def _ecma_problem(regex: str) -> str | None:
 # -- step 5: apply defaults ---------------------------------------------------------------------
 
 
-def _accepts_null(schema: Mapping[str, Any]) -> bool:
-    if "anyOf" in schema:
-        return any(_accepts_null(branch) for branch in schema["anyOf"])
-    if "enum" in schema:
-        return None in schema["enum"]
-    return "type" not in schema or "null" in _schema_types(schema)
-
-
 def _with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
-    """Record a Python default as "default" when it has an exact JSON form the schema accepts."""
+    """Record a Python default as "default" when it has an exact JSON form the schema accepts.
+
+    Otherwise the default still applies in Python; the schema just does not show the model a value it
+    would be refused for sending (``x: int = True``, ``n: Annotated[int, Range(ge=1)] = 0``).
+    """
+    from .schema import Validator
+
     try:
         value = to_json(default)
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return schema  # not JSON: the default still applies in Python, the schema just does not show it
-    if value is None and not _accepts_null(schema):
+        return schema
+    try:
+        accepted = Validator(schema).is_valid(value)
+    except ValueError:  # a schema our validator cannot compile: show no default rather than guess
+        return schema
+    if not accepted:
         return schema
     schema["default"] = value
     return schema

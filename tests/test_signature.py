@@ -222,6 +222,22 @@ class AnnotationTest(unittest.TestCase):
         self.assertEqual(schema["required"], ["id"])
         self.assertEqual(schema["properties"]["note"], {"type": "string"})
 
+    def test_an_explicit_not_required_wins_over_the_classes_required_keys(self):
+        # typing.TypedDict on Python 3.10 does not know typing_extensions.NotRequired and lists such a key
+        # in __required_keys__; the wrapper in the annotation says what the author meant.
+        NotRequired = getattr(typing, "NotRequired", None)  # noqa: N806
+        if NotRequired is None:
+            try:
+                from typing_extensions import NotRequired  # noqa: N806
+            except ImportError:
+                self.skipTest("needs typing.NotRequired (3.11) or typing_extensions")
+        Note = TypedDict("Note", {"id": str, "text": NotRequired[str]})  # noqa: N806
+        Note.__required_keys__ = frozenset({"id", "text"})  # what Python 3.10 computes
+        Note.__optional_keys__ = frozenset()
+        schema = property_of(Note)
+        self.assertEqual(schema["required"], ["id"])
+        self.assertEqual(schema["properties"]["text"], {"type": "string"})
+
     def test_dataclass_fields_defaults_and_nesting(self):
         schema = property_of(Segment)
         self.assertEqual(schema["required"], ["start", "end"])
@@ -258,6 +274,17 @@ class AnnotationTest(unittest.TestCase):
         self.assertEqual(schema["properties"]["c"]["default"], "high")
         self.assertIsNone(schema["properties"]["d"]["default"])
         self.assertEqual(schema["properties"]["e"]["default"], {"x": 1, "y": 0})
+
+    def test_a_default_the_schema_would_refuse_is_not_shown_but_still_optional(self):
+        def fn(a: int = True, b: str = 5, c: bool = 0, d: Annotated[int, Range(ge=1)] = 0, e: int = 2):
+            """Defaults of the wrong type or out of range."""
+
+        properties = schema_of(fn)["properties"]
+        for name in "abcd":
+            with self.subTest(parameter=name):
+                self.assertNotIn("default", properties[name])
+        self.assertEqual(properties["e"]["default"], 2)
+        self.assertNotIn("required", schema_of(fn))
 
     def test_a_default_that_is_not_json_is_not_shown_but_still_optional(self):
         def fn(a: float = float("nan")):
@@ -327,6 +354,20 @@ class RefusalTest(unittest.TestCase):
             """Refused."""
 
         self.assert_refused(forward, "a")
+
+    def test_a_dataclass_whose_init_needs_more_than_its_fields_is_refused(self):
+        @dataclasses.dataclass
+        class Scaled:
+            value: int
+            scale: dataclasses.InitVar[int]
+
+            def __post_init__(self, scale: int) -> None:
+                self.value *= scale
+
+        def fn(item: Scaled):
+            """Takes a dataclass with a required InitVar."""
+
+        self.assert_refused(fn, "item")
 
     def test_recursive_types_are_refused(self):
         def tree(root: Node):
