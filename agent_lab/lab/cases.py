@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from ..jsonvalue import json_type, pointer_join
 from ..policy import Actor
-from ..schema import Validator
+from ..schema import MAX_INSTANCE_DEPTH, Validator
 
 __all__ = ["STRATEGIES", "Case", "CaseFileError", "CaseProblem", "case_schema", "load_cases"]
 
 STRATEGIES = ("baseline", "candidate")
 CASE_SCHEMA_PATH = Path(__file__).with_name("case_schema.json")
 MAX_VIOLATIONS_PER_LINE = 5  # a oneOf can explain itself many times over; the first few locate the fault
+BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with one; RFC 8259 lets a parser ignore it
+REFERENCE_KEYS = frozenset({"$from_call", "pointer"})
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # decoded JSON holds one only from an unpaired \\uD8xx escape
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,11 @@ def load_cases(paths: Sequence[str]) -> list[Case]:
     cases: list[Case] = []
     problems: list[CaseProblem] = []
     first_seen: dict[str, str] = {}
+    files_read: set[Path] = set()
     for path in paths:
+        if _given_before(path, files_read):
+            problems.append(CaseProblem(path, 1, "this case file is given twice"))
+            continue
         for line_number, text in _lines(path, problems):
             case = _parse_case(path, line_number, text, problems)
             if case is None:
@@ -110,11 +119,29 @@ def load_cases(paths: Sequence[str]) -> list[Case]:
     return cases
 
 
+def _given_before(path: str, files_read: set[Path]) -> bool:
+    """True when `path` names a file already read under this or another spelling (./a, a, a symlink)."""
+    resolved = Path(path).resolve()
+    if resolved in files_read:
+        return True
+    files_read.add(resolved)
+    return False
+
+
 def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
+    """The non-blank lines of a UTF-8 file with their numbers, split at "\\n" only (JSON Lines).
+
+    `str.splitlines()` would also break at U+2028, U+0085 and other separators that JSON allows raw
+    inside a string, cutting a valid case in two. A trailing "\\r" (CRLF files) and a leading byte order
+    mark are dropped.
+    """
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         problems.append(CaseProblem(path, 1, "no such case file"))
+        return []
+    except IsADirectoryError:
+        problems.append(CaseProblem(path, 1, "a directory, not a case file"))
         return []
     except OSError as exc:
         problems.append(CaseProblem(path, 1, f"cannot read the case file ({exc.strerror or type(exc).__name__})"))
@@ -125,7 +152,10 @@ def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
         line = raw[: exc.start].count(b"\n") + 1
         problems.append(CaseProblem(path, line, "the case file is not UTF-8 text"))
         return []
-    return [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if text.startswith(BYTE_ORDER_MARK):
+        text = text[len(BYTE_ORDER_MARK):]
+    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
+    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip(" \t")]
 
 
 def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProblem]) -> Case | None:
@@ -133,7 +163,7 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
         problems.append(CaseProblem(path, line_number, message))
 
     try:
-        data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
+        data = _read_json(text)
     except json.JSONDecodeError as exc:
         report(f"broken JSON at column {exc.colno}: {exc.msg}")
         return None
@@ -145,6 +175,10 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
         for violation in violations[:MAX_VIOLATIONS_PER_LINE]:
             report(violation.message)  # names the field by its path, never quotes its value
         return None
+    surrogate_at = _lone_surrogate_at(data, "")  # after validation: the nesting is bounded
+    if surrogate_at is not None:
+        report(f"'{surrogate_at[1:]}' holds a lone surrogate escape (\\ud800-\\udfff), which is not Unicode text")
+        return None
     case = _build_case(data, path, line_number)
     for message in _consistency_problems(case):
         report(message)
@@ -153,6 +187,39 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
 
 class _NotPlainJSON(ValueError):
     pass
+
+
+def _read_json(text: str) -> Any:
+    """`json.loads`, refusing what is not plain JSON and turning the parser's own limits into problems."""
+    try:
+        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant,
+                          parse_int=_read_int)
+    except RecursionError:
+        raise _NotPlainJSON(f"JSON nested too deeply to read (cases allow {MAX_INSTANCE_DEPTH} levels)") from None
+
+
+def _read_int(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # longer than sys.get_int_max_str_digits() (Python 3.10.7+)
+        raise _NotPlainJSON("a number with too many digits to read") from None
+
+
+def _lone_surrogate_at(value: Any, pointer: str) -> str | None:
+    """The JSON Pointer of the first string (or member name) holding a lone surrogate, else None."""
+    if isinstance(value, str):
+        return pointer if LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = pointer if LONE_SURROGATE.search(key) else _lone_surrogate_at(item, pointer_join(pointer, key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _lone_surrogate_at(item, pointer_join(pointer, index))
+            if found is not None:
+                return found
+    return None
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -184,18 +251,83 @@ def _build_case(data: Mapping[str, Any], path: str, line_number: int) -> Case:
 
 
 def _consistency_problems(case: Case) -> list[str]:
-    """What the schema cannot say: expectations must refer to calls that exist."""
+    """What the schema cannot say, per strategy: the steps can run, and the expectation can fail."""
     found = []
     for strategy in STRATEGIES:
-        calls = case.call_count(strategy)
-        expectation = case.expectation(strategy)
-        if calls == 0:
-            found.append(f"'calls/{strategy}' proposes no call (only markers)")
-        described = len(expectation.get("steps", ()))
-        if described > calls:
-            found.append(f"'expected/steps' describes {described} calls but {strategy} proposes {calls}")
-        for key in ("same_output", "same_error"):
-            beyond = [index for index in expectation.get(key, ()) if index >= calls]
-            if beyond:
-                found.append(f"'expected/{key}' names call {beyond[0]} but {strategy} proposes {calls} call(s)")
+        found += _step_problems(strategy, case.calls[strategy])
+        found += _expectation_problems(strategy, case.expectation(strategy), case.call_count(strategy))
+    return found
+
+
+def _step_problems(strategy: str, steps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """References must name a call whose result exists by then; waiting for a write needs one in flight."""
+    found = []
+    answered: set[int] = set()  # calls whose result the replay holds when the next step starts
+    in_flight: set[int] = set()  # background calls not yet settled
+    calls = 0
+    for position, step in enumerate(steps):
+        where = f"calls/{strategy}/{position}"
+        marker = step.get("do")
+        if marker in ("settle", "restart"):
+            answered |= in_flight
+            in_flight.clear()
+        elif marker == "await_write_started" and not in_flight:
+            found.append(f"'{where}' waits for a write, but no background call is in flight by then")
+        if marker is not None:
+            continue
+        for pointer, reference in _references(step["arguments"], ""):
+            problem = _reference_problem(f"{where}/arguments{pointer}", reference, answered)
+            if problem is not None:
+                found.append(problem)
+        (in_flight if step.get("background") else answered).add(calls)
+        calls += 1
+    return found
+
+
+def _references(value: Any, pointer: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every object in `value` that names `$from_call`, with its JSON Pointer (not looking inside one)."""
+    if isinstance(value, dict):
+        if "$from_call" in value:
+            yield pointer, value
+            return
+        for key, item in value.items():
+            yield from _references(item, pointer_join(pointer, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _references(item, pointer_join(pointer, index))
+
+
+def _reference_problem(where: str, reference: Mapping[str, Any], answered: set[int]) -> str | None:
+    """What is wrong with one `{"$from_call": N, "pointer": P}`, if anything."""
+    pointer = reference.get("pointer")
+    target = reference["$from_call"]
+    if set(reference) != REFERENCE_KEYS or json_type(target) != "integer" or not isinstance(pointer, str) or (
+        pointer and not pointer.startswith("/")
+    ):
+        return f"""'{where}' must be a reference {{"$from_call": N, "pointer": "/json/pointer"}} with N the index of an earlier call"""
+    if int(target) not in answered:
+        return f"'{where}' refers to call {int(target)}, which has no result by then (name an earlier call that has returned)"
+    return None
+
+
+def _expectation_problems(strategy: str, expectation: Mapping[str, Any], calls: int) -> list[str]:
+    """Expectations must name calls that exist, and must be able to fail (no vacuous pass)."""
+    found = []
+    if calls == 0:
+        found.append(f"'calls/{strategy}' proposes no call (only markers)")
+    described = len(expectation.get("steps", ()))
+    if described > calls:
+        found.append(f"'expected/steps' describes {described} calls but {strategy} proposes {calls}")
+    for key in ("same_output", "same_error"):
+        beyond = [index for index in expectation.get(key, ()) if index >= calls]
+        if beyond:
+            found.append(f"'expected/{key}' names call {beyond[0]} but {strategy} proposes {calls} call(s)")
+    outcome, error_code = expectation.get("outcome"), expectation.get("error_code")
+    if outcome is None:
+        found.append(f"'expected' gives no final outcome for {strategy} (set 'outcome', shared or per strategy)")
+    elif outcome != "succeeded" and "error_code" not in expectation:
+        found.append(f"'expected' says outcome {outcome} for {strategy} but names no 'error_code' (any error would pass)")
+    elif (outcome == "succeeded") != (error_code is None):
+        found.append(f"'expected' says outcome {outcome} for {strategy} with error_code {error_code!r} "
+                     "(no result has both)")
     return found
