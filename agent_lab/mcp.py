@@ -49,7 +49,9 @@ __all__ = [
     "LATEST_VERSION",
     "METHOD_NOT_FOUND",
     "MODERN_VERSIONS",
+    "MAX_PENDING_CALLS",
     "PARSE_ERROR",
+    "SERVER_BUSY",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "ApprovalSource",
     "serve",
@@ -71,6 +73,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+SERVER_BUSY = -32000  # JSON-RPC's range for server-defined errors: too many calls pending
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 # Reserved `_meta` keys of the 2026-07-28 per-request envelope.
@@ -82,6 +85,7 @@ _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
 DEFAULT_MAX_WORKERS = 4  # concurrent tools/call; ping and cancellation are answered meanwhile
+MAX_PENDING_CALLS = 64  # tools/call running or waiting for a worker; beyond it a call is refused at once
 
 # Gives the approval (if any) a person granted for exactly this call; MCP has no approval channel of its
 # own, so the application that starts the server supplies it.
@@ -521,6 +525,10 @@ class _Server:
             if request_id in self.in_flight:
                 raise _ProtocolError(
                     INVALID_REQUEST, "Invalid Request: this id is already in use by a running request"
+                )
+            if len(self.in_flight) >= MAX_PENDING_CALLS:  # bounded memory, whatever a client sends
+                raise _ProtocolError(
+                    SERVER_BUSY, f"Server busy: {MAX_PENDING_CALLS} tools/call requests are pending; retry later"
                 )
             self.in_flight[request_id] = tracker
         future = self.pool.submit(self.run_call, request_id, call, tracker, shape)

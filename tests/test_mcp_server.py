@@ -487,6 +487,29 @@ class ToolsCallTest(ServerTestCase):
         self.assertFalse(finished["result"]["isError"])
 
 
+class PendingLimitTest(ServerTestCase):
+    serve_options = {"max_workers": 1}
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.pipe.initialize()
+
+    def test_calls_beyond_the_pending_limit_are_refused_at_once_and_the_server_keeps_serving(self) -> None:
+        from agent_lab.mcp import MAX_PENDING_CALLS, SERVER_BUSY
+
+        ids = [f"slow-{index}" for index in range(MAX_PENDING_CALLS)]
+        for request_id in ids:  # one runs, the rest wait for the single worker
+            self.pipe.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "one-too-many", "method": "tools/call", "params": {"name": "slow"}})
+        refused = self.pipe.receive()
+        self.assertEqual(refused["id"], "one-too-many")
+        self.assertError(refused, SERVER_BUSY)
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+        self.gate.set()
+        answered = [self.pipe.receive()["id"] for _ in ids]
+        self.assertEqual(sorted(answered), sorted(ids))
+
+
 class CancellationTest(ServerTestCase):
     serve_options = {"max_workers": 1}  # one worker: a call's response is written before the next call starts
 
