@@ -129,6 +129,14 @@ class GradingTest(unittest.TestCase):
         self.assertEqual((failed.name, failed.expected, failed.actual),
                          ("final.check[0] length at /output/items", 25, 10))
 
+    def test_a_not_contains_check_at_a_path_that_leads_nowhere_fails(self) -> None:
+        case = self.dataset_case("read-ticket")
+        case["expected"]["candidate"]["checks"] = [{"path": "/error/message", "not_contains": "NoneType"}]
+        loaded = self.load(case)
+        grades = grade_run(loaded, replay_case(loaded, "candidate"))
+        [failed] = [grade for grade in grades if not grade.passed]
+        self.assertEqual((failed.name, failed.actual), ("final.check[0] not_contains at /error/message", "(absent)"))
+
     def test_a_case_expecting_1_for_a_boolean_is_refused_before_grading(self) -> None:
         case = self.dataset_case("duplicate-action")
         case["expected"]["replayed"] = 1
