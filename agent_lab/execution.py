@@ -338,20 +338,55 @@ def _plain_key(key: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+SLOT_POLL_S = 0.005
+"""How often an asyncio caller looks for a free worker while every worker is busy (only then)."""
+
+
 class WorkerPool:
     """A bounded thread pool, created on first use. Sync handlers run here so the caller can stop
-    waiting at the deadline; a handler that overruns keeps its worker until it returns."""
+    waiting at the deadline; a handler that overruns keeps its worker until it returns.
+
+    A job is handed to the executor only once a worker is free for it (one slot per worker, taken
+    before submitting and given back when the job ends). So when stuck handlers hold every worker,
+    callers wait for a slot until their deadline and leave nothing behind: no queue of abandoned jobs
+    (each holding its arguments) grows while the pool is jammed, and the thread count stays fixed.
+    """
 
     def __init__(self, max_workers: int) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError("max_workers must be an integer of at least 1")
         self._max_workers = max_workers
+        self._slots = threading.BoundedSemaphore(max_workers)
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._lock = threading.Lock()
         self._closed = False
 
-    def submit(self, function: Callable[..., Any], *arguments: Any) -> concurrent.futures.Future:
-        return self._started().submit(function, *arguments)
+    def submit(self, wait_s: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
+        """Run `function(*arguments)` on a free worker; None if none was free within `wait_s` seconds
+        (None: wait as long as it takes)."""
+        if not self._slots.acquire(timeout=wait_s):
+            return None
+        return self._submit_holding_slot(function, arguments)
+
+    async def asubmit(self, deadline: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
+        """`submit` for asyncio callers: looks for a free worker without blocking the event loop."""
+        while not self._slots.acquire(blocking=False):
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(SLOT_POLL_S)
+        return self._submit_holding_slot(function, arguments)
+
+    def _submit_holding_slot(self, function: Callable[..., Any], arguments: tuple) -> concurrent.futures.Future:
+        try:
+            future = self._started().submit(function, *arguments)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(self._release_slot)
+        return future
+
+    def _release_slot(self, future: concurrent.futures.Future) -> None:
+        self._slots.release()
 
     def _started(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:

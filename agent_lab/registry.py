@@ -526,7 +526,9 @@ class Registry:
             return self._execute_on_loop_thread(state, ctx, handler, arguments)
         if self._run_inline:
             return self._execute_inline(state, ctx, handler, arguments)
-        future = self._pool.submit(run_sync, handler, arguments, ctx)
+        future = self._pool.submit(seconds_left(ctx.deadline), run_sync, handler, arguments, ctx)
+        if future is None:
+            return Run.not_started()  # no worker was free before the deadline: nothing ran
         try:
             future.result(timeout=seconds_left(ctx.deadline))  # the caller waits at most until the deadline
         except concurrent.futures.TimeoutError:
@@ -542,7 +544,13 @@ class Registry:
         arguments = state.arguments
         if handler.is_async:
             return await run_async(handler, arguments, ctx)
-        future = self._pool.submit(run_sync, handler, arguments, ctx)
+        try:
+            future = await self._pool.asubmit(ctx.deadline, run_sync, handler, arguments, ctx)
+        except asyncio.CancelledError:
+            state.interrupted_run = Run.not_started()  # cancelled while waiting for a worker: nothing ran
+            raise
+        if future is None:
+            return Run.not_started()
         try:
             await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(ctx.deadline))
         except asyncio.CancelledError:

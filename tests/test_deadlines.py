@@ -8,6 +8,7 @@ timing benchmarks.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 import unittest
@@ -37,6 +38,7 @@ class DeadlineTestCase(unittest.TestCase):
         self.addCleanup(self.release.set)
         self.registry = Registry()
         self.addCleanup(self.registry.close)
+        self.threads_before = threading.active_count()
 
     def timed_invoke(self, call: ToolCall, actor=READER, **options):
         started = time.monotonic()
@@ -120,6 +122,28 @@ class SyncDeadlineTest(DeadlineTestCase):
         hog.join()
         time.sleep(0.02)
         self.assertEqual(ran, [])
+
+    def test_calls_refused_while_stuck_handlers_hold_every_worker_leave_nothing_queued_behind(self) -> None:
+        registry = Registry(max_workers=2)
+        self.addCleanup(registry.close)
+        started = threading.Semaphore(0)
+
+        def stuck(arguments):
+            started.release()
+            return self.release.wait(BLOCK_S)
+
+        registry.register(read_spec(name="stuck", timeout_ms=10), stuck)
+        registry.register(read_spec(name="victim", timeout_ms=5), lambda arguments: {})
+        for _ in range(2):
+            self.assertEqual(registry.invoke(ToolCall("stuck", {}), actor=READER).error.code, "tool_timeout")
+        self.assertTrue(started.acquire(timeout=GENEROUS_S) and started.acquire(timeout=GENEROUS_S))
+        for _ in range(30):
+            result = registry.invoke(ToolCall("victim", {"payload": "x" * 10_000}), actor=READER)
+            self.assertEqual((result.error.code, result.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        gc.collect()
+        waiting = [item for item in gc.get_objects() if isinstance(item, CallContext) and item.tool == "victim"]
+        self.assertEqual(waiting, [])  # no refused call's context (or arguments) waits in a queue
+        self.assertLessEqual(threading.active_count(), self.threads_before + 2)
 
     def test_a_caller_deadline_already_passed_runs_nothing(self) -> None:
         ran: list[str] = []
