@@ -60,6 +60,9 @@ and Python 3.11+ refuses to print much larger ones anyway."""
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
+# Built once: json.dumps with options builds a new encoder on every call (a third of its cost here).
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 class NotCanonicalJSON(ValueError):
     """A value that has no canonical JSON form.
@@ -91,8 +94,7 @@ def canonical_json(value: object) -> str:
     ``NotCanonicalJSON`` naming the JSON Pointer of the first offending place.
     """
     plain = _plain_value(value, [], 0)
-    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return _escape_lone_surrogates(text)
+    return _escape_lone_surrogates(_CANONICAL_ENCODER.encode(plain))
 
 
 def fingerprint(tool: str, arguments: object) -> str:
@@ -104,8 +106,9 @@ def fingerprint(tool: str, arguments: object) -> str:
     """
     if not isinstance(tool, str):
         raise NotCanonicalJSON("", "the tool name must be a string")
-    # Sorted keys: "arguments" comes before "tool".
-    text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + canonical_json(tool) + "}"
+    # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
+    tool_text = _escape_lone_surrogates(_CANONICAL_ENCODER.encode(str.__str__(tool)))
+    text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + tool_text + "}"
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -486,8 +489,9 @@ class SqliteReceiptStore:
     retry could run the effect again.  Pass ``synchronous="FULL"`` to sync the WAL on every commit
     and close that window, at the cost of one fsync per reserve/complete.
 
-    Privacy: records are stored as given (a replay must return the real result), so a new file is
-    created readable and writable by its owner only (mode 0600 on POSIX).
+    Privacy: records are stored as given. The registry masks a tool's `redact` fields before it
+    completes a receipt, but every other value is a real tool result, so a new file is created
+    readable and writable by its owner only (mode 0600 on POSIX).
 
     Do not use a store across ``fork``: open it in the child (the ``spawn`` start method is fine).
     """
@@ -605,8 +609,8 @@ def _open_connection(path: str, synchronous: str) -> sqlite3.Connection:
 def _create_private_file(path: str) -> None:
     """Create a missing database file readable by its owner only.
 
-    Receipts hold real tool results (replay needs them unredacted), so the file should not be
-    world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
+    Receipts hold real tool results (only the tools' `redact` fields are masked), so the file should
+    not be world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
     """
     if path in ("", ":memory:"):
         return

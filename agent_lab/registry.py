@@ -769,11 +769,14 @@ def _frees_key(result: ToolResult) -> bool:
     return False
 
 
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # built once
+
+
 def _json_size(value: Any) -> Optional[int]:
     """Bytes of the compact UTF-8 JSON text of a (checked) JSON value; None if it cannot be written
     (e.g. an integer too long for Python to print)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _COMPACT_ENCODER.encode(value)
     except (ValueError, TypeError, RecursionError):
         return None
     return len(text.encode("utf-8", "surrogatepass"))
