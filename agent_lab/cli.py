@@ -27,10 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     tool_eval = commands.add_parser("tool-eval", help="replay the tool cases through both strategies; gate on the candidate")
-    tool_eval.add_argument("--cases", metavar="FILE", action="append",
+    tool_eval.add_argument("--cases", metavar="FILE", action="append", type=_path,
                            help="a JSONL case file (repeatable; default datasets/tool-cases.jsonl)")
-    tool_eval.add_argument("--out", metavar="DIR", default="reports", help="report directory (default reports/)")
-    tool_eval.add_argument("--junit", metavar="FILE", help="where to write JUnit XML (default DIR/junit.xml)")
+    tool_eval.add_argument("--out", metavar="DIR", default="reports", type=_path,
+                           help="report directory (default reports/)")
+    tool_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
     tool_eval.set_defaults(run=_tool_eval)
 
     bench = commands.add_parser("bench", help="measure validator and runtime figures (never a gate)", add_help=False)
@@ -52,8 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _path(text: str) -> str:
+    """An argparse type: a path must not be empty (Path("") would quietly mean the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
 def _tool_eval(args: argparse.Namespace) -> int:
     from .lab.cases import CaseFileError
+    from .lab.reports import ReportWriteError
     from .lab.tool_eval import DEFAULT_CASES, run_tool_eval
 
     try:
@@ -62,9 +71,11 @@ def _tool_eval(args: argparse.Namespace) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    except OSError as error:
-        print(f"{error.filename or args.out}:1: cannot write the reports ({error.strerror or type(error).__name__})",
-              file=sys.stderr)
+    except ReportWriteError as error:
+        print(f"cannot write the reports: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as error:  # e.g. no usable temporary directory for the replay's receipt files
+        print(f"tool-eval: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for strategy in ("baseline", "candidate"):
         figures = evaluation.metrics[strategy]

@@ -6,11 +6,14 @@ import contextlib
 import io
 import json
 import re
+import os
 import subprocess
 import sys
 import tempfile
 import unittest
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from unittest import mock
 
 from agent_lab import cli
 from agent_lab.lab.reports import REPORT_FILES
@@ -111,6 +114,72 @@ class ToolEvalCommandTest(unittest.TestCase):
         junit = (out / "junit.xml").read_text(encoding="utf-8")
         self.assertIn('failures="0"', junit.splitlines()[1])
         self.assertIn("<skipped message=\"expected baseline failure", junit)
+
+    def test_junit_xml_is_well_formed_and_its_counts_match_its_testcases(self) -> None:
+        failing = json.loads(Path(self.cases).read_text(encoding="utf-8").splitlines()[0])
+        failing["case_id"] = "control-characters"
+        failing["expected"]["candidate"]["checks"].append({"path": "/output/ticket/id\u0001", "equals": "x\u0002\ufffe"})
+        cases = self.write_cases("control.jsonl", [Path(self.cases).read_text(encoding="utf-8"), json.dumps(failing)])
+        out = self.dir / "out"
+        code, _, _ = run("tool-eval", "--cases", cases, "--out", str(out))
+        self.assertEqual(code, 1)
+        root = ElementTree.parse(out / "junit.xml").getroot()  # raises on a character XML 1.0 forbids
+        totals = {"tests": 0, "failures": 0, "skipped": 0}
+        for suite in root.iter("testsuite"):
+            counted = {"tests": len(suite.findall("testcase")), "failures": len(suite.findall("testcase/failure")),
+                       "skipped": len(suite.findall("testcase/skipped"))}
+            self.assertEqual({key: int(suite.get(key)) for key in counted}, counted, suite.get("name"))
+            totals = {key: totals[key] + counted[key] for key in totals}
+        self.assertEqual({key: int(root.get(key)) for key in totals}, totals)
+        self.assertGreater(totals["failures"], 0)
+
+    def test_a_report_that_cannot_be_written_leaves_every_earlier_report_untouched(self) -> None:
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.cases, "--out", str(out))
+        before = self.reports(out)
+        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
+        cases = self.write_cases("changed.jsonl", changed)
+        real_replace, renamed = os.replace, []
+
+        def fourth_rename_fails(source: object, target: object) -> None:
+            renamed.append(target)
+            if len(renamed) == 4:
+                raise OSError(28, "No space left on device")
+            real_replace(source, target)
+
+        with mock.patch("os.replace", side_effect=fourth_rename_fails):
+            code, _, stderr = run("tool-eval", "--cases", cases, "--out", str(out))
+        self.assertGreaterEqual(len(renamed), 4)
+        self.assertEqual(code, 2)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertIn("No space left on device", stderr)
+        self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
+
+    def test_out_naming_a_file_is_bad_input_reported_before_evaluating(self) -> None:
+        a_file = self.dir / "a-file"
+        a_file.write_text("keep me", encoding="utf-8")
+        for out in (a_file, a_file / "reports"):
+            with self.subTest(out=out), mock.patch("agent_lab.lab.tool_eval.evaluate") as evaluate:
+                code, _, stderr = run("tool-eval", "--cases", self.cases, "--out", str(out))
+                self.assertEqual((code, stderr), (2, f"cannot write the reports: {a_file}: a file, not a directory\n"))
+                evaluate.assert_not_called()
+        self.assertEqual(a_file.read_text(encoding="utf-8"), "keep me")
+
+    def test_junit_naming_a_directory_or_another_report_is_bad_input_and_nothing_is_written(self) -> None:
+        out = self.dir / "out"
+        for junit, problem in ((self.dir, "a directory, not a file"),
+                               (out / "tool-runs.jsonl", "two reports would be written to this file")):
+            with self.subTest(junit=junit):
+                code, _, stderr = run("tool-eval", "--cases", self.cases, "--out", str(out), "--junit", str(junit))
+                self.assertEqual((code, stderr), (2, f"cannot write the reports: {junit}: {problem}\n"))
+                self.assertFalse(out.exists())
+
+    def test_an_empty_path_is_bad_input_not_the_current_directory(self) -> None:
+        for option in ("--cases", "--out", "--junit"):
+            with self.subTest(option=option):
+                code, _, stderr = run("tool-eval", option, "")
+                self.assertEqual(code, 2)
+                self.assertIn(f"argument {option}: an empty path", stderr)
 
     def test_an_unknown_subcommand_is_bad_input(self) -> None:
         code, _, stderr = run("tool-evaluate")

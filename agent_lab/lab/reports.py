@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from xml.sax.saxutils import escape, quoteattr
@@ -18,7 +19,8 @@ from .backend import SECRET_FIELDS, TicketBackend
 from .cases import STRATEGIES
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
-__all__ = ["REPORT_FILES", "SCOPE", "display_path", "render_reports", "write_files"]
+__all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
+           "write_files"]
 
 REPORT_FILES = ("tool-comparison.json", "tool-comparison.md", "tool-comparison.svg", "tool-failures.md",
                 "tool-runs.jsonl", "junit.xml")
@@ -29,6 +31,7 @@ SCOPE = (
     "only by the runtime. Timing-dependent cases use real, short deadlines."
 )
 MAX_CELL = 160
+NOT_XML_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 "Char"
 SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP = 720, 230, 380, 22, 56
 SVG_COLOURS = {"baseline": "#9aa0a6", "candidate": "#1a73e8"}
 
@@ -58,18 +61,98 @@ def render_reports(evaluation: Any) -> dict[str, str]:
     return {name: redact_text(text, secrets) for name, text in rendered.items()}
 
 
+class ReportWriteError(Exception):
+    """A report could not be written, and no report was replaced. `str()` is "PATH: what is wrong"."""
+
+
+def check_report_targets(paths: Iterable[Path]) -> None:
+    """Refuse targets that cannot become report files, before any slow work: a directory, a path
+    under a file, or two reports aimed at one file. Raises ReportWriteError."""
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            raise ReportWriteError(f"{path}: a directory, not a file")
+        blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
+        if blocking_file is not None:
+            raise ReportWriteError(f"{blocking_file}: a file, not a directory")
+        resolved = path.resolve()
+        if resolved in seen:
+            raise ReportWriteError(f"{path}: two reports would be written to this file")
+        seen.add(resolved)
+
+
 def write_files(files: Mapping[Path, str]) -> None:
-    """Write each file to a temporary name beside it, then rename it into place."""
-    for path, text in files.items():
+    """Replace every file of `files`, or none of them (raises ReportWriteError).
+
+    A set of reports is only meaningful whole, so this writes every text in full to a temporary name
+    beside its file first, and renames them into place only once all are written. Each rename is atomic;
+    should one still fail, the files already renamed get their previous content back. Temporary files
+    never outlive the call. Text is UTF-8 (a lone surrogate is written as its backslash escape).
+    """
+    check_report_targets(files)
+    temporaries = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
+    try:
+        for path, text in files.items():
+            _write_whole(path, temporaries[path], text.encode("utf-8", "backslashreplace"))
+        _rename_all_or_none(temporaries)
+    finally:
+        for temporary in temporaries.values():
+            _remove(temporary)
+
+
+def _write_whole(path: Path, temporary: Path, data: bytes) -> None:
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+    except OSError as error:
+        raise ReportWriteError(f"{path}: {_reason(error)}") from None
+
+
+def _rename_all_or_none(temporaries: Mapping[Path, Path]) -> None:
+    previous = {path: _content_or_none(path) for path in temporaries}
+    renamed: list[Path] = []
+    for path, temporary in temporaries.items():
         try:
-            with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
             os.replace(temporary, path)
-        finally:
-            if temporary.exists():
-                temporary.unlink()
+        except OSError as error:
+            for done in renamed:
+                _put_back(done, previous[done])
+            raise ReportWriteError(f"{path}: {_reason(error)}") from None
+        renamed.append(path)
+
+
+def _content_or_none(path: Path) -> bytes | None:
+    """What `path` holds now, so a failed set can be put back (None: there is no such file)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ReportWriteError(f"{path}: {_reason(error)}") from None
+
+
+def _put_back(path: Path, content: bytes | None) -> None:
+    """Best effort: restore what `path` held before this run (remove it if it did not exist)."""
+    if content is None:
+        _remove(path)
+        return
+    try:
+        with open(path, "wb") as handle:
+            handle.write(content)
+    except OSError:
+        pass
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or type(error).__name__
 
 
 # -- shared pieces -----------------------------------------------------------------------------------
@@ -356,17 +439,33 @@ def _case_xml(result: CaseResult, strategy: str) -> tuple[str, str | None, str |
 def _suite(classname: str, name: str, cases: Sequence[tuple[str, str | None, str | None]]) -> tuple[str, int, int, int]:
     failures = sum(failure is not None for _, failure, _ in cases)
     skipped = sum(skip is not None for _, _, skip in cases)
-    lines = [f'  <testsuite name={quoteattr(name)} tests="{len(cases)}" failures="{failures}" errors="0" '
+    lines = [f'  <testsuite name={_xml_attribute(name)} tests="{len(cases)}" failures="{failures}" errors="0" '
              f'skipped="{skipped}" time="0">']
     for case_name, failure, skip in cases:
-        opening = f'    <testcase classname={quoteattr(classname)} name={quoteattr(case_name)} time="0"'
+        opening = f'    <testcase classname={_xml_attribute(classname)} name={_xml_attribute(case_name)} time="0"'
         if failure is not None:
-            lines.append(f'{opening}><failure message="failed" type="tool-eval">{escape(failure)}</failure>'
+            lines.append(f'{opening}><failure message="failed" type="tool-eval">{_xml_text(failure)}</failure>'
                          "</testcase>")
         elif skip is not None:
-            lines.append(f"{opening}><skipped message={quoteattr(skip.splitlines()[0])}>{escape(skip)}</skipped>"
+            lines.append(f"{opening}><skipped message={_xml_attribute(skip.splitlines()[0])}>{_xml_text(skip)}</skipped>"
                          "</testcase>")
         else:
             lines.append(f"{opening}/>")
     lines.append("  </testsuite>")
     return "\n".join(lines) + "\n", len(cases), failures, skipped
+
+
+def _xml_text(text: str) -> str:
+    """Character data for XML 1.0: escaped, and characters XML cannot hold spelled as \\uXXXX escapes."""
+    return escape(_xml_characters(text))
+
+
+def _xml_attribute(text: str) -> str:
+    return quoteattr(_xml_characters(text))
+
+
+def _xml_characters(text: str) -> str:
+    """Control characters (other than tab and newlines), lone surrogates, U+FFFE/U+FFFF would make the
+    file malformed, and a CI parser would reject the whole report; they come from case files and tool
+    output, so they are shown as escapes instead."""
+    return NOT_XML_CHARACTER.sub(lambda found: f"\\u{ord(found.group()):04x}", text)

@@ -1,7 +1,7 @@
 """`tool-eval`: load cases, replay them through both strategies, grade, measure, and write the reports.
 
 This is the one library function the CLI calls. Bad input raises `CaseFileError` before anything is
-written; reports are rendered in memory and then written atomically, file by file.
+written; reports are rendered in memory, then the whole set replaces the old one or nothing does.
 """
 
 from __future__ import annotations
@@ -78,16 +78,21 @@ def evaluate(case_paths: Sequence[str]) -> Evaluation:
 
 def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OUT,
                   junit_path: str | Path | None = None) -> Evaluation:
-    """Evaluate, then write every report (nothing is written when the input is bad)."""
-    from .reports import render_reports, write_files
+    """Evaluate, then replace every report or none.
 
-    evaluation = evaluate(case_paths)
+    Raises CaseFileError for bad case files and ReportWriteError for report paths that cannot be
+    written; an unusable path is refused before the cases run, and nothing is written on either error.
+    """
+    from .reports import REPORT_FILES, check_report_targets, render_reports, write_files
+
     out = Path(out_dir)
     junit = Path(junit_path) if junit_path is not None else out / "junit.xml"
+    targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
+    targets["junit.xml"] = junit
+    check_report_targets(targets.values())
+    evaluation = evaluate(case_paths)
     rendered = render_reports(evaluation)
-    files = {out / name: text for name, text in rendered.items() if name != "junit.xml"}
-    files[junit] = rendered["junit.xml"]
-    write_files(files)
+    write_files({targets[name]: text for name, text in rendered.items()})
     return evaluation
 
 
