@@ -31,6 +31,7 @@ from .errors import ToolError, ToolFailure
 __all__ = [
     "Handler",
     "LoopThread",
+    "PoolClosed",
     "ProcessExit",
     "Run",
     "RunKind",
@@ -128,6 +129,7 @@ class RunKind(str, enum.Enum):
     RAISED = "raised"  # the handler raised anything else
     TIMED_OUT = "timed_out"  # the caller stopped waiting at the deadline
     NOT_STARTED = "not_started"  # the deadline passed while the job waited for a worker: nothing ran
+    CLOSED = "closed"  # the registry closed before the job could be handed to a worker: nothing ran
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,10 @@ class Run:
     @classmethod
     def not_started(cls) -> Run:
         return cls(RunKind.NOT_STARTED)
+
+    @classmethod
+    def closed(cls) -> Run:
+        return cls(RunKind.CLOSED)
 
 
 def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
@@ -342,6 +348,10 @@ SLOT_POLL_S = 0.005
 """How often an asyncio caller looks for a free worker while every worker is busy (only then)."""
 
 
+class PoolClosed(RuntimeError):
+    """The worker pool or the event-loop thread is closed: the job was not accepted (nothing ran)."""
+
+
 class WorkerPool:
     """A bounded thread pool, created on first use. Sync handlers run here so the caller can stop
     waiting at the deadline; a handler that overruns keeps its worker until it returns.
@@ -379,6 +389,9 @@ class WorkerPool:
     def _submit_holding_slot(self, function: Callable[..., Any], arguments: tuple) -> concurrent.futures.Future:
         try:
             future = self._started().submit(function, *arguments)
+        except RuntimeError as refused:  # shut down meanwhile ("cannot schedule new futures after shutdown")
+            self._slots.release()
+            raise PoolClosed("the registry is closed") from refused
         except BaseException:
             self._slots.release()
             raise
@@ -391,7 +404,7 @@ class WorkerPool:
     def _started(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
             if self._closed:
-                raise RuntimeError("the registry is closed")
+                raise PoolClosed("the registry is closed")
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=self._max_workers, thread_name_prefix="agent-lab-tool"
@@ -418,16 +431,18 @@ class LoopThread:
 
     def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
         try:
-            loop = self._started()
+            return asyncio.run_coroutine_threadsafe(coroutine, self._started())
+        except RuntimeError as refused:  # closed, or the loop closed meanwhile ("Event loop is closed")
+            coroutine.close()
+            raise PoolClosed("the registry is closed") from refused
         except BaseException:
             coroutine.close()
             raise
-        return asyncio.run_coroutine_threadsafe(coroutine, loop)
 
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._closed:
-                raise RuntimeError("the registry is closed")
+                raise PoolClosed("the registry is closed")
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="agent-lab-async-tools", daemon=True)

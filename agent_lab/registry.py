@@ -45,6 +45,7 @@ from .execution import (
     PROCESS_EXITS,
     Handler,
     LoopThread,
+    PoolClosed,
     ProcessExit,
     Run,
     RunKind,
@@ -526,7 +527,10 @@ class Registry:
             return self._execute_on_loop_thread(state, ctx, handler, arguments)
         if self._run_inline:
             return self._execute_inline(state, ctx, handler, arguments)
-        future = self._pool.submit(seconds_left(ctx.deadline), run_sync, handler, arguments, ctx)
+        try:
+            future = self._pool.submit(seconds_left(ctx.deadline), run_sync, handler, arguments, ctx)
+        except PoolClosed:
+            return Run.closed()
         if future is None:
             return Run.not_started()  # no worker was free before the deadline: nothing ran
         try:
@@ -546,6 +550,8 @@ class Registry:
             return await run_async(handler, arguments, ctx)
         try:
             future = await self._pool.asubmit(ctx.deadline, run_sync, handler, arguments, ctx)
+        except PoolClosed:
+            return Run.closed()
         except asyncio.CancelledError:
             state.interrupted_run = Run.not_started()  # cancelled while waiting for a worker: nothing ran
             raise
@@ -573,7 +579,10 @@ class Registry:
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); we wait a little longer only for that answer to arrive."""
-        future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
+        try:
+            future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
+        except PoolClosed:
+            return Run.closed()
         left = seconds_left(ctx.deadline)
         try:
             answer = future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
@@ -690,6 +699,8 @@ class Registry:
             return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error))
         if run.kind is RunKind.NOT_STARTED:
             return state.refusal("deadline_exceeded", "The time budget ran out before a worker could start the tool.")
+        if run.kind is RunKind.CLOSED:
+            return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
         code = "tool_timeout" if run.kind is RunKind.TIMED_OUT else "handler_exception"
         if spec.writes:  # it may have taken effect: look it up, never blindly repeat a write
             return state.refusal(code, outcome=Outcome.UNKNOWN, retryable=False, next_action=NextAction.LOOKUP_STATUS)

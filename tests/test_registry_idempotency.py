@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from agent_lab.calls import ToolCall
 from agent_lab.errors import Outcome, ToolFailure
-from agent_lab.idempotency import SqliteReceiptStore
+from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, SqliteReceiptStore
 from agent_lab.registry import Registry
 
 from test_registry_fixtures import GLOBEX_WRITER, WRITER, EffectLog, followup_call, followup_spec, ticket_registry
@@ -120,6 +120,30 @@ class ReservationReleaseTest(unittest.TestCase):
         self.assertEqual(first.outcome, Outcome.UNKNOWN)
         self.assertEqual((again.outcome, again.replayed, again.error.code), (Outcome.UNKNOWN, True, "handler_exception"))
         self.assertEqual(self.attempts, 1)
+
+    def test_a_write_that_could_not_start_because_the_registry_closed_frees_its_key(self) -> None:
+        store = InMemoryReceiptStore()
+        effects = EffectLog()
+        for run_async_handler in (False, True):
+            with self.subTest(async_handler=run_async_handler):
+                registry = Registry(receipts=store)  # e.g. the application shuts down while a call is admitted
+
+                def closing_guard(arguments, actor):
+                    registry.close()
+                    return True
+
+                async def async_write(arguments):
+                    return effects.record_followup(arguments)
+
+                handler = async_write if run_async_handler else effects.record_followup
+                registry.register(followup_spec(resource_guard=closing_guard), handler)
+                result = registry.invoke(followup_call(), actor=WRITER)
+                self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+                self.assertIsNone(store.lookup(ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")))
+        self.assertEqual(effects.effects, [])
+        later = ticket_registry(effects, receipts=store)
+        self.addCleanup(later.close)
+        self.assertTrue(later.invoke(followup_call(), actor=WRITER).ok)  # the same key runs once it can
 
     def test_a_refusal_after_reservation_releases_the_key(self) -> None:
         registry = Registry(max_workers=1)
