@@ -417,19 +417,49 @@ def _strip_object(value: dict[str, Any], schema: Mapping[str, Any], root: Mappin
     return stripped
 
 
+def _any_of_branches(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> list[Any]:
+    """The alternatives of an anyOf, references followed and nested anyOfs flattened (bounded)."""
+    branches: list[Any] = []
+    for branch in schema.get("anyOf") or ():
+        branch = _resolve(branch, root)
+        if isinstance(branch, Mapping) and "anyOf" in branch and depth < MAX_SCHEMA_DEPTH:
+            branches.extend(_any_of_branches(branch, root, depth + 1))
+        else:
+            branches.append(branch)
+    return branches
+
+
 def _object_branch(value: Mapping[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
-    """The anyOf branch an object value was written for: the first object branch naming all its keys."""
-    branches = [_resolve(branch, root) for branch in schema.get("anyOf") or ()]
-    objects = [branch for branch in branches if isinstance(branch, Mapping) and _is_object_schema(branch)]
-    for branch in objects:
-        if set(value) <= set(branch.get("properties") or ()):
-            return branch
+    """The anyOf branch an object value was written for. Strict mode sends every property of the chosen
+    branch, so the best branch names exactly the value's keys and can read each of its nulls (the
+    property accepts null or may be left out); then one naming all the keys; then the only object branch."""
+    objects = [branch for branch in _any_of_branches(schema, root)
+               if isinstance(branch, Mapping) and _is_object_schema(branch)]
+    keys = set(value)
+
+    def rank(branch: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+        names = set(branch.get("properties") or ())
+        return keys == names, _reads_its_nulls(value, branch, root), keys <= names
+
+    fitting = [branch for branch in objects if keys <= set(branch.get("properties") or ())]
+    if fitting:
+        return max(fitting, key=rank)  # max keeps the first of equally good branches
     return objects[0] if len(objects) == 1 else None
 
 
+def _reads_its_nulls(value: Mapping[str, Any], branch: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    """Whether every null in `value` means something under `branch`: the property accepts null, or it is
+    optional so the null stands for "left out"."""
+    properties = branch.get("properties") or {}
+    required = set(branch.get("required") or ())
+    return all(
+        item is not None or name not in required or _accepts_null(_resolve(properties.get(name), root))
+        for name, item in value.items()
+    )
+
+
 def _array_branch(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
-    branches = [_resolve(branch, root) for branch in schema.get("anyOf") or ()]
-    arrays = [branch for branch in branches if isinstance(branch, Mapping) and "items" in branch]
+    arrays = [branch for branch in _any_of_branches(schema, root) if isinstance(branch, Mapping) and "items" in branch]
     return arrays[0] if len(arrays) == 1 else None
 
 

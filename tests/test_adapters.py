@@ -353,6 +353,33 @@ class StripStrictNullsTest(unittest.TestCase):
         }
         self.assertEqual(strip_strict_nulls({"list": [{"k": "a", "v": None}]}, schema), {"list": [{"k": "a"}]})
 
+    def test_an_object_in_an_any_of_is_stripped_by_the_branch_whose_properties_it_names_exactly(self):
+        # Strict mode sends every property of the branch the model chose, so the key set names the branch.
+        schema = {"type": "object", "properties": {"target": {"anyOf": [
+            {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"}},
+             "required": ["name"]},
+            {"type": "object", "properties": {"id": {"type": ["string", "null"]}}, "required": ["id"]},
+        ]}}, "required": ["target"]}
+        arguments = {"target": {"id": None}}
+        self.assertTrue(Validator(to_strict_schema(schema)).is_valid(arguments))
+        stripped = strip_strict_nulls(arguments, schema)
+        self.assertEqual(stripped, arguments)
+        self.assertTrue(Validator(schema).is_valid(stripped))
+
+    def test_nested_any_of_and_referenced_branches_are_searched_for_the_object_branch(self):
+        schema = {
+            "type": "object",
+            "$defs": {"Box": {"type": "object", "properties": {"size": {"type": "integer"}, "tag": {"type": "string"}},
+                              "required": ["size"]}},
+            "properties": {"x": {"anyOf": [{"anyOf": [{"type": "string"}, {"$ref": "#/$defs/Box"}]}]}},
+            "required": ["x"],
+        }
+        arguments = {"x": {"size": 1, "tag": None}}
+        self.assertTrue(Validator(to_strict_schema(schema)).is_valid(arguments))
+        stripped = strip_strict_nulls(arguments, schema)
+        self.assertEqual(stripped, {"x": {"size": 1}})
+        self.assertTrue(Validator(schema).is_valid(stripped))
+
 
     def test_the_candidate_accepts_the_same_calls_strictly_once_nulls_are_stripped(self):
         from agent_lab.lab.candidate import candidate_specs
