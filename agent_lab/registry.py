@@ -328,17 +328,19 @@ class Registry:
 
     def _start(self, call: Any, actor: Any, approval: Any, deadline: Any) -> _CallState:
         """Collect the inputs; nothing here can fail, whatever the caller passed."""
-        call_id = getattr(call, "call_id", None) if isinstance(call, ToolCall) else None
-        if not isinstance(call_id, str) or not call_id:
-            call_id = "call_" + secrets.token_hex(8)
+        is_call = isinstance(call, ToolCall)
+        call_id = call.call_id if is_call else None
+        call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else "call_" + secrets.token_hex(8)
+        # Plain text only: a str subclass could hash or compare like another tool's name.
+        tool = str.__str__(call.name) if is_call and isinstance(call.name, str) else ""
         return _CallState(
-            call=call if isinstance(call, ToolCall) else _NotAToolCall(),
+            call=call if is_call else _NotAToolCall(),
             actor=actor,
             approval=approval,
             deadline=deadline,
             call_id=call_id,
             started=time.perf_counter(),
-            tool=call.name if isinstance(call, ToolCall) and isinstance(call.name, str) else "",
+            tool=tool,
         )
 
     def _admit(self, state: _CallState) -> Optional[ToolResult]:
@@ -365,7 +367,7 @@ class Registry:
             return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
-        entry = self._tools.get(state.call.name)
+        entry = self._tools.get(state.tool)
         if entry is None:
             return state.refusal("tool_not_found", details={"close_names": self._close_names(state)})
         state.spec, state.handler = entry
@@ -378,7 +380,7 @@ class Registry:
         if not isinstance(actor, Actor):
             return []
         callable_names = [name for name, (spec, _) in self._tools.items() if actor.may(spec.required_permission)]
-        return difflib.get_close_matches(state.call.name, callable_names, n=MAX_CLOSE_NAMES)
+        return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
     # -- step 1: schema --------------------------------------------------------------------------
 
@@ -840,13 +842,15 @@ def _first_violation_message(violations: Optional[list], *, prefix: str = "") ->
 
 
 def _safe_failure(error: ToolError) -> ToolError:
-    """A ToolFailure's error as the model may see it: string message, JSON details only."""
-    message = error.message if isinstance(error.message, str) and error.message else "The tool reported a failure."
+    """A ToolFailure's error as the model may see it: a plain string message and plain JSON details
+    (a copy, as for outputs: the handler may still hold the objects it raised with)."""
+    message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
+        "The tool reported a failure.")
     details = dict(error.details) if isinstance(error.details, Mapping) else {}
     if check_json_value(details) is not None:
         logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
         details = {}
-    return dataclasses.replace(error, message=message, details=details)
+    return dataclasses.replace(error, message=message, details=plain_json_copy(details, MAX_OUTPUT_DEPTH + 1))
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import unittest
 from typing import Any
 
 from agent_lab.calls import ToolCall, ToolResult
-from agent_lab.errors import Outcome
+from agent_lab.errors import Outcome, ToolFailure
 from agent_lab.policy import Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -202,6 +202,16 @@ class HandlerContainmentTest(unittest.TestCase):
         result = self.invoke_with(returning({"name": Unprintable("Ada")}))
         self.assertIn("Ada", repr(result))
         self.assertIs(type(result.output["name"]), str)
+        failure = ToolFailure("conflict", Unprintable("The ticket is closed."), details={"state": Unprintable("closed")})
+        failed = self.invoke_with(raising(failure))
+        self.assertIn("closed", repr(failed))
+        self.assertEqual([type(failed.error.message), type(failed.error.details["state"])], [str, str])
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(ToolSpec(name="echo", description="d", input_schema=OPEN_SCHEMA), returning({}))
+        echoed = registry.invoke(ToolCall(Unprintable("echo"), {}, call_id=Unprintable("c-1")), actor=READER)
+        self.assertIn("c-1", repr(echoed))
+        self.assertEqual([type(echoed.tool), type(echoed.call_id)], [str, str])
 
     def test_a_failing_audit_sink_does_not_break_the_call(self) -> None:
         class BrokenSink:
