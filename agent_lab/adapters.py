@@ -724,23 +724,19 @@ def render_anthropic_result(result: ToolResult, *, call_id: str | None = None) -
 def render_mcp_result(result: ToolResult) -> dict[str, Any]:
     """An MCP CallToolResult (wire form): text content, structuredContent and isError.
 
-    structuredContent is the output object when the call succeeded with an object, and the error
-    view of `to_model()` when it did not. As the MCP spec asks of tools that return structured content,
-    the text block carries that same structured content serialized; a success whose output is not an
-    object has no structuredContent, and its text is the compact JSON of `to_model()`.
+    A success whose output is an object carries it as structuredContent, and the text block carries
+    the same object serialized, as the MCP spec asks of tools that return structured content. Every
+    other result (an output that is not an object, or an error) has no structuredContent and its text
+    is the compact JSON of `to_model()`: an error view would break the tool's advertised outputSchema,
+    and the official TypeScript client checks structuredContent against it even when isError is true,
+    so the model would see the client's exception instead of our structured error.
     """
     view = result.to_model()
-    structured: Mapping[str, Any] | None = None
-    if not result.ok:
-        structured = view
-    elif isinstance(view.get("output"), Mapping):
-        structured = view["output"]
-    text = _model_text(result) if structured is None else _compact_json(structured)
-    rendered: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
-    if structured is not None:
-        rendered["structuredContent"] = structured
-    rendered["isError"] = not result.ok
-    return rendered
+    output = view.get("output")
+    if result.ok and isinstance(output, Mapping):
+        return {"content": [{"type": "text", "text": _compact_json(output)}], "structuredContent": output,
+                "isError": False}
+    return {"content": [{"type": "text", "text": _compact_json(view)}], "isError": not result.ok}
 
 
 # -- one catalog, one host ---------------------------------------------------------------------------

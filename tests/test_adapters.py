@@ -599,11 +599,14 @@ class RenderResultTest(unittest.TestCase):
         self.assertNotIn("structuredContent", rendered)
         self.assertEqual(json.loads(rendered["content"][0]["text"])["output"], ["T-1", "T-2"])
 
-    def test_mcp_result_on_error_carries_the_structured_error(self):
+    def test_mcp_result_on_error_carries_the_structured_error_as_text_without_structured_content(self):
+        # structuredContent must fit the tool's outputSchema (the TypeScript client checks it even on errors).
         rendered = render_mcp_result(error_result())
         self.assertIs(rendered["isError"], True)
-        self.assertEqual(rendered["structuredContent"]["error"]["code"], "approval_required")
-        self.assertEqual(rendered["structuredContent"]["outcome"], "rejected")
+        self.assertNotIn("structuredContent", rendered)
+        shown = json.loads(rendered["content"][0]["text"])
+        self.assertEqual(shown["error"]["code"], "approval_required")
+        self.assertEqual(shown["outcome"], "rejected")
 
     def test_redacted_fields_stay_redacted_in_every_rendering(self):
         result = ok_result({"ticket": {"id": "T-1", "customer_email": "ann@example.com"}}, redact=("customer_email",))

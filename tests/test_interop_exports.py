@@ -149,7 +149,8 @@ class MCPInteropTest(unittest.TestCase):
             rendered = render_mcp_result(result)
             model = mcp_types.CallToolResult.model_validate(rendered)
             self.assertEqual(model.is_error if hasattr(model, "is_error") else model.isError, not result.ok)
-            self.assertEqual(json.loads(model.content[0].text), rendered["structuredContent"])
+            shown = rendered["structuredContent"] if result.ok else result.to_model()
+            self.assertEqual(json.loads(model.content[0].text), shown)
 
 
 @unittest.skipIf(jsonschema is None, "python-jsonschema is not installed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import inspect
+import json
 import sys
 import unittest
 from pathlib import Path
@@ -190,8 +191,10 @@ class OfficialClientTest(unittest.TestCase):
 
 
 def structured_error(result: dict[str, Any]) -> dict[str, Any]:
-    """Our error inside an isError CallToolResult's structuredContent."""
-    return result["structuredContent"]["error"]
+    """Our error inside an isError CallToolResult: its text block is the JSON model view, and there is no
+    structuredContent that could break the tool's outputSchema."""
+    assert result.get("isError") is True and result.get("structuredContent") is None, result
+    return json.loads(result["content"][0]["text"])["error"]
 
 
 def sdk_version() -> str:

@@ -452,6 +452,18 @@ class ToolsCallTest(ServerTestCase):
         self.assertTrue(result["isError"])
         self.assertEqual(error_of(result)["code"], "invalid_arguments")
 
+    def test_a_tool_error_never_breaks_the_advertised_output_schema(self) -> None:
+        # The official TypeScript client validates structuredContent against the tool's outputSchema even
+        # when isError is true, and throws instead of showing the model the tool's error.
+        from agent_lab.schema import Validator
+
+        listed = {tool["name"]: tool for tool in self.pipe.request("tools/list")["result"]["tools"]}
+        result = self.call("notes.get", {"id": ""})["result"]
+        self.assertTrue(result["isError"])
+        if "structuredContent" in result:
+            self.assertEqual(Validator(listed["notes.get"]["outputSchema"]).errors(result["structuredContent"]), [])
+        self.assertEqual(error_of(result)["code"], "invalid_arguments")
+
     def test_missing_arguments_count_as_an_empty_object(self) -> None:
         result = self.call("notes.get")["result"]
         self.assertTrue(result["isError"])
@@ -475,6 +487,18 @@ class ToolsCallTest(ServerTestCase):
         self.assertEqual(sorted(response["id"] for response in responses), sorted(ids))
         for response in responses:
             self.assertEqual(response["result"]["structuredContent"]["id"], response["id"])
+        self.assertTrue(self.pipe.nothing_more())
+
+    def test_an_id_already_running_is_refused_and_the_running_call_still_answers_once(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": "dup", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "dup", "method": "tools/call", "params": {"name": "slow"}})
+        refused = self.pipe.receive()
+        self.assertEqual(refused["id"], "dup")
+        self.assertError(refused, INVALID_REQUEST)
+        self.gate.set()
+        finished = self.pipe.receive()
+        self.assertEqual(finished["id"], "dup")
+        self.assertFalse(finished["result"]["isError"])
         self.assertTrue(self.pipe.nothing_more())
 
     def test_ping_is_answered_while_a_call_is_running(self) -> None:
@@ -699,8 +723,9 @@ class RealStdoutTest(unittest.TestCase):
 
 
 def error_of(result: dict) -> dict:
-    """Our structured error inside an isError CallToolResult."""
-    return result["structuredContent"]["error"]
+    """Our structured error inside an isError CallToolResult (its text block is the JSON model view)."""
+    assert result["isError"] is True and "structuredContent" not in result, result
+    return json.loads(result["content"][0]["text"])["error"]
 
 
 def run_lab_available() -> bool:
