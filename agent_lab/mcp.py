@@ -684,11 +684,11 @@ def _protocol_stream(stdout: BinaryIO | TextIO | None) -> Iterator[BinaryIO | Te
     if stdout is not None:
         yield stdout
         return
-    original = sys.stdout.buffer
     try:
         sys.stdout.flush()
         protocol_fd = os.dup(1)
     except (OSError, ValueError):  # no real descriptor 1 (an embedded interpreter): guard print only
+        original = getattr(sys.stdout, "buffer", sys.stdout)
         with contextlib.redirect_stdout(sys.stderr):
             yield original
         return
