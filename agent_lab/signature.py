@@ -311,7 +311,8 @@ _UNEXPRESSIBLE: Mapping[Any, str] = {
 
 
 def _strip_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
-    """Unwrap Annotated (and TypedDict's Required/NotRequired) into the type and its metadata."""
+    """Unwrap Annotated (and TypedDict's Required/NotRequired, and NewType, which is the type it wraps
+    at run time) into the type and its metadata."""
     metadata: tuple[Any, ...] = ()
     while True:
         if typing.get_origin(annotation) is typing.Annotated:
@@ -319,6 +320,8 @@ def _strip_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
             annotation = annotation.__origin__
         elif getattr(typing.get_origin(annotation), "_name", None) in ("Required", "NotRequired"):
             annotation = typing.get_args(annotation)[0]
+        elif callable(annotation) and hasattr(annotation, "__supertype__"):  # typing.NewType
+            annotation = annotation.__supertype__
         else:
             return annotation, metadata
 

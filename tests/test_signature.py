@@ -188,6 +188,17 @@ class AnnotationTest(unittest.TestCase):
     def test_dict_with_str_keys_uses_additional_properties(self):
         self.assertEqual(property_of(Dict[str, int]), {"type": "object", "additionalProperties": {"type": "integer"}})
 
+    def test_a_new_type_is_described_by_the_type_it_wraps(self):
+        UserId = typing.NewType("UserId", str)  # noqa: N806
+        self.assertEqual(property_of(UserId), {"type": "string"})
+        self.assertEqual(property_of(Annotated[UserId, Len(1, 8)]), {"type": "string", "minLength": 1, "maxLength": 8})
+
+        def fn(user: UserId, ids: List[UserId]):
+            """Takes NewTypes."""
+            return [user, ids]
+
+        self.assertEqual(handler_for(fn)({"user": "u1", "ids": ["u2"]}), ["u1", ["u2"]])
+
     def test_optional_of_a_primitive_becomes_a_type_list(self):
         self.assertEqual(property_of(Optional[str]), {"type": ["string", "null"]})
         self.assertEqual(property_of(Union[int, str]), {"type": ["integer", "string"]})
