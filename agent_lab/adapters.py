@@ -687,7 +687,15 @@ def _model_text(result: ToolResult) -> str:
 
 
 def _compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_not_json)
+    """Compact JSON text that encodes as UTF-8: readable non-ASCII as is, but \\u escapes when a string
+    holds an unpaired surrogate (a model can write one in its arguments and a tool can echo it), which
+    would make the host SDK fail while encoding the next request."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_not_json)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True, default=_not_json)
+    return text
 
 
 def _required_call_id(result: ToolResult, call_id: str | None, host: str) -> str:

@@ -608,6 +608,20 @@ class RenderResultTest(unittest.TestCase):
         self.assertEqual(shown["error"]["code"], "approval_required")
         self.assertEqual(shown["outcome"], "rejected")
 
+    def test_every_rendering_is_utf8_text_even_when_the_output_holds_an_unpaired_surrogate(self):
+        # A model may write "\\ud800" in its JSON arguments and a tool may echo it; the next request's
+        # body must still encode as UTF-8, or the host SDK raises while sending it.
+        result = ok_result({"text": "caf\u00e9 \ud800"})
+        renderings = [render_openai_result(result), render_openai_chat_result(result),
+                      render_anthropic_result(result), render_mcp_result(result)]
+        for rendering in renderings:
+            with self.subTest(rendering=sorted(rendering)):
+                text = rendering.get("output") or rendering.get("content")
+                text = text if isinstance(text, str) else text[0]["text"]
+                text.encode("utf-8")
+                shown = json.loads(text)
+                self.assertEqual(shown.get("output", shown), {"text": "caf\u00e9 \ud800"})
+
     def test_redacted_fields_stay_redacted_in_every_rendering(self):
         result = ok_result({"ticket": {"id": "T-1", "customer_email": "ann@example.com"}}, redact=("customer_email",))
         renderings = [render_openai_result(result), render_openai_chat_result(result),
