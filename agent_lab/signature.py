@@ -788,6 +788,8 @@ def _to_python(annotation: Any, value: Any) -> Any:
     origin = typing.get_origin(annotation)
     if _is_enum(annotation):
         return annotation(value)
+    if origin is typing.Literal:
+        return _literal_member(typing.get_args(annotation), value)
     if _is_dataclass_type(annotation) and isinstance(value, Mapping):
         hints = _cached_hints(annotation)
         return annotation(**{key: _to_python(hints[key], item) for key, item in value.items()})
@@ -807,6 +809,16 @@ def _to_python(annotation: Any, value: Any) -> Any:
         return {key: _to_python(value_type, item) for key, item in value.items()}
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    return value
+
+
+def _literal_member(choices: tuple[Any, ...], value: Any) -> Any:
+    """The Literal choice a JSON value stands for: an enum member named in the Literal comes back as the
+    member, as the annotation promises, not as its value."""
+    for choice in choices:
+        if (isinstance(choice, enum.Enum) and choice.value == value
+                and isinstance(choice.value, bool) == isinstance(value, bool)):  # True is not the number 1
+            return choice
     return value
 
 

@@ -551,6 +551,19 @@ class DecoratorTest(unittest.TestCase):
         self.assertEqual(seen["pair"], (1, "a"))
         self.assertEqual(seen["segment"], Segment(Point(0), Point(2, 3)))
 
+    def test_handler_gives_back_the_enum_member_a_literal_names(self):
+        seen = []
+
+        def paint(color: Literal[Priority.HIGH, "none"], spare: Optional[Literal[Priority.LOW]] = None):
+            """Literal enum members arrive as their JSON values."""
+            seen.append((color, spare))
+
+        self.assertEqual(schema_of(paint)["properties"]["color"]["enum"], ["high", "none"])
+        handler_for(paint)({"color": "high", "spare": "low"})
+        handler_for(paint)({"color": "none"})
+        self.assertEqual(seen, [(Priority.HIGH, Priority.LOW), ("none", None)])
+        self.assertIs(seen[0][0], Priority.HIGH)
+
     def test_handler_picks_the_union_member_the_json_fits(self):
         seen = []
 
