@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import unittest
 from pathlib import Path
 
@@ -86,6 +87,40 @@ class DatasetReplayTest(unittest.TestCase):
         calls = self.by_id["candidate"]["duplicate-while-in-flight"].run.calls
         self.assertEqual([call.call_id for call in calls],
                          [f"duplicate-while-in-flight:candidate:{n}" for n in range(3)])
+
+
+    def test_timing_cases_do_not_race_the_machine_a_held_write_lands_after_the_calls_answered(self) -> None:
+        candidate = self.by_id["candidate"]["duplicate-while-in-flight"].run.calls
+        baseline = self.by_id["baseline"]["duplicate-while-in-flight"].run.calls
+        self.assertEqual(candidate[0].view["error"]["code"], "tool_timeout")  # held past its deadline, every run
+        self.assertEqual([call.view["output"]["id"] for call in baseline], ["F-0002", "F-0001", "F-0003"])
+
+
+class HeldBackendOperationsTest(unittest.TestCase):
+    """Slow backend operations end when the lab releases them, so cases do not depend on machine speed."""
+
+    def test_only_the_first_slow_writes_are_held_and_they_land_when_released(self) -> None:
+        backend = TicketBackend(write_delay_ms=60_000, slow_writes=1)
+        answers: list[dict] = []
+        held = threading.Thread(target=lambda: answers.append(backend.record_followup("T-1001", "held")), daemon=True)
+        held.start()
+        self.assertTrue(backend.wait_write_started())
+        self.assertEqual(backend.record_followup("T-1001", "not held")["id"], "F-0001")
+        self.assertEqual((backend.effect_count, answers), (1, []))  # the held write has not landed
+        backend.release_held()
+        held.join(10)
+        self.assertEqual([answer["id"] for answer in answers], ["F-0002"])
+        self.assertEqual(backend.effect_count, 2)
+
+    def test_a_release_ends_a_held_lookup_and_later_lookups_are_not_held(self) -> None:
+        backend = TicketBackend(lookup_delay_ms=60_000, slow_lookups=1)
+        answers: list[object] = []
+        held = threading.Thread(target=lambda: answers.append(backend.lookup_live("T-1001")), daemon=True)
+        held.start()
+        self.assertEqual(backend.lookup_live("T-1002")["id"], "T-1002")  # the second lookup is not slow
+        backend.release_held()
+        held.join(10)
+        self.assertEqual([answer["id"] for answer in answers], ["T-1001"])
 
 
 class GradingTest(unittest.TestCase):

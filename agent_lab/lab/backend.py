@@ -13,7 +13,6 @@ import copy
 import hashlib
 import json
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +92,11 @@ def _thread(ticket_id: str) -> list[Any]:
     ]
 
 
+def _within(number: int, limit: int | None) -> bool:
+    """Whether the `number`-th operation is among the first `limit` (None: no limit)."""
+    return limit is None or number <= limit
+
+
 def _digest(*parts: Any) -> str:
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
@@ -101,16 +105,21 @@ def _digest(*parts: Any) -> str:
 class TicketBackend:
     """A fresh, deterministic ticket store with an observable side-effect log.
 
-    lookup_delay_ms / slow_lookups: the upstream lookup sleeps this long, for the first `slow_lookups`
-    lookups only (None: every lookup). write_delay_ms: every write sleeps this long before it applies
-    its effect (a slow database), so a caller's deadline can pass while the write is still running.
+    lookup_delay_ms / slow_lookups: the upstream lookup is held this long, for the first `slow_lookups`
+    lookups only (None: every lookup). write_delay_ms / slow_writes: likewise for writes, which are held
+    after they start and before they apply their effect (a slow database), so a caller's deadline can
+    pass while the write is still running. A held operation also ends as soon as the lab calls
+    `release_held()` (its `settle` step): the lab decides when a slow operation finishes, so a case
+    does not depend on how fast the machine is (a sleep would race the caller's deadline under load).
     Thread-safe: the registry runs handlers on worker threads.
     """
 
-    def __init__(self, *, lookup_delay_ms: int = 0, slow_lookups: int | None = None, write_delay_ms: int = 0) -> None:
+    def __init__(self, *, lookup_delay_ms: int = 0, slow_lookups: int | None = None, write_delay_ms: int = 0,
+                 slow_writes: int | None = None) -> None:
         self.lookup_delay_s = lookup_delay_ms / 1000.0
         self.slow_lookups = slow_lookups
         self.write_delay_s = write_delay_ms / 1000.0
+        self.slow_writes = slow_writes
         self._tickets = {
             ticket["id"]: ticket
             for ticket in (_ticket(n) for n in range(FIRST_TICKET_NUMBER, FIRST_TICKET_NUMBER + TICKET_COUNT))
@@ -122,6 +131,7 @@ class TicketBackend:
         self._lookups = 0
         self._writes_started = 0
         self._writes_running = 0
+        self._releases = 0  # how many times the lab released held operations
         self._changed = threading.Condition()
 
     # -- reads -----------------------------------------------------------------------------------
@@ -145,12 +155,11 @@ class TicketBackend:
         ]
 
     def lookup_live(self, ticket_id: str) -> dict[str, Any] | None:
-        """The slow upstream path: like `get`, after the configured delay."""
+        """The slow upstream path: like `get`, after the configured hold."""
         with self._changed:
             self._lookups += 1
-            slow = self.slow_lookups is None or self._lookups <= self.slow_lookups
-        if slow and self.lookup_delay_s > 0:
-            time.sleep(self.lookup_delay_s)
+            if _within(self._lookups, self.slow_lookups):
+                self._hold(self.lookup_delay_s)
         return self.get(ticket_id)
 
     def thread(self, ticket_id: str) -> list[Any]:
@@ -203,8 +212,20 @@ class TicketBackend:
             self._writes_started += 1
             self._writes_running += 1
             self._changed.notify_all()
-        if self.write_delay_s > 0:
-            time.sleep(self.write_delay_s)
+            if _within(self._writes_started, self.slow_writes):
+                self._hold(self.write_delay_s)
+
+    def _hold(self, seconds: float) -> None:
+        """Wait (holding `_changed`, which the wait releases) for `seconds` or the lab's next release."""
+        if seconds > 0:
+            releases = self._releases
+            self._changed.wait_for(lambda: self._releases != releases, seconds)
+
+    def release_held(self) -> None:
+        """End every lookup or write held right now (later slow ones are held again)."""
+        with self._changed:
+            self._releases += 1
+            self._changed.notify_all()
 
     def _end_write(self) -> None:
         with self._changed:

@@ -30,7 +30,7 @@ LIST_PAGE_SIZE_MAX = 10
 CREDIT_APPROVAL_THRESHOLD_CENTS = 5_000  # credits above 50.00 need a person's approval
 THREAD_LIMIT_MAX = 50
 THREAD_OUTPUT_BUDGET_BYTES = 2_048
-LOOKUP_TIMEOUT_MS = 50
+LOOKUP_TIMEOUT_MS = 250  # wide: a fast lookup must finish inside it even on a loaded CI machine
 WRITE_TIMEOUT_MS = 150
 
 # -- shared schema pieces -------------------------------------------------------------------------

@@ -206,10 +206,13 @@ class _Session:
     # -- markers ---------------------------------------------------------------------------------
 
     def _settle(self) -> None:
-        """Wait for background calls, late handlers and their receipts to finish."""
+        """Wait for background calls to return, then end held backend operations and wait for the late
+        handlers and their receipts. In that order: a call that returns at its deadline has answered
+        before its held write lands, however slow the machine, so its answer is the same on every run."""
         for thread in self.threads:
             thread.join(WAIT_LIMIT_S)
         self.threads = [thread for thread in self.threads if thread.is_alive()]
+        self.backend.release_held()
         self.backend.wait_idle()
         give_up = time.monotonic() + WAIT_LIMIT_S
         while any(self._in_progress(key) for key in self.keys) and time.monotonic() < give_up:
