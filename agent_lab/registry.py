@@ -648,33 +648,36 @@ class Registry:
     def _output_result(self, state: _CallState, output: Any) -> ToolResult:
         """The output must be JSON, within the byte budget, and match the output schema.
 
-        The size is checked before the schema so a huge output is refused without validating it.
+        The size is measured first, by the C JSON encoder, so a huge output is refused without being
+        walked in Python (several times faster) or validated; only then is it checked to be strict
+        JSON (no tuples, NaN or non-string keys, which the encoder would write anyway) and bounded.
         A broken output of a *write* is reported with outcome unknown (the handler returned, so its
         effect may well have happened, but we cannot tell what it was); of a read, outcome failed.
         """
         spec = state.spec
         assert spec is not None
-        problem = find_non_json(output, max_depth=MAX_OUTPUT_DEPTH)
-        if problem is not None:
-            pointer, reason = problem
-            return self._output_failure(state, "invalid_tool_output", [_non_json_violation(pointer, reason)])
         size = _json_size(output)
-        if size is None:
-            violation = _non_json_violation("", "the output cannot be written as JSON text")
-            return self._output_failure(state, "invalid_tool_output", [violation])
-        if size > spec.max_output_bytes:
+        if size is not None and size > spec.max_output_bytes:
             return self._output_failure(
                 state,
                 "output_too_large",
                 details={"max_output_bytes": spec.max_output_bytes, "output_bytes": size},
             )
+        # Checked and kept: a plain copy. The handler may still hold (and change) the object it
+        # returned, and a container subclass could show the checks other contents than the copy.
+        output = plain_json_copy(output, MAX_OUTPUT_DEPTH + 1)
+        problem = find_non_json(output, max_depth=MAX_OUTPUT_DEPTH)
+        if problem is not None:
+            pointer, reason = problem
+            return self._output_failure(state, "invalid_tool_output", [_non_json_violation(pointer, reason)])
+        if size is None:
+            violation = _non_json_violation("", "the output cannot be written as JSON text")
+            return self._output_failure(state, "invalid_tool_output", [violation])
         if spec.output_validator is not None:
             violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
-        # The result keeps a plain copy of what was checked: the handler may still hold (and change)
-        # the object it returned, and a str subclass has no business in a result.
-        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=plain_json_copy(output, MAX_OUTPUT_DEPTH + 1))
+        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
 
     def _output_failure(
         self,

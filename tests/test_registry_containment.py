@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import unittest
+from unittest import mock
 from typing import Any
 
 from agent_lab.calls import ToolCall, ToolResult
 from agent_lab.errors import Outcome, ToolFailure
+from agent_lab.jsonvalue import find_non_json
 from agent_lab.policy import Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -118,6 +120,15 @@ class HandlerContainmentTest(unittest.TestCase):
         self.assertEqual(result.error.code, "output_too_large")
         self.assertEqual(result.error.next_action.value, "narrow_request")
         self.assertEqual(result.error.details["max_output_bytes"], 1000)
+
+    def test_an_output_over_budget_is_refused_by_its_size_before_it_is_walked_value_by_value(self) -> None:
+        # Measuring with the C encoder first refuses a huge output in a fraction of the time a walk takes.
+        with mock.patch("agent_lab.registry.find_non_json", wraps=find_non_json) as walk:
+            result = self.invoke_with(returning({"rows": [("x" * 100, 1)] * 100}), max_output_bytes=1000)
+            self.assertEqual(result.error.code, "output_too_large")
+            walk.assert_not_called()
+            self.assertEqual(self.invoke_with(returning({"rows": [("x", 1)]})).error.code, "invalid_tool_output")
+            walk.assert_called_once()
 
     def test_output_size_counts_utf8_bytes_of_compact_json(self) -> None:
         self.assertTrue(self.invoke_with(returning("é" * 4), max_output_bytes=10).ok)  # "éééé" is 10 bytes
