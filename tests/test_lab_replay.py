@@ -7,12 +7,14 @@ import tempfile
 import threading
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from agent_lab.lab.backend import TicketBackend
 from agent_lab.lab.baseline import build_baseline_registry
 from agent_lab.lab.candidate import build_candidate_registry, candidate_specs
 from agent_lab.lab.cases import CaseFileError, load_cases
 from agent_lab.lab.grading import case_passed, grade_run
+from agent_lab.lab import replay
 from agent_lab.lab.replay import replay_case
 from agent_lab.lab.tool_eval import evaluate
 
@@ -121,6 +123,37 @@ class HeldBackendOperationsTest(unittest.TestCase):
         backend.release_held()
         held.join(10)
         self.assertEqual([answer["id"] for answer in answers], ["T-1001"])
+
+
+class UnansweredCallTest(unittest.TestCase):
+    def test_a_background_call_that_never_returns_is_graded_as_unanswered_not_shifted_or_crashing(self) -> None:
+        steps = [{"tool": "get_ticket", "arguments": {"ticket_id": "T-1001"}, "background": True},
+                 {"tool": "get_ticket", "arguments": {"ticket_id": "T-1002"}}]
+        case = {"case_id": "stuck", "intent": "A call that never returns.", "actor": {
+                    "id": "a", "tenant": "acme", "permissions": ["tickets:read"]},
+                "calls": {"baseline": steps[1:], "candidate": steps},
+                "expected": {"outcome": "succeeded", "side_effects": 0, "steps": [{"outcome": "succeeded"}]}}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "stuck.jsonl"
+            path.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            [loaded] = load_cases([str(path)])
+        never = threading.Event()
+        real_invoke = replay._Session._invoke
+
+        def first_call_never_returns(session: object, index: int, *args: object) -> None:
+            if index == 0:
+                never.wait(30)
+                return
+            real_invoke(session, index, *args)
+
+        with mock.patch.object(replay._Session, "_invoke", first_call_never_returns), \
+                mock.patch.object(replay, "WAIT_LIMIT_S", 0.01):
+            run = replay_case(loaded, "candidate")
+        never.set()
+        self.assertEqual([call.call_id for call in run.calls], ["stuck:candidate:0", "stuck:candidate:1"])
+        self.assertEqual(run.calls[1].view["output"]["ticket"]["id"], "T-1002")
+        failed = [grade.name for grade in grade_run(loaded, run) if not grade.passed]
+        self.assertEqual(failed, ["call[0].outcome"])
 
 
 class GradingTest(unittest.TestCase):

@@ -86,7 +86,7 @@ def replay_case(case: Case, strategy: str) -> StrategyRun:
     return StrategyRun(
         case_id=case.case_id,
         strategy=strategy,
-        calls=tuple(session.results[index] for index in sorted(session.results)),
+        calls=tuple(session.results.get(index) or session.unanswered(index) for index in range(session.next_index)),
         side_effects=session.backend.effect_count,
         duplicate_side_effects=session.backend.duplicate_count,
     )
@@ -103,6 +103,7 @@ class _Session:
         self.secrets = self.backend.secret_values()
         self.receipt_path = workdir / "receipts.sqlite3"
         self.results: dict[int, CallRun] = {}
+        self.started: dict[int, tuple[ToolCall, bool]] = {}  # index -> (call, approved)
         self.keys: list[ReceiptKey] = []
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
@@ -139,6 +140,7 @@ class _Session:
             step["tool"], self._resolve_references(step["arguments"]), f"{self.case.case_id}:{self.strategy}:{index}"
         )
         approval = self._approval(step.get("approval"), call)
+        self.started[index] = (call, approval is not None)
         self._remember_key(call)
         if step.get("background"):
             thread = threading.Thread(target=self._invoke, args=(index, call, approval), daemon=True,
@@ -165,6 +167,14 @@ class _Session:
             view=view,
             leaked_secret=any(secret in text for secret in self.secrets),
         )
+
+    def unanswered(self, index: int) -> CallRun:
+        """The record of a call still running when the replay stopped waiting: it keeps its place (later
+        calls are not shifted onto its index) and every grade on it fails."""
+        call, approved = self.started[index]
+        return CallRun(index=index, call_id=call.call_id or "", tool=call.name, arguments=call.arguments,
+                       approved=approved, view={"unanswered": "the call had not returned when the replay stopped waiting"},
+                       leaked_secret=False)
 
     def _resolve_references(self, value: Any) -> Any:
         """Replace `{"$from_call": i, "pointer": p}` by the value at p in call i's model view (null if absent)."""
