@@ -436,12 +436,11 @@ def _object_branch(value: Mapping[str, Any], schema: Mapping[str, Any], root: Ma
     objects = [branch for branch in _any_of_branches(schema, root)
                if isinstance(branch, Mapping) and _is_object_schema(branch)]
     keys = set(value)
-
-    def rank(branch: Mapping[str, Any]) -> tuple[bool, bool, bool]:
-        names = set(branch.get("properties") or ())
-        return keys == names, _reads_its_nulls(value, branch, root), keys <= names
-
     fitting = [branch for branch in objects if keys <= set(branch.get("properties") or ())]
+
+    def rank(branch: Mapping[str, Any]) -> tuple[bool, bool]:
+        return keys == set(branch.get("properties") or ()), _reads_its_nulls(value, branch, root)
+
     if fitting:
         return max(fitting, key=rank)  # max keeps the first of equally good branches
     return objects[0] if len(objects) == 1 else None
