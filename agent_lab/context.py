@@ -14,6 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CallContext"]
 
+_CANCEL_EVENT_LOCK = threading.Lock()
+
 
 @dataclass(frozen=True, kw_only=True)
 class CallContext:
@@ -29,7 +31,21 @@ class CallContext:
     deadline: float | None = None
     approval: Approval | None = None
     cursors: CursorCodec | None = None
-    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    # Made on first use: most calls finish without anyone waiting on it, and an Event costs about
+    # as much to build as a tenth of a whole invoke.
+    _cancel_event: threading.Event | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """Set once the caller has stopped waiting; a handler may `wait()` on it instead of sleeping."""
+        event = self._cancel_event
+        if event is None:
+            with _CANCEL_EVENT_LOCK:  # the handler's thread and the caller's may both ask first
+                event = self._cancel_event
+                if event is None:
+                    event = threading.Event()
+                    object.__setattr__(self, "_cancel_event", event)
+        return event
 
     def remaining(self) -> float:
         """Seconds left before the deadline (infinity when there is none, never negative)."""
@@ -39,4 +55,5 @@ class CallContext:
 
     def cancelled(self) -> bool:
         """True once the caller has stopped waiting (deadline passed or the call was cancelled)."""
-        return self.cancel_event.is_set() or self.remaining() == 0.0
+        event = self._cancel_event
+        return (event is not None and event.is_set()) or self.remaining() == 0.0
