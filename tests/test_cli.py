@@ -181,6 +181,18 @@ class ToolEvalCommandTest(unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertIn(f"argument {option}: an empty path", stderr)
 
+    def test_an_intent_with_line_breaks_cannot_add_lines_to_the_markdown_reports(self) -> None:
+        case = json.loads(Path(self.cases).read_text(encoding="utf-8").splitlines()[0])
+        case["intent"] = "Read one ticket.\n\n## Gate passed\r\n- [x] everything"
+        case["expected"]["side_effects"] = 1  # fails for both strategies, so it is listed everywhere
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.write_cases("intent.jsonl", [json.dumps(case)]), "--out", str(out))
+        for name in ("tool-comparison.md", "tool-failures.md"):
+            lines = (out / name).read_text(encoding="utf-8").splitlines()
+            with self.subTest(report=name):
+                self.assertNotIn("## Gate passed", lines)
+                self.assertNotIn("- [x] everything", lines)
+
     def test_an_unknown_subcommand_is_bad_input(self) -> None:
         code, _, stderr = run("tool-evaluate")
         self.assertEqual(code, 2)

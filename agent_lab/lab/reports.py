@@ -162,11 +162,16 @@ def _json_line(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def _inline(text: str) -> str:
+    """Text from a case file on one Markdown line: a line break in it could start a heading or a list."""
+    return " ".join(text.split())
+
+
 def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = _inline(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True))
     if len(text) > MAX_CELL:
         text = text[: MAX_CELL - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _strategy_label(evaluation: Any, strategy: str) -> str:
@@ -283,7 +288,7 @@ def _mark(result: CaseResult) -> str:
 
 def _changed_cases(evaluation: Any) -> list[str]:
     comparison = evaluation.comparison
-    intents = {case.case_id: case.intent for case in evaluation.cases}
+    intents = {case.case_id: _inline(case.intent) for case in evaluation.cases}
     lines = [f"Improvements (baseline fails, candidate passes): {len(comparison['improvements'])}.", ""]
     lines += [f"- `{case_id}`: {intents[case_id]}" for case_id in comparison["improvements"]]
     lines += ["", f"Regressions (baseline passes, candidate fails): {len(comparison['regressions'])}."]
@@ -360,7 +365,7 @@ def _failures_md(evaluation: Any) -> str:
 
 def _failure_block(result: CaseResult) -> list[str]:
     case = result.case
-    lines = [f"### {case.case_id}", "", f"{case.intent} ({display_path(case.source_path)}:{case.source_line})", "",
+    lines = [f"### {case.case_id}", "", f"{_inline(case.intent)} ({display_path(case.source_path)}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
     lines += [f"| {_cell(grade.name)} | {_cell(grade.expected)} | {_cell(grade.actual)} |" for grade in _failed(result)]
     return lines + [""]
