@@ -6,7 +6,9 @@ import json
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
+from agent_lab.lab import cases
 from agent_lab.lab.cases import CaseFileError, case_schema, load_cases
 from agent_lab.schema import Validator
 
@@ -163,6 +165,11 @@ class CaseFileArgumentsTest(CaseFileTestCase):
     def test_the_same_case_file_given_twice_is_one_problem(self) -> None:
         path = self.write(a_case("one"), a_case("two"))
         self.assertEqual(self.problems(path, path), [f"{path}:1: this case file is given twice"])
+
+    def test_a_file_larger_than_the_limit_is_refused_before_it_is_read_whole(self) -> None:
+        path = self.write(a_case())
+        with mock.patch.object(cases, "MAX_CASE_FILE_BYTES", 100):
+            self.assertEqual(self.problems(path), [f"{path}:1: the case file is larger than 100 bytes"])
 
     def test_a_directory_is_not_a_case_file(self) -> None:
         self.assertEqual(self.problems(self.tmp.name), [f"{self.tmp.name}:1: a directory, not a case file"])

@@ -24,6 +24,7 @@ __all__ = ["STRATEGIES", "Case", "CaseFileError", "CaseProblem", "case_schema", 
 STRATEGIES = ("baseline", "candidate")
 CASE_SCHEMA_PATH = Path(__file__).with_name("case_schema.json")
 MAX_VIOLATIONS_PER_LINE = 5  # a oneOf can explain itself many times over; the first few locate the fault
+MAX_CASE_FILE_BYTES = 64 * 1024 * 1024  # far beyond any real case file; a bound on what one read holds
 BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with one; RFC 8259 lets a parser ignore it
 REFERENCE_KEYS = frozenset({"$from_call", "pointer"})
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # decoded JSON holds one only from an unpaired \\uD8xx escape
@@ -136,7 +137,8 @@ def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
     mark are dropped.
     """
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CASE_FILE_BYTES + 1)  # bounded: --cases /dev/zero must not eat the memory
     except FileNotFoundError:
         problems.append(CaseProblem(path, 1, "no such case file"))
         return []
@@ -145,6 +147,9 @@ def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
         return []
     except OSError as exc:
         problems.append(CaseProblem(path, 1, f"cannot read the case file ({exc.strerror or type(exc).__name__})"))
+        return []
+    if len(raw) > MAX_CASE_FILE_BYTES:
+        problems.append(CaseProblem(path, 1, f"the case file is larger than {MAX_CASE_FILE_BYTES} bytes"))
         return []
     try:
         text = raw.decode("utf-8")
