@@ -37,6 +37,7 @@ __all__ = [
     "RunKind",
     "WorkerPool",
     "plain_json_copy",
+    "plain_json_snapshot",
     "run_async",
     "run_async_on_loop_thread",
     "run_sync",
@@ -315,28 +316,52 @@ def plain_json_copy(value: Any, max_depth: int) -> Any:
     subclasses become their base type. Anything else is kept as it is for the schema step to refuse,
     as is whatever lies deeper than `max_depth` containers (so a cyclic value cannot loop).
     """
+    return plain_json_snapshot(value, max_depth)[0]
+
+
+def plain_json_snapshot(value: Any, max_depth: int) -> tuple[Any, bool]:
+    """`plain_json_copy(value, max_depth)` and whether the copy is entirely plain JSON: no value
+    that is not JSON (a tuple, NaN, a non-string key, an object), and no container nested `max_depth`
+    deep (the same rule as `jsonvalue.find_non_json`). One walk answers both, so a clean output need
+    not be walked a second time just to be told it is clean."""
+    flaws: list[bool] = []
+    return _plain_copy(value, max_depth, flaws), not flaws
+
+
+def _plain_copy(value: Any, depth_left: int, flaws: list[bool]) -> Any:
     kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            flaws.append(True)
         return value
     if isinstance(value, dict):
-        if max_depth <= 0:
+        if depth_left <= 0:
+            flaws.append(True)
             return value
-        return {_plain_key(key): plain_json_copy(item, max_depth - 1) for key, item in dict.items(value)}
+        copy = {}
+        for key, item in dict.items(value):
+            if type(key) is not str:
+                if isinstance(key, str):
+                    key = str.__str__(key)
+                else:
+                    flaws.append(True)
+            copy[key] = _plain_copy(item, depth_left - 1, flaws)
+        return copy
     if isinstance(value, list):
-        if max_depth <= 0:
+        if depth_left <= 0:
+            flaws.append(True)
             return value
-        return [plain_json_copy(item, max_depth - 1) for item in list.__iter__(value)]
+        return [_plain_copy(item, depth_left - 1, flaws) for item in list.__iter__(value)]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):  # bool cannot be subclassed, so this is an int subclass (an IntEnum)
         return int.__int__(value)
     if isinstance(value, float):
-        return float.__float__(value)
+        return _plain_copy(float.__float__(value), depth_left, flaws)
+    flaws.append(True)
     return value
-
-
-def _plain_key(key: Any) -> Any:
-    return str.__str__(key) if isinstance(key, str) else key
 
 
 # ---------------------------------------------------------------------------------------------

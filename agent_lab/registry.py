@@ -53,6 +53,7 @@ from .execution import (
     earliest,
     is_deadline,
     plain_json_copy,
+    plain_json_snapshot,
     run_async,
     run_async_on_loop_thread,
     run_sync,
@@ -665,14 +666,9 @@ class Registry:
             )
         # Checked and kept: a plain copy. The handler may still hold (and change) the object it
         # returned, and a container subclass could show the checks other contents than the copy.
-        output = plain_json_copy(output, MAX_OUTPUT_DEPTH + 1)
-        problem = find_non_json(output, max_depth=MAX_OUTPUT_DEPTH)
-        if problem is not None:
-            pointer, reason = problem
-            return self._output_failure(state, "invalid_tool_output", [_non_json_violation(pointer, reason)])
-        if size is None:
-            violation = _non_json_violation("", "the output cannot be written as JSON text")
-            return self._output_failure(state, "invalid_tool_output", [violation])
+        output, plain = plain_json_snapshot(output, MAX_OUTPUT_DEPTH)
+        if not plain or size is None:
+            return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(output)])
         if spec.output_validator is not None:
             violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
             if violations:
@@ -828,6 +824,14 @@ def _sentence(text: str) -> str:
 
 def _non_json_violation(pointer: str, reason: str) -> dict[str, str]:
     return {"instance_path": pointer, "keyword_path": "", "keyword": "json", "message": _sentence(reason)}
+
+
+def _non_json_output_violation(output: Any) -> dict[str, str]:
+    """Where and why an output is not JSON (walked again only now, to say where)."""
+    problem = find_non_json(output, max_depth=MAX_OUTPUT_DEPTH)
+    if problem is None:  # e.g. an integer too long to print
+        return _non_json_violation("", "the output cannot be written as JSON text")
+    return _non_json_violation(*problem)
 
 
 def _violation_details(violations: list) -> dict[str, Any]:
