@@ -349,6 +349,19 @@ class RejectedSyntaxTest(unittest.TestCase):
         self.assertIn("position", str(raised.exception))
         self.assertNotIn("secret-value", str(raised.exception))
 
+    def test_errors_carry_reason_and_position_apart_from_the_message(self):
+        with self.assertRaises(EcmaRegexError) as raised:
+            compile_ecma("ab(?<x")
+        self.assertEqual(raised.exception.position, 5)
+        self.assertEqual(raised.exception.reason, "unterminated group name")
+        self.assertEqual(str(raised.exception),
+                         "invalid ECMA-262 regular expression at position 5: unterminated group name")
+        with self.assertRaises(EcmaRegexUnsupported) as raised:
+            compile_ecma("(?<=a+)b")
+        self.assertIsNone(raised.exception.position)
+        self.assertNotIn("ECMA", raised.exception.reason)
+        self.assertTrue(str(raised.exception).startswith("valid ECMA-262"))
+
     def test_valid_ecma_that_python_cannot_run_is_unsupported(self):
         # Variable-width lookbehind; a lookbehind reference to a group on its
         # right (ECMA matches lookbehinds right to left).

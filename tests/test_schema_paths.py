@@ -299,6 +299,27 @@ class BadInputTests(unittest.TestCase):
                     Validator(schema)
                 self.assertIn(where, str(caught.exception))
 
+    def test_invalid_pattern_is_called_invalid_once_with_its_position(self):
+        with self.assertRaises(SchemaError) as caught:
+            Validator({"properties": {"a": {"pattern": "(?<x"}}})
+        message = str(caught.exception)
+        self.assertEqual(message.count("invalid"), 1, message)
+        self.assertIn("/properties/a/pattern", message)
+        self.assertIn("position 3", message)
+
+    def test_valid_pattern_python_cannot_run_is_not_called_invalid(self):
+        # Variable-width lookbehind is valid ECMA-262; Python's re cannot run it, so no validator can
+        # be built, but the author must learn the pattern is valid and needs rewriting, not fixing.
+        for keyword, schema in (("pattern", {"pattern": "(?<=a+)b"}),
+                                ("patternProperties", {"patternProperties": {"(?<=a+)b": {}}})):
+            with self.subTest(keyword=keyword):
+                with self.assertRaises(SchemaError) as caught:
+                    Validator(schema)
+                message = str(caught.exception)
+                self.assertIn("valid ECMA-262 but not supported here", message)
+                self.assertNotIn("invalid", message)
+                self.assertIn("/" + keyword, message)
+
     def test_schema_error_is_a_value_error(self):
         self.assertTrue(issubclass(SchemaError, ValueError))
 

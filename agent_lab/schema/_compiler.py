@@ -269,13 +269,22 @@ class _NodeContext:
         return self.compiler.ref_node(reference, self.node, f"{self.place.location or ''}/{keyword}")
 
     def regex(self, pattern: str, *tokens: Any):
-        from .ecma_regex import EcmaRegexError, compile_ecma
+        """Compile an ECMA-262 pattern; SchemaError (saying where and why) when it cannot be used.
+
+        A valid pattern Python's `re` cannot run is still a SchemaError (nothing could validate with
+        it), but its message says it is valid, so the author knows to rewrite it rather than fix it.
+        """
+        from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported, compile_ecma
 
         try:
             return compile_ecma(pattern)
         except EcmaRegexError as error:
             where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
-            raise SchemaError(f"invalid ECMA-262 regular expression at {where}: {error}") from None
+            if isinstance(error, EcmaRegexUnsupported):
+                raise SchemaError(f"regular expression at {where} is valid ECMA-262 but not supported here: "
+                                  f"{error.reason}") from None
+            at = "" if error.position is None else f" (position {error.position})"
+            raise SchemaError(f"invalid ECMA-262 regular expression at {where}{at}: {error.reason}") from None
 
     def format_checker(self, name: str):
         from .formats import FORMAT_CHECKERS

@@ -59,11 +59,28 @@ Range = Tuple[int, int]
 
 
 class EcmaRegexError(ValueError):
-    """The pattern is not a valid ECMA-262 (Unicode mode) regular expression."""
+    """The pattern is not a valid ECMA-262 (Unicode mode) regular expression.
+
+    ``reason`` says what is wrong and ``position`` (a code-point index, or
+    None) where; the message is built from them, so a caller that adds its
+    own context can use the parts instead of repeating the message.
+    """
+
+    def __init__(self, reason: str, *, position: Optional[int] = None) -> None:
+        self.reason = reason
+        self.position = position
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = "" if self.position is None else f" at position {self.position}"
+        return f"invalid ECMA-262 regular expression{where}: {self.reason}"
 
 
 class EcmaRegexUnsupported(EcmaRegexError):
     """The pattern is valid ECMA-262 but cannot be run by Python's ``re``."""
+
+    def describe(self) -> str:
+        return f"valid ECMA-262 regular expression that Python's re cannot run: {self.reason}"
 
 
 # ---------------------------------------------------------------------------
@@ -480,7 +497,7 @@ def binary_property_ranges(canonical: str) -> List[Range]:
     predicate = _PREDICATE_PROPERTIES.get(canonical)
     if predicate is None:
         raise EcmaRegexUnsupported(
-            f"Unicode property {canonical} is valid ECMA-262 but not available here")
+            f"Unicode property {canonical} cannot be derived from the standard library")
     cached = _predicate_cache.get(canonical)
     if cached is None:
         cached = _ranges_where(predicate)
@@ -564,7 +581,7 @@ class _Translator:
     # -- cursor helpers ----------------------------------------------------
     def fail(self, reason: str, *, position: Optional[int] = None) -> EcmaRegexError:
         where = self.position if position is None else position
-        return EcmaRegexError(f"invalid ECMA-262 regular expression at position {where}: {reason}")
+        return EcmaRegexError(reason, position=where)
 
     def peek(self, offset: int = 0) -> Optional[str]:
         index = self.position + offset
@@ -645,8 +662,7 @@ class _Translator:
                 raise self.fail("unmatched closing parenthesis")
             raise self.fail("unexpected character")
         if self.unsupported_reasons:
-            raise EcmaRegexUnsupported("valid ECMA-262 that Python's re cannot express: "
-                                       + self.unsupported_reasons[0])
+            raise EcmaRegexUnsupported(self.unsupported_reasons[0])
         return result
 
     def disjunction(self) -> str:
@@ -967,7 +983,7 @@ class _Translator:
         try:
             return table(key)
         except EcmaRegexUnsupported as unsupported:
-            self.unsupported_reasons.append(str(unsupported))
+            self.unsupported_reasons.append(unsupported.reason)
             return []
 
     def _property_word(self) -> str:
@@ -1111,8 +1127,7 @@ def compile_ecma(pattern: str) -> "re.Pattern[str]":
         return re.compile(source)
     except (re.error, OverflowError, RecursionError) as error:
         reason = getattr(error, "msg", None) or type(error).__name__
-        raise EcmaRegexUnsupported(
-            f"valid ECMA-262 pattern that Python's re cannot run ({reason})") from None
+        raise EcmaRegexUnsupported(reason) from None
 
 
 def is_ecma_regex(pattern: str) -> bool:
