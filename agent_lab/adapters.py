@@ -25,6 +25,7 @@ import copy
 import hashlib
 import json
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -363,103 +364,128 @@ def strip_strict_nulls(arguments: Any, original_schema: Mapping[str, Any]) -> An
     null is dropped when its value is null; everything else is kept as sent, so the registry's schema
     step still judges the arguments against the original schema. Never mutates `arguments`.
     """
-    return _strip(arguments, original_schema, original_schema, 0)
+    return _NullStripper(original_schema).strip(arguments, original_schema, "", 0)
 
 
-def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    """Follow local $ref chains ("#/..."), a bounded number of times."""
-    for _ in range(MAX_SCHEMA_DEPTH):
-        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
-            return schema
-        reference = schema["$ref"]
-        if not reference.startswith("#"):
-            return schema
-        target: Any = root
-        for token in [part for part in reference[1:].split("/") if part]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, Mapping) or token not in target:
-                return schema
-            target = target[token]
-        schema = target
-    return schema
+_STRIP_ROOT_URI = "urn:agent-lab:strip-strict-nulls"  # names the original schema for branch checks
 
 
-def _strip(value: Any, schema: Any, root: Mapping[str, Any], depth: int) -> Any:
-    schema = _resolve(schema, root)
-    if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
+class _NullStripper:
+    """Walks arguments beside the original schema, keeping the JSON Pointer of each schema it is at.
+
+    Where an anyOf leaves open which branch an object or array was written for, it tries the branches,
+    likeliest first, and keeps the first stripped value that branch of the original schema accepts.
+    """
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self._validators: dict[str, Any] = {}
+
+    def resolve(self, schema: Any, pointer: str) -> tuple[Any, str]:
+        """Follow local $ref chains ("#/..."), a bounded number of times."""
+        for _ in range(MAX_SCHEMA_DEPTH):
+            if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
+                break
+            reference = schema["$ref"]
+            if not reference.startswith("#"):
+                break
+            target: Any = self.root
+            for token in [part for part in reference[1:].split("/") if part]:
+                token = token.replace("~1", "/").replace("~0", "~")
+                if not isinstance(target, Mapping) or token not in target:
+                    return schema, pointer
+                target = target[token]
+            schema, pointer = target, reference[1:]
+        return schema, pointer
+
+    def strip(self, value: Any, schema: Any, pointer: str, depth: int) -> Any:
+        schema, pointer = self.resolve(schema, pointer)
+        if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
+            return value
+        if isinstance(value, dict):
+            if isinstance(schema.get("properties"), Mapping):
+                return self.strip_object(value, schema, pointer, depth)
+            return self.strip_by_branch(value, self.object_branches(value, schema, pointer), depth)
+        if isinstance(value, list):
+            items = schema.get("items")
+            if isinstance(items, Mapping):
+                return [self.strip(item, items, _pointer(pointer, "items"), depth + 1) for item in value]
+            arrays = [(branch, at) for branch, at in self.branches(schema, pointer, 0)
+                      if isinstance(branch, Mapping) and "items" in branch]
+            return self.strip_by_branch(value, arrays, depth)
         return value
-    if isinstance(value, dict):
-        if isinstance(schema.get("properties"), Mapping):
-            return _strip_object(value, schema, root, depth)
-        branch = _object_branch(value, schema, root)
-        return _strip(value, branch, root, depth + 1) if branch is not None else value
-    if isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            return [_strip(item, items, root, depth + 1) for item in value]
-        branch = _array_branch(schema, root)
-        return _strip(value, branch, root, depth + 1) if branch is not None else value
-    return value
 
+    def strip_object(self, value: dict[str, Any], schema: Mapping[str, Any], pointer: str, depth: int) -> dict[str, Any]:
+        properties = schema["properties"]
+        required = set(schema.get("required") or ())
+        stripped = {}
+        for name, item in value.items():
+            sub = properties.get(name)
+            if sub is None:
+                stripped[name] = item
+            elif item is None and name not in required and not _accepts_null(self.resolve(sub, "")[0]):
+                continue  # null was the strict-mode spelling of "left out"
+            else:
+                stripped[name] = self.strip(item, sub, _pointer(pointer, "properties", name), depth + 1)
+        return stripped
 
-def _strip_object(value: dict[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> dict[str, Any]:
-    properties = schema["properties"]
-    required = set(schema.get("required") or ())
-    stripped = {}
-    for name, item in value.items():
-        sub = properties.get(name)
-        if sub is None:
-            stripped[name] = item
-        elif item is None and name not in required and not _accepts_null(_resolve(sub, root)):
-            continue  # null was the strict-mode spelling of "left out"
-        else:
-            stripped[name] = _strip(item, sub, root, depth + 1)
-    return stripped
+    def branches(self, schema: Mapping[str, Any], pointer: str, depth: int) -> list[tuple[Any, str]]:
+        """The alternatives of an anyOf with their pointers, references followed and nested anyOfs
+        flattened (bounded)."""
+        found: list[tuple[Any, str]] = []
+        for index, branch in enumerate(schema.get("anyOf") or ()):
+            branch, at = self.resolve(branch, _pointer(pointer, "anyOf", index))
+            if isinstance(branch, Mapping) and "anyOf" in branch and depth < MAX_SCHEMA_DEPTH:
+                found.extend(self.branches(branch, at, depth + 1))
+            else:
+                found.append((branch, at))
+        return found
 
+    def object_branches(self, value: Mapping[str, Any], schema: Mapping[str, Any], pointer: str) -> list[tuple[Any, str]]:
+        """The object branches that name all of the value's keys, likeliest first: strict mode sends every
+        property of the chosen branch, so one naming exactly the value's keys and able to read each of
+        its nulls (the property accepts null or may be left out) comes first."""
+        keys = set(value)
+        fitting = [(branch, at) for branch, at in self.branches(schema, pointer, 0)
+                   if isinstance(branch, Mapping) and _is_object_schema(branch)
+                   and keys <= set(branch.get("properties") or ())]
 
-def _any_of_branches(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int = 0) -> list[Any]:
-    """The alternatives of an anyOf, references followed and nested anyOfs flattened (bounded)."""
-    branches: list[Any] = []
-    for branch in schema.get("anyOf") or ():
-        branch = _resolve(branch, root)
-        if isinstance(branch, Mapping) and "anyOf" in branch and depth < MAX_SCHEMA_DEPTH:
-            branches.extend(_any_of_branches(branch, root, depth + 1))
-        else:
-            branches.append(branch)
-    return branches
+        def rank(candidate: tuple[Any, str]) -> tuple[bool, bool]:
+            branch = candidate[0]
+            return keys == set(branch.get("properties") or ()), self.reads_its_nulls(value, branch)
 
+        return sorted(fitting, key=rank, reverse=True)  # stable: equally likely branches keep their order
 
-def _object_branch(value: Mapping[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
-    """The anyOf branch an object value was written for. Strict mode sends every property of the chosen
-    branch, so the best branch names exactly the value's keys and can read each of its nulls (the
-    property accepts null or may be left out); then one naming all the keys; then the only object branch."""
-    objects = [branch for branch in _any_of_branches(schema, root)
-               if isinstance(branch, Mapping) and _is_object_schema(branch)]
-    keys = set(value)
-    fitting = [branch for branch in objects if keys <= set(branch.get("properties") or ())]
+    def reads_its_nulls(self, value: Mapping[str, Any], branch: Mapping[str, Any]) -> bool:
+        properties = branch.get("properties") or {}
+        required = set(branch.get("required") or ())
+        return all(
+            item is not None or name not in required or _accepts_null(self.resolve(properties.get(name), "")[0])
+            for name, item in value.items()
+        )
 
-    def rank(branch: Mapping[str, Any]) -> tuple[bool, bool]:
-        return keys == set(branch.get("properties") or ()), _reads_its_nulls(value, branch, root)
+    def strip_by_branch(self, value: Any, candidates: list[tuple[Any, str]], depth: int) -> Any:
+        """The value stripped for the first candidate branch that accepts the result; unchanged when none
+        does (the registry's schema step then says what is wrong)."""
+        for branch, at in candidates:
+            stripped = self.strip(value, branch, at, depth + 1)
+            if self.accepts(at, stripped):
+                return stripped
+        return value
 
-    if fitting:
-        return max(fitting, key=rank)  # max keeps the first of equally good branches
-    return objects[0] if len(objects) == 1 else None
+    def accepts(self, pointer: str, value: Any) -> bool:
+        """Whether the original schema's node at `pointer` accepts `value` (compiled once per call)."""
+        from .schema import Validator
 
-
-def _reads_its_nulls(value: Mapping[str, Any], branch: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
-    """Whether every null in `value` means something under `branch`: the property accepts null, or it is
-    optional so the null stands for "left out"."""
-    properties = branch.get("properties") or {}
-    required = set(branch.get("required") or ())
-    return all(
-        item is not None or name not in required or _accepts_null(_resolve(properties.get(name), root))
-        for name, item in value.items()
-    )
-
-
-def _array_branch(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
-    arrays = [branch for branch in _any_of_branches(schema, root) if isinstance(branch, Mapping) and "items" in branch]
-    return arrays[0] if len(arrays) == 1 else None
+        validator = self._validators.get(pointer)
+        if validator is None:
+            reference = _STRIP_ROOT_URI + "#" + urllib.parse.quote(pointer, safe="/~$!&'()*+,;=:@")
+            try:
+                validator = Validator({"$ref": reference}, resources={_STRIP_ROOT_URI: self.root})
+            except ValueError:  # a node our validator cannot compile on its own: take the likeliest branch
+                return True
+            self._validators[pointer] = validator
+        return bool(validator.is_valid(value))
 
 
 # -- tool exports: one function per host ------------------------------------------------------------

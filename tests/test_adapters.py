@@ -366,6 +366,21 @@ class StripStrictNullsTest(unittest.TestCase):
         self.assertEqual(stripped, arguments)
         self.assertTrue(Validator(schema).is_valid(stripped))
 
+    def test_branches_with_the_same_keys_are_told_apart_by_what_the_original_branch_accepts(self):
+        schema = {"type": "object", "properties": {"at": {"anyOf": [
+            {"type": "object", "properties": {"spot": {"type": "number"}}, "required": ["spot"]},
+            {"type": "object", "properties": {"spot": {"type": "object", "properties": {
+                "x": {"type": "integer"}, "label": {"type": "string"}}, "additionalProperties": False}}},
+        ]}, "path": {"anyOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+        ]}}, "required": ["at", "path"]}
+        arguments = {"at": {"spot": {"x": None, "label": None}}, "path": [{"x": None}]}
+        self.assertTrue(Validator(to_strict_schema(schema)).is_valid(arguments))
+        stripped = strip_strict_nulls(arguments, schema)
+        self.assertEqual(stripped, {"at": {"spot": {}}, "path": [{}]})
+        self.assertTrue(Validator(schema).is_valid(stripped))
+
     def test_nested_any_of_and_referenced_branches_are_searched_for_the_object_branch(self):
         schema = {
             "type": "object",
