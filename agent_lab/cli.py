@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "main"]
 
@@ -77,14 +77,22 @@ def _tool_eval(args: argparse.Namespace) -> int:
     except OSError as error:  # e.g. no usable temporary directory for the replay's receipt files
         print(f"tool-eval: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        _print_summary(evaluation, args.out)
+    except BrokenPipeError:  # the reader went away (`| head`): the gate's verdict still decides the exit code
+        _silence_stdout()
+    return EXIT_OK if evaluation.gate_passed else EXIT_GATE_FAILED
+
+
+def _print_summary(evaluation: Any, out: str) -> None:
     for strategy in ("baseline", "candidate"):
         figures = evaluation.metrics[strategy]
         print(f"{strategy:9} {figures['name']:18} {figures['cases_passed']}/{figures['cases']} cases passed, "
               f"{figures['unsafe_side_effects']} unsafe and {figures['duplicate_side_effects']} duplicate side effects")
     for check in evaluation.gate:
         print(f"[{'x' if check.passed else ' '}] {check.name}: {check.detail}")
-    print(f"gate {'passed' if evaluation.gate_passed else 'FAILED'}; reports in {args.out}")
-    return EXIT_OK if evaluation.gate_passed else EXIT_GATE_FAILED
+    print(f"gate {'passed' if evaluation.gate_passed else 'FAILED'}; reports in {out}")
+    sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -193,6 +193,24 @@ class ToolEvalCommandTest(unittest.TestCase):
                 self.assertNotIn("## Gate passed", lines)
                 self.assertNotIn("- [x] everything", lines)
 
+    def test_a_reader_that_stops_early_does_not_turn_a_failed_gate_into_success(self) -> None:
+        wrong = json.loads(Path(self.cases).read_text(encoding="utf-8").splitlines()[0])
+        wrong["expected"]["side_effects"] = 3
+        command = [sys.executable, "run_lab.py", "tool-eval", "--cases", self.write_cases("wrong.jsonl", [json.dumps(wrong)]),
+                   "--out", str(self.dir / "out")]
+        for unbuffered in ("1", ""):  # unbuffered: EPIPE inside main; buffered: at the final flush
+            environment = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+            with self.subTest(unbuffered=unbuffered), subprocess.Popen(
+                command, cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            ) as process:
+                assert process.stdout is not None and process.stderr is not None
+                process.stdout.close()  # like `| head -1` under `set -o pipefail`
+                stderr = process.stderr.read().decode()
+                code = process.wait(timeout=60)
+                self.assertNotIn("Traceback", stderr)
+                self.assertNotIn("BrokenPipeError", stderr)
+                self.assertEqual(code, 1, stderr)
+
     def test_an_unknown_subcommand_is_bad_input(self) -> None:
         code, _, stderr = run("tool-evaluate")
         self.assertEqual(code, 2)
