@@ -412,6 +412,67 @@ class StripStrictNullsTest(unittest.TestCase):
                 self.assertTrue(original.is_valid(strip_strict_nulls(as_sent, spec.input_schema)))
 
 
+class StrictRoundTripPropertyTest(unittest.TestCase):
+    """Seeded random schemas in the strict subset: whatever strict mode accepts strips to arguments the
+    original schema accepts."""
+
+    def random_schema(self, rng, depth, defs):
+        roll = rng.random() if depth < 3 else rng.random() * 0.5
+        if roll < 0.15:
+            return {"type": rng.choice(["string", "integer", "number", "boolean"])}
+        if roll < 0.2:
+            return {"type": ["string", "null"]}
+        if roll < 0.27:
+            return {"enum": rng.sample(["a", "b", 1, None, True], rng.randint(1, 3))}
+        if roll < 0.35 and defs:
+            reference = {"$ref": "#/$defs/" + rng.choice(sorted(defs))}
+            return {**reference, "description": "A reference."} if rng.random() < 0.5 else reference
+        if roll < 0.45:
+            return {"type": "array", "items": self.random_schema(rng, depth + 1, defs)}
+        if roll < 0.6:
+            return {"anyOf": [self.random_schema(rng, depth + 1, defs) for _ in range(rng.randint(1, 3))]}
+        return self.random_object(rng, depth, defs)
+
+    def random_object(self, rng, depth, defs):
+        properties = {f"p{index}": self.random_schema(rng, depth + 1, defs) for index in range(rng.randint(1, 3))}
+        schema = {"type": rng.choice(["object", ["object", "null"]]), "properties": properties}
+        required = [name for name in properties if rng.random() < 0.5]
+        if required:
+            schema["required"] = required
+        return schema
+
+    def sample(self, rng, schema, root):
+        while "$ref" in schema:
+            schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+        if "anyOf" in schema:
+            return self.sample(rng, rng.choice(schema["anyOf"]), root)
+        if "enum" in schema:
+            return rng.choice(schema["enum"])
+        kind = schema["type"] if isinstance(schema["type"], str) else rng.choice(schema["type"])
+        if kind == "array":
+            return [self.sample(rng, schema["items"], root) for _ in range(rng.randint(0, 2))]
+        if kind == "object":
+            return {name: self.sample(rng, sub, root) for name, sub in schema["properties"].items()}
+        return {"null": None, "string": "s", "integer": 1, "number": 0.5, "boolean": True}[kind]
+
+    def test_strict_valid_arguments_strip_to_arguments_the_original_schema_accepts(self):
+        import random
+
+        rng = random.Random(20261129)
+        for trial in range(150):
+            defs = {"Item": self.random_object(rng, 2, {})} if rng.random() < 0.5 else {}
+            schema = self.random_object(rng, 0, defs)
+            if defs:
+                schema["$defs"] = defs
+            strict = to_strict_schema(schema)
+            strict_validator, original_validator = Validator(strict), Validator(schema)
+            for _ in range(10):
+                arguments = self.sample(rng, strict, strict)
+                if strict_validator.is_valid(arguments):
+                    with self.subTest(trial=trial, arguments=arguments):
+                        self.assertTrue(original_validator.is_valid(strip_strict_nulls(arguments, schema)))
+
+
 class NameMapTest(unittest.TestCase):
     def test_legal_names_map_to_themselves(self):
         names = NameMap(["get_ticket", "list-tickets"])
