@@ -201,6 +201,7 @@ class Registry:
         self._clock = clock
         self._run_inline = bool(run_inline)
         self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
+        self._late_writes: dict[ReceiptKey, str] = {}  # key -> fingerprint of writes still running late
         self._lock = threading.Lock()
         self._closed = False
 
@@ -486,6 +487,9 @@ class Registry:
         if spec.idempotency_key is None:
             return None
         state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, state.arguments[spec.idempotency_key])
+        running = self._late_writes.get(state.receipt_key) if self._late_writes else None
+        if running is not None:  # a late write of this process still runs under the key, whatever the lease says
+            return state.refusal("idempotency_in_progress" if running == state.fingerprint else "idempotency_conflict")
         try:
             reservation = self._receipts.reserve(state.receipt_key, state.fingerprint)
         except PROCESS_EXITS:
@@ -608,8 +612,20 @@ class Registry:
         ctx.cancel_event.set()
         if self._completes_late(state):
             state.late_pending = True
+            self._hold_for_late_write(state)
             future.add_done_callback(functools.partial(self._complete_late_future, state))
         return Run.timed_out()
+
+    def _hold_for_late_write(self, state: _CallState) -> None:
+        """Remember, in this process, that a write still runs under its key.
+
+        The store's reservation only holds for its lease (so that a crashed process cannot block a key
+        for ever); a handler stuck longer than that must still never be joined by a second run of the
+        same action, so `_reserve_key` asks this registry first.
+        """
+        assert state.receipt_key is not None and state.fingerprint is not None
+        with self._lock:
+            self._late_writes[state.receipt_key] = state.fingerprint
 
     def _completes_late(self, state: _CallState) -> bool:
         """A timed-out sync write that holds a reservation keeps it until the handler finishes."""
@@ -633,6 +649,10 @@ class Registry:
             raise
         except BaseException as exception:  # noqa: BLE001
             logger.warning("could not store the late result of tool %r: %s", state.tool, type(exception).__name__)
+        finally:  # stored (or not storable): from now on the store alone answers for the key
+            with self._lock:
+                if self._late_writes.get(state.receipt_key) == state.fingerprint:
+                    del self._late_writes[state.receipt_key]
 
     # -- step 7: output --------------------------------------------------------------------------
 

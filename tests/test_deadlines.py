@@ -17,7 +17,7 @@ from typing import Any
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
 from agent_lab.errors import Category, NextAction, Outcome
-from agent_lab.idempotency import ReceiptKey, ReservationStatus
+from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -163,6 +163,7 @@ class LateWriteTest(DeadlineTestCase):
             self.effects.append(arguments["action_id"])
             return {"followup_id": "F-1", "ticket_id": arguments["ticket_id"]}
 
+        self.slow_write = slow_write
         self.registry.register(followup_spec(timeout_ms=50), slow_write)
         self.key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
 
@@ -186,6 +187,25 @@ class LateWriteTest(DeadlineTestCase):
         after, _ = self.timed_invoke(followup_call(), actor=WRITER)
         self.assertTrue(after.ok and after.replayed)
         self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
+        self.assertEqual(self.effects, ["act-1"])
+
+    def test_a_late_write_still_running_after_its_reservation_lease_expired_is_never_run_twice(self) -> None:
+        now = [1_000_000.0]
+        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=50), self.slow_write)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        now[0] += 3600  # the store's lease on the key has long expired; the handler is still running
+        for call in (followup_call(), followup_call(note="Other.")):
+            again = registry.invoke(call, actor=WRITER)
+            self.assertIn(again.error.code, ("idempotency_in_progress", "idempotency_conflict"))
+            self.assertEqual(again.outcome, Outcome.REJECTED)
+        self.release.set()
+        self.wait_until(lambda: (store.lookup(self.key) or None) is not None
+                        and store.lookup(self.key).status is ReservationStatus.REPLAY)
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertEqual(self.effects, ["act-1"])
 
     def test_a_late_write_with_other_arguments_under_the_same_key_is_a_conflict(self) -> None:
