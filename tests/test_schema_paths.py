@@ -9,8 +9,9 @@ from __future__ import annotations
 import enum
 import threading
 import unittest
+from fractions import Fraction
 
-from agent_lab.schema import MAX_INSTANCE_DEPTH, SchemaError, Validator, Violation
+from agent_lab.schema import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Validator, Violation
 
 SECRET = "sk-live-51HSECRETTOKEN"
 
@@ -212,6 +213,17 @@ class DataModelTests(unittest.TestCase):
         self.assertFalse(Validator({"multipleOf": 0.0001}).is_valid(0.00751))
         self.assertTrue(Validator({"multipleOf": 0.01}).is_valid(19.99))
 
+    def test_multiple_of_reads_a_large_float_as_the_decimal_it_was_written_as(self):
+        # json.loads("1e23") is the float nearest 10**23 (99999999999999991611392 in binary); the JSON
+        # text means 10**23, a multiple of 10 and of 2.5 alike, so an integer divisor must agree.
+        for divisor in (10, 2.5, 7):
+            with self.subTest(divisor=divisor):
+                validator = Validator({"multipleOf": divisor})
+                expected = Fraction(10**23) % Fraction(str(divisor)) == 0
+                self.assertEqual(validator.is_valid(1e23), expected)
+                self.assertEqual(validator.is_valid(10**23), expected)
+                self.assertEqual(validator.errors(1e23) == [], expected)
+
     def test_str_and_int_subclasses_count_as_their_json_values(self):
         class Level(str, enum.Enum):
             LOW = "low"
@@ -255,6 +267,20 @@ class BadInputTests(unittest.TestCase):
             found = only(validator.errors(deep))
             self.assertEqual(found.keyword, "json")
             self.assertIn(str(MAX_INSTANCE_DEPTH), found.message)
+
+    def test_schema_nested_too_deeply_to_check_says_so_instead_of_calling_itself_invalid(self):
+        schema: dict = {"type": "string"}
+        for _ in range(MAX_SCHEMA_DEPTH - 8):  # within the JSON nesting limit, one subschema per level
+            schema = {"not": schema}
+        try:
+            validator = Validator(schema)
+        except SchemaError as error:
+            message = str(error)
+            self.assertIn("nested too deeply", message)
+            self.assertNotIn("not a valid", message)
+            self.assertNotIn("reference", message)
+        else:
+            self.assertTrue(validator.is_valid(1) is not validator.is_valid("x"))
 
     def test_recursive_schema_validates_nesting_up_to_the_limit(self):
         tree = {"type": "object", "properties": {"child": {"$ref": "#"}}}
@@ -332,6 +358,12 @@ class BadInputTests(unittest.TestCase):
                               resources={"https://example.com/int.json": {"type": "integer"}})
         self.assertTrue(validator.is_valid(3))
         self.assertEqual(only(validator.errors("x")).keyword_path, "/$ref/type")
+
+    def test_resources_that_are_not_a_mapping_of_uris_are_refused(self):
+        for resources in ([("https://example.com/a", {})], {1: {}}, "https://example.com/a"):
+            with self.subTest(resources=resources):
+                with self.assertRaisesRegex(SchemaError, "resources"):
+                    Validator({"$ref": "https://example.com/a"}, resources=resources)  # type: ignore[arg-type]
 
     def test_unknown_dialect_is_refused(self):
         with self.assertRaisesRegex(SchemaError, r"\$schema"):

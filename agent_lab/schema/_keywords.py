@@ -140,16 +140,25 @@ def _exact_fraction(number: Any) -> Fraction:
     return Fraction(repr(float(number)))
 
 
+_EXACT_FLOAT_INTEGERS = 2**53
+"""Below this, an integral float's binary value and the decimal it prints as are the same integer."""
+
+
 def compile_multiple_of(cx, value) -> Kw:
     divisor = value
-    if isinstance(divisor, int) or (isinstance(divisor, float) and divisor.is_integer() and abs(divisor) < 2**53):
+    if isinstance(divisor, int) or (isinstance(divisor, float) and divisor.is_integer()
+                                    and abs(divisor) < _EXACT_FLOAT_INTEGERS):
         whole = int(divisor)
 
         def check(instance):
             if type(instance) is int:
                 return instance % whole == 0
             if isinstance(instance, float):
-                return math.isfinite(instance) and instance.is_integer() and int(instance) % whole == 0
+                if not (math.isfinite(instance) and instance.is_integer()):
+                    return False
+                if -_EXACT_FLOAT_INTEGERS < instance < _EXACT_FLOAT_INTEGERS:
+                    return int(instance) % whole == 0
+                return _exact_fraction(instance) % whole == 0  # 1e23 means 10**23, not the binary float
             return instance % whole == 0
     else:
         exact_divisor = _exact_fraction(divisor)

@@ -16,7 +16,11 @@ MAX_INSTANCE_DEPTH = 64
 """Array/object nesting accepted in an instance; deeper instances get a "json" violation."""
 
 MAX_SCHEMA_DEPTH = 128
-"""Array/object nesting accepted in a schema document (a subschema level is usually two of these)."""
+"""Array/object nesting accepted in a schema document (a subschema level is usually two of these).
+
+A chain of subschemas nested directly inside each other (`not`, `items`, ...: one level each) can exhaust
+Python's recursion limit before this when the meta-schema checks it (about 90 levels with the default
+limit); that is a SchemaError saying the schema is nested too deeply, never a RecursionError."""
 
 MAX_SCHEMA_NODES = 20_000
 """Compiled subschemas per Validator (the reference-expansion limit); more is a SchemaError."""

@@ -51,6 +51,8 @@ class Validator:
         root = _plain_schema(schema, "the schema")
         index = builtin_index().copy()
         user_documents = {}
+        if resources is not None and not isinstance(resources, Mapping):
+            raise SchemaError("resources must map URI strings to schema documents")
         for uri, document in (resources or {}).items():
             if not isinstance(uri, str):
                 raise SchemaError("resources must map URI strings to schema documents")
@@ -121,24 +123,28 @@ class Validator:
 
     def errors(self, instance: object) -> List[Violation]:
         """Every violation, in a deterministic order (schema keyword order, then instance order)."""
-        if self._local is not None:
-            self._local.stack = []
         try:
-            max_depth = self._max_depth
-            plain = None if self._proves_json else plain_json(instance, max_depth)
-            if plain is not False and self._check(instance):
-                return []
-            if plain is None:
-                plain = plain_json(instance, max_depth)
-            problem = None if plain else find_non_json(instance, max_depth=max_depth)
-            if problem is not None:
-                pointer, reason = problem
-                return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
-            out: List[Violation] = []
-            self._collect(instance, "", "", out)
+            return self._violations(instance)
         except RecursionError:
             return [Violation("", "", "$ref", "value could not be validated: the schema's references nest "
                                               "too deeply for it.")]
+
+    def _violations(self, instance: object) -> List[Violation]:
+        """`errors`, except that running out of Python stack raises RecursionError."""
+        if self._local is not None:
+            self._local.stack = []
+        max_depth = self._max_depth
+        plain = None if self._proves_json else plain_json(instance, max_depth)
+        if plain is not False and self._check(instance):
+            return []
+        if plain is None:
+            plain = plain_json(instance, max_depth)
+        problem = None if plain else find_non_json(instance, max_depth=max_depth)
+        if problem is not None:
+            pointer, reason = problem
+            return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
+        out: List[Violation] = []
+        self._collect(instance, "", "", out)
         if not out:
             out.append(Violation("", "", "schema", "value does not satisfy the schema"))
         return out
@@ -241,7 +247,11 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
             raise SchemaError(f"{what} declares $schema {declared!r}, which is not draft 2020-12 and not a "
                               "meta-schema passed in resources=")
         meta_validator = _custom_metaschema_validator(dialect, meta, resources)
-    violations = meta_validator.errors(schema)
+    try:
+        violations = meta_validator._violations(schema)
+    except RecursionError:
+        raise SchemaError(f"{what} has subschemas nested too deeply to check against its meta-schema "
+                          "(Python's recursion limit); flatten it or move parts into $defs") from None
     if violations:
         first = violations[0]
         raise SchemaError(f"{what} is not a valid draft 2020-12 schema at {first.instance_path or '/'}: "
