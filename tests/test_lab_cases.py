@@ -171,6 +171,13 @@ class CaseFileArgumentsTest(CaseFileTestCase):
         with mock.patch.object(cases, "MAX_CASE_FILE_BYTES", 100):
             self.assertEqual(self.problems(path), [f"{path}:1: the case file is larger than 100 bytes"])
 
+    def test_reading_stops_after_a_bounded_number_of_problems(self) -> None:
+        path = self.write(*["{"] * 10)
+        with mock.patch.object(cases, "MAX_PROBLEMS", 3):
+            problems = self.problems(path)
+        self.assertEqual([problem.split(": ", 1)[0] for problem in problems], [f"{path}:{n}" for n in (1, 2, 3, 4)])
+        self.assertEqual(problems[-1], f"{path}:4: stopped reading after 3 problems")
+
     def test_a_directory_is_not_a_case_file(self) -> None:
         self.assertEqual(self.problems(self.tmp.name), [f"{self.tmp.name}:1: a directory, not a case file"])
 

@@ -24,6 +24,7 @@ __all__ = ["STRATEGIES", "Case", "CaseFileError", "CaseProblem", "case_schema", 
 STRATEGIES = ("baseline", "candidate")
 CASE_SCHEMA_PATH = Path(__file__).with_name("case_schema.json")
 MAX_VIOLATIONS_PER_LINE = 5  # a oneOf can explain itself many times over; the first few locate the fault
+MAX_PROBLEMS = 100  # reported before reading stops
 MAX_CASE_FILE_BYTES = 64 * 1024 * 1024  # far beyond any real case file; a bound on what one read holds
 BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with one; RFC 8259 lets a parser ignore it
 REFERENCE_KEYS = frozenset({"$from_call", "pointer"})
@@ -104,6 +105,9 @@ def load_cases(paths: Sequence[str]) -> list[Case]:
             problems.append(CaseProblem(path, 1, "this case file is given twice"))
             continue
         for line_number, text in _lines(path, problems):
+            if len(problems) >= MAX_PROBLEMS:  # a log of a million lines helps nobody: fix these, run again
+                problems.append(CaseProblem(path, line_number, f"stopped reading after {MAX_PROBLEMS} problems"))
+                raise CaseFileError(problems)
             case = _parse_case(path, line_number, text, problems)
             if case is None:
                 continue
