@@ -4,7 +4,8 @@ The client spawns the server over stdio, negotiates, lists the tools, and calls 
 of the registry holds on the other side (a read validates against its advertised outputSchema, a write
 without approval and bad arguments come back as isError results with our structured error, an unknown
 tool is a protocol error). Skipped, with the reason, when the `mcp` package is not importable; the
-lead's .ci/run installs it in a throwaway venv so CI always runs these.
+lead's .ci/run installs it in a throwaway venv so CI always runs these. The official TypeScript client
+runs too when MCP_TS_SDK_DIR names a folder where `npm install @modelcontextprotocol/sdk` was run.
 """
 
 from __future__ import annotations
@@ -188,6 +189,64 @@ class OfficialClientTest(unittest.TestCase):
         negotiated, read = asyncio.run(asyncio.wait_for(session_main(), SESSION_TIMEOUT_S))
         self.assertEqual(negotiated, "2026-07-28")
         self.assertFalse(read.get("isError", False), read)
+
+
+TYPESCRIPT_CLIENT = """
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+const [python, repo] = process.argv.slice(1);
+const client = new Client({ name: "agent-lab-interop", version: "0" });
+await client.connect(new StdioClientTransport({ command: python, args: ["run_lab.py", "serve-mcp"], cwd: repo }));
+await client.listTools();  // the client caches each tool's outputSchema and checks results against it
+const calls = {
+  read: ["get_ticket", { ticket_id: "T-1001" }],
+  bad: ["get_ticket", { ticket_id: "1001" }],
+  write: ["record_ticket_followup", { ticket_id: "T-1001", note: "Called back.", action_id: "act-00000001" }],
+};
+const results = {};
+for (const [key, [name, args]] of Object.entries(calls)) {
+  try { results[key] = await client.callTool({ name, arguments: args }); }
+  catch (error) { results[key] = { thrown: String(error.message) }; }
+}
+await client.close();
+console.log(JSON.stringify(results));
+"""
+
+
+def typescript_sdk_dir() -> str | None:
+    """A folder whose node_modules holds @modelcontextprotocol/sdk (env MCP_TS_SDK_DIR), if node can use it."""
+    import os
+    import shutil
+    import subprocess
+
+    folder = os.environ.get("MCP_TS_SDK_DIR")
+    if not folder or shutil.which("node") is None:
+        return None
+    probe = subprocess.run(["node", "-e", "require.resolve('@modelcontextprotocol/sdk/package.json')"],
+                           cwd=folder, capture_output=True, timeout=30)
+    return folder if probe.returncode == 0 else None
+
+
+@unittest.skipUnless(typescript_sdk_dir(), "set MCP_TS_SDK_DIR to a folder with node_modules/@modelcontextprotocol/sdk "
+                     "(npm install @modelcontextprotocol/sdk) and put node on PATH")
+class TypeScriptClientTest(unittest.TestCase):
+    """The official TypeScript client checks structuredContent against the cached outputSchema, also on
+    isError results: our tool errors must reach it as results, not as its validation exception."""
+
+    def test_reads_writes_and_bad_arguments_come_back_as_results_to_the_typescript_client(self) -> None:
+        import subprocess
+
+        process = subprocess.run(
+            ["node", "--input-type=module", "-e", TYPESCRIPT_CLIENT, sys.executable, str(REPO_ROOT)],
+            cwd=typescript_sdk_dir(), capture_output=True, timeout=SESSION_TIMEOUT_S,
+        )
+        self.assertEqual(process.returncode, 0, process.stderr.decode(errors="replace"))
+        results = json.loads(process.stdout)
+        for key in ("read", "bad", "write"):
+            self.assertNotIn("thrown", results[key], results[key])
+        self.assertFalse(results["read"].get("isError", False))
+        self.assertEqual(structured_error(results["bad"])["code"], "invalid_arguments")
+        self.assertEqual(structured_error(results["write"])["code"], "approval_required")
 
 
 def structured_error(result: dict[str, Any]) -> dict[str, Any]:
