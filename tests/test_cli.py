@@ -155,6 +155,27 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertIn("No space left on device", stderr)
         self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
 
+    def test_a_directory_that_refuses_new_files_leaves_every_earlier_report_untouched(self) -> None:
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.cases, "--out", str(out))
+        before = self.reports(out)
+        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
+        cases = self.write_cases("changed.jsonl", changed)
+        opened: list[object] = []
+
+        def third_file_is_refused(path: object, *args: object, **kwargs: object) -> object:
+            opened.append(path)
+            if len(opened) == 3:
+                raise PermissionError(13, "Permission denied")
+            return open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+        with mock.patch("agent_lab.lab.reports.open", third_file_is_refused, create=True):
+            code, _, stderr = run("tool-eval", "--cases", cases, "--out", str(out))
+        self.assertEqual(len(opened), 3)
+        self.assertEqual((code, len(stderr.splitlines())), (2, 1), stderr)
+        self.assertIn("Permission denied", stderr)
+        self.assertEqual(self.reports(out), before)
+
     def test_out_naming_a_file_is_bad_input_reported_before_evaluating(self) -> None:
         a_file = self.dir / "a-file"
         a_file.write_text("keep me", encoding="utf-8")
