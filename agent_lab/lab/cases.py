@@ -28,6 +28,7 @@ MAX_PROBLEMS = 100  # reported before reading stops
 MAX_CASE_FILE_BYTES = 64 * 1024 * 1024  # far beyond any real case file; a bound on what one read holds
 BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with one; RFC 8259 lets a parser ignore it
 REFERENCE_KEYS = frozenset({"$from_call", "pointer"})
+REFERENCE_SHAPE = '{"$from_call": N, "pointer": "/json/pointer"}'
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # decoded JSON holds one only from an unpaired \\uD8xx escape
 
 
@@ -313,7 +314,7 @@ def _reference_problem(where: str, reference: Mapping[str, Any], answered: set[i
     if set(reference) != REFERENCE_KEYS or json_type(target) != "integer" or not isinstance(pointer, str) or (
         pointer and not pointer.startswith("/")
     ):
-        return f"""'{where}' must be a reference {{"$from_call": N, "pointer": "/json/pointer"}} with N the index of an earlier call"""
+        return f"'{where}' must be a reference {REFERENCE_SHAPE} with N the index of an earlier call"
     if int(target) not in answered:
         return f"'{where}' refers to call {int(target)}, which has no result by then (name an earlier call that has returned)"
     return None
