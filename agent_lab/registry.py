@@ -201,7 +201,7 @@ class Registry:
         self._clock = clock
         self._run_inline = bool(run_inline)
         self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
-        self._late_writes: dict[ReceiptKey, str] = {}  # key -> fingerprint of writes still running late
+        self._held_keys: dict[ReceiptKey, str] = {}  # key -> fingerprint of calls running under it here
         self._lock = threading.Lock()
         self._closed = False
 
@@ -288,6 +288,7 @@ class Registry:
             if result is None:
                 result = self._conclude(state, self._execute(state))
         except PROCESS_EXITS:
+            self._let_go(state)  # the process is stopping; the store's lease still guards the key
             raise
         except BaseException:  # noqa: BLE001 - a bug in a step must not escape either
             result = self._internal_error(state)
@@ -318,6 +319,7 @@ class Registry:
                     run = state.interrupted_run or Run.timed_out()
                 result = self._conclude(state, run)
         except PROCESS_EXITS:
+            self._let_go(state)  # the process is stopping; the store's lease still guards the key
             raise
         except BaseException:  # noqa: BLE001
             result = self._internal_error(state)
@@ -487,8 +489,8 @@ class Registry:
         if spec.idempotency_key is None:
             return None
         state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, state.arguments[spec.idempotency_key])
-        running = self._late_writes.get(state.receipt_key) if self._late_writes else None
-        if running is not None:  # a late write of this process still runs under the key, whatever the lease says
+        running = self._held_keys.get(state.receipt_key) if self._held_keys else None
+        if running is not None:  # a call of this process still runs under the key, whatever the lease says
             return state.refusal("idempotency_in_progress" if running == state.fingerprint else "idempotency_conflict")
         try:
             reservation = self._receipts.reserve(state.receipt_key, state.fingerprint)
@@ -501,12 +503,30 @@ class Registry:
         status = reservation.status
         if status is ReservationStatus.RESERVED:
             state.reserved = True
+            self._hold(state)
             return None
         if status is ReservationStatus.REPLAY and reservation.record is not None:
             return ToolResult.from_record(reservation.record, replayed=True, call_id=state.call_id, redact=state.redact)
         if status is ReservationStatus.CONFLICT:
             return state.refusal("idempotency_conflict")
         return state.refusal("idempotency_in_progress")
+
+    def _hold(self, state: _CallState) -> None:
+        """Remember, in this process, that a call runs under its key until its outcome is settled.
+
+        The store's reservation holds only for its lease (so that a crashed process cannot block a key
+        for ever). A handler that runs longer, within a long timeout or late after one, must still
+        never be joined by a second run of the same action: `_reserve_key` asks this registry first.
+        """
+        with self._lock:
+            self._held_keys[state.receipt_key] = state.fingerprint  # type: ignore[index]
+
+    def _let_go(self, state: _CallState) -> None:
+        if state.receipt_key is None:
+            return
+        with self._lock:
+            if self._held_keys.get(state.receipt_key) == state.fingerprint:  # type: ignore[arg-type]
+                del self._held_keys[state.receipt_key]  # type: ignore[arg-type]
 
     # -- step 6: execute -------------------------------------------------------------------------
 
@@ -612,20 +632,8 @@ class Registry:
         ctx.cancel_event.set()
         if self._completes_late(state):
             state.late_pending = True
-            self._hold_for_late_write(state)
             future.add_done_callback(functools.partial(self._complete_late_future, state))
         return Run.timed_out()
-
-    def _hold_for_late_write(self, state: _CallState) -> None:
-        """Remember, in this process, that a write still runs under its key.
-
-        The store's reservation only holds for its lease (so that a crashed process cannot block a key
-        for ever); a handler stuck longer than that must still never be joined by a second run of the
-        same action, so `_reserve_key` asks this registry first.
-        """
-        assert state.receipt_key is not None and state.fingerprint is not None
-        with self._lock:
-            self._late_writes[state.receipt_key] = state.fingerprint
 
     def _completes_late(self, state: _CallState) -> bool:
         """A timed-out sync write that holds a reservation keeps it until the handler finishes."""
@@ -650,9 +658,7 @@ class Registry:
         except BaseException as exception:  # noqa: BLE001
             logger.warning("could not store the late result of tool %r: %s", state.tool, type(exception).__name__)
         finally:  # stored (or not storable): from now on the store alone answers for the key
-            with self._lock:
-                if self._late_writes.get(state.receipt_key) == state.fingerprint:
-                    del self._late_writes[state.receipt_key]
+            self._let_go(state)
 
     # -- step 7: output --------------------------------------------------------------------------
 
@@ -756,7 +762,10 @@ class Registry:
         outcome is unknown, so that the same key replays "unknown" instead of repeating the effect.
         """
         if state.reserved and not state.late_pending:
-            self._store_outcome(state, result)
+            try:
+                self._store_outcome(state, result)
+            finally:
+                self._let_go(state)
 
     def _store_outcome(self, state: _CallState, result: ToolResult) -> None:
         if state.receipt_key is None or state.fingerprint is None:

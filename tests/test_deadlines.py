@@ -208,6 +208,50 @@ class LateWriteTest(DeadlineTestCase):
         self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertEqual(self.effects, ["act-1"])
 
+    def test_a_write_running_within_a_deadline_longer_than_the_lease_is_never_run_twice(self) -> None:
+        now = [1_000_000.0]
+        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        started = threading.Event()
+
+        def long_write(arguments):
+            started.set()
+            return self.slow_write(arguments)
+
+        registry.register(followup_spec(timeout_ms=600_000), long_write)  # ten minutes: longer than the lease
+        first = threading.Thread(target=registry.invoke, args=(followup_call(),), kwargs={"actor": WRITER})
+        first.start()
+        self.addCleanup(first.join)
+        self.assertTrue(started.wait(GENEROUS_S))
+        now[0] += 3600
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.outcome), ("idempotency_in_progress", Outcome.REJECTED))
+        self.release.set()
+        first.join()
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(self.effects, ["act-1"])
+
+    def test_a_call_interrupted_by_keyboard_interrupt_leaves_the_key_to_the_stores_lease(self) -> None:
+        now = [1_000_000.0]
+        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        attempts: list[str] = []
+
+        def interrupted_once(arguments):
+            attempts.append(arguments["action_id"])
+            if len(attempts) == 1:
+                raise KeyboardInterrupt
+            return {"followup_id": "F-1"}
+
+        registry.register(followup_spec(), interrupted_once)
+        with self.assertRaises(KeyboardInterrupt):
+            registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual(registry.invoke(followup_call(), actor=WRITER).error.code, "idempotency_in_progress")
+        now[0] += 3600  # the lease of the interrupted call's reservation is over: the key is free again
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+
     def test_a_late_write_with_other_arguments_under_the_same_key_is_a_conflict(self) -> None:
         self.timed_invoke(followup_call(), actor=WRITER)
         other, _ = self.timed_invoke(followup_call(note="Other."), actor=WRITER)
