@@ -20,6 +20,9 @@ Decisions worth knowing (each is also noted where it is made):
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation;
   when it finishes, its real result becomes the receipt (exactly one effect either way). An async
   handler is cancelled at its deadline instead; for a write the receipt then says "unknown".
+* A call holds its key in this registry from reservation until its outcome is stored, however long
+  its handler runs; the store's lease (which frees the key of a crashed process) only matters across
+  processes, so it should outlast the longest handler run there.
 """
 
 from __future__ import annotations
