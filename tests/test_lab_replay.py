@@ -125,6 +125,31 @@ class HeldBackendOperationsTest(unittest.TestCase):
         self.assertEqual([answer["id"] for answer in answers], ["T-1001"])
 
 
+class AwaitWriteStartedTest(unittest.TestCase):
+    def test_the_marker_waits_for_the_background_calls_own_write_not_an_earlier_one(self) -> None:
+        write = {"tool": "ticket_operation", "arguments": {"operation": "record_followup",
+                                                           "payload": {"ticket_id": "T-1001", "note": "n"}}}
+        steps = [write, {**write, "background": True}, {"do": "await_write_started"}, write]
+        case = {"case_id": "await", "intent": "Wait for the background write.", "actor": {
+                    "id": "a", "tenant": "acme", "permissions": ["tickets:write"]},
+                "calls": {"baseline": steps, "candidate": steps}, "expected": {"outcome": "succeeded", "side_effects": 3}}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "await.jsonl"
+            path.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            [loaded] = load_cases([str(path)])
+        awaited: list[int] = []
+        real_wait = TicketBackend.wait_write_started
+
+        def spy(backend: TicketBackend, count: int = 1, **options: float) -> bool:
+            awaited.append(count)
+            return real_wait(backend, count, **options)
+
+        with mock.patch.object(TicketBackend, "wait_write_started", spy):
+            run = replay_case(loaded, "baseline")
+        self.assertEqual(awaited, [2])  # the sync write before it had already started one
+        self.assertEqual(run.side_effects, 3)
+
+
 class UnansweredCallTest(unittest.TestCase):
     def test_a_background_call_that_never_returns_is_graded_as_unanswered_not_shifted_or_crashing(self) -> None:
         steps = [{"tool": "get_ticket", "arguments": {"ticket_id": "T-1001"}, "background": True},

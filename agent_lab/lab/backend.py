@@ -256,6 +256,11 @@ class TicketBackend:
             seen.add(effect)
         return duplicates
 
+    @property
+    def writes_started(self) -> int:
+        with self._changed:
+            return self._writes_started
+
     def wait_write_started(self, count: int = 1, timeout_s: float = WAIT_LIMIT_S) -> bool:
         """Block until `count` writes have begun (a call is in flight); False on timeout."""
         with self._changed:

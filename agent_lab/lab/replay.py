@@ -108,6 +108,7 @@ class _Session:
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
         self.next_index = 0
+        self.writes_before_background = 0  # writes started when the latest background call was launched
         self.receipts, self.registry = self._open_registry()
 
     def _open_registry(self) -> tuple[Any, Registry]:
@@ -127,7 +128,7 @@ class _Session:
         if marker == "restart":
             self._restart()
         elif marker == "await_write_started":
-            self.backend.wait_write_started()
+            self.backend.wait_write_started(self.writes_before_background + 1)
         elif marker == "settle":
             self._settle()
         else:
@@ -143,6 +144,7 @@ class _Session:
         self.started[index] = (call, approval is not None)
         self._remember_key(call)
         if step.get("background"):
+            self.writes_before_background = self.backend.writes_started  # its own write is the next one
             thread = threading.Thread(target=self._invoke, args=(index, call, approval), daemon=True,
                                       name=f"lab-{call.call_id}")
             self.threads.append(thread)
