@@ -36,6 +36,7 @@ __all__ = [
     "Run",
     "RunKind",
     "WorkerPool",
+    "plain_deadline",
     "plain_json_copy",
     "plain_json_snapshot",
     "run_async",
@@ -301,7 +302,12 @@ def is_deadline(value: object) -> bool:
     """A caller deadline is None or a finite number (a bool is not a time)."""
     if value is None:
         return True
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large to be a float is no point in time either
+        return False
 
 
 def plain_json_copy(value: Any, max_depth: int) -> Any:
@@ -362,6 +368,12 @@ def _plain_copy(value: Any, depth_left: int, flaws: list[bool]) -> Any:
         return _plain_copy(float.__float__(value), depth_left, flaws)
     flaws.append(True)
     return value
+
+
+def plain_deadline(value: float) -> float:
+    """A deadline accepted by `is_deadline` as a plain float (an int or float subclass could override
+    its comparisons and arithmetic). Raises OverflowError for an int too large to be a float."""
+    return float.__float__(value) if isinstance(value, float) else float(int.__int__(value))
 
 
 # ---------------------------------------------------------------------------------------------

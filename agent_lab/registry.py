@@ -55,6 +55,7 @@ from .execution import (
     WorkerPool,
     earliest,
     is_deadline,
+    plain_deadline,
     plain_json_copy,
     plain_json_snapshot,
     run_async,
@@ -479,6 +480,8 @@ class Registry:
         if not is_deadline(state.deadline):
             logger.warning("invoke() got a deadline that is not a finite number; refusing the call")
             return state.refusal("internal_error", "The caller's deadline is not a number; the tool did not run.")
+        if state.deadline is not None:  # its plain value: a number subclass could compare as it likes
+            state.deadline = plain_deadline(state.deadline)
         if state.deadline is not None and time.monotonic() >= state.deadline:
             return state.refusal("deadline_exceeded")
         return None

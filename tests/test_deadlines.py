@@ -145,6 +145,26 @@ class SyncDeadlineTest(DeadlineTestCase):
         self.assertEqual(waiting, [])  # no refused call's context (or arguments) waits in a queue
         self.assertLessEqual(threading.active_count(), self.threads_before + 2)
 
+    def test_a_deadline_given_as_a_number_subclass_is_read_as_its_plain_value(self) -> None:
+        class Elastic(float):
+            """Claims to be later than any time and to leave an hour, whatever its value says."""
+
+            def __lt__(self, other: object) -> bool:
+                return False
+
+            def __le__(self, other: object) -> bool:
+                return False
+
+            def __sub__(self, other: object) -> float:
+                return 3600.0
+
+        self.registry.register(read_spec(timeout_ms=60_000), lambda arguments: self.release.wait(BLOCK_S) and {})
+        result, elapsed = self.timed_invoke(ToolCall("slow_lookup", {}), deadline=Elastic(time.monotonic() + 0.03))
+        self.assertLess(elapsed, GENEROUS_S)
+        self.assertEqual(result.error.code, "tool_timeout")
+        passed, _ = self.timed_invoke(ToolCall("slow_lookup", {}), deadline=Elastic(time.monotonic() - 1))
+        self.assertEqual(passed.error.code, "deadline_exceeded")
+
     def test_a_caller_deadline_already_passed_runs_nothing(self) -> None:
         ran: list[str] = []
         self.registry.register(read_spec(), lambda arguments: ran.append("ran"))

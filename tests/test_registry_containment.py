@@ -316,7 +316,7 @@ class GarbageCallTest(unittest.TestCase):
             with self.subTest(actor=actor):
                 result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=actor)
                 self.assertEqual(result.error.code, "permission_denied")
-        for deadline in ("soon", float("nan"), True):
+        for deadline in ("soon", float("nan"), True, 10**400):
             with self.subTest(deadline=deadline):
                 result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER,
                                               deadline=deadline)
