@@ -321,6 +321,7 @@ class GarbageCallTest(unittest.TestCase):
                 result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER,
                                               deadline=deadline)
                 self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+                self.assertIn("deadline is not a number", result.error.message)
 
 
 if __name__ == "__main__":
