@@ -195,6 +195,12 @@ class ToolEvalCommandTest(unittest.TestCase):
                 self.assertEqual((code, stderr), (2, f"cannot write the reports: {junit}: {problem}\n"))
                 self.assertFalse(out.exists())
 
+    def test_a_report_aimed_at_a_case_file_is_refused_and_the_case_file_kept(self) -> None:
+        before = Path(self.cases).read_bytes()
+        code, _, stderr = run("tool-eval", "--cases", self.cases, "--out", str(self.dir / "out"), "--junit", self.cases)
+        self.assertEqual((code, stderr), (2, f"cannot write the reports: {self.cases}: a case file of this run\n"))
+        self.assertEqual(Path(self.cases).read_bytes(), before)
+
     def test_an_empty_path_is_bad_input_not_the_current_directory(self) -> None:
         for option in ("--cases", "--out", "--junit"):
             with self.subTest(option=option):

@@ -65,11 +65,15 @@ class ReportWriteError(Exception):
     """A report could not be written, and no report was replaced. `str()` is "PATH: what is wrong"."""
 
 
-def check_report_targets(paths: Iterable[Path]) -> None:
+def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] = ()) -> None:
     """Refuse targets that cannot become report files, before any slow work: a directory, a path
-    under a file, or two reports aimed at one file. Raises ReportWriteError."""
+    under a file, two reports aimed at one file, or a file in `keep` (the run's case files, which a
+    mistyped --junit would otherwise overwrite). Raises ReportWriteError."""
+    kept = {Path(path).resolve() for path in keep}
     seen: set[Path] = set()
     for path in paths:
+        if path.resolve() in kept:
+            raise ReportWriteError(f"{path}: a case file of this run")
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)

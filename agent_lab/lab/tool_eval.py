@@ -89,7 +89,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     junit = Path(junit_path) if junit_path is not None else out / "junit.xml"
     targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
     targets["junit.xml"] = junit
-    check_report_targets(targets.values())
+    check_report_targets(targets.values(), keep=case_paths)
     evaluation = evaluate(case_paths)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()})
