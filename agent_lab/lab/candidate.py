@@ -49,7 +49,7 @@ ACTION_ID = {
     ),
 }
 NOTE = {"type": "string", "minLength": 1, "maxLength": 500, "description": "The follow-up text, 1-500 characters."}
-TICKET_SUMMARY = {
+TICKET_SUMMARY: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string"},
@@ -59,7 +59,7 @@ TICKET_SUMMARY = {
     "required": ["id", "title", "status"],
     "additionalProperties": False,
 }
-TICKET = {
+TICKET: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string"},
