@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union
+from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union, cast
 
 from . import __version__
 from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
@@ -144,7 +144,10 @@ class _LineWriter:
             if self.broken:
                 return
             try:
-                self._stream.write(line if self._text else line.encode("ascii"))
+                if self._text:
+                    cast(TextIO, self._stream).write(line)
+                else:
+                    cast(BinaryIO, self._stream).write(line.encode("ascii"))
                 self._stream.flush()
             except (BrokenPipeError, ValueError, OSError):
                 self.broken = True
@@ -158,23 +161,24 @@ def _frame(message: Mapping[str, Any] | list[Any]) -> str:
 
 def _read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | None]:
     """Yields each line of `stream` without its newline; None for a line longer than MAX_MESSAGE_BYTES."""
-    text = isinstance(stream, io.TextIOBase)
     while True:
         raw = stream.readline(MAX_MESSAGE_BYTES + 1)
         if not raw:
             return
-        line = raw.encode("utf-8", "surrogatepass") if text else raw  # type: ignore[union-attr]
+        line = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
         if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
             _skip_rest_of_line(stream)
             yield None
             continue
-        yield line.rstrip(b"\r\n")  # type: ignore[union-attr]
+        yield line.rstrip(b"\r\n")
 
 
 def _skip_rest_of_line(stream: BinaryIO | TextIO) -> None:
     while True:
         chunk = stream.readline(MAX_MESSAGE_BYTES)
-        if not chunk or chunk.endswith(b"\n" if isinstance(chunk, bytes) else "\n"):
+        if not chunk:
+            return
+        if (chunk.endswith("\n") if isinstance(chunk, str) else chunk.endswith(b"\n")):
             return
 
 

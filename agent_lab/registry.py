@@ -524,15 +524,16 @@ class Registry:
         for ever). A handler that runs longer, within a long timeout or late after one, must still
         never be joined by a second run of the same action: `_reserve_key` asks this registry first.
         """
+        assert state.receipt_key is not None and state.fingerprint is not None  # set by _reserve_key
         with self._lock:
-            self._held_keys[state.receipt_key] = state.fingerprint  # type: ignore[index]
+            self._held_keys[state.receipt_key] = state.fingerprint
 
     def _let_go(self, state: _CallState) -> None:
         if state.receipt_key is None:
             return
         with self._lock:
-            if self._held_keys.get(state.receipt_key) == state.fingerprint:  # type: ignore[arg-type]
-                del self._held_keys[state.receipt_key]  # type: ignore[arg-type]
+            if self._held_keys.get(state.receipt_key) == state.fingerprint:
+                del self._held_keys[state.receipt_key]
 
     # -- step 6: execute -------------------------------------------------------------------------
 
