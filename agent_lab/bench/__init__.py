@@ -20,7 +20,12 @@ SECTIONS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="run_lab.py bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="run_lab.py bench",
+        description=__doc__.splitlines()[0],
+        epilog="Other options go to every section run (both take --rounds); see "
+        "`python -m agent_lab.bench.schema_bench --help` and `python -m agent_lab.bench.runtime_bench --help`.",
+    )
     parser.add_argument(
         "--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)"
     )
