@@ -100,12 +100,29 @@ def _lab_schemas() -> List[Tuple[str, Dict[str, Any]]]:
     return [(spec.name, dict(spec.input_schema)) for spec in candidate_specs()]
 
 
+WARM_UP_CALLS = 20
+
+
+def warm_up(functions: Dict[str, Callable[[], Any]]) -> None:
+    """Call each function a few times before it is calibrated or timed.
+
+    One-time work then never lands in a figure or in the calibration of how many calls a round
+    makes: whatever is built on a first call (a node's annotation functions for `unevaluated*`, the
+    Unicode property tables of a `\\p{...}` pattern if they are ever built lazily, the peers' own
+    caches). Building a Validator, which compiles patterns, happens before any of this.
+    """
+    for function in functions.values():
+        for _ in range(WARM_UP_CALLS):
+            function()
+
+
 def _ns_per_call(functions: Dict[str, Callable[[], Any]], rounds: int, min_time: float) -> Dict[str, float]:
     """Best-of-`rounds` nanoseconds per call of each function, rounds interleaved across functions.
 
     Interleaving means a burst of load on the machine hits every implementation alike, and keeping
     the minimum discards rounds that were disturbed.
     """
+    warm_up(functions)
     timers = {name: timeit.Timer(function) for name, function in functions.items()}
     numbers = {}
     for name, timer in timers.items():
