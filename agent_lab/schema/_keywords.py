@@ -15,7 +15,8 @@ from typing import Any, Callable, Dict, List, Optional
 from ..jsonvalue import escape_pointer_token, json_equal, json_type
 from ._messages import plural, show, show_list, show_number
 from ._nodes import (
-    ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, union_of, violation, violation_about,
+    ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, everything_evaluated, union_of,
+    violation, violation_about,
 )
 
 CompileFunction = Callable[..., Optional[Kw]]
@@ -359,33 +360,9 @@ def compile_contains(cx, value) -> Kw:
 
 
 def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
-    node = cx.child(value, "unevaluatedItems")
-    one = node.check
-    evaluated = union_of([kw.eval_items for kw in siblings if kw.eval_items])
-
-    def check(instance):
-        seen = evaluated(instance)
-        if seen is ALL:
-            return True
-        for index, item in enumerate(instance):
-            if index not in seen and not one(item):
-                return False
-        return True
-
-    def collect(instance, instance_path, keyword_path, out):
-        seen = evaluated(instance)
-        if seen is ALL:
-            return
-        for index, item in enumerate(instance):
-            if index in seen or one(item):
-                continue
-            if value is False:
-                violation(out, f"{instance_path}/{index}", keyword_path + "/unevaluatedItems",
-                          "unevaluatedItems", "is not allowed (no schema evaluates this item)")
-            else:
-                node.collect(item, f"{instance_path}/{index}", keyword_path + "/unevaluatedItems", out)
-
-    return Kw("unevaluatedItems", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=9, self_checking=True)
+    return _compile_unevaluated(cx, value, siblings, keyword="unevaluatedItems", types=ARRAY,
+                                annotation="eval_items", members=enumerate,
+                                refusal="is not allowed (no schema evaluates this item)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,16 +560,28 @@ def compile_dependent_schemas(cx, value) -> Kw:
 
 
 def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
-    node = cx.child(value, "unevaluatedProperties")
+    return _compile_unevaluated(cx, value, siblings, keyword="unevaluatedProperties", types=OBJECT,
+                                annotation="eval_props", members=dict.items, refusal="is not an allowed property")
+
+
+def _compile_unevaluated(cx, value, siblings: List[Kw], *, keyword: str, types, annotation: str,
+                         members: Callable[[Any], Any], refusal: str) -> Kw:
+    """unevaluatedItems and unevaluatedProperties: one rule over (index, item) or (name, member) pairs.
+
+    `annotation` names the Kw attribute ("eval_items" or "eval_props") through which the sibling
+    keywords report what they evaluated; the rest is the same for arrays and objects.
+    """
+    node = cx.child(value, keyword)
     one = node.check
-    evaluated = union_of([kw.eval_props for kw in siblings if kw.eval_props])
+    evaluated = union_of([getattr(kw, annotation) for kw in siblings if getattr(kw, annotation)])
+    suffix = "/" + keyword
 
     def check(instance):
         seen = evaluated(instance)
         if seen is ALL:
             return True
-        for name, item in instance.items():
-            if name not in seen and not one(item):
+        for key, item in members(instance):
+            if key not in seen and not one(item):
                 return False
         return True
 
@@ -600,18 +589,18 @@ def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
         seen = evaluated(instance)
         if seen is ALL:
             return
-        for name, item in instance.items():
-            if name in seen or one(item):
+        for key, item in members(instance):
+            if key in seen or one(item):
                 continue
-            item_path = f"{instance_path}/{escape_pointer_token(name)}"
+            item_path = f"{instance_path}/{escape_pointer_token(key)}"
             if value is False:
-                violation(out, item_path, keyword_path + "/unevaluatedProperties", "unevaluatedProperties",
-                          "is not an allowed property")
+                violation(out, item_path, keyword_path + suffix, keyword, refusal)
             else:
-                node.collect(item, item_path, keyword_path + "/unevaluatedProperties", out)
+                node.collect(item, item_path, keyword_path + suffix, out)
 
-    return Kw("unevaluatedProperties", OBJECT, check, collect, eval_props=lambda instance: ALL, cost=9,
-              self_checking=True)
+    compiled = Kw(keyword, types, check, collect, cost=9, self_checking=True)
+    setattr(compiled, annotation, everything_evaluated)  # it evaluates every member that is left
+    return compiled
 
 
 # ---------------------------------------------------------------------------------------------
