@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .context import CallContext
+from .schema.ecma_regex import EcmaRegexError, EcmaRegexUnsupported, compile_ecma
 
 __all__ = [
     "Describe",
@@ -625,21 +626,21 @@ def _apply_range(schema: dict[str, Any], marker: Range, site: _Site) -> None:
 def _apply_pattern(schema: dict[str, Any], marker: Pattern, site: _Site) -> None:
     problem = _ecma_problem(marker.regex)
     if problem:
-        raise site.refuse(f"Pattern is not a valid ECMA-262 regular expression ({problem})")
+        raise site.refuse(problem)
     if not _constrain(schema, lambda kinds: "string" in kinds, lambda target: target.update(pattern=marker.regex)):
         raise site.refuse("Pattern applies to strings only")
 
 
 def _ecma_problem(regex: str) -> str | None:
-    """Why `regex` is not usable as a JSON Schema pattern, or None (checked with our ECMA translator)."""
+    """Why `regex` cannot be a JSON Schema pattern here, as one sentence, or None (ECMA-262 rules)."""
     try:
-        from .schema.ecma_regex import compile_ecma
-    except ImportError:  # the translator has not landed: fall back to Python's syntax check
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            return exc.msg
-        return None
+        compile_ecma(regex)
+    except EcmaRegexUnsupported as exc:
+        return f"Pattern is valid ECMA-262 but not supported here ({exc.reason})"
+    except EcmaRegexError as exc:
+        where = "" if exc.position is None else f" at position {exc.position}"
+        return f"Pattern is not a valid ECMA-262 regular expression ({exc.reason}{where})"
+    return None
     try:
         compile_ecma(regex)
     except ValueError as exc:  # EcmaRegexError is a ValueError

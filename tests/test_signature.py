@@ -404,7 +404,18 @@ class RefusalTest(unittest.TestCase):
         def bad_pattern(a: Annotated[str, Pattern("(unclosed")]):
             """Refused."""
 
+        def python_only_pattern(a: Annotated[str, Pattern("(?P<word>a)")]):
+            """Refused: Python's named-group syntax is not ECMA-262."""
+
+        def lookbehind_pattern(a: Annotated[str, Pattern("(?<=a+)b")]):
+            """Refused: valid ECMA-262, but Python's re cannot run a variable-width look-behind."""
+
         self.assert_refused(bad_pattern, "a")
+        self.assert_refused(python_only_pattern, "a")
+        with self.assertRaises(TypeError) as refused:
+            input_schema_from_function(lookbehind_pattern)
+        self.assertIn("valid ECMA-262 but not supported here", str(refused.exception))
+        self.assertEqual(str(refused.exception).count("ECMA-262"), 1)
 
     def test_markers_check_their_own_arguments(self):
         with self.assertRaises(ValueError):
