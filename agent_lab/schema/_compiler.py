@@ -78,7 +78,9 @@ class Compiler:
                 kws.append(kw)
         siblings = list(kws)
         for compile_keyword, value in late:
-            kws.append(compile_keyword(context, value, siblings))
+            kw = compile_keyword(context, value, siblings)
+            if kw is not None:
+                kws.append(kw)
         node.finish(kws, dynamic_local=self.dynamic_local)
         return node
 
@@ -306,6 +308,7 @@ class _NodeContext:
     def dynamic_resolver(self, name: str, initial: Node) -> Callable[[], Node]:
         """Runtime look-up: the outermost resource in the dynamic scope with a matching $dynamicAnchor."""
         local = self.compiler.dynamic_local
+        assert local is not None  # dynamic_anchor_name only names an anchor when scopes are tracked
         targets = self.compiler.dynamic_targets
 
         def resolve() -> Node:

@@ -127,6 +127,10 @@ class Node:
         "_props_fn", "_items_fn", "_local", "__weakref__",
     )
 
+    # Declared, not defined as methods: `finish` replaces them with the assembled closures.
+    check: Callable[[Any], bool]
+    collect: Callable[[Any, str, str, list], None]
+
     def __init__(self, schema: Any, base: str, location: str) -> None:
         self.schema = schema
         self.base = base

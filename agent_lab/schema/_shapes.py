@@ -73,7 +73,8 @@ def _fused_leaf(fast_type: type, constraints: dict, general: Check) -> Optional[
             return lambda x: (low <= x <= high) if type(x) is int else general(x)
         if low is not None:
             return lambda x: (x >= low) if type(x) is int else general(x)
-        return lambda x: (x <= high) if type(x) is int else general(x)
+        if high is not None:
+            return lambda x: (x <= high) if type(x) is int else general(x)
     return None
 
 

@@ -37,7 +37,7 @@ import functools
 import re
 import threading
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 __all__ = [
     "EcmaRegexError",
@@ -56,6 +56,7 @@ MAX_GROUP_DEPTH = 64
 """Deepest nesting of groups translated; deeper patterns are refused, not recursed into."""
 
 Range = Tuple[int, int]
+_Key = TypeVar("_Key")  # what a property table is keyed by: categories, a script or a property name
 
 
 class EcmaRegexError(ValueError):
@@ -435,7 +436,7 @@ _FIXED_BINARY_PROPERTIES: Dict[str, Tuple[Range, ...]] = {
 _predicate_cache: Dict[str, List[Range]] = {}
 
 
-def _ranges_where(predicate) -> List[Range]:
+def _ranges_where(predicate: Callable[[str], bool]) -> List[Range]:
     ranges: List[Range] = []
     for code_point in range(MAX_CODE_POINT + 1):
         if predicate(chr(code_point)):
@@ -448,7 +449,7 @@ def _ranges_where(predicate) -> List[Range]:
 
 # Properties the standard library exposes exactly (CPython's str methods use
 # the derived core properties Uppercase/Lowercase and XID_Start/XID_Continue).
-def _changes_when(mapping):
+def _changes_when(mapping: Callable[[str], str]) -> Callable[[str], bool]:
     """Changes_When_*: the per-character mapping alters the canonical decomposition (UAX #44)."""
 
     def changes(char: str) -> bool:
@@ -470,7 +471,7 @@ def _titlecase(text: str) -> str:
     return text
 
 
-_PREDICATE_PROPERTIES = {
+_PREDICATE_PROPERTIES: Dict[str, Callable[[str], bool]] = {
     "Bidi_Mirrored": lambda char: bool(unicodedata.mirrored(char)),
     "Uppercase": str.isupper,
     "Lowercase": str.islower,
@@ -668,7 +669,7 @@ class _Translator:
     def disjunction(self) -> str:
         self.disjunctions_seen += 1
         disjunction_id = self.disjunctions_seen
-        alternatives = []
+        alternatives: List[str] = []
         while True:
             self.alternative_path.append((disjunction_id, len(alternatives)))
             alternatives.append(self.alternative())
@@ -677,8 +678,8 @@ class _Translator:
                 return "|".join(alternatives)
 
     def alternative(self) -> str:
-        terms = []
-        while not self.at_end() and self.peek() not in "|)":
+        terms: List[str] = []
+        while (char := self.peek()) is not None and char not in "|)":
             terms.append(self.term())
         return "".join(terms)
 
@@ -860,12 +861,12 @@ class _Translator:
 
     def _modifier_flags(self) -> str:
         flags = ""
-        while self.peek() is not None and self.peek() in "ims":
+        while (char := self.peek()) is not None and char in "ims":
             flag = self.take()
             if flag in flags:
                 raise self.fail("repeated modifier flag")
             flags += flag
-        if self.peek() is not None and self.peek().isalpha():
+        if char is not None and char.isalpha():
             raise self.fail("unknown modifier flag")
         return flags
 
@@ -910,6 +911,7 @@ class _Translator:
             raise self.fail("pattern ends with a backslash", position=start)
         if char in "123456789":
             digits = self._decimal_digits()
+            assert digits is not None  # the next character is a digit, so there is at least one
             if _decimal_order(digits) > _decimal_order(str(self.group_count)):
                 raise self.fail("backreference to a group that does not exist", position=start)
             return self._backreference(int(digits), digits)
@@ -972,7 +974,7 @@ class _Translator:
             return self._resolve(binary_property_ranges, _BINARY_PROPERTY_ALIASES[name])
         raise self.fail("unknown Unicode property", position=start)
 
-    def _resolve(self, table, key) -> List[Range]:
+    def _resolve(self, table: Callable[[_Key], List[Range]], key: _Key) -> List[Range]:
         """Ranges of a valid property, unless only the syntax is being checked.
 
         A property that cannot be computed is noted, and parsing goes on so
@@ -988,8 +990,7 @@ class _Translator:
 
     def _property_word(self) -> str:
         start = self.position
-        while self.peek() is not None and (self.peek().isascii() and
-                                           (self.peek().isalnum() or self.peek() == "_")):
+        while (char := self.peek()) is not None and char.isascii() and (char.isalnum() or char == "_"):
             self.position += 1
         if self.position == start:
             raise self.fail("empty Unicode property name")

@@ -82,7 +82,9 @@ class Validator:
         self._check = node.check
         self._proves_json = node.proves_json and self._local is None
         self._collect = node.collect
-        self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign]
+        # Deliberately shadows the `is_valid` method with a per-instance closure, so `v.is_valid(x)` is one
+        # plain call (no bound method, no dispatch); the method stays for unbound calls and the docs.
+        self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign, assignment]
 
     def _make_is_valid(self, check: Callable[[Any], bool], proves_json: bool) -> Callable[[object], bool]:
         local = self._local
