@@ -597,13 +597,44 @@ def _open_connection(path: str, synchronous: str) -> sqlite3.Connection:
     )
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
-        connection.execute("PRAGMA journal_mode = WAL")  # persistent in the file; ":memory:" stays "memory"
+        _use_wal(connection)
         connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
         _ensure_schema(connection)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (a setting stored in the file; ":memory:" stays "memory").
+
+    Switching needs an exclusive lock, and while another connection holds a write lock (another process
+    creating the schema of the same new file) SQLite refuses the switch at once with "database is locked",
+    without waiting through its busy handler. So a file already in WAL is left alone, and a switch is
+    retried until the busy timeout.
+    """
+    give_up = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
+                return
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() >= give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock, so trying again can succeed."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
+    return "locked" in str(error) or "busy" in str(error)  # Python 3.10 carries only the message
 
 
 def _create_private_file(path: str) -> None:

@@ -426,6 +426,33 @@ def race_in_child_process(path, effects_path, start, attempts, results, process_
     results.put(("done", process_index))
 
 
+class SqliteOpeningTest(unittest.TestCase):
+    def test_a_store_opens_while_another_process_holds_a_write_lock_on_the_new_file(self):
+        # Regression: two processes opening one new file at once. While one creates the schema (a write
+        # lock), SQLite refuses the other's switch to WAL at once ("database is locked"), busy timeout or not.
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "receipts.sqlite3")
+            holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self.addCleanup(holder.close)
+            holder.execute("CREATE TABLE setup_in_progress (x)")
+            holder.execute("BEGIN IMMEDIATE")
+            opened: list = []
+
+            def open_store():
+                try:
+                    SqliteReceiptStore(path).close()
+                    opened.append("opened")
+                except sqlite3.OperationalError as error:
+                    opened.append(f"refused: {error}")
+
+            opener = threading.Thread(target=open_store)
+            opener.start()
+            time.sleep(0.2)  # let the opener meet the lock; the holder then finishes its setup
+            holder.execute("COMMIT")
+            opener.join(30)
+            self.assertEqual(opened, ["opened"])
+
+
 class SqliteRaceTest(unittest.TestCase):
     def test_threads_and_processes_racing_one_key_run_the_handler_exactly_once(self):
         with tempfile.TemporaryDirectory() as directory:
