@@ -1,9 +1,9 @@
 """Turn a schema (and the documents it references) into a tree of compiled `Node`s, once.
 
 The compiler follows `$ref` and `$dynamicRef` through the `SchemaIndex`, compiles every subschema
-exactly once (shared nodes make recursive schemas finite), chooses each schema resource's keyword table
-from its dialect's `$vocabulary`, and refuses reference cycles that never consume any of the instance
-(they would loop forever at validation time).
+exactly once (shared nodes make recursive schemas finite), chooses for each schema resource the keyword
+table that its dialect's `$vocabulary` names, and refuses reference cycles that never consume any of
+the instance (they would loop forever at validation time).
 """
 
 from __future__ import annotations
