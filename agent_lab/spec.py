@@ -186,21 +186,11 @@ class ToolSpec:
             )
 
     def _lint(self) -> tuple[str, ...]:
-        found = []
-        if self.effect is not Effect.READ and self.idempotency_key is None:
-            found.append(
-                f"{self.effect.value} tool without idempotency_key: a retried call may repeat its effect"
-            )
-        if self.effect is Effect.DESTRUCTIVE and self.approval is ApprovalPolicy.NEVER:
-            found.append("destructive tool that never asks for approval")
-        for pointer, pattern in _patterns(self.input_schema, ""):
-            if has_nested_quantifier(pattern):
-                found.append(
-                    f"input_schema pattern at {pointer} repeats a group that itself repeats without bound "
-                    f"(nested quantifier, like (a+)+): a model-chosen string can make matching take "
-                    f"exponential time; rewrite it so each repetition is unambiguous"
-                )
-        return tuple(found)
+        """`warnings`: what the lint engine's spec rules AL401, AL402 and AL308 find in this one spec
+        (`agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field)."""
+        from .lint.engine import spec_warnings  # the lint rules import this module: import on use
+
+        return spec_warnings(self)
 
     # -- building from a Python function -------------------------------------------------------
 

@@ -123,7 +123,7 @@ def gate_checks(metrics: Mapping[str, Mapping[str, Any]], comparison: Mapping[st
                   ", ".join(comparison["regressions"]) or "none"),
         GateCheck("every candidate tool declares an output schema", not tools_without_output_schema,
                   ", ".join(tools_without_output_schema) or "all declared"),
-        GateCheck("candidate specs carry no lint warnings", not candidate_warnings,
+        GateCheck("candidate has no error-level lint finding", not candidate_warnings,
                   "; ".join(candidate_warnings) or "none"),
     ]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..lint import LintConfig, Severity, lint_catalog
 from .backend import TicketBackend
 from .baseline import BASELINE_NAME
 from .candidate import CANDIDATE_NAME
@@ -50,8 +51,9 @@ class Evaluation:
         return all(check.passed for check in self.gate)
 
 
-def evaluate(case_paths: Sequence[str]) -> Evaluation:
-    """Replay and grade every case of `case_paths` (raises CaseFileError on bad input)."""
+def evaluate(case_paths: Sequence[str], *, lint_config: LintConfig | None = None) -> Evaluation:
+    """Replay and grade every case of `case_paths` (raises CaseFileError on bad input). The gate's lint
+    check runs the lint engine (`agent_lab.lint`) over the candidate and fails on any error-level finding."""
     cases = tuple(load_cases(case_paths))
     with _registry_warnings_silenced():
         results = {
@@ -64,7 +66,8 @@ def evaluate(case_paths: Sequence[str]) -> Evaluation:
         specs = [candidate.spec(name) for name in candidate.names()]
     finally:
         candidate.close()
-    warnings = [f"{spec.name}: {warning}" for spec in specs for warning in spec.warnings]
+    lint_errors = [f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}"
+                   for finding in lint_catalog(specs, config=lint_config) if finding.severity is Severity.ERROR]
     without_output = [spec.name for spec in specs if spec.output_schema is None]
     return Evaluation(
         case_files=tuple(case_paths),
@@ -72,7 +75,7 @@ def evaluate(case_paths: Sequence[str]) -> Evaluation:
         results=results,
         metrics=metrics,
         comparison=comparison,
-        gate=tuple(gate_checks(metrics, comparison, warnings, without_output)),
+        gate=tuple(gate_checks(metrics, comparison, lint_errors, without_output)),
     )
 
 

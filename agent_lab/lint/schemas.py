@@ -1,0 +1,156 @@
+"""AL3xx: the input and output schemas (what the model writes, and what it is promised back)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Optional
+
+from ..adapters import StrictSchemaError, to_strict_schema
+from .model import CatalogFacts, Hit
+from .walk import schema_nodes
+
+__all__ = [
+    "check_empty_enum",
+    "check_format_not_asserted",
+    "check_free_form_objects",
+    "check_required_undefined",
+    "check_schema_depth",
+    "check_strict_convertible",
+    "check_undescribed_properties",
+    "check_unsafe_patterns",
+    "check_untyped_properties",
+    "unsafe_pattern_reason",
+]
+
+_TYPING_KEYWORDS = ("type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "$dynamicRef")
+
+
+def _input_nodes(spec: Any) -> Iterator[tuple[str, Any, str]]:
+    return schema_nodes(spec.input_schema, "/input_schema")
+
+
+def _both_schemas(spec: Any) -> Iterator[tuple[str, Any, str]]:
+    yield from _input_nodes(spec)
+    if spec.output_schema is not None:
+        yield from schema_nodes(spec.output_schema, "/output_schema")
+
+
+def check_untyped_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for pointer, node, via in _input_nodes(spec):
+        if via not in ("properties", "items", "prefixItems"):
+            continue
+        if node is True or (isinstance(node, Mapping) and not any(key in node for key in _TYPING_KEYWORDS)):
+            yield Hit("property accepts any JSON value (no type, enum, const or $ref): say what the model must "
+                      "send", pointer)
+
+
+def check_undescribed_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for pointer, node, via in _input_nodes(spec):
+        if via == "properties" and isinstance(node, Mapping) and not node.get("description") \
+                and not node.get("title"):
+            yield Hit("input property has no description: the model learns what to put here only from its "
+                      "name", pointer)
+
+
+def check_empty_enum(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for pointer, node, _ in _both_schemas(spec):
+        if isinstance(node, Mapping) and node.get("enum") == []:
+            yield Hit("enum is empty: no value can ever be valid here", f"{pointer}/enum")
+
+
+def check_required_undefined(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for pointer, node, _ in _both_schemas(spec):
+        if not isinstance(node, Mapping) or not isinstance(node.get("required"), list):
+            continue
+        properties = node.get("properties") if isinstance(node.get("properties"), Mapping) else {}
+        if node.get("patternProperties") or isinstance(node.get("additionalProperties"), Mapping):
+            continue  # a required key may be defined by a pattern or by additionalProperties
+        for index, name in enumerate(node["required"]):
+            if name not in properties:
+                yield Hit(f"required names {name!r}, which is not among the properties: the model cannot know "
+                          f"what to send (and with additionalProperties: false nothing is valid)",
+                          f"{pointer}/required/{index}")
+
+
+def _object_depth(node: Any, level: int = 0, guard: int = 0) -> int:
+    """How many objects deep `node` nests (the root object is level 1); arrays add no level."""
+    if not isinstance(node, Mapping) or guard > 64:
+        return level
+    here = level + 1 if (_is_object(node) or "properties" in node) else level
+    children: list[Any] = []
+    if isinstance(node.get("properties"), Mapping):
+        children.extend(node["properties"].values())
+    for keyword in ("items", "additionalProperties"):
+        if isinstance(node.get(keyword), Mapping):
+            children.append(node[keyword])
+    for keyword in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(node.get(keyword), list):
+            children.extend(node[keyword])
+    return max([here, *(_object_depth(child, here, guard + 1) for child in children)])
+
+
+def check_schema_depth(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    maximum = facts.options["max_schema_depth"]
+    depth = _object_depth(spec.input_schema)
+    if depth > maximum:
+        yield Hit(f"input objects nest {depth} levels deep (more than {maximum}): models fill deep structures "
+                  f"badly; flatten them or split the tool", "/input_schema")
+
+
+def _is_object(node: Mapping[str, Any]) -> bool:
+    declared = node.get("type")
+    return declared == "object" or (isinstance(declared, list) and "object" in declared)
+
+
+def check_free_form_objects(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for pointer, node, _ in _input_nodes(spec):
+        if not isinstance(node, Mapping) or not _is_object(node):
+            continue
+        if node.get("properties") or node.get("patternProperties") or "$ref" in node:
+            continue
+        additional = node.get("additionalProperties", True)
+        if additional is True or additional == {}:
+            if pointer == "/input_schema" and "properties" in node:
+                continue  # "properties": {} at the root says "no arguments" (open, but nothing to fill in)
+            yield Hit("free-form object: any keys with any values; the model must guess its shape (list the "
+                      "properties, or close it with additionalProperties: false)", pointer)
+
+
+def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    try:
+        to_strict_schema(spec.input_schema)
+    except StrictSchemaError as error:
+        yield Hit(f"cannot be exported in OpenAI strict mode: {error.keyword}: {error.reason}",
+                  f"/input_schema{error.path}")
+
+
+def unsafe_pattern_reason(pattern: str) -> Optional[str]:
+    """Why a regular expression can take super-linear time in Python's backtracking engine, or None.
+
+    Uses the nested-quantifier analysis in `agent_lab.spec`; the `validation` work replaces it with a
+    fuller analysis (overlapping alternatives, backreferences) that this function will call instead."""
+    from ..spec import has_nested_quantifier
+
+    if has_nested_quantifier(pattern):
+        return ("repeats a group that itself repeats without bound (nested quantifier, like (a+)+): a "
+                "model-chosen string can make matching take exponential time; rewrite it so each "
+                "repetition is unambiguous")
+    return None
+
+
+def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    from ..spec import _patterns
+
+    for pointer, pattern in _patterns(spec.input_schema, ""):
+        reason = unsafe_pattern_reason(pattern)
+        if reason is not None:
+            yield Hit(f"input_schema pattern at {pointer} {reason}", f"/input_schema{pointer}")
+
+
+def check_format_not_asserted(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    if getattr(spec, "format_assertion", False) is True:
+        return
+    for pointer, node, _ in _input_nodes(spec):
+        if isinstance(node, Mapping) and isinstance(node.get("format"), str):
+            yield Hit(f"format {node['format']!r} is shown to the model but not checked at run time (formats are "
+                      f"annotations unless asserted): a value like 'next tuesday' reaches the handler",
+                      f"{pointer}/format")
