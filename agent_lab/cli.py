@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_mcp.add_argument("--verbose", action="store_true", help="log session events to stderr")
     serve_mcp.set_defaults(run=_serve_mcp)
+    _add_lint_commands(commands)
     return parser
 
 
@@ -149,6 +150,105 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     actor = Actor(id="mcp-client", tenant="acme", permissions={"tickets:read", "tickets:write"})
     with build_candidate_registry(TicketBackend()) as registry:
         return serve(registry, actor=actor)
+
+
+# -- lint and catalog-cost (agent_lab.lint, agent_lab.catalog_cost) ---------------------------------
+
+
+def _add_lint_commands(commands: Any) -> None:
+    hosts = ["openai", "openai-chat", "anthropic", "mcp"]
+    lint = commands.add_parser("lint", help="check the tool surface against the lint rules (exit 1 on an error-level finding)")
+    _add_target_options(lint)
+    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text", help="output format (default text)")
+    lint.add_argument("--host", action="append", choices=hosts,
+                      help="check per-host rules for this host (repeatable; default: all four)")
+    lint.add_argument("--select", metavar="RULES", type=_rule_list,
+                      help="comma-separated rule ids or prefixes to run, e.g. AL2,AL401 (default: all)")
+    lint.add_argument("--ignore", metavar="RULES", type=_rule_list, help="comma-separated rule ids or prefixes to skip")
+    lint.add_argument("--output", metavar="FILE", type=_path, help="write the report to FILE instead of stdout")
+    lint.set_defaults(run=_lint)
+    cost = commands.add_parser("catalog-cost", help="bytes and tokens of each tool's definition, per host")
+    _add_target_options(cost)
+    cost.add_argument("--host", action="append", choices=hosts, help="a host to measure (repeatable; default: all four)")
+    cost.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
+    cost.set_defaults(run=_catalog_cost)
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lab", metavar="MODULE:ATTR", help="a lab (module or path/to/file.py, then its name)")
+    parser.add_argument("--registry", metavar="MODULE:ATTR", help="a Registry, or a function returning one")
+    parser.add_argument("--surface", metavar="NAME", action="append",
+                        help="only this surface of the lab (repeatable; default: every non-baseline surface)")
+
+
+def _rule_list(text: str) -> list[str]:
+    rules = [part.strip() for part in text.split(",") if part.strip()]
+    if not rules:
+        raise argparse.ArgumentTypeError("no rule ids")
+    return rules
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from .lint import lint_surfaces, render_json, render_sarif, render_text
+    from .lint.config import LintConfigError, load_pyproject_config
+    from .lint.targets import LintTargetError, open_surfaces, resolve_surfaces
+
+    try:
+        config = load_pyproject_config().with_overrides(select=args.select, ignore=args.ignore, hosts=args.host)
+        surfaces = resolve_surfaces(lab=args.lab, registry=args.registry, surface=args.surface)
+        with open_surfaces(surfaces) as built:
+            report = lint_surfaces(built, config=config)
+    except (LintConfigError, LintTargetError) as error:
+        print(f"lint: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
+    if not _emit(render(report), args.output, "lint"):
+        return EXIT_BAD_INPUT
+    return EXIT_OK if report.passed else EXIT_GATE_FAILED
+
+
+def _emit(text: str, output: str | None, command: str) -> bool:
+    """Print `text`, or write it to `output` atomically (a temporary file, then a rename)."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    import os
+    import tempfile
+
+    target = Path(output)
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, target)
+    except OSError as error:
+        print(f"{command}: cannot write {output}: {error.strerror or error}", file=sys.stderr)
+        return False
+    return True
+
+
+def _catalog_cost(args: argparse.Namespace) -> int:
+    import json
+
+    from .catalog_cost import catalog_costs, render_cost_table
+    from .lint.targets import LintTargetError, open_surfaces, resolve_surfaces
+
+    hosts = args.host or ["openai", "openai-chat", "anthropic", "mcp"]
+    try:
+        surfaces = resolve_surfaces(lab=args.lab, registry=args.registry, surface=args.surface)
+        with open_surfaces(surfaces) as built:
+            measured = [(name, catalog_costs([registry.spec(tool) for tool in registry.names()], dict.fromkeys(hosts)))
+                        for name, registry in built]
+    except LintTargetError as error:
+        print(f"catalog-cost: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.format == "json":
+        document = [{"surface": name, "hosts": [cost.to_dict() for cost in costs]} for name, costs in measured]
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(render_cost_table(name, costs) for name, costs in measured), end="")
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

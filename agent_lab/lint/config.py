@@ -23,7 +23,7 @@ from ..adapters import EXPORT_FORMATS
 from .model import Rule, Severity
 from .rules import RULES
 
-__all__ = ["DEFAULT_OPTIONS", "LintConfig", "LintConfigError"]
+__all__ = ["DEFAULT_OPTIONS", "LintConfig", "LintConfigError", "load_pyproject_config"]
 
 DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
     "min_description_chars": 40,
@@ -165,3 +165,31 @@ def _tool_budgets(value: Any, where: str) -> Mapping[str, int]:
         number = _positive_int(value, where)
         budgets = {host: number for host in EXPORT_FORMATS}
     return MappingProxyType(budgets)
+
+
+def load_pyproject_config(directory: str = ".") -> LintConfig:
+    """The `[tool.agent-lab.lint]` table of `directory`/pyproject.toml (defaults when there is none).
+
+    Needs `tomllib` (Python 3.11+) to read a file that has the table; on 3.10 such a file is refused
+    with a clear message rather than read wrong or ignored."""
+    from pathlib import Path
+
+    path = Path(directory) / "pyproject.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return LintConfig()
+    except (OSError, UnicodeDecodeError) as error:
+        raise LintConfigError(f"{path}: cannot read: {error}") from None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        if "agent-lab.lint" in text:
+            raise LintConfigError(f"{path}: reading [tool.agent-lab.lint] needs Python 3.11 or newer (tomllib)") from None
+        return LintConfig()
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise LintConfigError(f"{path}: not valid TOML: {error}") from None
+    table = document.get("tool", {}).get("agent-lab", {}).get("lint")
+    return LintConfig() if table is None else LintConfig.from_mapping(table, where=f"{path} [tool.agent-lab.lint]")
