@@ -238,6 +238,14 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def search(self, query: str, *, actor: Optional[Actor] = None, limit: int = 5) -> list[dict[str, Any]]:
+        """The model-facing halves of the `limit` tools that best match `query` (BM25 over names,
+        descriptions and input properties), best first; with an actor, only tools it may call, exactly
+        as in `catalog(actor)`. See `agent_lab.search`."""
+        from .search import search_registry
+
+        return search_registry(self, query, actor=actor, limit=limit)
+
     @property
     def receipts(self) -> ReceiptStore:
         return self._receipts
