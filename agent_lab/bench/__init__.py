@@ -16,6 +16,7 @@ __all__ = ["SECTIONS", "main"]
 SECTIONS = {
     "schema": "agent_lab.bench.schema_bench",
     "runtime": "agent_lab.bench.runtime_bench",
+    "search": "agent_lab.bench.search_bench",
 }
 
 
