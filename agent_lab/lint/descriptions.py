@@ -24,6 +24,9 @@ _WHEN_TO_USE = re.compile(
     r"don'?t|do\s+not|rather\s+than|for\s+example)\b",
     re.IGNORECASE,
 )
+# Words after which an identifier names a result or an error code, not a tool ("answers not_found").
+_RESULT_WORDS = re.compile(r"(?:answers?|returns?|raises?|errors?|codes?|status|outcomes?|gets?|fails?\s+with)\s*[:=]?\s*$",
+                           re.IGNORECASE)
 # snake_case or dotted identifiers of two or more parts, not inside a longer token (a URL, a path).
 _IDENTIFIER = re.compile(r"(?<![\w./@-])[A-Za-z][A-Za-z0-9]*(?:(?:_|\.|__)[A-Za-z0-9]+)+(?![\w/@-]|\.\w)")
 
@@ -71,6 +74,8 @@ def check_unknown_tool_mentions(spec: Any, facts: CatalogFacts, host: Optional[s
         for match in _IDENTIFIER.finditer(text):
             identifier = match.group(0)
             if identifier in known or identifier in reported or not _is_tool_like(identifier):
+                continue
+            if _RESULT_WORDS.search(text[max(0, match.start() - 20):match.start()]):
                 continue
             reported.add(identifier)
             yield Hit(f"text mentions {identifier!r}, which looks like a tool name but no tool of this catalog "

@@ -139,7 +139,7 @@ INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"\b(?:new|updated|additional)\s+system\s+(?:prompt|instructions?)\b|\bsystem\s+prompt\b|"
          r"\byou\s+are\s+now\b"),
         ("claims the user already approved",
-         rf"\b{_USER}\s+(?:has\s+)?(?:already\s+)?(?:approved|authori[sz]ed|consented|agreed)\b"),
+         rf"\b{_USER}\s+(?:(?:has|have)\s+(?:already\s+)?|already\s+)(?:approved|authori[sz]ed|consented|agreed)\b"),
         ("tells the model to skip approval or confirmation",
          r"\b(?:do\s+not|don'?t|never|no\s+need\s+to)\s+(?:ask|wait|request)\s+(?:for\s+)?"
          r"(?:approval|confirmation|permission|consent)"),

@@ -78,13 +78,18 @@ def check_separators(specs: Sequence[Any], facts: CatalogFacts, host: Optional[s
                           tool=spec.name)
 
 
+def _readable(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name.replace(".", "__"))
+
+
 def _folded(name: str) -> str:
     return re.sub(r"[_\-.]", "", name).lower()
 
 
 def check_name_collisions(specs: Sequence[Any], facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    shown = {spec.name: (facts.host_names.get(spec.name, spec.name) if host != "mcp" else spec.name)
-             for spec in specs}
+    # For OpenAI and Anthropic, the readable form NameMap gives a dotted name (tickets.get -> tickets__get),
+    # before any hash it adds to keep two such names apart: the model reads the readable part.
+    shown = {spec.name: (_readable(spec.name) if host != "mcp" else spec.name) for spec in specs}
     groups: dict[str, list[str]] = defaultdict(list)
     for spec in specs:
         groups[_folded(shown[spec.name])].append(spec.name)
