@@ -7,7 +7,7 @@ per-host rule makes identically for several hosts are merged into one finding na
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..adapters import NameMap
@@ -120,7 +120,19 @@ def lint_catalog(specs: Sequence[Any], *, config: Optional[LintConfig] = None,
     ]
     findings.sort(key=lambda f: (-1 if f.tool is None else order.get(f.tool, len(order)), f.rule, f.pointer,
                                  f.hosts, f.message))
-    return findings
+    return _numbered(findings)
+
+
+def _numbered(findings: list[Finding]) -> list[Finding]:
+    """Give repeated findings of one rule at one place an occurrence number, so fingerprints stay unique."""
+    seen: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    numbered = []
+    for finding in findings:
+        key = (finding.rule, finding.logical_location, finding.hosts)
+        count = seen.get(key, 0)
+        seen[key] = count + 1
+        numbered.append(replace(finding, occurrence=count) if count else finding)
+    return numbered
 
 
 def lint_surfaces(surfaces: Sequence[tuple[str, Any]], *, config: Optional[LintConfig] = None,

@@ -97,6 +97,7 @@ class Finding:
     pointer: str = ""
     hosts: tuple[str, ...] = ()
     surface: Optional[str] = None
+    occurrence: int = 0  # > 0 for a second, third... finding of one rule at one place (say, two phrases)
 
     @property
     def logical_location(self) -> str:
@@ -108,7 +109,7 @@ class Finding:
     def fingerprint(self) -> str:
         """Stable across runs and wording changes: the rule, the surface, the logical location and the
         hosts; never the message, a line number or a path (those move when unrelated code moves)."""
-        parts = (self.rule, self.surface or "", self.logical_location, ",".join(self.hosts))
+        parts = (self.rule, self.surface or "", self.logical_location, ",".join(self.hosts), str(self.occurrence))
         return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
