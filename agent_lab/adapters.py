@@ -657,7 +657,7 @@ def _grouped_in_namespaces(catalog_names: list[str], tools: list[dict[str, Any]]
         if not HOST_NAME_PATTERN.fullmatch(namespace) or not isinstance(description, str) or not description.strip():
             raise ValueError(f"namespace {namespace!r} needs a host-legal name and a description")
     for name, tool in zip(catalog_names, tools):
-        namespace = name.split(".", 1)[0] if "." in name else None
+        namespace = name.split(".", 1)[0] if "." in name else ""
         if namespace in namespaces:
             if namespace not in grouped:
                 grouped[namespace] = {"type": "namespace", "name": namespace, "description": namespaces[namespace],

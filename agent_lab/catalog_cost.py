@@ -76,7 +76,7 @@ def exact_token_counter() -> Optional[tuple[str, Callable[[str], int]]]:
     """(`tiktoken:<encoding>`, count) when the optional tiktoken package and an encoding's data are
     available; None otherwise (never an error: exact counts are a bonus, not a requirement)."""
     try:
-        import tiktoken  # type: ignore[import-not-found]
+        import tiktoken
     except ImportError:
         return None
     for name in TIKTOKEN_ENCODINGS:
@@ -133,6 +133,7 @@ def host_catalog_cost(specs: Sequence[Any], host: str, *,
     """
     rendered = export_catalog(list(specs), host)
     counter = exact[1] if exact is not None and host.startswith("openai") else None
+    counter_name = exact[0] if exact is not None and counter is not None else None
     tools = []
     for spec, tool in zip(specs, rendered):
         text = rendered_json(tool)
@@ -145,7 +146,7 @@ def host_catalog_cost(specs: Sequence[Any], host: str, *,
         total_bytes=len(whole.encode("utf-8")),
         total_tokens=estimate_tokens(whole),
         exact_total_tokens=counter(whole) if counter else None,
-        exact_counter=exact[0] if counter else None,
+        exact_counter=counter_name,
     )
 
 

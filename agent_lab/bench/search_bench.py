@@ -19,7 +19,7 @@ import time
 from typing import Any, Sequence
 
 from ..registry import Registry
-from ..spec import Effect, ToolSpec
+from ..spec import ApprovalPolicy, Effect, ToolSpec
 
 __all__ = ["build_catalog", "held_out_queries", "main"]
 
@@ -124,7 +124,7 @@ def build_catalog() -> list[ToolSpec]:
                     input_schema={"type": "object", "properties": properties, "required": required,
                                   "additionalProperties": False},
                     output_schema={"type": "object"}, effect=effect, idempotency_key=key,
-                    approval="always" if effect is Effect.DESTRUCTIVE else "never",
+                    approval=ApprovalPolicy.ALWAYS if effect is Effect.DESTRUCTIVE else ApprovalPolicy.NEVER,
                 ))
     return specs
 

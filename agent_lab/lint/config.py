@@ -182,7 +182,7 @@ def load_pyproject_config(directory: str = ".") -> LintConfig:
     except (OSError, UnicodeDecodeError) as error:
         raise LintConfigError(f"{path}: cannot read: {error}") from None
     try:
-        import tomllib
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # novermin: 3.10 takes the except branch
     except ImportError:  # Python 3.10
         if "agent-lab.lint" in text:
             raise LintConfigError(f"{path}: reading [tool.agent-lab.lint] needs Python 3.11 or newer (tomllib)") from None

@@ -62,7 +62,7 @@ def _known_identifiers(specs: Sequence[Any]) -> frozenset[str]:
                 if via == "properties":
                     known.add(pointer.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~"))
                 if isinstance(node, Mapping):
-                    values = node.get("enum") if isinstance(node.get("enum"), list) else []
+                    values: list[Any] = node["enum"] if isinstance(node.get("enum"), list) else []
                     known.update(value for value in values if isinstance(value, str))
                     if isinstance(node.get("const"), str):
                         known.add(node["const"])
@@ -86,7 +86,8 @@ def catalog_facts(specs: Sequence[Any], config: LintConfig) -> CatalogFacts:
     )
 
 
-def _run(rule: Rule, specs: Sequence[Any], facts: CatalogFacts, host: Optional[str]) -> Iterable[tuple[str, Any]]:
+def _run(rule: Rule, specs: Sequence[Any], facts: CatalogFacts,
+         host: Optional[str]) -> Iterable[tuple[Optional[str], Any]]:
     if rule.scope is Scope.TOOL:
         for spec in specs:
             for hit in rule.check(spec, facts, host):

@@ -33,7 +33,7 @@ def handler_function(registry: Any, name: str) -> Optional[Callable[..., Any]]:
     for _ in range(16):
         if isinstance(function, functools.partial):
             function = function.func
-        elif hasattr(function, "__wrapped__"):
+        elif function is not None and hasattr(function, "__wrapped__"):
             function = inspect.unwrap(function)
         else:
             break
@@ -57,8 +57,10 @@ def locate_tools(registry: Any, *, base: Optional[str] = None) -> dict[str, Sour
     found: dict[str, SourceLocation] = {}
     for name in registry.names():
         function = handler_function(registry, name)
+        if function is None:
+            continue
         try:
-            source_file = inspect.getsourcefile(function) if function is not None else None
+            source_file = inspect.getsourcefile(function)
             first_line = inspect.getsourcelines(function)[1] if source_file else 0
         except (OSError, TypeError):
             continue

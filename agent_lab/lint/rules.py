@@ -2,7 +2,7 @@
 
 Ids are stable and never reused: AL1xx naming, AL2xx descriptions, AL3xx schemas, AL4xx the runtime
 contract, AL5xx the catalog as a whole. The README's rule table is generated from this one
-(`python -m agent_lab.lint.rules` prints it as Markdown), and SARIF output declares every row.
+(`agent_lab.lint.rules_markdown()` prints it as Markdown), and SARIF output declares every row.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def check_required_undefined(spec: Any, facts: CatalogFacts, host: Optional[str]
     for pointer, node, _ in _both_schemas(spec):
         if not isinstance(node, Mapping) or not isinstance(node.get("required"), list):
             continue
-        properties = node.get("properties") if isinstance(node.get("properties"), Mapping) else {}
+        properties: Mapping[str, Any] = node["properties"] if isinstance(node.get("properties"), Mapping) else {}
         if node.get("patternProperties") or isinstance(node.get("additionalProperties"), Mapping):
             continue  # a required key may be defined by a pattern or by additionalProperties
         for index, name in enumerate(node["required"]):

@@ -81,8 +81,12 @@ def _lab_surfaces(lab: Any, target: str) -> list[Surface]:
         name, build = getattr(surface, "name", None), getattr(surface, "build", None)
         if not isinstance(name, str) or not callable(build):
             raise LintTargetError(f"--lab {target}: a surface needs a name and a build(world) function")
-        found.append(Surface(name, lambda build=build: build(world()), baseline=bool(getattr(surface, "baseline", False))))
+        found.append(Surface(name, _builder(build, world), baseline=bool(getattr(surface, "baseline", False))))
     return found
+
+
+def _builder(build: Callable[[Any], Any], world: Callable[[], Any]) -> Callable[[], Any]:
+    return lambda: build(world())
 
 
 def _registry_surface(target: str) -> Surface:
