@@ -75,8 +75,10 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
     # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
-    phrases = {kind: f"{phrase} (it is of type {json_type(sample)})"
-               for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))}
+    phrases: Dict[type, str] = {
+        kind: f"{phrase} (it is of type {json_type(sample)})"
+        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
+    }
     if not integral_floats_are_integers:
         phrases[float] = f"{phrase} (it is of type number)"
 
@@ -185,7 +187,7 @@ def compile_multiple_of(cx, value) -> Kw:
               _simple_collect("multipleOf", f"must be a multiple of {show_number(divisor)}"))
 
 
-def _bound(keyword: str, phrase: str, make_check) -> CompileFunction:
+def _bound(keyword: str, phrase: str, make_check) -> Callable[..., Kw]:
     def compile_bound(cx, value) -> Kw:
         return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"),
                   detail=value)
