@@ -69,6 +69,15 @@ class ConversionRuleTests(unittest.TestCase):
         self.assertEqual(converted(schema), {"$ref": "#/$defs/a", "description": "An a.",
                                              "$defs": {"a": {"type": "string"}}})
 
+    def test_a_type_beside_ref_stays_when_the_target_declares_the_same_type(self):
+        # Hosts want "type": "object" at the root; it changes nothing when the referenced schema says so too.
+        schema = {"$schema": DRAFT_07, "type": "object", "$ref": "#/definitions/Args",
+                  "definitions": {"Args": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+        self.assertEqual(converted(schema), {"type": "object", "$ref": "#/$defs/Args",
+                                             "$defs": {"Args": {"type": "object", "properties": {"q": {"type": "string"}}}}})
+        schema["definitions"]["Args"]["type"] = ["object", "null"]
+        self.assertNotIn("type", converted(schema))
+
     def test_keywords_the_old_dialect_ignores_do_not_start_to_count(self):
         schema = {"$schema": DRAFT_07, "type": "array", "contains": {"type": "string"}, "minContains": 3,
                   "prefixItems": [False], "unevaluatedItems": False, "x-ui": {"order": 1}}

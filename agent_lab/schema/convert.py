@@ -132,7 +132,8 @@ class _Conversion:
             if keyword == rules.identifier:
                 self._identifier(schema, value, at, out, rules, hidden)
                 continue
-            if hidden and keyword not in ("$ref", "definitions", "$defs") and keyword not in _ANNOTATIONS:
+            if hidden and keyword not in ("$ref", "definitions", "$defs") and keyword not in _ANNOTATIONS \
+                    and not (keyword == "type" and self._implied_by_reference(schema, base)):
                 continue  # ignored beside $ref before 2019-09: it must not start to count
             if keyword not in known and keyword not in ("definitions", "$defs"):
                 if keyword not in _MEANINGFUL_IN_2020_12:
@@ -145,6 +146,26 @@ class _Conversion:
                 "2020-12 counts the items 'contains' matches as evaluated and 2019-09 does not; "
                 "this schema uses both, so its meaning would change")
         return out
+
+    def _implied_by_reference(self, schema: Mapping[str, Any], base: str) -> bool:
+        """Whether the `$ref` beside `type` leads to a schema of this document declaring the same `type`,
+        so keeping `type` (hosts want `"type": "object"` at the root) changes nothing."""
+        reference = schema.get("$ref")
+        if not isinstance(reference, str):
+            return False
+        resource, fragment = split_fragment(resolve_uri(base, reference))
+        start = self.resources.get(normalize_uri(resource))
+        if start is None or (fragment and not fragment.startswith("/")):
+            return False
+        target: Any = self.root
+        for token in pointer_tokens(start) + pointer_tokens(fragment):
+            if isinstance(target, Mapping) and token in target:
+                target = target[token]
+            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+                target = target[int(token)]
+            else:
+                return False
+        return isinstance(target, Mapping) and "$ref" not in target and target.get("type") == schema.get("type")
 
     def _uses_contains(self) -> bool:
         found = []
