@@ -226,6 +226,20 @@ class GeneratedFaithfulnessTests(unittest.TestCase):
 
     SCHEMAS = 600
 
+    @staticmethod
+    def compare(original, schema, dialect, instances, disagreements, compared, refused):
+        """Convert `schema` and note each instance the original and the conversion judge differently;
+        returns the updated (compared, refused) counts."""
+        try:
+            result = to_draft_2020_12(schema, dialect=dialect)
+        except SchemaConversionError:
+            return compared, refused + 1
+        ours = Validator(result)
+        for instance in instances:
+            if original.is_valid(instance) != ours.is_valid(instance):
+                disagreements.append((schema, result, instance))
+        return compared + len(instances), refused
+
     def test_original_and_converted_schemas_accept_the_same_instances(self):
         for dialect, (values, definitions) in _GRAMMARS.items():
             grammar = grammars._Grammar(grammars.SEED + 14, values, definitions)
@@ -247,16 +261,8 @@ class GeneratedFaithfulnessTests(unittest.TestCase):
                 except SchemaError:
                     invalid += 1  # (draft-04's meta-schema refuses, e.g., an empty required list)
                     continue
-                try:
-                    result = to_draft_2020_12(schema, dialect=dialect)
-                except SchemaConversionError:
-                    refused += 1
-                    continue
-                ours = Validator(result)
-                for instance in instances:
-                    compared += 1
-                    if original.is_valid(instance) != ours.is_valid(instance):
-                        disagreements.append((schema, result, instance))
+                compared, refused = self.compare(original, schema, dialect, instances, disagreements,
+                                                 compared, refused)
             with self.subTest(dialect=dialect):
                 self.assertGreaterEqual(compared, 2000, (refused, invalid))
                 self.assertEqual(disagreements[:3], [], f"{len(disagreements)} of {compared} verdicts differ")
@@ -268,17 +274,8 @@ class GeneratedFaithfulnessTests(unittest.TestCase):
         for _ in range(300):
             schema = grammar.root()
             instances = [grammar.instance() for _ in range(grammars.INSTANCES_PER_SCHEMA)]
-            original = Validator(schema)
-            try:
-                result = to_draft_2020_12(schema)
-            except SchemaConversionError:
-                refused += 1
-                continue
-            ours = Validator(result)
-            for instance in instances:
-                compared += 1
-                if original.is_valid(instance) != ours.is_valid(instance):
-                    disagreements.append((schema, result, instance))
+            compared, refused = self.compare(Validator(schema), schema, DRAFT_2019_09, instances, disagreements,
+                                             compared, refused)
         self.assertGreaterEqual(compared, 300, refused)
         self.assertEqual(disagreements[:3], [], f"{len(disagreements)} of {compared} verdicts differ")
 

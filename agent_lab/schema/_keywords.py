@@ -477,18 +477,23 @@ def compile_required(cx, value) -> Optional[Kw]:
     return Kw("required", OBJECT, check, collect, cost=0, detail=names, self_checking=True)
 
 
+def _dependents_present(rules, instance) -> bool:
+    """For each (trigger, names) rule whose trigger is a member of `instance`, every name is one too."""
+    for trigger, names in rules:
+        if trigger in instance:
+            for name in names:
+                if name not in instance:
+                    return False
+    return True
+
+
 def compile_dependent_required(cx, value) -> Optional[Kw]:
     rules = tuple((trigger, tuple(names)) for trigger, names in value.items() if names)
     if not rules:
         return None
 
     def check(instance):
-        for trigger, names in rules:
-            if trigger in instance:
-                for name in names:
-                    if name not in instance:
-                        return False
-        return True
+        return _dependents_present(rules, instance)
 
     def collect(instance, instance_path, keyword_path, out):
         for trigger, names in rules:
@@ -647,11 +652,8 @@ def compile_dependencies(cx, value) -> Optional[Kw]:
         return None
 
     def check(instance):
-        for trigger, names in required_rules:
-            if trigger in instance:
-                for name in names:
-                    if name not in instance:
-                        return False
+        if not _dependents_present(required_rules, instance):
+            return False
         for trigger, node in schema_rules:
             if trigger in instance and not node.check(instance):
                 return False
