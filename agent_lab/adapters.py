@@ -4,7 +4,12 @@ Only the model-facing half of a `ToolSpec` (name, title, description, input and 
 the process; the runtime half (permissions, approvals, idempotency key, timeouts, budgets, redaction)
 never does, except as MCP's documented hints (read-only, destructive, idempotent, open world).
 
-Three differences between hosts are handled here, each in one place:
+Four differences between hosts are handled here, each in one place:
+- dialects: hosts read tool schemas as JSON Schema 2020-12, so a schema written in an older dialect
+  (`$schema` draft-07, say, as the TypeScript MCP SDK emits) is converted by
+  `agent_lab.schema.convert.to_draft_2020_12` into one that accepts the same arguments, or the export
+  raises `ExportSchemaError` naming the tool, the keyword and its JSON Pointer. (The MCP export, whose
+  protocol lets a schema declare its own `$schema`, keeps such a schema unchanged instead.)
 - names: MCP allows dots and 128 characters, OpenAI and Anthropic only ``[A-Za-z0-9_-]{1,64}``;
   `NameMap` maps a catalog's names reversibly and `from_host` maps a call's name back.
 - strictness: OpenAI's strict mode wants every object closed and every property required;
@@ -35,6 +40,7 @@ from .spec import Effect, ToolSpec
 
 __all__ = [
     "EXPORT_FORMATS",
+    "ExportSchemaError",
     "HostBridge",
     "InvalidJSONArguments",
     "NameMap",
@@ -131,16 +137,22 @@ class NameMap:
 # -- strict conversion for OpenAI -----------------------------------------------------------------
 
 
-class StrictSchemaError(ValueError):
-    """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
+class ExportSchemaError(ValueError):
+    """A tool's schema cannot be exported to a host without changing what it accepts."""
 
-    def __init__(self, keyword: str, path: str, reason: str, *, tool: str | None = None) -> None:
+    def __init__(self, keyword: str, path: str, reason: str, *, tool: str | None = None,
+                 schema: str = "input schema") -> None:
         self.keyword = keyword
         self.path = path  # JSON Pointer into the original schema, "" for the root
         self.reason = reason
         self.tool = tool
+        self.schema = schema  # "input schema" or "output schema"
         prefix = f"tool {tool!r}: " if tool is not None else ""
-        super().__init__(f"{prefix}input schema at #{path}: {keyword}: {reason}")
+        super().__init__(f"{prefix}{schema} at #{path}: {keyword}: {reason}")
+
+
+class StrictSchemaError(ExportSchemaError):
+    """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
 
 
 # Keywords OpenAI's strict mode accepts (its "supported schemas" guide). Everything else is refused,
@@ -300,7 +312,10 @@ def _move_lengths_to_description(node: Mapping[str, Any], out: dict[str, Any]) -
 def _strict_object(node: Mapping[str, Any], out: dict[str, Any], path: str, depth: int) -> None:
     properties = node.get("properties") or {}
     additional = node.get("additionalProperties", None)
-    if additional is None and not properties:
+    # An object that lists its properties (even none, as a tool without arguments does) is closed over
+    # exactly those; one that lists none and says nothing else is a map of any keys, which cannot be
+    # strict, except at the root: the arguments of a tool that takes none.
+    if additional is None and not properties and "properties" not in node and path != "":
         raise StrictSchemaError(
             "properties", path, "a free-form object cannot be strict: list its properties (or use an array of pairs)"
         )
@@ -495,8 +510,26 @@ def _host_name(spec: ToolSpec, names: NameMap | None) -> str:
     return (names or NameMap([spec.name])).to_host(spec.name)
 
 
+def host_schema(spec: ToolSpec, which: str = "input_schema") -> dict[str, Any]:
+    """The spec's input (or output) schema as hosts read it: JSON Schema 2020-12, converted from an older
+    dialect when it declares one (a new object; the spec's own schema is untouched). A tool's arguments
+    always list their properties, `{}` for a tool that takes none (some hosts refuse an object schema
+    without `properties`). Raises ExportSchemaError for what has no faithful 2020-12 form."""
+    from .schema.convert import SchemaConversionError, to_draft_2020_12
+
+    schema = spec.model_schema()[which]
+    try:
+        converted: dict[str, Any] = to_draft_2020_12(schema)
+    except SchemaConversionError as exc:
+        raise ExportSchemaError(exc.keyword, exc.path, f"no faithful JSON Schema 2020-12 form: {exc.reason}",
+                                tool=spec.name, schema=which.replace("_", " ")) from None
+    if which == "input_schema" and "properties" not in converted:
+        converted["properties"] = {}
+    return converted
+
+
 def _parameters(spec: ToolSpec, strict: bool) -> dict[str, Any]:
-    schema = spec.model_schema()["input_schema"]
+    schema = host_schema(spec)
     if not strict:
         return schema
     try:
@@ -549,18 +582,26 @@ def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
     return hints
 
 
+def _mcp_schema(spec: ToolSpec, which: str) -> dict[str, Any]:
+    """MCP reads a schema without `$schema` as 2020-12 and lets a schema declare another dialect: an
+    older schema is converted when that is faithful, and otherwise kept as it is, `$schema` and all."""
+    try:
+        return host_schema(spec, which)
+    except ExportSchemaError:
+        return spec.model_schema()[which]
+
+
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     """An MCP Tool (wire form, camelCase). MCP allows dotted names, so the name is unchanged.
 
     outputSchema is advertised only for object schemas, since MCP's structuredContent is an object.
     """
-    model = spec.model_schema()
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title is not None:
         tool["title"] = spec.title
     tool["description"] = spec.description
-    tool["inputSchema"] = model["input_schema"]
-    output_schema = model.get("output_schema")
+    tool["inputSchema"] = _mcp_schema(spec, "input_schema")
+    output_schema = _mcp_schema(spec, "output_schema") if spec.output_schema is not None else None
     if isinstance(output_schema, Mapping) and output_schema.get("type") == "object":
         tool["outputSchema"] = output_schema
     tool["annotations"] = mcp_annotations(spec)
@@ -584,6 +625,9 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
 
     `fmt` is one of EXPORT_FORMATS; `strict` applies to the OpenAI formats only and raises
     StrictSchemaError (with the tool, keyword and path) for a schema that cannot be made strict.
+    Schemas in older dialects are converted to 2020-12 (see `host_schema`); one that has no faithful
+    2020-12 form raises ExportSchemaError for the OpenAI and Anthropic formats and is kept as it is
+    (with its `$schema`) for MCP.
     With `actor`, only the tools that actor may call are exported.
     """
     if fmt not in EXPORT_FORMATS:

@@ -107,7 +107,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     import json
 
-    from .adapters import StrictSchemaError, export_catalog
+    from .adapters import ExportSchemaError, export_catalog
     from .lab import candidate
 
     if args.strict and args.format not in ("openai", "openai-chat"):
@@ -115,7 +115,7 @@ def _export(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         tools = export_catalog(candidate.candidate_specs(), args.format, strict=args.strict)
-    except StrictSchemaError as error:
+    except ExportSchemaError as error:  # (StrictSchemaError is one)
         print(f"{candidate.__file__}:{_line_naming(candidate.__file__, error.tool)}: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(json.dumps(tools, indent=2, ensure_ascii=False))

@@ -78,12 +78,14 @@ def _positive_number(value: Any, field_name: str, *, integral: bool) -> None:
 
 
 def _compile(schema: Any, field_name: str) -> Any:
-    from .schema import SchemaError, Validator
+    """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04)."""
+    from .schema import SchemaError, Validator, dialect_name
 
     try:
         return Validator(schema)
     except SchemaError as exc:
-        raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema 2020-12 document: {exc}") from None
+        raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema {dialect_name(schema)} document: "
+                         f"{exc}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -367,7 +367,7 @@ class BadInputTests(unittest.TestCase):
 
     def test_unknown_dialect_is_refused(self):
         with self.assertRaisesRegex(SchemaError, r"\$schema"):
-            Validator({"$schema": "http://json-schema.org/draft-07/schema#"})
+            Validator({"$schema": "http://json-schema.org/draft-03/schema#"})
 
     def test_self_describing_custom_metaschema_does_not_loop(self):
         meta = {

@@ -1,4 +1,6 @@
-"""JSON Schema draft 2020-12, complete, offline, compiled once into closures (standard library only).
+"""JSON Schema drafts 2020-12, 2019-09, 7, 6 and 4, complete, offline, compiled once into closures
+(standard library only). `$schema` chooses the dialect; `Validator(schema, dialect=DRAFT_07)` chooses it
+for a schema that does not say.
 
     from agent_lab.schema import Validator
     validator = Validator({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
@@ -8,14 +10,21 @@
 Messages name the field and the rule, never the offending value (it may be a secret).
 """
 
+from ._dialects import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, dialect_name
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, SchemaError, Violation
 from .validator import Validator
 
 __all__ = [
+    "DRAFT_04",
+    "DRAFT_06",
+    "DRAFT_07",
+    "DRAFT_2019_09",
+    "DRAFT_2020_12",
     "MAX_INSTANCE_DEPTH",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
     "SchemaError",
     "Validator",
     "Violation",
+    "dialect_name",
 ]

@@ -1,9 +1,11 @@
 """Turn a schema (and the documents it references) into a tree of compiled `Node`s, once.
 
-The compiler follows `$ref` and `$dynamicRef` through the `SchemaIndex`, compiles every subschema
-exactly once (shared nodes make recursive schemas finite), chooses for each schema resource the keyword
-table that its dialect's `$vocabulary` names, and refuses reference cycles that never consume any of
-the instance (they would loop forever at validation time).
+The compiler follows `$ref`, `$dynamicRef` and `$recursiveRef` through the `SchemaIndex`, compiles
+every subschema exactly once (shared nodes make recursive schemas finite), chooses for each schema
+resource the keyword table of its dialect (drafts 4 to 7: the dialect's table; 2019-09 and 2020-12: the
+vocabularies its meta-schema's `$vocabulary` names), and refuses reference cycles that never consume any
+of the instance (they would loop forever at validation time). Every dialect difference is settled here,
+once: the compiled closures never ask which dialect they belong to.
 """
 
 from __future__ import annotations
@@ -13,12 +15,27 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
-from ._index import DRAFT_2020_12, Place, SchemaIndex, normalize_uri, split_reference
+from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
+from ._index import Place, SchemaIndex, normalize_uri, split_reference
 from ._nodes import Kw, Node
-from ._uri import pointer_tokens, resolve_uri
+from ._uri import pointer_tokens, resolve_uri, split_fragment
 from .model import MAX_SCHEMA_NODES, SchemaError
 
 KeywordTable = Dict[str, Callable[..., Optional[Kw]]]
+_MAX_METASCHEMA_CHAIN = 16  # custom meta-schemas followed through their own $schema, at most
+
+
+class _Table:
+    """The compiled form of a dialect: its keyword table and the flags its compile functions read."""
+
+    __slots__ = ("keywords", "format_asserts", "has_validation", "ref_hides_siblings")
+
+    def __init__(self, keywords: KeywordTable, format_asserts: bool, has_validation: bool,
+                 ref_hides_siblings: bool) -> None:
+        self.keywords = keywords
+        self.format_asserts = format_asserts
+        self.has_validation = has_validation
+        self.ref_hides_siblings = ref_hides_siblings
 
 
 class Compiler:
@@ -34,14 +51,17 @@ class Compiler:
         self.edges: Dict[int, List[Node]] = {}
         self.dynamic_names: set = set()
         self.dynamic_targets: Dict[Tuple[str, str], Node] = {}
-        self._tables: Dict[str, Tuple[KeywordTable, bool, bool]] = {}
+        self.recursive_targets: Dict[str, Node] = {}
+        self.uses_recursive_anchors = False
+        self._tables: Dict[str, _Table] = {}
         self._booleans: Dict[bool, Node] = {}
 
     # -- entry points --------------------------------------------------------------------------
     def compile_root(self, schema: Any, base: str) -> Node:
-        place = self.index.place_of(schema) or Place(base, DRAFT_2020_12, "")
+        place = self.index.place_of(schema) or Place(base, normalize_uri(self.index.default_dialect), "")
         root = self.compile(schema, place)
         self._compile_dynamic_targets()
+        self._compile_recursive_targets()
         self._refuse_reference_cycles()
         return root
 
@@ -62,11 +82,15 @@ class Compiler:
             raise SchemaError(f"schema at {place.location or '/'} must be an object or a boolean")
         if self.dynamic_local is not None and self.index.resources.get(place.base) is schema:
             node.scope_uri = place.base
-        table, format_asserts, has_validation = self._keyword_table(place.dialect, place.location)
-        context = _NodeContext(self, node, schema, place, format_asserts, has_validation)
+        dialect = self._keyword_table(place.dialect, place.location)
+        table = dialect.keywords
+        context = _NodeContext(self, node, schema, place, dialect.format_asserts, dialect.has_validation)
         kws: List[Kw] = []
         late = []
-        for keyword, value in schema.items():
+        members = schema.items()
+        if dialect.ref_hides_siblings and "$ref" in schema:
+            members = {"$ref": schema["$ref"]}.items()  # before 2019-09, $ref's siblings are ignored
+        for keyword, value in members:
             compile_keyword = table.get(keyword)
             if compile_keyword is None:
                 continue
@@ -118,7 +142,7 @@ class Compiler:
         place = self.index.place_of(schema)
         if place is not None:
             return place
-        return Place(resource_uri, DRAFT_2020_12, resource_uri)
+        return Place(resource_uri, normalize_uri(self.index.dialect_of_document(schema)), resource_uri)
 
     def _follow_pointer(self, document: Any, resource_uri: str, fragment: str, reference: str,
                         location: str) -> Tuple[Any, Place]:
@@ -139,8 +163,9 @@ class Compiler:
         if known is not None:
             return current, known
         base = root_place.base
-        if isinstance(current, dict) and isinstance(current.get("$id"), str):
-            base = normalize_uri(resolve_uri(base, current["$id"]))
+        identifier = self.index.rules(root_place.dialect).identifier_of(current) if isinstance(current, dict) else None
+        if identifier is not None and not identifier.startswith("#"):
+            base = normalize_uri(split_fragment(resolve_uri(base, identifier))[0])
         pointer_text = "/".join(escape_pointer_token(token) for token in pointer_tokens(fragment))
         return current, Place(base, root_place.dialect, f"{root_place.location}#/{pointer_text}".replace("##", "#"))
 
@@ -165,6 +190,23 @@ class Compiler:
                 done.add(key)
                 schema = self.index.dynamic_anchors[key]
                 self.dynamic_targets[key] = self.compile(schema, self._place(schema, key[0]))
+
+    def _compile_recursive_targets(self) -> None:
+        """Compile every resource with `"$recursiveAnchor": true` a `$recursiveRef` could land on."""
+        if not self.uses_recursive_anchors:
+            return
+        while True:
+            todo = []
+            for uri in {node.base for node in list(self.nodes.values())}:
+                resource = self.index.resources.get(uri)
+                if uri not in self.recursive_targets and isinstance(resource, dict) \
+                        and resource.get("$recursiveAnchor") is True:
+                    todo.append(uri)
+            if not todo:
+                return
+            for uri in todo:
+                resource = self.index.resources[uri]
+                self.recursive_targets[uri] = self.compile(resource, self._place(resource, uri))
 
     # -- cycles --------------------------------------------------------------------------------
     def _refuse_reference_cycles(self) -> None:
@@ -195,32 +237,54 @@ class Compiler:
                     stack.append((child, iter(self.edges.get(id(child), ()))))
 
     # -- dialects ------------------------------------------------------------------------------
-    def _keyword_table(self, dialect: str, location: str) -> Tuple[KeywordTable, bool, bool]:
+    def _keyword_table(self, dialect: str, location: str) -> _Table:
         cached = self._tables.get(dialect)
         if cached is None:
-            vocabularies = self._vocabularies(dialect, location, seen=set())
-            table: KeywordTable = {}
-            for vocabulary in vocabularies:
-                table.update(keywords.VOCABULARIES[vocabulary])
-            table.update(keywords.VOCABULARIES[keywords.CORE])
-            asserts = self.format_assertion or keywords.FORMAT_ASSERTION in vocabularies
-            cached = self._tables[dialect] = (table, asserts, keywords.VALIDATION in vocabularies)
+            cached = self._tables[dialect] = self._table_for(dialect, location)
         return cached
 
-    def _vocabularies(self, dialect: str, location: str, seen: set) -> frozenset:
-        if dialect == DRAFT_2020_12:
-            return keywords.DEFAULT_VOCABULARIES
-        meta = self.index.resources.get(dialect)
-        if not isinstance(meta, dict):
-            raise SchemaError(f"unsupported $schema {dialect!r} at {location or '/'}: only draft 2020-12 "
-                              "and meta-schemas passed in resources= are known")
-        declared = meta.get("$vocabulary")
-        if not isinstance(declared, dict):
+    def _table_for(self, dialect: str, location: str) -> _Table:
+        """A built-in dialect's table; for a custom meta-schema, the vocabularies its `$vocabulary` names,
+        or (without one) the table of the dialect its own `$schema` names."""
+        seen = set()
+        current = dialect
+        for _ in range(_MAX_METASCHEMA_CHAIN):
+            known = builtin_dialect(current)
+            if known is not None and known.table is not None:
+                return _Table(dict(known.table), self.format_assertion, True, known.ref_hides_siblings)
+            if known is not None:
+                return self._vocabulary_table(known.vocabularies or frozenset(), known)
+            meta = self.index.resources.get(current)
+            if not isinstance(meta, dict):
+                break
+            declared = meta.get("$vocabulary")
+            if isinstance(declared, dict):
+                return self._vocabulary_table(self._declared_vocabularies(current, declared),
+                                              self.index.rules(current))
+            seen.add(current)
             inner = meta.get("$schema")
-            if isinstance(inner, str) and normalize_uri(inner) not in seen and normalize_uri(inner) != dialect:
-                seen.add(dialect)
-                return self._vocabularies(normalize_uri(inner), location, seen)
-            return keywords.DEFAULT_VOCABULARIES
+            if not isinstance(inner, str) or normalize_uri(inner) in seen:
+                return self._vocabulary_table(keywords.DEFAULT_VOCABULARIES, self.index.rules(DRAFT_2020_12))
+            current = normalize_uri(inner)
+        raise SchemaError(f"unsupported $schema {dialect!r} at {location or '/'}: the dialects known are "
+                          f"{known_dialects_text()}, and meta-schemas passed in resources=")
+
+    def _vocabulary_table(self, vocabularies: frozenset, family: Dialect) -> _Table:
+        """The keywords of `vocabularies`; the core vocabulary of the dialect family is always in force."""
+        table: KeywordTable = {}
+        for vocabulary in sorted(vocabularies):
+            table.update(keywords.VOCABULARIES[vocabulary])
+        cores = keywords.CORE_VOCABULARIES & vocabularies
+        if not cores:
+            cores = frozenset({keywords.CORE_2019_09 if family.uri == DRAFT_2019_09 else keywords.CORE})
+        for core in sorted(cores):
+            table.update(keywords.VOCABULARIES[core])
+        asserts = self.format_assertion or keywords.FORMAT_ASSERTION in vocabularies
+        has_validation = bool(keywords.VALIDATION_VOCABULARIES & vocabularies)
+        return _Table(table, asserts, has_validation, family.ref_hides_siblings)
+
+    @staticmethod
+    def _declared_vocabularies(dialect: str, declared: dict) -> frozenset:
         chosen = set()
         for vocabulary, required in declared.items():
             if vocabulary in keywords.VOCABULARIES:
@@ -251,8 +315,9 @@ class _NodeContext:
         known = self.compiler.index.place_of(schema)
         if known is not None:
             return known
-        if isinstance(schema, dict) and isinstance(schema.get("$id"), str):
-            base = normalize_uri(resolve_uri(base, schema["$id"]))
+        identifier = self.compiler.index.rules(dialect).identifier_of(schema) if isinstance(schema, dict) else None
+        if identifier is not None and not identifier.startswith("#"):
+            base = normalize_uri(split_fragment(resolve_uri(base, identifier))[0])
             if isinstance(schema.get("$schema"), str):
                 dialect = normalize_uri(schema["$schema"])
         return Place(base, dialect, location)
@@ -304,6 +369,32 @@ class _NodeContext:
             return None
         self.compiler.dynamic_names.add(fragment)
         return fragment
+
+    def recursive_resolver(self, initial: Node) -> Optional[Callable[[], Node]]:
+        """Runtime look-up for `$recursiveRef` (2019-09), or None when it is a plain reference: its target
+        is not a resource root saying `"$recursiveAnchor": true`, or no dynamic scope is tracked.
+
+        From the innermost resource of the dynamic scope outwards, each resource that also says
+        `"$recursiveAnchor": true` becomes the target; the first one that does not ends the walk."""
+        local = self.compiler.dynamic_local
+        schema = initial.schema
+        if local is None or not isinstance(schema, dict) or schema.get("$recursiveAnchor") is not True:
+            return None
+        if self.compiler.index.resources.get(initial.base) is not schema:
+            return None
+        self.compiler.uses_recursive_anchors = True
+        targets = self.compiler.recursive_targets
+
+        def resolve() -> Node:
+            target = initial
+            for uri in reversed(local.stack):
+                found = targets.get(uri)
+                if found is None:
+                    break
+                target = found
+            return target
+
+        return resolve
 
     def dynamic_resolver(self, name: str, initial: Node) -> Callable[[], Node]:
         """Runtime look-up: the outermost resource in the dynamic scope with a matching $dynamicAnchor."""

@@ -1,9 +1,10 @@
 """Where every schema lives: resources by URI, anchors, and the built-in meta-schemas.
 
-Before anything is compiled, each document is walked once through the keywords known to hold
-subschemas (never through `enum`, `const` or unknown keywords, whose `$id` is just data) to record the
-schema resources (`$id`), plain and dynamic anchors, and the base URI and dialect of every subschema.
-References are later resolved against this index only: nothing is ever fetched from the network.
+Before anything is compiled, each document is walked once through the keywords its dialect knows to
+hold subschemas (never through `enum`, `const` or unknown keywords, whose `$id` is just data) to record
+the schema resources (`$id`, or `id` in draft-04), plain and dynamic anchors, and the base URI and
+dialect of every subschema. References are later resolved against this index only: nothing is ever
+fetched from the network.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ from functools import lru_cache
 from importlib import resources as _package_files
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
+from ._dialects import DIALECTS, DRAFT_2020_12, Dialect, builtin_dialect, normalize_uri
 from ._uri import resolve_uri, split_fragment
 
-DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
-
-SINGLE_SUBSCHEMA_KEYWORDS = (
-    "additionalProperties", "unevaluatedProperties", "items", "contains", "propertyNames",
-    "not", "if", "then", "else", "unevaluatedItems",
-)
-LIST_SUBSCHEMA_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems")
-MAP_SUBSCHEMA_KEYWORDS = ("properties", "patternProperties", "$defs", "dependentSchemas")
+_DIALECT_2020_12 = DIALECTS[DRAFT_2020_12]
+_MAX_METASCHEMA_CHAIN = 16  # custom meta-schemas followed through their own $schema, at most
 
 
 @dataclass(frozen=True)
@@ -33,11 +29,6 @@ class Place:
     base: str
     dialect: str
     location: str  # "/properties/a" in the root document, "<uri>#/pointer" elsewhere
-
-
-def normalize_uri(uri: str) -> str:
-    """Drop an empty fragment: "x#" and "x" name the same resource."""
-    return uri[:-1] if uri.endswith("#") else uri
 
 
 def location_text(document_label: str, pointer: str) -> str:
@@ -50,7 +41,8 @@ def location_text(document_label: str, pointer: str) -> str:
 class SchemaIndex:
     """Resources, anchors and the place of every walked subschema, for one Validator."""
 
-    def __init__(self) -> None:
+    def __init__(self, default_dialect: str = DRAFT_2020_12) -> None:
+        self.default_dialect = default_dialect
         self.resources: Dict[str, Any] = {}
         self.anchors: Dict[Tuple[str, str], Any] = {}
         self.dynamic_anchors: Dict[Tuple[str, str], Any] = {}
@@ -60,8 +52,8 @@ class SchemaIndex:
         self.references: Dict[str, set] = {}
         self._keep_alive: list = []
 
-    def copy(self) -> "SchemaIndex":
-        twin = SchemaIndex()
+    def copy(self, default_dialect: str = DRAFT_2020_12) -> "SchemaIndex":
+        twin = SchemaIndex(default_dialect)
         twin.resources = dict(self.resources)
         twin.anchors = dict(self.anchors)
         twin.dynamic_anchors = dict(self.dynamic_anchors)
@@ -72,13 +64,42 @@ class SchemaIndex:
         twin._keep_alive = list(self._keep_alive)
         return twin
 
-    def add_document(self, document: Any, uri: str, *, label: str, dialect: str = DRAFT_2020_12) -> None:
-        """Register `document` under `uri` (its retrieval URI) and walk it for resources and anchors."""
+    def register(self, document: Any, uri: str) -> None:
+        """Make `document` known under `uri` before any document is walked (a custom meta-schema must be
+        known before the documents that name it in `$schema` are walked)."""
+        self.resources.setdefault(normalize_uri(uri), document)
+
+    def add_document(self, document: Any, uri: str, *, label: str, dialect: Optional[str] = None) -> None:
+        """Register `document` under `uri` (its retrieval URI) and walk it for resources and anchors.
+
+        Its dialect is its own `$schema`, else `dialect`, else the index's default dialect."""
         self._keep_alive.append(document)
         uri = normalize_uri(uri)
         self.resources[uri] = document
         self.document_of[uri] = uri
-        self._walk(document, uri, dialect, label, "", uri)
+        self._walk(document, uri, normalize_uri(self.dialect_of_document(document, dialect)), label, "", uri)
+
+    def dialect_of_document(self, document: Any, dialect: Optional[str] = None) -> str:
+        """A document's own `$schema`, else `dialect`, else the index's default (not normalized)."""
+        declared = document.get("$schema") if isinstance(document, dict) else None
+        return declared if isinstance(declared, str) else (dialect or self.default_dialect)
+
+    def rules(self, dialect: str) -> Dialect:
+        """The built-in dialect whose rules (identifier keyword, subschema keywords...) apply to `dialect`:
+        itself, or for a custom meta-schema the built-in one its `$schema` chain leads to (else 2020-12)."""
+        seen = set()
+        current = dialect
+        for _ in range(_MAX_METASCHEMA_CHAIN):
+            known = builtin_dialect(current)
+            if known is not None:
+                return known
+            seen.add(current)
+            meta = self.resources.get(normalize_uri(current))
+            inner = meta.get("$schema") if isinstance(meta, dict) else None
+            if not isinstance(inner, str) or normalize_uri(inner) in seen:
+                break
+            current = normalize_uri(inner)
+        return _DIALECT_2020_12
 
     def uses_dynamic_references(self, document_uri: str) -> bool:
         """True when `$dynamicRef` occurs in this document or any document it references (transitively)."""
@@ -103,69 +124,92 @@ class SchemaIndex:
     def _walk(self, schema: Any, base: str, dialect: str, label: str, pointer: str, document: str) -> None:
         if not isinstance(schema, dict):  # booleans are singletons: they have no place of their own
             return
-        identifier = schema.get("$id")
-        if isinstance(identifier, str):
-            base = normalize_uri(resolve_uri(base, identifier))
-            self.resources.setdefault(base, schema)
-            self.document_of.setdefault(base, document)
-            label, pointer = base, ""
-            meta = schema.get("$schema")
-            if isinstance(meta, str):
-                dialect = normalize_uri(meta)
-        elif pointer == "" and isinstance(schema.get("$schema"), str):
-            dialect = normalize_uri(schema["$schema"])
+        rules = self.rules(dialect)
+        identifier = rules.identifier_of(schema)
+        anchor = ""
+        if identifier is not None:
+            resource, anchor = split_fragment(resolve_uri(base, identifier))
+            if anchor and not rules.anchor_in_identifier:
+                anchor = ""
+            if not (anchor and identifier.startswith("#")):  # "#name" before 2019-09 only names an anchor
+                base = normalize_uri(resource)
+                self.resources.setdefault(base, schema)
+                self.document_of.setdefault(base, document)
+                label, pointer = base, ""
+                meta = schema.get("$schema")
+                if isinstance(meta, str):
+                    dialect = normalize_uri(meta)
+                    rules = self.rules(dialect)
         self.places[id(schema)] = Place(base, dialect, location_text(label, pointer))
-        self._record_anchors(schema, base)
-        if "$dynamicRef" in schema:
+        if anchor and not anchor.startswith("/"):
+            self.anchors.setdefault((base, anchor), schema)
+        self._record_anchors(schema, base, rules)
+        if "$dynamicRef" in schema or "$recursiveRef" in schema:
             self.documents_with_dynamic_ref.add(document)
-        for keyword in ("$ref", "$dynamicRef"):
+        for keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
             reference = schema.get(keyword)
             if isinstance(reference, str):
                 target = normalize_uri(split_fragment(resolve_uri(base, reference))[0])
                 self.references.setdefault(document, set()).add(target)
-        for keyword, child, child_pointer in iter_subschemas(schema, pointer):
+        for keyword, child, child_pointer in iter_subschemas(schema, pointer, rules):
             self._walk(child, base, dialect, label, child_pointer, document)
 
-    def _record_anchors(self, schema: dict, base: str) -> None:
-        anchor = schema.get("$anchor")
-        if isinstance(anchor, str):
-            self.anchors.setdefault((base, anchor), schema)
-        dynamic = schema.get("$dynamicAnchor")
-        if isinstance(dynamic, str):
-            self.anchors.setdefault((base, dynamic), schema)
-            self.dynamic_anchors.setdefault((base, dynamic), schema)
+    def _record_anchors(self, schema: dict, base: str, rules: Dialect) -> None:
+        if "$anchor" in rules.anchor_keywords:
+            anchor = schema.get("$anchor")
+            if isinstance(anchor, str):
+                self.anchors.setdefault((base, anchor), schema)
+        if "$dynamicAnchor" in rules.anchor_keywords:
+            dynamic = schema.get("$dynamicAnchor")
+            if isinstance(dynamic, str):
+                self.anchors.setdefault((base, dynamic), schema)
+                self.dynamic_anchors.setdefault((base, dynamic), schema)
 
 
-def iter_subschemas(schema: Mapping, pointer: str = "") -> Iterator[Tuple[str, Any, str]]:
-    """Yield (keyword, subschema, JSON Pointer) for every subschema position of a 2020-12 schema."""
+def iter_subschemas(schema: Mapping, pointer: str = "",
+                    rules: Dialect = _DIALECT_2020_12) -> Iterator[Tuple[str, Any, str]]:
+    """Yield (keyword, subschema, JSON Pointer) for every subschema position of a schema in a dialect."""
     from ..jsonvalue import escape_pointer_token
 
-    for keyword in SINGLE_SUBSCHEMA_KEYWORDS:
+    for keyword in rules.single_subschemas:
         if keyword in schema:
             yield keyword, schema[keyword], f"{pointer}/{keyword}"
-    for keyword in LIST_SUBSCHEMA_KEYWORDS:
+    if "items" in schema and rules.items_may_be_a_list:
+        items = schema["items"]
+        if isinstance(items, list):
+            for index, child in enumerate(items):
+                yield "items", child, f"{pointer}/items/{index}"
+        else:
+            yield "items", items, f"{pointer}/items"
+    for keyword in rules.list_subschemas:
         value = schema.get(keyword)
         if isinstance(value, list):
             for index, child in enumerate(value):
                 yield keyword, child, f"{pointer}/{keyword}/{index}"
-    for keyword in MAP_SUBSCHEMA_KEYWORDS:
+    for keyword in rules.map_subschemas:
         value = schema.get(keyword)
         if isinstance(value, dict):
-            for name, child in value.items():
+            for name, child in value.items():  # (`dependencies` also holds lists of names: not schemas)
                 yield keyword, child, f"{pointer}/{keyword}/{escape_pointer_token(name)}"
 
 
 @lru_cache(maxsize=1)
 def builtin_documents() -> Tuple[Tuple[str, Any], ...]:
-    """The draft 2020-12 meta-schema and its vocabulary meta-schemas, keyed by their $id."""
+    """The meta-schemas of every built-in dialect and their vocabulary meta-schemas, keyed by their id."""
     folder = _package_files.files(__package__) / "metaschemas"
     documents = []
-    candidates = [folder / "metaschema.json"]
-    candidates += sorted((folder / "vocabularies").iterdir(), key=lambda item: item.name)
-    for entry in candidates:
-        if entry.name.endswith(".json"):
-            document = json.loads(entry.read_text(encoding="utf-8"))
-            documents.append((document["$id"], document))
+    for dialect_folder in sorted(folder.iterdir(), key=lambda item: item.name):
+        if not dialect_folder.is_dir():
+            continue
+        candidates = [dialect_folder / "metaschema.json"]
+        vocabularies = dialect_folder / "vocabularies"
+        if vocabularies.is_dir():
+            candidates += sorted(vocabularies.iterdir(), key=lambda item: item.name)
+        for entry in candidates:
+            if entry.name.endswith(".json"):
+                document = json.loads(entry.read_text(encoding="utf-8"))
+                identifier = document.get("$id", document.get("id"))
+                documents.append((normalize_uri(identifier), document))
     return tuple(documents)
 
 

@@ -36,10 +36,11 @@ _PY_TYPES_OF = {
 }
 
 
-def type_test(names: List[str]) -> Callable[[Any], bool]:
-    """A predicate for "instance has one of these JSON types" (bool is no number, 1.0 is an integer)."""
+def type_test(names: List[str], *, integral_floats_are_integers: bool = True) -> Callable[[Any], bool]:
+    """A predicate for "instance has one of these JSON types" (bool is no number, 1.0 is an integer,
+    except in draft-04, whose integer is a number written without a fraction)."""
     exact = frozenset(kind for name in names for kind in _PY_TYPES_OF.get(name, ()))
-    integral_floats = "integer" in names and float not in exact
+    integral_floats = integral_floats_are_integers and "integer" in names and float not in exact
     if exact == {str}:
         return lambda instance: type(instance) is str or isinstance(instance, str)
     if exact == {dict}:
@@ -60,13 +61,26 @@ def type_test(names: List[str]) -> Callable[[Any], bool]:
 
 
 def compile_type(cx, value) -> Kw:
+    return _compile_type(value, integral_floats_are_integers=True)
+
+
+def compile_type_draft4(cx, value) -> Kw:
+    """draft-04's `type`: an integer is a number without a fraction, so 1.0 is a number, not an integer."""
+    return _compile_type(value, integral_floats_are_integers=False)
+
+
+def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
     names = [value] if isinstance(value, str) else list(value)
-    test = type_test(names)
+    test = type_test(names, integral_floats_are_integers=integral_floats_are_integers)
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
     # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
-    phrases = {kind: f"{phrase} (it is of type {json_type(sample)})"
-               for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))}
+    phrases: Dict[type, str] = {
+        kind: f"{phrase} (it is of type {json_type(sample)})"
+        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
+    }
+    if not integral_floats_are_integers:
+        phrases[float] = f"{phrase} (it is of type number)"
 
     def collect(instance, instance_path, keyword_path, out):
         said = phrases.get(type(instance))
@@ -173,7 +187,7 @@ def compile_multiple_of(cx, value) -> Kw:
               _simple_collect("multipleOf", f"must be a multiple of {show_number(divisor)}"))
 
 
-def _bound(keyword: str, phrase: str, make_check) -> CompileFunction:
+def _bound(keyword: str, phrase: str, make_check) -> Callable[..., Kw]:
     def compile_bound(cx, value) -> Kw:
         return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"),
                   detail=value)
@@ -185,6 +199,23 @@ compile_minimum = _bound("minimum", "must be greater than or equal to", lambda l
 compile_maximum = _bound("maximum", "must be less than or equal to", lambda limit: lambda x: x <= limit)
 compile_exclusive_minimum = _bound("exclusiveMinimum", "must be greater than", lambda limit: lambda x: x > limit)
 compile_exclusive_maximum = _bound("exclusiveMaximum", "must be less than", lambda limit: lambda x: x < limit)
+
+
+def compile_minimum_draft4(cx, value) -> Kw:
+    """draft-04's `minimum`, made strict by a sibling `"exclusiveMinimum": true` (a boolean there)."""
+    if cx.schema.get("exclusiveMinimum") is not True:
+        return compile_minimum(cx, value)
+    # detail stays None: the fused leaf shapes know `minimum` as inclusive and must not fuse this one.
+    return Kw("minimum", NUMBER, lambda x: x > value,
+              _simple_collect("minimum", f"must be greater than {show_number(value)}"))
+
+
+def compile_maximum_draft4(cx, value) -> Kw:
+    """draft-04's `maximum`, made strict by a sibling `"exclusiveMaximum": true`."""
+    if cx.schema.get("exclusiveMaximum") is not True:
+        return compile_maximum(cx, value)
+    return Kw("maximum", NUMBER, lambda x: x < value,
+              _simple_collect("maximum", f"must be less than {show_number(value)}"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,9 +306,36 @@ def compile_unique_items(cx, value) -> Optional[Kw]:
 
 
 def compile_prefix_items(cx, value) -> Kw:
-    nodes = [cx.child(schema, "prefixItems", index) for index, schema in enumerate(value)]
+    return _tuple_items(cx, value, "prefixItems")
+
+
+def compile_items(cx, value) -> Kw:
+    """2020-12's `items`: one schema for the items after those `prefixItems` describes."""
+    prefix = cx.schema.get("prefixItems")
+    return _items_after(cx, value, len(prefix) if isinstance(prefix, list) else 0, "items")
+
+
+def compile_items_array_or_schema(cx, value) -> Kw:
+    """`items` before 2020-12: one schema for every item, or a list of schemas, one per position."""
+    if isinstance(value, list):
+        return _tuple_items(cx, value, "items")
+    return _items_after(cx, value, 0, "items")
+
+
+def compile_additional_items(cx, value) -> Optional[Kw]:
+    """`additionalItems` (before 2020-12): the items after a list-form `items`; ignored without one."""
+    items = cx.schema.get("items")
+    if not isinstance(items, list):
+        return None
+    return _items_after(cx, value, len(items), "additionalItems")
+
+
+def _tuple_items(cx, value, keyword: str) -> Kw:
+    """One schema per position (2020-12's `prefixItems`, the list form of `items` before it)."""
+    nodes = [cx.child(schema, keyword, index) for index, schema in enumerate(value)]
     checks = tuple(node.check for node in nodes)
     count = len(nodes)
+    prefix = f"/{keyword}/"
 
     def check(instance):
         for one, item in zip(checks, instance):
@@ -288,19 +346,19 @@ def compile_prefix_items(cx, value) -> Kw:
     def collect(instance, instance_path, keyword_path, out):
         for index, (node, item) in enumerate(zip(nodes, instance)):
             if not node.check(item):
-                node.collect(item, f"{instance_path}/{index}", f"{keyword_path}/prefixItems/{index}", out)
+                node.collect(item, f"{instance_path}/{index}", f"{keyword_path}{prefix}{index}", out)
 
     def eval_items(instance):
         return set(range(min(count, len(instance))))
 
-    return Kw("prefixItems", ARRAY, check, collect, eval_items=eval_items, cost=5, self_checking=True)
+    return Kw(keyword, ARRAY, check, collect, eval_items=eval_items, cost=5, self_checking=True)
 
 
-def compile_items(cx, value) -> Kw:
-    node = cx.child(value, "items")
-    prefix = cx.schema.get("prefixItems")
-    start = len(prefix) if isinstance(prefix, list) else 0
+def _items_after(cx, value, start: int, keyword: str) -> Kw:
+    """One schema for every item from index `start` on (`items`, `additionalItems`)."""
+    node = cx.child(value, keyword)
     one = node.check
+    suffix = "/" + keyword
     if value is False:
         def check(instance):
             return len(instance) <= start
@@ -316,22 +374,39 @@ def compile_items(cx, value) -> Kw:
             if len(instance) <= start:
                 return
             phrase = "must be empty" if start == 0 else f"must have at most {plural(start, 'item')}"
-            violation(out, instance_path, keyword_path + "/items", "items", phrase)
+            violation(out, instance_path, keyword_path + suffix, keyword, phrase)
             return
         for index in range(start, len(instance)):
             item = instance[index]
             if not node.check(item):
-                node.collect(item, f"{instance_path}/{index}", keyword_path + "/items", out)
+                node.collect(item, f"{instance_path}/{index}", keyword_path + suffix, out)
 
-    return Kw("items", ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5, detail=node, self_checking=True)
+    # `detail` (the item schema's node) lets the array shape fuse `items` when it covers every item.
+    return Kw(keyword, ARRAY, check, collect, eval_items=lambda instance: ALL, cost=5,
+              detail=node if start == 0 else None, self_checking=True)
 
 
 def compile_contains(cx, value) -> Kw:
+    """2020-12's `contains`: bounded by minContains/maxContains; the items it matches count as evaluated."""
+    return _contains(cx, value, bounded=cx.has_validation, annotates=True)
+
+
+def compile_contains_2019_09(cx, value) -> Kw:
+    """2019-09's `contains`: bounded by minContains/maxContains, but no annotation for unevaluatedItems."""
+    return _contains(cx, value, bounded=cx.has_validation, annotates=False)
+
+
+def compile_contains_draft6(cx, value) -> Kw:
+    """`contains` in drafts 6 and 7: at least one matching item (minContains and maxContains came later)."""
+    return _contains(cx, value, bounded=False, annotates=False)
+
+
+def _contains(cx, value, *, bounded: bool, annotates: bool) -> Kw:
     node = cx.child(value, "contains")
     one = node.check
-    least = cx.schema.get("minContains", 1) if cx.has_validation else 1
-    most = cx.schema.get("maxContains") if cx.has_validation else None
-    least_keyword = "minContains" if cx.has_validation and "minContains" in cx.schema else "contains"
+    least = cx.schema.get("minContains", 1) if bounded else 1
+    most = cx.schema.get("maxContains") if bounded else None
+    least_keyword = "minContains" if bounded and "minContains" in cx.schema else "contains"
 
     def check(instance):
         count = 0
@@ -356,7 +431,8 @@ def compile_contains(cx, value) -> Kw:
     def eval_items(instance):
         return {index for index, item in enumerate(instance) if one(item)}
 
-    return Kw("contains", ARRAY, check, collect, eval_items=eval_items, cost=5, self_checking=True)
+    return Kw("contains", ARRAY, check, collect, eval_items=eval_items if annotates else None, cost=5,
+              self_checking=True)
 
 
 def compile_unevaluated_items(cx, value, siblings: List[Kw]) -> Kw:
@@ -401,18 +477,23 @@ def compile_required(cx, value) -> Optional[Kw]:
     return Kw("required", OBJECT, check, collect, cost=0, detail=names, self_checking=True)
 
 
+def _dependents_present(rules, instance) -> bool:
+    """For each (trigger, names) rule whose trigger is a member of `instance`, every name is one too."""
+    for trigger, names in rules:
+        if trigger in instance:
+            for name in names:
+                if name not in instance:
+                    return False
+    return True
+
+
 def compile_dependent_required(cx, value) -> Optional[Kw]:
     rules = tuple((trigger, tuple(names)) for trigger, names in value.items() if names)
     if not rules:
         return None
 
     def check(instance):
-        for trigger, names in rules:
-            if trigger in instance:
-                for name in names:
-                    if name not in instance:
-                        return False
-        return True
+        return _dependents_present(rules, instance)
 
     def collect(instance, instance_path, keyword_path, out):
         for trigger, names in rules:
@@ -557,6 +638,49 @@ def compile_dependent_schemas(cx, value) -> Kw:
                        if trigger in instance and node.check(instance))
 
     return Kw("dependentSchemas", OBJECT, check, collect, eval_props=eval_props, cost=7, self_checking=True)
+
+
+def compile_dependencies(cx, value) -> Optional[Kw]:
+    """`dependencies` (before 2019-09 split it): per trigger property, either the names that must be
+    present with it (an array, as dependentRequired) or a schema the object must then satisfy (as
+    dependentSchemas). Each rule reports under /dependencies/<trigger>."""
+    required_rules = tuple((trigger, tuple(names)) for trigger, names in value.items()
+                           if isinstance(names, list) and names)
+    schema_rules = tuple((trigger, cx.inplace(schema, "dependencies", trigger)) for trigger, schema in value.items()
+                         if not isinstance(schema, list))
+    if not required_rules and not schema_rules:
+        return None
+
+    def check(instance):
+        if not _dependents_present(required_rules, instance):
+            return False
+        for trigger, node in schema_rules:
+            if trigger in instance and not node.check(instance):
+                return False
+        return True
+
+    def collect(instance, instance_path, keyword_path, out):
+        for trigger, rule in value.items():
+            if trigger not in instance:
+                continue
+            path = f"{keyword_path}/dependencies/{escape_pointer_token(trigger)}"
+            if isinstance(rule, list):
+                for name in dict.fromkeys(rule):
+                    if name not in instance:
+                        violation_about(out, instance_path, path, "dependencies",
+                                        instance_path + "/" + escape_pointer_token(name),
+                                        f"is required when '{trigger}' is present")
+        for trigger, node in schema_rules:
+            if trigger in instance and not node.check(instance):
+                node.collect(instance, instance_path, f"{keyword_path}/dependencies/{escape_pointer_token(trigger)}",
+                             out)
+
+    def eval_props(instance):
+        return _gather(node.evaluated_props(instance) for trigger, node in schema_rules
+                       if trigger in instance and node.check(instance))
+
+    return Kw("dependencies", OBJECT, check, collect, eval_props=eval_props if schema_rules else None, cost=7,
+              self_checking=True)
 
 
 def compile_unevaluated_properties(cx, value, siblings: List[Kw]) -> Kw:
@@ -751,6 +875,16 @@ def compile_ref(cx, value) -> Kw:
     return _reference_kw("$ref", lambda: target, cx, target)
 
 
+def compile_recursive_ref(cx, value) -> Kw:
+    """2019-09's `$recursiveRef`: like `$ref`, unless its target's resource says `"$recursiveAnchor": true`;
+    then it lands on the outermost resource of the unbroken chain of such resources in the dynamic scope."""
+    initial = cx.ref(value, "$recursiveRef")
+    resolve = cx.recursive_resolver(initial)
+    if resolve is None:
+        return _reference_kw("$recursiveRef", lambda: initial, cx, initial)
+    return _reference_kw("$recursiveRef", resolve, cx, None)
+
+
 def compile_dynamic_ref(cx, value) -> Kw:
     initial = cx.ref(value, "$dynamicRef")
     name = cx.dynamic_anchor_name(value, initial)
@@ -806,6 +940,13 @@ def compile_defs(cx, value) -> None:
     return None
 
 
+def compile_definitions(cx, value) -> None:
+    """`definitions`, the name of `$defs` before 2019-09: compiled eagerly too."""
+    for name, schema in value.items():
+        cx.child(schema, "definitions", name)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # the dialect: vocabulary URI -> {keyword: compile function}
 # ---------------------------------------------------------------------------------------------
@@ -820,31 +961,83 @@ FORMAT_ANNOTATION = VOCAB + "format-annotation"
 FORMAT_ASSERTION = VOCAB + "format-assertion"
 CONTENT = VOCAB + "content"
 
+VOCAB_2019_09 = "https://json-schema.org/draft/2019-09/vocab/"
+CORE_2019_09 = VOCAB_2019_09 + "core"
+APPLICATOR_2019_09 = VOCAB_2019_09 + "applicator"
+VALIDATION_2019_09 = VOCAB_2019_09 + "validation"
+META_DATA_2019_09 = VOCAB_2019_09 + "meta-data"
+FORMAT_2019_09 = VOCAB_2019_09 + "format"
+CONTENT_2019_09 = VOCAB_2019_09 + "content"
+
+_VALIDATION_KEYWORDS: Dict[str, CompileFunction] = {
+    "type": compile_type, "enum": compile_enum, "const": compile_const,
+    "multipleOf": compile_multiple_of, "maximum": compile_maximum, "minimum": compile_minimum,
+    "exclusiveMaximum": compile_exclusive_maximum, "exclusiveMinimum": compile_exclusive_minimum,
+    "maxLength": compile_max_length, "minLength": compile_min_length, "pattern": compile_pattern,
+    "maxItems": compile_max_items, "minItems": compile_min_items, "uniqueItems": compile_unique_items,
+    "maxProperties": compile_max_properties, "minProperties": compile_min_properties,
+    "required": compile_required, "dependentRequired": compile_dependent_required,
+}
+_IN_PLACE_APPLICATORS: Dict[str, CompileFunction] = {
+    "allOf": compile_all_of, "anyOf": compile_any_of, "oneOf": compile_one_of, "not": compile_not,
+}
+_OBJECT_APPLICATORS: Dict[str, CompileFunction] = {
+    "additionalProperties": compile_additional_properties, "properties": compile_properties,
+    "patternProperties": compile_pattern_properties,
+}
+
 VOCABULARIES: Dict[str, Dict[str, CompileFunction]] = {
     CORE: {"$ref": compile_ref, "$dynamicRef": compile_dynamic_ref, "$defs": compile_defs},
     APPLICATOR: {
         "prefixItems": compile_prefix_items, "items": compile_items, "contains": compile_contains,
-        "additionalProperties": compile_additional_properties, "properties": compile_properties,
-        "patternProperties": compile_pattern_properties, "dependentSchemas": compile_dependent_schemas,
-        "propertyNames": compile_property_names, "if": compile_if,
-        "allOf": compile_all_of, "anyOf": compile_any_of, "oneOf": compile_one_of, "not": compile_not,
+        **_OBJECT_APPLICATORS, "dependentSchemas": compile_dependent_schemas,
+        "propertyNames": compile_property_names, "if": compile_if, **_IN_PLACE_APPLICATORS,
+        # Not a 2020-12 keyword: kept for compatibility, as the suite's optional tests describe.
+        "dependencies": compile_dependencies,
     },
     UNEVALUATED: {"unevaluatedItems": compile_unevaluated_items,
                   "unevaluatedProperties": compile_unevaluated_properties},
-    VALIDATION: {
-        "type": compile_type, "enum": compile_enum, "const": compile_const,
-        "multipleOf": compile_multiple_of, "maximum": compile_maximum, "minimum": compile_minimum,
-        "exclusiveMaximum": compile_exclusive_maximum, "exclusiveMinimum": compile_exclusive_minimum,
-        "maxLength": compile_max_length, "minLength": compile_min_length, "pattern": compile_pattern,
-        "maxItems": compile_max_items, "minItems": compile_min_items, "uniqueItems": compile_unique_items,
-        "maxProperties": compile_max_properties, "minProperties": compile_min_properties,
-        "required": compile_required, "dependentRequired": compile_dependent_required,
-    },
+    VALIDATION: dict(_VALIDATION_KEYWORDS),
     META_DATA: {},
     FORMAT_ANNOTATION: {"format": compile_format},
     FORMAT_ASSERTION: {"format": compile_format},
     CONTENT: {},
+    # draft 2019-09: items as a list with additionalItems, $recursiveRef, unevaluated* among the applicators.
+    CORE_2019_09: {"$ref": compile_ref, "$recursiveRef": compile_recursive_ref, "$defs": compile_defs},
+    APPLICATOR_2019_09: {
+        "items": compile_items_array_or_schema, "additionalItems": compile_additional_items,
+        "contains": compile_contains_2019_09, **_OBJECT_APPLICATORS, "dependentSchemas": compile_dependent_schemas,
+        "propertyNames": compile_property_names, "if": compile_if, **_IN_PLACE_APPLICATORS,
+        "unevaluatedItems": compile_unevaluated_items, "unevaluatedProperties": compile_unevaluated_properties,
+        "dependencies": compile_dependencies,
+    },
+    VALIDATION_2019_09: dict(_VALIDATION_KEYWORDS),
+    META_DATA_2019_09: {},
+    FORMAT_2019_09: {"format": compile_format},
+    CONTENT_2019_09: {},
 }
 
-DEFAULT_VOCABULARIES = frozenset(VOCABULARIES) - {FORMAT_ASSERTION}
+DEFAULT_VOCABULARIES = frozenset({CORE, APPLICATOR, UNEVALUATED, VALIDATION, META_DATA, FORMAT_ANNOTATION, CONTENT})
+DEFAULT_VOCABULARIES_2019_09 = frozenset({CORE_2019_09, APPLICATOR_2019_09, VALIDATION_2019_09, META_DATA_2019_09,
+                                          FORMAT_2019_09, CONTENT_2019_09})
+CORE_VOCABULARIES = frozenset({CORE, CORE_2019_09})
+VALIDATION_VOCABULARIES = frozenset({VALIDATION, VALIDATION_2019_09})
 LATE_KEYWORDS = ("unevaluatedProperties", "unevaluatedItems")
+
+# Drafts 4 to 7 have no vocabularies: one table each. `$ref` hides its siblings there (the compiler
+# compiles nothing else beside it); content* and $comment are annotations.
+DRAFT_06_TABLE: Dict[str, CompileFunction] = {
+    "$ref": compile_ref, "definitions": compile_definitions,
+    **{keyword: function for keyword, function in _VALIDATION_KEYWORDS.items() if keyword != "dependentRequired"},
+    "format": compile_format,
+    "items": compile_items_array_or_schema, "additionalItems": compile_additional_items,
+    "contains": compile_contains_draft6, **_OBJECT_APPLICATORS, "dependencies": compile_dependencies,
+    "propertyNames": compile_property_names, **_IN_PLACE_APPLICATORS,
+}
+DRAFT_07_TABLE: Dict[str, CompileFunction] = {**DRAFT_06_TABLE, "if": compile_if}
+DRAFT_04_TABLE: Dict[str, CompileFunction] = {
+    keyword: function for keyword, function in DRAFT_06_TABLE.items()
+    if keyword not in ("const", "contains", "propertyNames", "exclusiveMinimum", "exclusiveMaximum")
+}
+DRAFT_04_TABLE.update({"type": compile_type_draft4, "minimum": compile_minimum_draft4,
+                       "maximum": compile_maximum_draft4})

@@ -64,6 +64,8 @@ def _leaf_shape(type_name: str, type_kw: Kw, kws: Sequence[Kw], general: Check):
 def _fused_leaf(fast_type: type, constraints: dict, general: Check) -> Optional[Check]:
     """One closure, one call, for the commonest leaves (a length bound, a range, a pattern, an enum)."""
     keys = frozenset(constraints)
+    if any(detail is None for detail in constraints.values()):
+        return None  # a keyword that does not say its bound plainly (draft-04's exclusive minimum)
     if fast_type is str:
         return _fused_string(keys, constraints, general)
     if fast_type is int and keys and keys <= {"minimum", "maximum"}:
@@ -160,7 +162,9 @@ def _object_shape(by_name: dict, general: Check):
 def _array_shape(by_name: dict, general: Check):
     if not set(by_name) <= _ARRAY_KEYWORDS or "items" not in by_name:
         return None
-    item_node: Node = by_name["items"].detail
+    item_node = by_name["items"].detail
+    if not isinstance(item_node, Node):  # a list of item schemas (before 2020-12): no single item check
+        return None
     one = item_node.check
     least = by_name["minItems"].detail if "minItems" in by_name else 0
     most = by_name["maxItems"].detail if "maxItems" in by_name else None

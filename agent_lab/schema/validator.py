@@ -1,4 +1,4 @@
-"""`Validator`: a JSON Schema draft 2020-12 schema compiled once into closures.
+"""`Validator`: a JSON Schema (draft 2020-12, 2019-09, 7, 6 or 4) compiled once into closures.
 
 Construction does all the schema work (meta-schema check, reference resolution, regex compilation);
 `is_valid` then only runs closures and builds nothing, and `errors` walks only the failing parts.
@@ -14,7 +14,8 @@ from typing import Any, Callable, List, Optional
 
 from ..jsonvalue import find_non_json
 from ._compiler import Compiler
-from ._index import DRAFT_2020_12, SchemaIndex, builtin_documents, builtin_index, normalize_uri
+from ._dialects import DRAFT_2020_12, builtin_dialect, dialect_label, known_dialects_text
+from ._index import SchemaIndex, builtin_documents, builtin_index, normalize_uri
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Violation
 
 __all__ = ["Validator"]
@@ -23,18 +24,25 @@ _ROOT_URI = ""
 
 
 class Validator:
-    """Validates JSON instances against one draft 2020-12 schema.
+    """Validates JSON instances against one JSON Schema.
 
-    `resources` maps URIs to schema documents that references may name (nothing is ever fetched);
-    the 2020-12 meta-schemas are built in. `format_assertion=True` makes `format` an assertion
-    (it is an annotation by default, as the specification says). Validators are thread-safe.
+    The dialect is the schema's `$schema`: draft 2020-12, 2019-09, draft-07, draft-06 or draft-04
+    (their meta-schemas are built in), or a meta-schema passed in `resources`; `dialect` (one of those
+    URIs, e.g. `agent_lab.schema.DRAFT_07`) is the dialect of a schema without `$schema`, 2020-12 unless
+    given. Each dialect keeps its own semantics, and a document a reference reaches is read in its own
+    dialect (or, without `$schema`, in the root schema's). `resources` maps URIs to schema documents that
+    references may name (nothing is ever fetched). `format_assertion=True` makes `format` an assertion
+    (it is an annotation by default, as the specifications say). Validators are thread-safe.
     """
 
-    def __init__(self, schema: Mapping | bool, *, resources: Optional[Mapping[str, Any]] = None,
-                 format_assertion: bool = False) -> None:
+    dialect: str
+    """The dialect of the root schema: its `$schema`, else the `dialect` argument, else 2020-12."""
+
+    def __init__(self, schema: Mapping | bool, *, dialect: Optional[str] = None,
+                 resources: Optional[Mapping[str, Any]] = None, format_assertion: bool = False) -> None:
         self.schema = schema
         self._max_depth = MAX_INSTANCE_DEPTH
-        self._build(schema, resources, format_assertion, trusted=False)
+        self._build(schema, resources, format_assertion, trusted=False, dialect=dialect)
 
     @classmethod
     def _trusted(cls, schema: Any) -> "Validator":
@@ -47,9 +55,15 @@ class Validator:
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, schema: Any, resources: Optional[Mapping[str, Any]], format_assertion: bool,
-               *, trusted: bool) -> None:
+               *, trusted: bool, dialect: Optional[str] = None) -> None:
         root = _plain_schema(schema, "the schema")
-        index = builtin_index().copy()
+        if dialect is not None and not isinstance(dialect, str):
+            raise SchemaError(f"dialect must be a $schema URI string, not a Python {type(dialect).__name__}")
+        declared = root.get("$schema") if isinstance(root, dict) else None
+        root_dialect = declared if isinstance(declared, str) else (dialect or DRAFT_2020_12)
+        known = builtin_dialect(root_dialect)
+        self.dialect = known.uri if known is not None else root_dialect
+        index = builtin_index().copy(default_dialect=root_dialect)
         user_documents = {}
         if resources is not None and not isinstance(resources, Mapping):
             raise SchemaError("resources must map URI strings to schema documents")
@@ -57,18 +71,20 @@ class Validator:
             if not isinstance(uri, str):
                 raise SchemaError("resources must map URI strings to schema documents")
             plain = _plain_schema(document, f"resource {uri!r}")
-            index.add_document(plain, uri, label=normalize_uri(uri))
+            index.register(plain, uri)
             user_documents[normalize_uri(uri)] = plain
+        for uri, plain in user_documents.items():
+            index.add_document(plain, uri, label=uri)
         index.add_document(root, _ROOT_URI, label="")
         if not trusted:
-            _check_against_metaschema(root, index, resources, "the schema")
+            _check_against_metaschema(root, index, resources, "the schema", root_dialect)
         checked = set()
 
         def check_referenced_document(uri: str) -> None:
             if trusted or uri in checked or uri not in user_documents:
                 return
             checked.add(uri)
-            _check_against_metaschema(user_documents[uri], index, resources, f"resource {uri!r}")
+            _check_against_metaschema(user_documents[uri], index, resources, f"resource {uri!r}", root_dialect)
 
         compiler = Compiler(index, format_assertion=format_assertion,
                             dynamic=index.uses_dynamic_references(_ROOT_URI),
@@ -235,19 +251,24 @@ def draft_2020_12_validator() -> Validator:
 
 
 def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Optional[Mapping[str, Any]],
-                              what: str) -> None:
-    """Raise SchemaError (saying where) when `schema` is not valid against its meta-schema."""
+                              what: str, default_dialect: str = DRAFT_2020_12) -> None:
+    """Raise SchemaError (saying where) when `schema` is not valid against its dialect's meta-schema."""
     if isinstance(schema, bool):
         return
-    declared = schema.get("$schema", DRAFT_2020_12)
-    dialect = normalize_uri(declared) if isinstance(declared, str) else DRAFT_2020_12
-    if dialect == DRAFT_2020_12 or dialect in dict(builtin_documents()):
-        meta_validator = draft_2020_12_validator() if dialect == DRAFT_2020_12 else _builtin_meta(dialect)
+    declared = schema.get("$schema", default_dialect)
+    if not isinstance(declared, str):
+        declared = default_dialect  # a $schema that is not a string: the meta-schema check says so
+    dialect = normalize_uri(declared)
+    if dialect == DRAFT_2020_12:
+        meta_validator = draft_2020_12_validator()
+    elif dialect in dict(builtin_documents()):
+        meta_validator = _builtin_meta(dialect)
     else:
         meta = index.resources.get(dialect)
         if meta is None:
-            raise SchemaError(f"{what} declares $schema {declared!r}, which is not draft 2020-12 and not a "
-                              "meta-schema passed in resources=")
+            said = "declares $schema" if "$schema" in schema else "is read as dialect"
+            raise SchemaError(f"{what} {said} {declared!r}, which is not a dialect this validator knows "
+                              f"({known_dialects_text()}) and not a meta-schema passed in resources=")
         meta_validator = _custom_metaschema_validator(dialect, meta, resources)
     try:
         violations = meta_validator._violations(schema)
@@ -256,7 +277,7 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
                           "(Python's recursion limit); flatten it or move parts into $defs") from None
     if violations:
         first = violations[0]
-        raise SchemaError(f"{what} is not a valid draft 2020-12 schema at {first.instance_path or '/'}: "
+        raise SchemaError(f"{what} is not a valid {dialect_label(declared)} schema at {first.instance_path or '/'}: "
                           f"{first.message} (meta-schema rule {first.keyword_path or '/'})")
 
 
