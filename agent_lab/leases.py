@@ -118,9 +118,11 @@ class KeyHolder:
         self._renew_every_s = renew_every_s
         self._holds: dict[ReceiptKey, Hold] = {}
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._wake = threading.Condition(self._lock)  # the keeper: a timer moved earlier, or closing
+        self._settled = threading.Condition(self._lock)  # wait_settled: a hold was settled or given up
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self._store_closed = False
 
     # -- what the registry asks --------------------------------------------------------------
 
@@ -143,10 +145,9 @@ class KeyHolder:
         """Hold a key just reserved in the store, and keep its lease renewed until it is settled."""
         hold = Hold(key=key, fingerprint=fingerprint, owner=owner, writes=writes, tool=tool,
                     renew_at=time.monotonic() + self._renew_every_s)
-        with self._lock:
+        with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[key] = hold
             self._start_keeper_locked()
-            self._changed.notify_all()
         return hold
 
     def run_late(self, hold: Hold) -> None:
@@ -155,7 +156,7 @@ class KeyHolder:
             if hold.state is HoldState.RUNNING:
                 hold.state = HoldState.LATE
                 hold.late_until = time.monotonic() + self._late_completion_s
-                self._changed.notify_all()
+                self._wake.notify_all()
 
     def settle(self, hold: Hold, record: Optional[Mapping[str, Any]], *, timeout_s: float) -> ReceiptNote:
         """Store the call's result record (or, for None, free the key) under the hold's owner token.
@@ -172,7 +173,7 @@ class KeyHolder:
                 hold.pending = record
                 hold.attempts_left = RECEIPT_RETRY_ATTEMPTS
                 hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
-                self._changed.notify_all()
+                self._wake.notify_all()
         return ReceiptNote.PENDING
 
     def let_go(self, hold: Optional[Hold]) -> None:
@@ -201,14 +202,17 @@ class KeyHolder:
                 left = None if give_up is None else give_up - time.monotonic()
                 if left is not None and left <= 0:
                     return False
-                self._changed.wait(left)
+                self._settled.wait(left)
             return True
 
-    def close(self) -> None:
+    def close(self, *, store_closed: bool) -> None:
+        """Stop the keeper. `store_closed`: the store closes too, so later outcomes have nowhere to go
+        (a late handler finishing after this is not worth a warning)."""
         with self._lock:
             self._closed = True
+            self._store_closed = store_closed
             thread, self._thread = self._thread, None
-            self._changed.notify_all()
+            self._wake.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=1.0)
 
@@ -216,6 +220,10 @@ class KeyHolder:
 
     def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float) -> Optional[ReceiptNote]:
         """One try at storing the outcome; None when the store failed (nothing known to have changed)."""
+        if self._store_closed:
+            with self._lock:
+                self._drop_locked(hold)
+            return ReceiptNote.PENDING
         try:
             if record is None:
                 done = self._store.release(hold.key, hold.owner, timeout_s=timeout_s)
@@ -247,7 +255,8 @@ class KeyHolder:
         hold.state = HoldState.UNKNOWN
         hold.pending = None
         hold.unknown_until = time.monotonic() + self._lease_s
-        self._changed.notify_all()
+        self._wake.notify_all()
+        self._settled.notify_all()
         logger.warning("a call of tool %r %s; its idempotency key is unknown until the application resolves it",
                        hold.tool, why)
 
@@ -255,7 +264,7 @@ class KeyHolder:
         if self._holds.get(hold.key) is hold:
             del self._holds[hold.key]
         hold.settled.set()
-        self._changed.notify_all()
+        self._settled.notify_all()
 
     # -- the keeper thread -------------------------------------------------------------------
 
@@ -270,9 +279,9 @@ class KeyHolder:
             with self._lock:
                 if self._closed:
                     return
-                wait_s = self._next_wakeup_locked() - time.monotonic()
+                wait_s = min(self._next_wakeup_locked() - time.monotonic(), self._renew_every_s)
                 if wait_s > 0:
-                    self._changed.wait(min(wait_s, threading.TIMEOUT_MAX))
+                    self._wake.wait(min(wait_s, threading.TIMEOUT_MAX))
                 if self._closed:
                     return
                 now = time.monotonic()

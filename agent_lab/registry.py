@@ -331,13 +331,13 @@ class Registry:
             result = self._resolved_result(spec, output)
         held = self._holder.owner_of_unknown(receipt_key)
         if held is not None:  # this process gave up on the key: its owner token still holds the row
-            record = result and dataclasses.replace(result, fingerprint=held.fingerprint).to_record()
+            record = _resolved_record(result, held.fingerprint)
             note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
             return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
         found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
         if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
             return False
-        record = result and dataclasses.replace(result, fingerprint=found.fingerprint).to_record()
+        record = _resolved_record(result, found.fingerprint)
         return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
 
     def _resolved_result(self, spec: ToolSpec, output: Any) -> ToolResult:
@@ -380,7 +380,7 @@ class Registry:
         self._loop_thread.close()
         if wait:
             self._holder.wait_settled(RECEIPT_RETRY_TIMEOUT_S * 2)
-        self._holder.close()
+        self._holder.close(store_closed=self._owns_receipts)
         if self._owns_receipts:
             self._receipts.close()
 
@@ -946,6 +946,14 @@ def _call_deadline(state: _CallState, spec: ToolSpec) -> float:
         return tool_deadline
     state.deadline = plain_deadline(state.deadline)  # its plain value: a number subclass could compare as it likes
     return min(state.deadline, tool_deadline)
+
+
+def _resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
+    """The receipt record of a resolved key: the given result under the key's own fingerprint
+    (None: "it did not happen", the key is to be freed)."""
+    if result is None:
+        return None
+    return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
 
 
 def _passed(deadline: Optional[float]) -> bool:
