@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Union
 __all__ = [
     "FINGERPRINT_KEY_BYTES",
     "FINGERPRINT_PREFIX",
+    "Fingerprinter",
     "MAX_CANONICAL_DEPTH",
     "MAX_INTEGER_BITS",
     "MIN_FINGERPRINT_KEY_BYTES",
@@ -121,16 +122,44 @@ def fingerprint(tool: str, arguments: object, *, key: bytes) -> str:
     Without the key nobody can test a guess against a fingerprint, however few values an argument
     can take. The text is assembled from the canonical arguments directly, so the wrapper object
     does not count towards ``MAX_CANONICAL_DEPTH`` and error pointers point *into the arguments*
-    (the same pointers a schema violation would use).
+    (the same pointers a schema violation would use). ``Fingerprinter(key)`` computes the same,
+    faster, for many calls under one key.
     """
-    secret = check_fingerprint_key(key)
-    if not isinstance(tool, str):
-        raise NotCanonicalJSON("", "the tool name must be a string")
-    # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
-    tool_text = _escape_lone_surrogates(_CANONICAL_ENCODER.encode(str.__str__(tool)))
-    text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + tool_text + "}"
-    return FINGERPRINT_PREFIX + hmac.new(secret, text.encode("utf-8"), hashlib.sha256).hexdigest()
+    return Fingerprinter(key).fingerprint(tool, arguments)
 
+
+class Fingerprinter:
+    """``fingerprint`` under one key, with the key's HMAC pads hashed once (RFC 2104): every call
+    then hashes only the call's text, about three times faster than building an HMAC each time."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        secret = check_fingerprint_key(key)
+        if len(secret) > _SHA256_BLOCK_BYTES:
+            secret = hashlib.sha256(secret).digest()
+        padded = secret.ljust(_SHA256_BLOCK_BYTES, b"\0")
+        self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in padded))
+        self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in padded))
+
+    def fingerprint(self, tool: str, arguments: object) -> str:
+        """``fingerprint(tool, arguments, key=...)`` for this key."""
+        if not isinstance(tool, str):
+            raise NotCanonicalJSON("", "the tool name must be a string")
+        # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
+        tool_text = _escape_lone_surrogates(_CANONICAL_ENCODER.encode(str.__str__(tool)))
+        text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + tool_text + "}"
+        inner = self._inner.copy()
+        inner.update(text.encode("utf-8"))
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return FINGERPRINT_PREFIX + outer.hexdigest()
+
+    def __repr__(self) -> str:  # never the key
+        return "Fingerprinter(...)"
+
+
+_SHA256_BLOCK_BYTES = 64
 
 def _plain_value(value: object, path: List[str], depth: int) -> object:
     """Return ``value`` rebuilt from exact JSON types, or raise ``NotCanonicalJSON``.

@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional
 
 from .stores.protocol import ReceiptKey, ReceiptStore
@@ -102,7 +102,7 @@ class Hold:
     next_attempt: float = 0.0
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
     fenced: bool = False  # a renewal found the key no longer ours
-    settled: threading.Event = field(default_factory=threading.Event)
+    dropped: bool = False  # settled or let go: no longer held
 
 
 class KeyHolder:
@@ -263,7 +263,7 @@ class KeyHolder:
     def _drop_locked(self, hold: Hold) -> None:
         if self._holds.get(hold.key) is hold:
             del self._holds[hold.key]
-        hold.settled.set()
+        hold.dropped = True
         self._settled.notify_all()
 
     # -- the keeper thread -------------------------------------------------------------------
@@ -345,7 +345,7 @@ class KeyHolder:
         except BaseException as exception:  # noqa: BLE001 - the next renewal may succeed
             logger.warning("receipt store failed to renew a lease of tool %r: %s", hold.tool, type(exception).__name__)
             return
-        if kept is not True and not hold.fenced and hold.settled.is_set() is False:
+        if kept is not True and not hold.fenced and not hold.dropped:
             hold.fenced = True
             logger.warning("the lease of a running call of tool %r was taken over or resolved elsewhere; "
                            "its outcome will not be stored (fenced by the owner token)", hold.tool)

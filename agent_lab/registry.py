@@ -69,7 +69,7 @@ from .execution import (
     run_sync,
     seconds_left,
 )
-from .fingerprint import NotCanonicalJSON, check_fingerprint_key, fingerprint, has_lone_surrogate, new_fingerprint_key
+from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, new_fingerprint_key
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
 from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
 from .jsonvalue import check_json_value, find_non_json
@@ -215,7 +215,7 @@ class Registry:
         self._owns_receipts = receipts is None
         self._receipts: ReceiptStore = InMemoryReceiptStore() if receipts is None else receipts
         stored_key = getattr(self._receipts, "fingerprint_key", None)
-        self._fingerprint_key = check_fingerprint_key(stored_key) if stored_key is not None else new_fingerprint_key()
+        self._fingerprints = Fingerprinter(stored_key if stored_key is not None else new_fingerprint_key())
         self._late_completion_s = float(late_completion_s)
         self._holder = KeyHolder(self._receipts, late_completion_s=self._late_completion_s, renew_every_s=renew_every_s)
         self._audit = audit
@@ -287,7 +287,7 @@ class Registry:
     def fingerprint(self, tool: str, arguments: Any) -> str:
         """The keyed fingerprint this registry gives a call (`agent_lab.fingerprint.fingerprint` with
         its key): what approvals bind to and receipts are matched by. Raises NotCanonicalJSON."""
-        return fingerprint(tool, arguments, key=self._fingerprint_key)
+        return self._fingerprints.fingerprint(tool, arguments)
 
     def approval_for(
         self,

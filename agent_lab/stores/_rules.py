@@ -110,6 +110,8 @@ def check_owner(owner: object) -> None:
 
 
 def check_lapse(lapse: object) -> str:
+    if lapse is Lapse.UNKNOWN or lapse is Lapse.TAKEOVER:
+        return lapse.value
     try:
         return Lapse(lapse).value
     except ValueError:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..fingerprint import check_fingerprint_key, new_fingerprint_key
 from . import _rules as rules
@@ -152,16 +151,9 @@ class InMemoryReceiptStore:
             self._closed = True
             self._entries.clear()
 
-    @contextlib.contextmanager
-    def _locked(self, timeout_s: Optional[float]) -> Iterator[None]:
-        """Hold the store's lock, waiting for it no longer than the call's timeout."""
-        acquire_within(self._lock, store_timeout(timeout_s))
-        try:
-            if self._closed:
-                raise ValueError("the receipt store is closed")
-            yield
-        finally:
-            self._lock.release()
+    def _locked(self, timeout_s: Optional[float]) -> "_Locked":
+        """The store's lock, waited for no longer than the call's timeout (`with self._locked(t):`)."""
+        return _Locked(self, timeout_s)
 
     def __enter__(self) -> "InMemoryReceiptStore":
         return self
@@ -179,3 +171,25 @@ class InMemoryReceiptStore:
         expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)]
         for address in expired:
             del self._entries[address]
+
+
+class _Locked:
+    """Holds an in-memory store's lock for one call (a class, not a generator: it is on every call)."""
+
+    __slots__ = ("_store", "_timeout_s")
+
+    def __init__(self, store: InMemoryReceiptStore, timeout_s: Optional[float]) -> None:
+        self._store = store
+        self._timeout_s = timeout_s
+
+    def __enter__(self) -> None:
+        store = self._store
+        timeout_s = store_timeout(self._timeout_s)
+        if not store._lock.acquire(blocking=False):  # free nearly always: only then wait, within the timeout
+            acquire_within(store._lock, timeout_s)
+        if store._closed:
+            store._lock.release()
+            raise ValueError("the receipt store is closed")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._store._lock.release()

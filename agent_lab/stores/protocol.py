@@ -76,11 +76,13 @@ class ReceiptKey:
     def __post_init__(self) -> None:
         for field_name in ("tenant", "tool", "key"):
             value = getattr(self, field_name)
-            if not isinstance(value, str):
-                raise TypeError(f"ReceiptKey.{field_name} must be a string")
+            if type(value) is not str:
+                if not isinstance(value, str):
+                    raise TypeError(f"ReceiptKey.{field_name} must be a string")
+                value = str.__str__(value)  # its plain text: a subclass could hash or compare as it likes
+                object.__setattr__(self, field_name, value)
             if has_lone_surrogate(value):
                 raise ValueError(f"ReceiptKey.{field_name} must be Unicode text without lone surrogates")
-            object.__setattr__(self, field_name, str.__str__(value))
 
 
 class Lapse(str, enum.Enum):
@@ -197,9 +199,14 @@ def store_timeout(timeout_s: Optional[float]) -> float:
     """The seconds a store call may wait: ``STORE_TIMEOUT_S`` for None, 0 for a past deadline."""
     if timeout_s is None:
         return STORE_TIMEOUT_S
+    if type(timeout_s) is float and 0.0 <= timeout_s <= _TIMEOUT_MAX:  # the registry's case: a plain float
+        return timeout_s
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or math.isnan(timeout_s):
         raise ValueError("timeout_s must be a number of seconds or None")
-    return min(max(0.0, float(timeout_s)), threading.TIMEOUT_MAX)
+    return min(max(0.0, float(timeout_s)), _TIMEOUT_MAX)
+
+
+_TIMEOUT_MAX = threading.TIMEOUT_MAX
 
 
 def acquire_within(lock: Any, timeout_s: float) -> float:
