@@ -123,7 +123,8 @@ class _CallState:
     """Everything one invoke has learned so far. Internal and mutable; one per call.
 
     After the execute step, only the caller's thread writes it; a late-completion callback only reads
-    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, redact).
+    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, hold, redact)
+    and sets receipt_note.
     """
 
     call: Any
@@ -402,7 +403,8 @@ class Registry:
     ) -> ToolResult:
         """Check, run and record one proposed call. Never raises; see the module docstring.
 
-        `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only).
+        `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only);
+        the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
         """
         state = self._start(call, actor, approval, deadline)
         try:
