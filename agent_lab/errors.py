@@ -113,6 +113,15 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "idempotency_in_progress": CatalogueEntry(
             _C.CONFLICT, True, _N.RETRY_LATER, _O.REJECTED, "A call with this idempotency key is still running."
         ),
+        "receipt_store_unavailable": CatalogueEntry(
+            _C.DEPENDENCY, True, _N.RETRY_LATER, _O.REJECTED,
+            "The idempotency receipt store did not answer in time; the tool did not run.",
+        ),
+        "outcome_unknown": CatalogueEntry(
+            _C.CONFLICT, False, _N.LOOKUP_STATUS, _O.UNKNOWN,
+            "An earlier call with this idempotency key may have taken effect, but its result was never "
+            "recorded; look up whether it happened before doing anything else.",
+        ),
         "internal_error": CatalogueEntry(
             _C.INTERNAL, False, _N.STOP, _O.REJECTED,
             "The tool runtime failed while checking this call; the tool did not run.",

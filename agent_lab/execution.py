@@ -169,7 +169,12 @@ class Run:
 
 
 def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
-    """Call a sync handler and turn whatever it does into a `Run`."""
+    """Call a sync handler and turn whatever it does into a `Run`.
+
+    The deadline is checked right before the handler starts: a job that got its worker too late
+    does not run at all (NOT_STARTED), so its caller can free the key knowing nothing happened."""
+    if _too_late(ctx):
+        return Run.not_started()
     try:
         output = handler.call(arguments, ctx)
     except ToolFailure as failure:
@@ -196,6 +201,8 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     cancellation (`asyncio.wait_for` would wait for it to finish). A cancellation of the *caller*
     cancels the handler and propagates: swallowing it would break the caller's own cancellation.
     """
+    if _too_late(ctx):
+        return Run.not_started()
     try:
         task = asyncio.ensure_future(_carrying_exits(handler.call(arguments, ctx)))
     except ToolFailure as failure:
@@ -217,6 +224,11 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
         task.cancel()
         raise
     return _task_run(task, ctx)
+
+
+def _too_late(ctx: CallContext) -> bool:
+    """The call's deadline has passed before its handler could start."""
+    return ctx.deadline is not None and time.monotonic() >= ctx.deadline
 
 
 def _task_run(task: asyncio.Future, ctx: CallContext) -> Run:

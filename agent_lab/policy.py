@@ -13,7 +13,7 @@ import math
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping, Protocol
 
 from .calls import ToolCall
 
@@ -40,6 +40,12 @@ class Actor:
     def may(self, permission: str | None) -> bool:
         """True when this actor holds `permission` (a tool with no permission is open to every actor)."""
         return permission is None or permission in self.permissions
+
+
+class Fingerprints(Protocol):
+    """What an approval needs from the registry: the keyed fingerprint it gives a call."""
+
+    def fingerprint(self, tool: str, arguments: Any) -> str: ...
 
 
 # A resource guard decides whether this actor may touch the resource the arguments name.
@@ -72,19 +78,24 @@ class Approval:
         *,
         actor: Actor,
         approver: str,
+        registry: Fingerprints,
         ttl_s: float = 300.0,
         now: float | None = None,
     ) -> Approval:
-        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval."""
-        from .idempotency import fingerprint  # the one canonical fingerprint
+        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval.
 
+        The approval binds to the call's fingerprint, which is keyed by the registry (so that it
+        gives nothing away about the arguments): pass the `registry` that will run the call (or use
+        `registry.approval_for(...)`, which does)."""
         if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s < math.inf:
             raise ValueError("ttl_s must be a positive number of seconds (finite: every approval expires)")
+        if not callable(getattr(registry, "fingerprint", None)):
+            raise TypeError("Approval.for_call needs registry=: the Registry that will run the call")
         issued = time.time() if now is None else now
         return cls(
             approval_id="apr_" + secrets.token_hex(8),
             tool=call.name,
-            fingerprint=fingerprint(call.name, call.arguments),
+            fingerprint=registry.fingerprint(call.name, call.arguments),
             tenant=actor.tenant,
             approver=approver,
             expires_at=issued + float(ttl_s),

@@ -10,7 +10,6 @@ from typing import Any
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
 from agent_lab.errors import NextAction, Outcome
-from agent_lab.idempotency import fingerprint
 from agent_lab.policy import Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -61,7 +60,7 @@ class ApprovalTest(unittest.TestCase):
         self.registry.register(followup_spec(approval="always"), handler)
 
     def approve(self, call: ToolCall, actor=WRITER, ttl_s: float = 60.0) -> Approval:
-        return Approval.for_call(call, actor=actor, approver="manager-7", ttl_s=ttl_s, now=self.now)
+        return self.registry.approval_for(call, actor=actor, approver="manager-7", ttl_s=ttl_s, now=self.now)
 
     def test_a_call_without_approval_is_refused_with_what_a_person_needs_to_approve_it(self) -> None:
         call = followup_call(api_token="sk-secret-token")
@@ -70,7 +69,7 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(result.error.next_action, NextAction.REQUEST_APPROVAL)
         details = result.error.details
         self.assertEqual(details["tool"], "record_ticket_followup")
-        self.assertEqual(details["fingerprint"], fingerprint(call.name, call.arguments))
+        self.assertEqual(details["fingerprint"], self.registry.fingerprint(call.name, call.arguments))
         self.assertEqual(
             details["summary"],
             "record_ticket_followup(ticket_id='T-1001', note='Called the customer back.', action_id='act-1', "
@@ -154,7 +153,7 @@ class ApprovalTest(unittest.TestCase):
     def test_approval_ttl_must_be_a_positive_number(self) -> None:
         for ttl in (0, -5, True, "60", float("nan"), float("inf")):
             with self.subTest(ttl=ttl), self.assertRaisesRegex(ValueError, "ttl_s must be a positive number"):
-                Approval.for_call(followup_call(), actor=WRITER, approver="m", ttl_s=ttl)
+                Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, ttl_s=ttl)
 
 
 class ApprovalPolicyTest(unittest.TestCase):
@@ -176,12 +175,12 @@ class ApprovalPolicyTest(unittest.TestCase):
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 20}), actor=WRITER).ok)
         large = registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER)
         self.assertEqual(large.error.code, "approval_required")
-        approval = Approval.for_call(ToolCall("refund", {"amount": 500}), actor=WRITER, approver="m")
+        approval = registry.approval_for(ToolCall("refund", {"amount": 500}), actor=WRITER, approver="m")
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER, approval=approval).ok)
 
     def test_never_ignores_an_approval(self) -> None:
         registry = self.registry_with(approval="never")
-        stale = Approval.for_call(ToolCall("refund", {"amount": 1}), actor=WRITER, approver="m")
+        stale = registry.approval_for(ToolCall("refund", {"amount": 1}), actor=WRITER, approver="m")
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 2}), actor=WRITER, approval=stale).ok)
 
     def test_a_condition_that_raises_is_contained(self) -> None:

@@ -561,7 +561,7 @@ class ApprovalSourceTest(ServerTestCase):
         def approve_deletes(call: ToolCall, actor: Actor) -> Approval | None:
             if call.name != "notes.delete":
                 return None
-            return Approval.for_call(call, actor=actor, approver="reviewer")
+            return self.registry.approval_for(call, actor=actor, approver="reviewer")
 
         self.serve_options = {"approvals": approve_deletes}
         super().setUp()

@@ -76,7 +76,7 @@ class StepOrderTest(unittest.TestCase):
     def test_approved_call_for_other_arguments_reports_approval_mismatch(self) -> None:
         guarded = _registry_with(followup_spec(approval="always"))
         self.addCleanup(guarded.close)
-        approval = Approval.for_call(followup_call(note="A different note."), actor=WRITER, approver="boss")
+        approval = guarded.approval_for(followup_call(note="A different note."), actor=WRITER, approver="boss")
         result = guarded.invoke(followup_call(), actor=WRITER, approval=approval)
         self.assertEqual(result.error.code, "approval_mismatch")
 
@@ -121,13 +121,13 @@ class StepOrderTest(unittest.TestCase):
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id="c-9"), actor=READER)
         self.assertEqual(result.call_id, "c-9")
         self.assertEqual(result.tool, "get_ticket")
-        self.assertTrue(result.fingerprint.startswith("sha256:"))
+        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
         self.assertGreater(result.duration_ms, 0.0)
 
     def test_refused_call_still_carries_the_fingerprint_of_json_arguments(self) -> None:
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
         self.assertEqual(result.error.code, "permission_denied")
-        self.assertTrue(result.fingerprint.startswith("sha256:"))
+        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
 
     def test_one_audit_record_per_invoke_with_the_contract_fields(self) -> None:
         self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)
@@ -136,7 +136,7 @@ class StepOrderTest(unittest.TestCase):
         self.assertEqual(
             set(self.audit.records[0]),
             {"call_id", "tool", "actor_id", "tenant", "fingerprint", "step", "outcome", "error_code",
-             "duration_ms", "replayed", "approval_id"},
+             "duration_ms", "replayed", "approval_id", "receipt"},
         )
         self.assertEqual(self.audit.records[0]["actor_id"], READER.id)
         self.assertEqual(self.audit.records[1]["error_code"], "tool_not_found")

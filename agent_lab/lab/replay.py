@@ -1,7 +1,7 @@
 """Replay one case through one strategy, against a fresh backend and a fresh registry.
 
 Everything that could vary between runs is pinned: the wall clock the registry sees (`LAB_NOW`), the
-cursor secret, call ids (`<case_id>:<strategy>:<n>`) and approval ids. Slow writes are waited for
+cursor secret, the fingerprint key, call ids (`<case_id>:<strategy>:<n>`) and approval ids. Slow writes are waited for
 (`settle`) before side effects are counted, so a write that timed out but finished late is counted once
 it lands, exactly as a user would later find it.
 """
@@ -30,6 +30,7 @@ from .pointer import MISSING, resolve_pointer
 __all__ = [
     "DEFAULT_APPROVER",
     "LAB_CURSOR_SECRET",
+    "LAB_FINGERPRINT_KEY",
     "LAB_NOW",
     "STRATEGY_BUILDERS",
     "CallRun",
@@ -39,6 +40,7 @@ __all__ = [
 
 LAB_NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the registry's wall clock during a replay
 LAB_CURSOR_SECRET = b"agent-lab tool-eval cursor secret (fixed so reports are reproducible)"
+LAB_FINGERPRINT_KEY = b"agent-lab tool-eval fingerprint key (fixed so reports are reproducible)"
 DEFAULT_APPROVER = "supervisor@lab.example"
 DEFAULT_APPROVAL_TTL_S = 300.0
 POLL_INTERVAL_S = 0.002
@@ -113,9 +115,9 @@ class _Session:
 
     def _open_registry(self) -> tuple[Any, Registry]:
         if self.case.receipts == "sqlite":
-            receipts: Any = SqliteReceiptStore(str(self.receipt_path))
+            receipts: Any = SqliteReceiptStore(str(self.receipt_path), fingerprint_key=LAB_FINGERPRINT_KEY)
         else:
-            receipts = InMemoryReceiptStore()
+            receipts = InMemoryReceiptStore(fingerprint_key=LAB_FINGERPRINT_KEY)
         registry = STRATEGY_BUILDERS[self.strategy](
             self.backend, receipts=receipts, clock=lambda: LAB_NOW, cursor_secret=LAB_CURSOR_SECRET
         )
@@ -202,6 +204,7 @@ class _Session:
             approved_call,
             actor=approved_actor,
             approver=options.get("approver", DEFAULT_APPROVER),
+            registry=self.registry,
             ttl_s=options.get("ttl_s", DEFAULT_APPROVAL_TTL_S),
             now=LAB_NOW - options.get("age_s", 0),
         )
