@@ -72,7 +72,7 @@ from .idempotency import (
     fingerprint,
 )
 from .jsonvalue import check_json_value, find_non_json
-from .policy import Actor, Approval
+from .policy import Actor, Approval, is_wall_clock_time
 from .schema import MAX_INSTANCE_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
@@ -459,7 +459,13 @@ class Registry:
             return state.refusal("approval_required", details=self._approval_request(state))
         if not isinstance(approval, Approval) or not _approval_matches(approval, state):
             return state.refusal("approval_mismatch", details=self._approval_request(state))
-        if approval.expired(self._clock()):
+        now = self._clock()
+        if not is_wall_clock_time(now):  # NaN would compare as "not yet expired" for ever: fail closed
+            logger.warning("the registry's clock returned %s, not a finite number; refusing approved calls",
+                           type(now).__name__)
+            return state.refusal("internal_error", "The registry's clock is not usable, so the approval cannot "
+                                 "be checked; the tool did not run.")
+        if Approval.expired(approval, now):  # the class's own check, whatever a subclass says
             return state.refusal("approval_expired", details=self._approval_request(state))
         state.approval_used = approval
         return None
