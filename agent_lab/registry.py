@@ -11,8 +11,12 @@ Nothing a handler or a model does escapes as an exception: whatever `invoke` is 
 
 Decisions worth knowing (each is also noted where it is made):
 
+* A tool the actor lacks the permission for is invisible: the route step answers `tool_not_found`
+  for it exactly as for a name that is not registered, so the model never learns that it exists.
 * A resource guard that answers False makes the resource invisible: `not_found`, outcome rejected,
   the same answer as for a resource that does not exist, so another tenant's data never leaks.
+* Nothing below a redacted field leaves the process, keys included: schema violations below one are
+  reported as one violation of the field (`redaction.redact_violations`).
 * A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
   so the same key replays "unknown, look it up" instead of repeating the effect.
 * A refusal before any effect, and a failure known to have had no effect that a retry could fix,
@@ -413,7 +417,8 @@ class Registry:
             violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
         if not violations:
             return None
-        return state.refusal("invalid_arguments", _first_violation_message(violations), details=_violation_details(violations))
+        message, details = _violation_report(state, violations)
+        return state.refusal("invalid_arguments", message, details=details)
 
     # -- step 2: permission ----------------------------------------------------------------------
 
@@ -723,9 +728,9 @@ class Registry:
         details: Optional[dict[str, Any]] = None,
     ) -> ToolResult:
         assert state.spec is not None
-        if violations is not None:
-            details = _violation_details(violations)
-        message = _first_violation_message(violations, prefix="The tool's output breaks its contract: ") if violations else None
+        message = None
+        if violations:
+            message, details = _violation_report(state, violations, prefix="The tool's output breaks its contract: ")
         if state.spec.writes:
             return state.refusal(code, message, details=details, outcome=Outcome.UNKNOWN,
                                  retryable=False, next_action=NextAction.LOOKUP_STATUS)
@@ -736,7 +741,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         if run.kind is RunKind.FAILED and run.error is not None:
-            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error))
+            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error, state))
         if run.kind is RunKind.NOT_STARTED:
             return state.refusal("deadline_exceeded", "The time budget ran out before a worker could start the tool.")
         if run.kind is RunKind.CLOSED:
@@ -876,6 +881,17 @@ def _non_json_output_violation(output: Any) -> dict[str, str]:
     return _non_json_violation(*problem)
 
 
+def _violation_report(state: _CallState, violations: list, *, prefix: str = "") -> tuple[Optional[str], dict[str, Any]]:
+    """The message and details of a refusal for schema violations, as they may leave the process: a
+    violation below a redacted field names only that field (see `redact_violations`), in the details
+    and in the message, which is built from them."""
+    if state.redact:
+        from .redaction import redact_violations
+
+        violations = redact_violations(violations, state.redact)
+    return _first_violation_message(violations, prefix=prefix), _violation_details(violations)
+
+
 def _violation_details(violations: list) -> dict[str, Any]:
     return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations)}
 
@@ -890,16 +906,43 @@ def _first_violation_message(violations: Optional[list], *, prefix: str = "") ->
     return first
 
 
-def _safe_failure(error: ToolError) -> ToolError:
+def _safe_failure(error: ToolError, state: _CallState) -> ToolError:
     """A ToolFailure's error as the model may see it: a plain string message and plain JSON details
-    (a copy, as for outputs: the handler may still hold the objects it raised with)."""
+    (a copy, as for outputs: the handler may still hold the objects it raised with).
+
+    For a tool with redacted fields, members of the details named in `spec.redact` are masked here
+    already (so the error is safe even in a repr), and the call's own redacted argument values are
+    masked wherever the message or a detail string repeats them: a second line of defence, since a
+    handler's message is shown as given and must be written safe in the first place."""
     message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
         "The tool reported a failure.")
     details = dict(error.details) if isinstance(error.details, Mapping) else {}
     if check_json_value(details) is not None:
         logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
         details = {}
-    return dataclasses.replace(error, message=message, details=plain_json_copy(details, MAX_OUTPUT_DEPTH + 1))
+    details = plain_json_copy(details, MAX_OUTPUT_DEPTH + 1)
+    if state.redact:
+        from .redaction import collect_secrets, redact, redact_text
+
+        secrets_in_call = collect_secrets(state.arguments, state.redact, include_keys=True)
+        message = redact_text(message, secrets_in_call)
+        details = _mask_strings(redact(details, state.redact), secrets_in_call)
+    return dataclasses.replace(error, message=message, details=details)
+
+
+def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
+    """`value` (plain JSON) with each secret masked inside every string, keys included."""
+    if not secrets_in_call:
+        return value
+    from .redaction import redact_text
+
+    if isinstance(value, str):
+        return redact_text(value, secrets_in_call)
+    if isinstance(value, dict):
+        return {redact_text(key, secrets_in_call): _mask_strings(item, secrets_in_call) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(item, secrets_in_call) for item in value]
+    return value
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
