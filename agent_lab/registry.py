@@ -39,6 +39,7 @@ import functools
 import json
 import logging
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,17 +54,16 @@ from .execution import (
     Handler,
     LoopThread,
     PoolClosed,
-    ProcessExit,
     Run,
     RunKind,
     WorkerPool,
+    describe_exception,
     earliest,
     is_deadline,
     plain_deadline,
     plain_json_copy,
     plain_json_snapshot,
     run_async,
-    run_async_on_loop_thread,
     run_sync,
     seconds_left,
 )
@@ -111,11 +111,6 @@ SUMMARY_VALUE_CHARS = 40
 
 SUMMARY_MAX_CHARS = 300
 """An approval summary longer than this is cut (it is one readable line, not the full call)."""
-
-LATE_ASYNC_GRACE_S = 0.25
-"""`invoke` waits this much past the deadline for an async handler's cancellation to be reported
-before it stops waiting (only a handler that blocks its event loop ever needs it)."""
-
 
 class _NotAToolCall:
     """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
@@ -216,10 +211,15 @@ class Registry:
     # -- tools -----------------------------------------------------------------------------------
 
     def register(self, spec: ToolSpec, handler: Callable[..., Any]) -> None:
-        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`."""
+        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`.
+
+        The handler's signature is checked here: one that cannot be called either way (say
+        `lambda a, b, c: ...`) is a TypeError now, not a `handler_exception` on every call.
+        Safe to call while other threads invoke, list or register tools.
+        """
         if not isinstance(spec, ToolSpec):
             raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
-        wrapped = Handler.wrap(handler)
+        wrapped = Handler.wrap(handler, redacts=bool(spec.redact))
         with self._lock:
             if spec.name in self._tools:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
@@ -623,23 +623,11 @@ class Registry:
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
-        its deadline there (run_async); we wait a little longer only for that answer to arrive."""
+        its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
+            return self._loop_thread.run(handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
-        left = seconds_left(ctx.deadline)
-        try:
-            answer = future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # the loop is blocked by the handler; cancel the task when it gets a turn
-            ctx.cancel_event.set()
-            return Run.timed_out()
-        except concurrent.futures.CancelledError:
-            return Run.timed_out()
-        if isinstance(answer, ProcessExit):
-            raise answer.exception
-        return answer
 
     def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
@@ -804,9 +792,16 @@ class Registry:
             logger.warning("audit sink failed to write a record for %r: %s", state.tool, type(exception).__name__)
 
     def _internal_error(self, state: _CallState) -> ToolResult:
-        """A bug in a step (not in a handler): contained, logged, and reported without details."""
+        """A bug in a step (not in a handler): contained, logged, and reported without details.
+
+        Logged like a handler's exception (`describe_exception`), never with `exc_info`: the exception
+        may have been raised by an object the handler returned, with a secret in its message."""
         logger.error("internal error in step %r of a call to %r", state.step, state.tool)
-        logger.debug("traceback of the internal error in step %r", state.step, exc_info=True)
+        if logger.isEnabledFor(logging.DEBUG):
+            exception = sys.exc_info()[1]
+            if exception is not None:
+                shows = state.spec is not None and not state.spec.redact
+                logger.debug("internal error in step %r: %s", state.step, describe_exception(exception, show_message=shows))
         if state.step in ("execute", "output", "record") and state.spec is not None and state.spec.writes:
             return state.refusal("internal_error", "The tool runtime failed; the tool may have run.",
                                  outcome=Outcome.UNKNOWN, next_action=NextAction.LOOKUP_STATUS)
