@@ -203,7 +203,9 @@ class Registry:
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
-        self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
+        # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
+        # catalog, names) take the current one without locking and never see it change under them.
+        self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
         self._held_keys: dict[ReceiptKey, str] = {}  # key -> fingerprint of calls running under it here
         self._lock = threading.Lock()
         self._closed = False
@@ -223,10 +225,13 @@ class Registry:
         with self._lock:
             if spec.name in self._tools:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
-            self._tools[spec.name] = (spec, wrapped)
+            tools = dict(self._tools)
+            tools[spec.name] = (spec, wrapped)
+            self._tools = tools
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
-        """Model-facing halves of the tools, in registration order; with an actor, only those it may call."""
+        """Model-facing halves of the tools, in registration order; with an actor, only those it may call
+        (the others answer a call exactly like a tool that does not exist)."""
         specs = [spec for spec, _ in self._tools.values()]
         if actor is not None:
             specs = [spec for spec in specs if actor.may(spec.required_permission)]
@@ -372,27 +377,27 @@ class Registry:
         return None
 
     def _route(self, state: _CallState) -> Optional[ToolResult]:
-        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found."""
+        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found.
+
+        A tool the actor lacks the permission for is not in its catalog, and answers exactly like a
+        tool that does not exist (same code, message, close names, outcome and audit step), before its
+        schema is looked at: neither a `permission_denied` nor an `invalid_arguments` naming the tool's
+        fields may tell the model that it exists. (An `actor` that is not an Actor at all is the
+        application's mistake, not the model's: the permission step refuses it.)
+        """
         if self._closed:
             return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
         if isinstance(state.call, _NotAToolCall):
             return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
-        entry = self._tools.get(state.tool)
-        if entry is None:
-            return state.refusal("tool_not_found", details={"close_names": self._close_names(state)})
+        tools = self._tools
+        entry = tools.get(state.tool)
+        if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
+            return state.refusal("tool_not_found", details={"close_names": _close_names(tools, state)})
         state.spec, state.handler = entry
         state.redact = frozenset(state.spec.redact)
         return None
-
-    def _close_names(self, state: _CallState) -> list[str]:
-        """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
-        actor = state.actor
-        if not isinstance(actor, Actor):
-            return []
-        callable_names = [name for name, (spec, _) in self._tools.items() if actor.may(spec.required_permission)]
-        return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
     # -- step 1: schema --------------------------------------------------------------------------
 
@@ -424,7 +429,8 @@ class Registry:
 
     def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
         """Scopes first, then the resource guard. The actor comes from the application, never from
-        the arguments: an argument named `actor` or `tenant` is just data to the registry."""
+        the arguments: an argument named `actor` or `tenant` is just data to the registry. (An Actor
+        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)"""
         spec = state.spec
         assert spec is not None
         actor = state.actor
@@ -813,6 +819,15 @@ class Registry:
 # ---------------------------------------------------------------------------------------------
 # Small pure helpers
 # ---------------------------------------------------------------------------------------------
+
+
+def _close_names(tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
+    """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
+    actor = state.actor
+    if not isinstance(actor, Actor):
+        return []
+    callable_names = [name for name, (spec, _) in tools.items() if actor.may(spec.required_permission)]
+    return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
 
 def _frees_key(result: ToolResult) -> bool:

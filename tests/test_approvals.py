@@ -124,9 +124,11 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(self.effects.effects, [])
 
     def test_an_approval_never_substitutes_for_a_permission(self) -> None:
+        # Issue 8: a tool outside the actor's permissions answers like one that does not exist.
         approval = self.approve(followup_call(), actor=READER)
         result = self.registry.invoke(followup_call(), actor=READER, approval=approval)
-        self.assertEqual(result.error.code, "permission_denied")
+        self.assertEqual(result.error.code, "tool_not_found")
+        self.assertEqual(self.effects.effects, [])
 
     def test_equivalent_arguments_keep_the_approval_valid(self) -> None:
         approval = self.approve(followup_call())
