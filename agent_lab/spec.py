@@ -4,8 +4,8 @@ The model-facing half (name, title, description, input and output schema) is all
 to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, output
 budget, redaction, resource guard) stays in the process and is enforced by `Registry.invoke`.
 
-The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): the validators are compiled
-from the same read-only copy that `model_schema()` exports, so nothing a caller holds can make the
+The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
+the very read-only copy the validators are compiled from, so nothing a caller holds can make the
 catalog advertise one schema while another is enforced.
 """
 
