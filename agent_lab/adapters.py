@@ -19,20 +19,23 @@ Four differences between hosts are handled here, each in one place:
 - wire shapes: one conversion function per host for tools, calls and results; camelCase only in the
   MCP functions, because MCP's wire format says so.
 
-Parsers never raise: a malformed call becomes a `ToolCall` that the registry rejects as
-``invalid_arguments``. Everything a result shows the model comes from `ToolResult.to_model()`,
+Parsers never raise, whatever object a host library hands over (a Mapping whose methods raise or
+lie, an object whose attributes raise, a recursion bomb): a malformed call becomes a `ToolCall` that
+the registry rejects (``invalid_arguments``, or ``tool_not_found`` when no name can be read). Everything a result shows the model comes from `ToolResult.to_model()`,
 which is already redacted.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import itertools
 import json
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .policy import Actor
@@ -72,6 +75,7 @@ HOST_NAME_MAX_LENGTH = 64
 NAME_HASH_LENGTH = 10  # hex digits of sha256 that make a shortened name unique
 
 MAX_ARGUMENTS_CHARS = 1_000_000  # a model-written arguments string longer than this is not parsed
+MAX_ARGUMENT_MEMBERS = 100_000  # members read from an arguments object a host hands over already parsed
 MAX_SCHEMA_DEPTH = 64  # nesting limit when walking schemas and arguments
 
 
@@ -648,6 +652,9 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
 # -- parsing the hosts' tool calls --------------------------------------------------------------------
 
 
+_PROCESS_EXITS = (KeyboardInterrupt, SystemExit)  # they stop the process on purpose: never swallowed
+
+
 def _field(item: Any, name: str) -> Any:
     """A field of a host payload given as a dict or as an SDK object; None when it cannot be read
     (parsers never raise, whatever a host library hands over)."""
@@ -655,8 +662,52 @@ def _field(item: Any, name: str) -> Any:
         if isinstance(item, Mapping):
             return item.get(name)
         return getattr(item, name, None)
-    except Exception:  # noqa: BLE001 - an unreadable field is an absent one
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - an unreadable field is an absent one
         return None
+
+
+def _plain_mapping(arguments: Any) -> Any:
+    """A shallow dict copy of arguments a host handed over already parsed (a Mapping), read once:
+    a dict from its own storage, another Mapping through `keys()` and `[]` but at most
+    `MAX_ARGUMENT_MEMBERS` members (its keys() may never end). Unreadable: InvalidJSONArguments."""
+    try:
+        if isinstance(arguments, dict):
+            return dict(dict.items(arguments))
+        copy: dict[Any, Any] = {}
+        for key in itertools.islice(arguments.keys(), MAX_ARGUMENT_MEMBERS + 1):
+            if len(copy) == MAX_ARGUMENT_MEMBERS:
+                return InvalidJSONArguments(f"the arguments have more than {MAX_ARGUMENT_MEMBERS} members")
+            copy[key] = arguments[key]
+        return copy
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - a Mapping that raises or lies
+        return InvalidJSONArguments("the arguments object could not be read")
+
+
+_PASSED_AS_SENT = frozenset((str, int, float, bool, type(None), list))
+
+
+def _arguments_object(value: Any) -> Any:
+    """Arguments a host handed over already parsed: a Mapping is copied (`_plain_mapping`); a plain
+    JSON value is passed on for the registry's schema step to judge; any other object (an SDK model,
+    something whose `__class__` raises) is InvalidJSONArguments, never handed to the registry."""
+    if type(value) in _PASSED_AS_SENT:
+        return value
+    if _is_mapping(value):
+        return _plain_mapping(value)
+    return InvalidJSONArguments("the arguments are not a JSON object")
+
+
+def _is_mapping(value: Any) -> bool:
+    try:
+        return isinstance(value, Mapping)
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - a __class__ that raises: not something we can read
+        return False
 
 
 def _reject_constant(token: str) -> Any:
@@ -674,10 +725,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _decode_arguments(text: Any) -> Any:
     """Parse a host's JSON arguments string; anything unreadable becomes InvalidJSONArguments."""
-    if isinstance(text, Mapping):
-        return dict(text)  # some SDKs hand over parsed arguments already
+    if _is_mapping(text):
+        return _plain_mapping(text)  # some SDKs hand over parsed arguments already
     if not isinstance(text, str):
         return InvalidJSONArguments("the arguments are not a JSON string")
+    text = str.__str__(text)  # its own text: a str subclass could override len, startswith, ...
     if len(text) > MAX_ARGUMENTS_CHARS:
         return InvalidJSONArguments(f"the arguments are longer than {MAX_ARGUMENTS_CHARS} characters")
     try:
@@ -690,18 +742,47 @@ def _decode_arguments(text: Any) -> Any:
         return InvalidJSONArguments("the arguments are nested too deeply to read")
     except ValueError as exc:  # NaN/Infinity or a repeated key (our messages: no argument text)
         return InvalidJSONArguments(f"the arguments are not valid JSON: {exc}")
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - e.g. MemoryError: still an answer, never a raise
+        return InvalidJSONArguments("the arguments could not be read")
 
 
 def _call_name(raw: Any, names: NameMap | None) -> str:
     if not isinstance(raw, str):
         return ""  # no usable name: the registry answers tool_not_found
-    return names.from_host(raw) if names is not None else raw
+    name = str.__str__(raw)  # plain text: a str subclass could hash or compare like another name
+    return names.from_host(name) if names is not None else name
 
 
 def _call_id(raw: Any) -> str | None:
-    return raw if isinstance(raw, str) and raw else None
+    if not isinstance(raw, str):
+        return None
+    plain = str.__str__(raw)
+    return plain if plain else None
 
 
+_Parser = TypeVar("_Parser", bound=Callable[..., ToolCall])
+
+
+def _never_raises(parse: _Parser) -> _Parser:
+    """The last line of defence of a parser: anything that still escapes (a hostile object finding a
+    path the field readers do not cover) becomes a call with no name and unreadable arguments."""
+
+    @functools.wraps(parse)
+    def guarded(payload: Any, **options: Any) -> ToolCall:
+        try:
+            return parse(payload, **options)
+        except _PROCESS_EXITS:
+            raise
+        except BaseException:  # noqa: BLE001
+            return ToolCall(name="", arguments=InvalidJSONArguments("the tool call could not be read"),
+                            call_id=_call_id(options.get("call_id")))
+
+    return cast(_Parser, guarded)
+
+
+@_never_raises
 def parse_openai_call(item: Any, *, names: NameMap | None = None) -> ToolCall:
     """A Responses API ``function_call`` item ({"type", "name", "arguments": JSON text, "call_id"})."""
     return ToolCall(
@@ -711,6 +792,7 @@ def parse_openai_call(item: Any, *, names: NameMap | None = None) -> ToolCall:
     )
 
 
+@_never_raises
 def parse_openai_chat_call(tool_call: Any, *, names: NameMap | None = None) -> ToolCall:
     """A Chat Completions ``tool_calls`` entry ({"id", "type": "function", "function": {"name", "arguments"}})."""
     function = _field(tool_call, "function")
@@ -721,16 +803,18 @@ def parse_openai_chat_call(tool_call: Any, *, names: NameMap | None = None) -> T
     )
 
 
+@_never_raises
 def parse_anthropic_call(block: Any, *, names: NameMap | None = None) -> ToolCall:
     """An Anthropic ``tool_use`` content block ({"type": "tool_use", "id", "name", "input": object})."""
     arguments = _field(block, "input")
     return ToolCall(
         name=_call_name(_field(block, "name"), names),
-        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        arguments=_arguments_object(arguments),
         call_id=_call_id(_field(block, "id")),
     )
 
 
+@_never_raises
 def parse_mcp_call(params: Any, *, call_id: str | None = None) -> ToolCall:
     """MCP ``tools/call`` params ({"name", "arguments"}); absent arguments mean an empty object."""
     arguments = _field(params, "arguments")
@@ -738,7 +822,7 @@ def parse_mcp_call(params: Any, *, call_id: str | None = None) -> ToolCall:
         arguments = {}
     return ToolCall(
         name=_call_name(_field(params, "name"), None),
-        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        arguments=_arguments_object(arguments),
         call_id=call_id,
     )
 
@@ -857,7 +941,12 @@ class HostBridge:
             call = parse_mcp_call(payload)
         schema = self._input_schemas.get(call.name)
         if self.strict and schema is not None and isinstance(call.arguments, dict):
-            call = ToolCall(call.name, strip_strict_nulls(call.arguments, schema), call.call_id)
+            try:
+                call = ToolCall(call.name, strip_strict_nulls(call.arguments, schema), call.call_id)
+            except _PROCESS_EXITS:
+                raise
+            except BaseException:  # noqa: BLE001 - values it cannot walk: the registry judges them as sent
+                pass
         return call
 
     def render_result(self, result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:

@@ -11,8 +11,12 @@ Nothing a handler or a model does escapes as an exception: whatever `invoke` is 
 
 Decisions worth knowing (each is also noted where it is made):
 
+* A tool the actor lacks the permission for is invisible: the route step answers `tool_not_found`
+  for it exactly as for a name that is not registered, so the model never learns that it exists.
 * A resource guard that answers False makes the resource invisible: `not_found`, outcome rejected,
   the same answer as for a resource that does not exist, so another tenant's data never leaks.
+* Nothing below a redacted field leaves the process, keys included: schema violations below one are
+  reported as one violation of the field (`redaction.redact_violations`).
 * A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
   so the same key replays "unknown, look it up" instead of repeating the effect.
 * A refusal before any effect, and a failure known to have had no effect that a retry could fix,
@@ -42,6 +46,7 @@ import json
 import logging
 import math
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,16 +61,15 @@ from .execution import (
     Handler,
     LoopThread,
     PoolClosed,
-    ProcessExit,
     Run,
     RunKind,
     WorkerPool,
+    describe_exception,
     is_deadline,
     plain_deadline,
     plain_json_copy,
     plain_json_snapshot,
     run_async,
-    run_async_on_loop_thread,
     run_sync,
     seconds_left,
 )
@@ -73,7 +77,7 @@ from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, ne
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
 from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
 from .jsonvalue import check_json_value, find_non_json
-from .policy import Actor, Approval
+from .policy import Actor, Approval, is_wall_clock_time
 from .schema import MAX_INSTANCE_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
@@ -108,11 +112,6 @@ SUMMARY_VALUE_CHARS = 40
 
 SUMMARY_MAX_CHARS = 300
 """An approval summary longer than this is cut (it is one readable line, not the full call)."""
-
-LATE_ASYNC_GRACE_S = 0.25
-"""`invoke` waits this much past the deadline for an async handler's cancellation to be reported
-before it stops waiting (only a handler that blocks its event loop ever needs it)."""
-
 
 class _NotAToolCall:
     """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
@@ -226,22 +225,31 @@ class Registry:
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
-        self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
+        # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
+        # catalog, names) take the current one without locking and never see it change under them.
+        self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     # -- tools -----------------------------------------------------------------------------------
 
     def register(self, spec: ToolSpec, handler: Callable[..., Any]) -> None:
-        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`."""
+        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`.
+
+        The handler's signature is checked here: one that cannot be called either way (say
+        `lambda a, b, c: ...`) is a TypeError now, not a `handler_exception` on every call.
+        Safe to call while other threads invoke, list or register tools.
+        """
         if not isinstance(spec, ToolSpec):
             raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
         self._check_lease_covers(spec)
-        wrapped = Handler.wrap(handler)
+        wrapped = Handler.wrap(handler, redacts=bool(spec.redact))
         with self._lock:
             if spec.name in self._tools:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
-            self._tools[spec.name] = (spec, wrapped)
+            tools = dict(self._tools)
+            tools[spec.name] = (spec, wrapped)
+            self._tools = tools
 
     def _check_lease_covers(self, spec: ToolSpec) -> None:
         """A key's lease must outlast its longest run even if no renewal got through: the tool's
@@ -263,7 +271,8 @@ class Registry:
             )
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
-        """Model-facing halves of the tools, in registration order; with an actor, only those it may call."""
+        """Model-facing halves of the tools, in registration order; with an actor, only those it may call
+        (the others answer a call exactly like a tool that does not exist)."""
         specs = [spec for spec, _ in self._tools.values()]
         if actor is not None:
             specs = [spec for spec in specs if actor.may(spec.required_permission)]
@@ -489,28 +498,28 @@ class Registry:
         return None
 
     def _route(self, state: _CallState) -> Optional[ToolResult]:
-        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found."""
+        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found.
+
+        A tool the actor lacks the permission for is not in its catalog, and answers exactly like a
+        tool that does not exist (same code, message, close names, outcome and audit step), before its
+        schema is looked at: neither a `permission_denied` nor an `invalid_arguments` naming the tool's
+        fields may tell the model that it exists. (An `actor` that is not an Actor at all is the
+        application's mistake, not the model's: the permission step refuses it.)
+        """
         if self._closed:
             return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
         if isinstance(state.call, _NotAToolCall):
             return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
-        entry = self._tools.get(state.tool)
-        if entry is None:
-            return state.refusal("tool_not_found", details={"close_names": self._close_names(state)})
+        tools = self._tools
+        entry = tools.get(state.tool)
+        if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
+            return state.refusal("tool_not_found", details={"close_names": _close_names(tools, state)})
         state.spec, state.handler = entry
         state.redact = frozenset(state.spec.redact)
         state.call_deadline = _call_deadline(state, state.spec)
         return None
-
-    def _close_names(self, state: _CallState) -> list[str]:
-        """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
-        actor = state.actor
-        if not isinstance(actor, Actor):
-            return []
-        callable_names = [name for name, (spec, _) in self._tools.items() if actor.may(spec.required_permission)]
-        return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
     # -- step 1: schema --------------------------------------------------------------------------
 
@@ -535,13 +544,15 @@ class Registry:
             violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
         if not violations:
             return None
-        return state.refusal("invalid_arguments", _first_violation_message(violations), details=_violation_details(violations))
+        message, details = _violation_report(state, violations)
+        return state.refusal("invalid_arguments", message, details=details)
 
     # -- step 2: permission ----------------------------------------------------------------------
 
     def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
         """Scopes first, then the resource guard. The actor comes from the application, never from
-        the arguments: an argument named `actor` or `tenant` is just data to the registry."""
+        the arguments: an argument named `actor` or `tenant` is just data to the registry. (An Actor
+        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)"""
         spec = state.spec
         assert spec is not None
         actor = state.actor
@@ -581,7 +592,13 @@ class Registry:
             return state.refusal("approval_required", details=self._approval_request(state))
         if not isinstance(approval, Approval) or not _approval_matches(approval, state):
             return state.refusal("approval_mismatch", details=self._approval_request(state))
-        if approval.expired(self._clock()):
+        now = self._clock()
+        if not is_wall_clock_time(now):  # NaN would compare as "not yet expired" for ever: fail closed
+            logger.warning("the registry's clock returned %s, not a finite number; refusing approved calls",
+                           type(now).__name__)
+            return state.refusal("internal_error", "The registry's clock is not usable, so the approval cannot "
+                                 "be checked; the tool did not run.")
+        if Approval.expired(approval, now):  # the class's own check, whatever a subclass says
             return state.refusal("approval_expired", details=self._approval_request(state))
         state.approval_used = approval
         return None
@@ -735,23 +752,11 @@ class Registry:
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
-        its deadline there (run_async); we wait a little longer only for that answer to arrive."""
+        its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
+            return self._loop_thread.run(handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
-        left = seconds_left(ctx.deadline)
-        try:
-            answer = future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # the loop is blocked by the handler; cancel the task when it gets a turn
-            ctx.cancel_event.set()
-            return Run.timed_out()
-        except concurrent.futures.CancelledError:
-            return Run.timed_out()
-        if isinstance(answer, ProcessExit):
-            raise answer.exception
-        return answer
 
     def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
@@ -845,9 +850,9 @@ class Registry:
         details: Optional[dict[str, Any]] = None,
     ) -> ToolResult:
         assert state.spec is not None
-        if violations is not None:
-            details = _violation_details(violations)
-        message = _first_violation_message(violations, prefix="The tool's output breaks its contract: ") if violations else None
+        message = None
+        if violations:
+            message, details = _violation_report(state, violations, prefix="The tool's output breaks its contract: ")
         if state.spec.writes:
             return state.refusal(code, message, details=details, outcome=Outcome.UNKNOWN,
                                  retryable=False, next_action=NextAction.LOOKUP_STATUS)
@@ -858,7 +863,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         if run.kind is RunKind.FAILED and run.error is not None:
-            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error))
+            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error, state))
         if run.kind is RunKind.NOT_STARTED:
             return state.refusal("deadline_exceeded", "The time budget ran out before a worker could start the tool.")
         if run.kind is RunKind.CLOSED:
@@ -923,9 +928,16 @@ class Registry:
             logger.warning("audit sink failed to write a record for %r: %s", state.tool, type(exception).__name__)
 
     def _internal_error(self, state: _CallState) -> ToolResult:
-        """A bug in a step (not in a handler): contained, logged, and reported without details."""
+        """A bug in a step (not in a handler): contained, logged, and reported without details.
+
+        Logged like a handler's exception (`describe_exception`), never with `exc_info`: the exception
+        may have been raised by an object the handler returned, with a secret in its message."""
         logger.error("internal error in step %r of a call to %r", state.step, state.tool)
-        logger.debug("traceback of the internal error in step %r", state.step, exc_info=True)
+        if logger.isEnabledFor(logging.DEBUG):
+            exception = sys.exc_info()[1]
+            if exception is not None:
+                shows = state.spec is not None and not state.spec.redact
+                logger.debug("internal error in step %r: %s", state.step, describe_exception(exception, show_message=shows))
         if state.step in ("execute", "output", "record") and state.spec is not None and state.spec.writes:
             return state.refusal("internal_error", "The tool runtime failed; the tool may have run.",
                                  outcome=Outcome.UNKNOWN, next_action=NextAction.LOOKUP_STATUS)
@@ -968,6 +980,15 @@ def _unstorable_key(state: _CallState, key_name: str) -> ToolResult:
     message = "The idempotency key must be valid Unicode text; it holds a lone surrogate code point."
     violation = {"instance_path": pointer, "keyword_path": "", "keyword": "idempotency_key", "message": message}
     return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
+
+
+def _close_names(tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
+    """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
+    actor = state.actor
+    if not isinstance(actor, Actor):
+        return []
+    callable_names = [name for name, (spec, _) in tools.items() if actor.may(spec.required_permission)]
+    return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
 
 def _frees_key(result: ToolResult) -> bool:
@@ -1031,6 +1052,17 @@ def _non_json_output_violation(output: Any) -> dict[str, str]:
     return _non_json_violation(*problem)
 
 
+def _violation_report(state: _CallState, violations: list, *, prefix: str = "") -> tuple[Optional[str], dict[str, Any]]:
+    """The message and details of a refusal for schema violations, as they may leave the process: a
+    violation below a redacted field names only that field (see `redact_violations`), in the details
+    and in the message, which is built from them."""
+    if state.redact:
+        from .redaction import redact_violations
+
+        violations = redact_violations(violations, state.redact)
+    return _first_violation_message(violations, prefix=prefix), _violation_details(violations)
+
+
 def _violation_details(violations: list) -> dict[str, Any]:
     return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations)}
 
@@ -1045,16 +1077,43 @@ def _first_violation_message(violations: Optional[list], *, prefix: str = "") ->
     return first
 
 
-def _safe_failure(error: ToolError) -> ToolError:
+def _safe_failure(error: ToolError, state: _CallState) -> ToolError:
     """A ToolFailure's error as the model may see it: a plain string message and plain JSON details
-    (a copy, as for outputs: the handler may still hold the objects it raised with)."""
+    (a copy, as for outputs: the handler may still hold the objects it raised with).
+
+    For a tool with redacted fields, members of the details named in `spec.redact` are masked here
+    already (so the error is safe even in a repr), and the call's own redacted argument values are
+    masked wherever the message or a detail string repeats them: a second line of defence, since a
+    handler's message is shown as given and must be written safe in the first place."""
     message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
         "The tool reported a failure.")
     details = dict(error.details) if isinstance(error.details, Mapping) else {}
     if check_json_value(details) is not None:
         logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
         details = {}
-    return dataclasses.replace(error, message=message, details=plain_json_copy(details, MAX_OUTPUT_DEPTH + 1))
+    details = plain_json_copy(details, MAX_OUTPUT_DEPTH + 1)
+    if state.redact:
+        from .redaction import collect_secrets, redact, redact_text
+
+        secrets_in_call = collect_secrets(state.arguments, state.redact, include_keys=True)
+        message = redact_text(message, secrets_in_call)
+        details = _mask_strings(redact(details, state.redact), secrets_in_call)
+    return dataclasses.replace(error, message=message, details=details)
+
+
+def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
+    """`value` (plain JSON) with each secret masked inside every string, keys included."""
+    if not secrets_in_call:
+        return value
+    from .redaction import redact_text
+
+    if isinstance(value, str):
+        return redact_text(value, secrets_in_call)
+    if isinstance(value, dict):
+        return {redact_text(key, secrets_in_call): _mask_strings(item, secrets_in_call) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(item, secrets_in_call) for item in value]
+    return value
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:

@@ -3,17 +3,21 @@
 The model-facing half (name, title, description, input and output schema) is all that is ever exported
 to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, output
 budget, redaction, resource guard) stays in the process and is enforced by `Registry.invoke`.
+
+The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
+the very read-only copy the validators are compiled from, so nothing a caller holds can make the
+catalog advertise one schema while another is enforced.
 """
 
 from __future__ import annotations
 
-import copy
 import enum
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from .frozenjson import freeze, thaw
 from .policy import ResourceGuard
 
 __all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "RetryPolicy", "ToolSpec"]
@@ -118,9 +122,11 @@ class ToolSpec:
     def __post_init__(self) -> None:
         set_field = object.__setattr__
         self._check_model_half()
-        set_field(self, "input_schema", copy.deepcopy(dict(self.input_schema)))
+        # Read-only deep copies: the dicts passed in may change later; these cannot (ordinarily), and
+        # both the validators and model_schema() are made from them.
+        set_field(self, "input_schema", freeze(self.input_schema))
         if self.output_schema is not None:
-            set_field(self, "output_schema", copy.deepcopy(dict(self.output_schema)))
+            set_field(self, "output_schema", freeze(self.output_schema))
         set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
@@ -221,14 +227,15 @@ class ToolSpec:
     # -- the two halves ------------------------------------------------------------------------
 
     def model_schema(self) -> dict[str, Any]:
-        """The model-facing half only: what a model or a host may see. A deep copy, safe to modify."""
+        """The model-facing half only: what a model or a host may see. A plain deep copy (dicts and
+        lists) of exactly the schemas the validators enforce, safe to modify."""
         exported: dict[str, Any] = {"name": self.name}
         if self.title is not None:
             exported["title"] = self.title
         exported["description"] = self.description
-        exported["input_schema"] = copy.deepcopy(self.input_schema)
+        exported["input_schema"] = thaw(self.input_schema)
         if self.output_schema is not None:
-            exported["output_schema"] = copy.deepcopy(self.output_schema)
+            exported["output_schema"] = thaw(self.output_schema)
         return exported
 
     def runtime_contract(self) -> dict[str, Any]:
