@@ -78,6 +78,7 @@ class Validator:
         except RecursionError:
             raise SchemaError("schema is nested too deeply to compile") from None
         self._local = compiler.dynamic_local
+        self.patterns = tuple(compiler.patterns.values())
         self._root = node
         self._check = node.check
         self._proves_json = node.proves_json and self._local is None
