@@ -124,15 +124,22 @@ class Validator:
         """
         return self.__dict__["is_valid"](instance)
 
-    def errors(self, instance: object) -> List[Violation]:
-        """Every violation, in a deterministic order (schema keyword order, then instance order)."""
+    def errors(self, instance: object, *, limit: Optional[int] = None) -> List[Violation]:
+        """Every violation, in a deterministic order (schema keyword order, then instance order).
+
+        With `limit`, stop once that many are found: the result is the first `limit` violations of
+        the full list, and finding them costs no more than checking a valid instance of the same
+        size (a caller that reports 20 asks for 21, to know whether there are more).
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
         try:
-            return self._violations(instance)
+            return self._violations(instance, limit)
         except RecursionError:
             return [Violation("", "", "$ref", "value could not be validated: the schema's references nest "
                                               "too deeply for it.")]
 
-    def _violations(self, instance: object) -> List[Violation]:
+    def _violations(self, instance: object, limit: Optional[int] = None) -> List[Violation]:
         """`errors`, except that running out of Python stack raises RecursionError."""
         if self._local is not None:
             self._local.stack = []
@@ -146,11 +153,32 @@ class Validator:
         if problem is not None:
             pointer, reason = problem
             return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
-        out: List[Violation] = []
-        self._collect(instance, "", "", out)
+        out: List[Violation] = [] if limit is None else _FirstViolations(limit)
+        try:
+            self._collect(instance, "", "", out)
+        except _EnoughViolations:
+            pass
+        out = list(out)
         if not out:
             out.append(Violation("", "", "schema", "value does not satisfy the schema"))
         return out
+
+
+class _EnoughViolations(Exception):
+    """Raised by _FirstViolations when it is full: unwinds the collection (nothing catches it on the way)."""
+
+
+class _FirstViolations(list):
+    """The violations list of `errors(limit=...)`: collecting stops at the `limit`-th append."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, violation: Violation) -> None:
+        super().append(violation)
+        if len(self) >= self.limit:
+            raise _EnoughViolations()
 
 
 def _capitalised(text: str) -> str:
@@ -251,7 +279,7 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
                               "meta-schema passed in resources=")
         meta_validator = _custom_metaschema_validator(dialect, meta, resources)
     try:
-        violations = meta_validator._violations(schema)
+        violations = meta_validator._violations(schema, 1)  # only the first is reported
     except RecursionError:
         raise SchemaError(f"{what} has subschemas nested too deeply to check against its meta-schema "
                           "(Python's recursion limit); flatten it or move parts into $defs") from None
