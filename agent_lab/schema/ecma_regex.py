@@ -514,8 +514,19 @@ _CATEGORY_PROPERTY_NAMES = frozenset({"General_Category", "gc"})
 # The translator
 
 
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_DECIMAL_RUN = re.compile("[0-9]*")
+_HEX_RUN = re.compile("[0-9A-Fa-f]*")
+_GROUP_SYNTAX = re.compile(r"\\|[\[\]()]")
+_PLAIN_RUN = re.compile(r"[^\\^$.*+?()\[\]{}|]+")
+"""Characters that stand for themselves, read as a run (a quantifier after it takes the last one)."""
+"""What the bracket pre-scan stops at: an escape, a class bracket or a parenthesis."""
+
+
 def _code_points(pattern: str) -> List[int]:
     """Code points of the pattern, joining UTF-16 surrogate pairs into one."""
+    if _SURROGATE_PAIR.search(pattern) is None:
+        return list(map(ord, pattern))
     points: List[int] = []
     index = 0
     while index < len(pattern):
@@ -572,6 +583,14 @@ class CharSet(RegexNode):
     def __init__(self, ranges: Sequence[Range], ignore_case: bool) -> None:
         self.ranges: Tuple[Range, ...] = tuple(normalize_ranges(ranges))
         self.ignore_case = ignore_case
+
+    @classmethod
+    def literal(cls, code_point: int, ignore_case: bool) -> "CharSet":
+        """One code point (the parser's commonest node, made without sorting anything)."""
+        charset = cls.__new__(cls)
+        charset.ranges = ((code_point, code_point),)
+        charset.ignore_case = ignore_case
+        return charset
 
 
 class Concatenation(RegexNode):
@@ -684,6 +703,16 @@ class ParsedPattern:
         self.groups = groups
 
 
+_FIXED_ESCAPES: Dict[Tuple[str, bool], CharSet] = {
+    (letter, ignore_case): CharSet(complement_ranges(ranges) if letter.isupper() else ranges, ignore_case)
+    for ignore_case in (False, True)
+    for lower, ranges in (("d", DIGIT_RANGES), ("s", WHITE_SPACE_RANGES), ("w", WORD_RANGES))
+    for letter in (lower, lower.upper())
+}
+"""\\d \\D \\s \\S \\w \\W as shared nodes (nodes are never changed after parsing)."""
+
+_SIMPLE_QUANTIFIERS: Dict[str, Tuple[int, Optional[int]]] = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+
 _ASSERTION_PYTHON = {
     (START, False): r"\A",
     (START, True): r"(?<![^\n\r\u2028\u2029])",
@@ -761,6 +790,8 @@ class _Parser:
     def __init__(self, pattern: str, *, resolve_properties: bool = True) -> None:
         self.resolve_properties = resolve_properties
         self.source = _code_points(pattern)
+        # The same code points as text (a str holds any code point), so reading one is an index.
+        self.text = pattern if len(self.source) == len(pattern) else "".join(map(chr, self.source))
         self.position = 0
         self.ignore_case = False
         self.multiline = False
@@ -784,12 +815,12 @@ class _Parser:
 
     def peek(self, offset: int = 0) -> Optional[str]:
         index = self.position + offset
-        if index < len(self.source):
-            return chr(self.source[index])
+        if index < len(self.text):
+            return self.text[index]
         return None
 
     def at_end(self) -> bool:
-        return self.position >= len(self.source)
+        return self.position >= len(self.text)
 
     def take(self) -> str:
         char = self.peek()
@@ -800,11 +831,10 @@ class _Parser:
 
     def accept(self, text: str) -> bool:
         """Consume ``text`` if it comes next."""
-        for offset, char in enumerate(text):
-            if self.peek(offset) != char:
-                return False
-        self.position += len(text)
-        return True
+        if self.text.startswith(text, self.position):
+            self.position += len(text)
+            return True
+        return False
 
     # -- pre-scan ------------------------------------------------------------
     def _scan_groups(self) -> Tuple[int, Dict[str, int]]:
@@ -820,9 +850,13 @@ class _Parser:
         open_positions: List[int] = []
         class_start: Optional[int] = None
         self.position = 0
-        while not self.at_end():
-            here = self.position
-            char = self.take()
+        text = self.text
+        for found in _GROUP_SYNTAX.finditer(text):
+            here = found.start()
+            if here < self.position:
+                continue  # inside an escape or a group name already read
+            char = found.group()
+            self.position = here + 1
             if char == "\\":
                 self.position += 1
             elif class_start is not None:
@@ -859,7 +893,7 @@ class _Parser:
             raise self.fail("unexpected character")
         if self.unsupported_reasons:
             raise EcmaRegexUnsupported(self.unsupported_reasons[0])
-        return ParsedPattern("".join(chr(point) for point in self.source), root, self.groups)
+        return ParsedPattern(self.text, root, self.groups)
 
     def disjunction(self) -> RegexNode:
         self.disjunctions_seen += 1
@@ -874,7 +908,20 @@ class _Parser:
 
     def alternative(self) -> RegexNode:
         terms: List[RegexNode] = []
-        while (char := self.peek()) is not None and char not in "|)":
+        text = self.text
+        length = len(text)
+        plain_run = _PLAIN_RUN.match
+        while self.position < length and text[self.position] not in "|)":
+            run = plain_run(text, self.position)
+            if run is not None:
+                end = run.end()
+                if end < length and text[end] in "*+?{":
+                    end -= 1  # the last character is the one a quantifier repeats
+                if end > self.position:
+                    ignore_case = self.ignore_case
+                    terms.extend(CharSet.literal(ord(literal), ignore_case) for literal in text[self.position:end])
+                    self.position = end
+                    continue
             terms.append(self.term())
         return Concatenation(terms)
 
@@ -891,34 +938,48 @@ class _Parser:
         return self.peek() in ("*", "+", "?", "{")
 
     def assertion(self) -> Optional[RegexNode]:
-        for text, kind in (("^", START), ("$", END), ("\\b", WORD_BOUNDARY), ("\\B", NOT_WORD_BOUNDARY)):
-            if self.accept(text):
-                return Assertion(kind, self.multiline, self.ignore_case)
-        start = self.position
-        for opener in ("(?=", "(?!"):
-            if self.accept(opener):
-                return Lookaround(self._group_body(start), opener)
-        for opener in ("(?<=", "(?<!"):
-            if self.accept(opener):
-                self.lookbehind_depth += 1
-                body = self._group_body(start)
-                self.lookbehind_depth -= 1
-                return Lookaround(body, opener)
+        text, position = self.text, self.position
+        char = text[position]
+        if char == "^" or char == "$":
+            self.position += 1
+            return Assertion(START if char == "^" else END, self.multiline, self.ignore_case)
+        if char == "\\":
+            following = text[position + 1:position + 2]
+            if following == "b" or following == "B":
+                self.position += 2
+                return Assertion(WORD_BOUNDARY if following == "b" else NOT_WORD_BOUNDARY,
+                                 self.multiline, self.ignore_case)
+            return None
+        if char != "(" or text[position + 1:position + 2] != "?":
+            return None
+        opener = text[position:position + 3]
+        if opener == "(?=" or opener == "(?!":
+            self.position += 3
+            return Lookaround(self._group_body(position), opener)
+        opener = text[position:position + 4]
+        if opener == "(?<=" or opener == "(?<!":
+            self.position += 4
+            self.lookbehind_depth += 1
+            body = self._group_body(position)
+            self.lookbehind_depth -= 1
+            return Lookaround(body, opener)
         return None
 
     def quantifier(self, atom: RegexNode) -> RegexNode:
         start = self.position
-        char = self.peek()
-        if char in ("*", "+", "?"):
+        char = self.text[start:start + 1]
+        if char in _SIMPLE_QUANTIFIERS:
             self.position += 1
-            low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[char]
+            low, high = _SIMPLE_QUANTIFIERS[char]
             text = char
         elif char == "{":
             self.position += 1
             low, high, text = self._braced_quantifier(start)
         else:
             return atom
-        lazy = self.accept("?")
+        lazy = self.text[self.position:self.position + 1] == "?"
+        if lazy:
+            self.position += 1
         return Repeat(atom, low, high, lazy, text + "?" if lazy else text)
 
     def _braced_quantifier(self, start: int) -> Tuple[int, Optional[int], str]:
@@ -954,17 +1015,18 @@ class _Parser:
     def _decimal_digits(self) -> Optional[str]:
         """The decimal digits that come next, leading zeros dropped (a string:
         ECMA puts no bound on them, and int() refuses very long ones)."""
-        start = self.position
-        while self.peek() is not None and self.peek() in DECIMAL_DIGITS:
-            self.position += 1
-        if self.position == start:
+        found = _DECIMAL_RUN.match(self.text, self.position)
+        assert found is not None  # the pattern matches the empty string
+        digits = found.group()
+        if not digits:
             return None
-        digits = "".join(chr(point) for point in self.source[start:self.position])
+        self.position = found.end()
         return digits.lstrip("0") or "0"
 
     def atom(self) -> RegexNode:
         start = self.position
-        char = self.take()
+        char = self.text[start]  # the caller has checked that the pattern goes on
+        self.position += 1
         if char == ".":
             dot = [(0, MAX_CODE_POINT)] if self.dot_all else complement_ranges(LINE_TERMINATOR_RANGES)
             return CharSet(dot, self.ignore_case)
@@ -978,12 +1040,14 @@ class _Parser:
             raise self.fail("nothing to repeat", position=start)
         if char in ("]", "}"):
             raise self.fail("lone quantifier bracket or class bracket", position=start)
-        code_point = self.source[start]
-        return CharSet([(code_point, code_point)], self.ignore_case)
+        return CharSet.literal(self.source[start], self.ignore_case)
 
     # -- groups --------------------------------------------------------------
     def group(self) -> RegexNode:
         start = self.position - 1
+        if self.text[self.position:self.position + 1] != "?":
+            self.groups_opened += 1
+            return self._capturing_group("(", start)
         if self.accept("?:"):
             return Group(self._group_body(start), "(?:", None)
         if self.accept("?<"):
@@ -1126,12 +1190,15 @@ class _Parser:
                 raise self.fail("named reference to a group that does not exist", position=start)
             number = self.group_names[name]
             return self._backreference(number, self._python_group_name(name))
+        fixed = _FIXED_ESCAPES.get((char, self.ignore_case))
+        if fixed is not None:
+            self.position += 1
+            return fixed
         class_ranges = self.class_escape_ranges()
         if class_ranges is not None:
             ranges, negate = class_ranges
             return CharSet(complement_ranges(ranges) if negate else ranges, self.ignore_case)
-        code_point = self.character_escape()
-        return CharSet([(code_point, code_point)], self.ignore_case)
+        return CharSet.literal(self.character_escape(), self.ignore_case)
 
     def _backreference(self, number: int, python_reference: str) -> Backreference:
         """ECMA: a reference to a group that has not captured matches empty."""
@@ -1237,10 +1304,10 @@ class _Parser:
         """After ``\\u``: ``HHHH`` (surrogate pairs joined) or ``{H...}``."""
         start = self.position - 2
         if self.accept("{"):
-            first_digit = self.position
-            while self.peek() is not None and self.peek() in HEX_DIGITS:
-                self.position += 1
-            digits = "".join(chr(point) for point in self.source[first_digit:self.position])
+            found = _HEX_RUN.match(self.text, self.position)
+            assert found is not None  # the pattern matches the empty string
+            digits = found.group()
+            self.position = found.end()
             if not digits or not self.accept("}"):
                 raise self.fail("invalid \\u{...} escape", position=start)
             code_point = int(digits, 16)
