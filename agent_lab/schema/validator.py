@@ -28,6 +28,12 @@ class Validator:
     `resources` maps URIs to schema documents that references may name (nothing is ever fetched);
     the 2020-12 meta-schemas are built in. `format_assertion=True` makes `format` an assertion
     (it is an annotation by default, as the specification says). Validators are thread-safe.
+
+    Each pattern (`pattern`, `patternProperties`, `propertyNames`) runs on the engine
+    `regex_safety` picks: Python's re when it is proven linear for the pattern, else the package's
+    linear-time matcher. `patterns` lists every one with its JSON Pointer and verdict; a pattern
+    neither engine makes safe still runs (`engine` "unsafe"), and `ToolSpec` refuses such a pattern
+    in a tool's input schema.
     """
 
     def __init__(self, schema: Mapping | bool, *, resources: Optional[Mapping[str, Any]] = None,
