@@ -196,7 +196,7 @@ def _corpus_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
     from ..policy import Actor
     from ..registry import Registry
 
-    rows = []
+    rows: List[Tuple[str, ...]] = []
     actor = Actor(id="bench", tenant="bench")
     for case in REDOS_CORPUS:
         try:
@@ -249,7 +249,7 @@ FORMAT_ATTACKS: Tuple[Tuple[str, Callable[[int], str]], ...] = (
 
 
 def _format_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
-    rows = []
+    rows: List[Tuple[str, ...]] = []
     length = budget - 16
     for name, attack in FORMAT_ATTACKS:
         validator = Validator({"type": "string", "format": name}, format_assertion=True)
@@ -269,7 +269,7 @@ def _amplification_rows(rounds: int) -> List[Tuple[str, ...]]:
     validator = Validator({"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}}})
     invalid = {"items": ["x"] * 2_000_000}
     valid = {"items": [1] * 2_000_000}
-    rows = []
+    rows: List[Tuple[str, ...]] = []
     for label, function in (
         ("is_valid, valid input", lambda: validator.is_valid(valid)),
         ("errors(), valid input", lambda: validator.errors(valid)),

@@ -305,8 +305,8 @@ class LinearMatcher:
             self._caseless.append((bit, re.compile("(?i:" + ranges_to_python(ranges) + ")")))
             maybe.append((bit, caseless_cover(ranges)))
         starts = {0, MAX_CODE_POINT + 1}
-        for _bit, ranges in exact + maybe:
-            for low, high in ranges:
+        for _bit, bounded in exact + maybe:
+            for low, high in bounded:
                 starts.add(low)
                 starts.add(high + 1)
         self._bounds = sorted(starts)
@@ -509,6 +509,7 @@ def build_linear_matcher(parsed: ParsedPattern, *, max_states: int = MAX_NFA_STA
         rest = list(items[1:])
         while rest and isinstance(rest[0], Lookaround) and rest[0].ahead:
             lookahead = rest.pop(0)
+            assert isinstance(lookahead, Lookaround)
             part = LinearMatcher(_anchored(parsed, anchor, [lookahead.item]), max_states=max_states)
             (forbidden if lookahead.negated else required).append(part)
         required.append(LinearMatcher(_anchored(parsed, anchor, rest), max_states=max_states))
