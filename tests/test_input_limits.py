@@ -38,7 +38,7 @@ class InputBudgetSpecTest(unittest.TestCase):
     def test_the_default_budget_is_part_of_the_runtime_half_only(self) -> None:
         spec = ToolSpec(name="t", description="d", input_schema={"type": "object"})
         self.assertEqual(spec.max_input_bytes, DEFAULT_MAX_INPUT_BYTES)
-        self.assertEqual(DEFAULT_MAX_INPUT_BYTES, 32 * 1024)
+        self.assertEqual(DEFAULT_MAX_INPUT_BYTES, 16 * 1024)
         self.assertEqual(spec.runtime_contract()["max_input_bytes"], DEFAULT_MAX_INPUT_BYTES)
         self.assertNotIn("max_input_bytes", json.dumps(spec.model_schema()))
 

@@ -239,7 +239,11 @@ FORMAT_ATTACKS: Tuple[Tuple[str, Callable[[int], str]], ...] = (
     ("json-pointer", lambda n: "/~0" * (n // 3) + "~"),
     ("relative-json-pointer", lambda n: "1" * n + "/~"),
     ("uuid", lambda n: "0" * n),
-    ("regex", lambda n: "(" * 60 + "a" * n),
+    ("regex", lambda n: "(" * 60 + "a" * (n - 120) + ")" * 60),
+    ("regex", lambda n: "(a)" * (n // 3)),
+    ("regex", lambda n: "a|" * (n // 2) + "a"),
+    ("regex", lambda n: "a*" * (n // 2)),
+    ("regex", lambda n: "(?:a)" * (n // 5)),
     ("regex", lambda n: "|".join(["(?<n>a)"] * (n // 8))),
     ("regex", lambda n: "(" * 60 + "|".join(["(?<n>a)"] * (n // 8)) + ")" * 60),
     ("regex", lambda n: "\\u{" + "0" * n + "41}"),
@@ -250,12 +254,13 @@ FORMAT_ATTACKS: Tuple[Tuple[str, Callable[[int], str]], ...] = (
 
 def _format_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
     rows: List[Tuple[str, ...]] = []
-    length = budget - 16
     for name, attack in FORMAT_ATTACKS:
         validator = Validator({"type": "string", "format": name}, format_assertion=True)
-        value = attack(length // 2 if not attack(1).isascii() else length)
-        while _json_bytes(value) > budget - 16:
-            value = value[: len(value) * 9 // 10]
+        length = budget
+        value = attack(length)
+        while _json_bytes({ATTACKED_PROPERTY: value}) > budget and length > 1:
+            length = max(1, min(length - 1, length * budget // _json_bytes({ATTACKED_PROPERTY: value})))
+            value = attack(length)
         valid = validator.is_valid(value)
         ms = _worst_ms(lambda: validator.is_valid(value), rounds)
         rows.append((name, f"{len(value):,}", "valid" if valid else "invalid", f"{ms:.2f}"))
@@ -305,7 +310,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(_table(("pattern", "engine", "chars", "validate", "invoke", "backtracking elsewhere / refusal"),
                  _corpus_rows(args.budget, rounds)))
     print()
-    print(f"formats asserted at the tool boundary: hostile strings up to {args.budget:,} bytes; worst ms")
+    print(f"formats asserted at the tool boundary: hostile strings up to {args.budget:,} bytes of arguments; worst ms")
     print(_table(("format", "chars", "verdict", "is_valid"), _format_rows(args.budget, rounds)))
     if not args.skip_amplification:
         print()

@@ -922,6 +922,12 @@ class _Parser:
                     terms.extend(CharSet.literal(ord(literal), ignore_case) for literal in text[self.position:end])
                     self.position = end
                     continue
+            elif text[self.position] == "(" and text[self.position + 1:self.position + 2] != "?":
+                start = self.position  # a plain capturing group, the commonest group: read it directly
+                self.position += 1
+                self.groups_opened += 1
+                terms.append(self.quantifier(self._capturing_group("(", start)))
+                continue
             terms.append(self.term())
         return Concatenation(terms)
 
@@ -1077,10 +1083,8 @@ class _Parser:
     def _capturing_group(self, opener: str, start: int) -> Group:
         number = self.groups_opened
         self.open_groups.append(number)
-        try:
-            group = Group(self._group_body(start), opener, number)
-        finally:
-            self.open_groups.pop()
+        group = Group(self._group_body(start), opener, number)
+        self.open_groups.pop()  # (after an error the parser is dropped, so no finally is needed)
         self.groups[number] = group
         return group
 
@@ -1090,8 +1094,9 @@ class _Parser:
             raise EcmaRegexUnsupported(f"groups nested deeper than {MAX_GROUP_DEPTH} levels")
         body = self.disjunction()
         self.depth -= 1
-        if not self.accept(")"):
+        if self.text[self.position:self.position + 1] != ")":
             raise self.fail("unterminated group", position=start)
+        self.position += 1
         return body
 
     def _modifier_group(self, start: int) -> RegexNode:
