@@ -24,7 +24,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="run_lab.py bench",
         description=__doc__.splitlines()[0],
-        epilog="Other options go to every section run (all take --rounds); see "
+        epilog="Other options go to every section run (all take --rounds; redos also takes --budget and "
+        "--skip-amplification, so give those with --only redos); see "
         "`python -m agent_lab.bench.schema_bench --help`, `python -m agent_lab.bench.runtime_bench --help` "
         "and `python -m agent_lab.bench.redos_bench --help`.",
     )
