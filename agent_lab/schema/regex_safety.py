@@ -224,11 +224,11 @@ def _prove_re(parsed: ParsedPattern):
     if refusal is not None:
         return refusal
     anchored = starts_anchored(root)
-    ambiguity = _ambiguity(parsed, root, widths)
+    ambiguity = _ambiguity(parsed, root)
     if widths.max_width(root) != _UNBOUNDED and widths.max_width(root) <= MAX_PROVEN_WIDTH \
             and not widths.has_backreference(root):
         limit = MAX_ANCHORED_PATHS if anchored else MAX_PATHS_PER_START
-        paths = _path_count(root, limit)
+        paths = _path_count(parsed, root, limit)
         if paths <= limit:
             return _PROVEN_BY_PATHS.format(width=widths.max_width(root), paths=paths)
     if ambiguity is not None:
@@ -245,12 +245,12 @@ def _check_lookarounds_and_backreferences(parsed: ParsedPattern, node: RegexNode
         if isinstance(item, Lookaround):
             width = widths.max_width(item.item)
             if width == _UNBOUNDED or width > MAX_LOOKAROUND_WIDTH:
-                inner = _ambiguity(parsed, item.item, widths)
+                inner = _ambiguity(parsed, item.item)
                 return _Refusal("a lookaround can read text of any length (more than "
                                 f"{MAX_LOOKAROUND_WIDTH} characters), and Python's re runs it again at "
                                 "every position it is tried", inner.backtracking if inner is not None else "")
-            if widths.has_backreference(item.item) or _path_count(item.item, MAX_PATHS_PER_START) > MAX_PATHS_PER_START:
-                inner = _ambiguity(parsed, item.item, widths)
+            if widths.has_backreference(item.item) or _path_count(parsed, item.item, MAX_PATHS_PER_START) > MAX_PATHS_PER_START:
+                inner = _ambiguity(parsed, item.item)
                 if inner is not None:
                     return _Refusal(f"inside a lookaround, {inner.reason}", inner.backtracking)
         elif isinstance(item, Backreference) and item.number is not None:
@@ -344,7 +344,7 @@ class _Widths:
 
 # -- rule 1: counting paths ------------------------------------------------------------------------
 
-def _path_count(node: RegexNode, limit: int) -> int:
+def _path_count(parsed: ParsedPattern, node: RegexNode, limit: int) -> int:
     """Paths through the exact NFA of `node` (lookarounds as empty), counted up to limit + 1.
 
     Layer by layer over characters read: ways[state] is the number of distinct paths that reach the
@@ -352,10 +352,10 @@ def _path_count(node: RegexNode, limit: int) -> int:
     one such path, so their total bounds an attempt's work. An empty loop makes it unbounded.
     """
     try:
-        graph = _ExactGraph(node)
+        graph = _Graph(parsed, node, exact=True)
     except _TooLarge:
         return limit + 1
-    order = graph.empty_order()
+    order = _topological_order(len(graph.kind), graph.empty_moves)
     if order is None:
         return limit + 1
     total = 0
@@ -378,106 +378,27 @@ def _path_count(node: RegexNode, limit: int) -> int:
     return total
 
 
-_READ, _CHOICE, _PASS, _END = range(4)
+_READ, _CHOICE, _END = range(3)
+_LOOP, _OPTION, _ALTERNATIVE = "loop", "option", "alternative"
 
 
 class _TooLarge(Exception):
     pass
 
 
-class _ExactGraph:
-    """The Thompson NFA of a node with counted repetitions expanded; lookarounds, assertions and
-    empty backreferences are empty moves (_PASS). No character sets: only the shape matters."""
+class _Graph:
+    """A Thompson NFA of a pattern tree for the analysis, built back to front (each part knows what
+    follows it). States read a character (with the set it may be), choose between two ways on, or
+    end; lookarounds and assertions are empty moves. A backreference reads one character of its
+    group, optionally. Each choice remembers where it comes from (its origin).
 
-    def __init__(self, node: RegexNode) -> None:
-        self.kind: List[int] = []
-        self.out: List[int] = []
-        self.alt: List[int] = []
-        end = self._add(_END)
-        self.start = self._compile(node, end)
+    `exact` (rule 1) expands every counted repetition, so paths can be counted; otherwise (rule 2)
+    only counts up to MAX_EXPANDED_COUNT are, and larger ones stand for x+ or x*.
+    """
 
-    def _add(self, kind: int, out: int = -1, alt: int = -1) -> int:
-        if len(self.kind) >= MAX_ANALYSED_STATES:
-            raise _TooLarge()
-        self.kind.append(kind)
-        self.out.append(out)
-        self.alt.append(alt)
-        return len(self.kind) - 1
-
-    def _compile(self, node: RegexNode, follow: int) -> int:
-        if isinstance(node, CharSet):
-            return self._add(_READ, follow)
-        if isinstance(node, (Assertion, Lookaround, Backreference)):
-            return self._add(_PASS, follow)  # a backreference here is always the empty kind
-        if isinstance(node, Concatenation):
-            for item in reversed(node.items):
-                follow = self._compile(item, follow)
-            return follow
-        if isinstance(node, Alternation):
-            starts = [self._compile(item, follow) for item in node.alternatives]
-            entry = starts[-1]
-            for start in reversed(starts[:-1]):
-                entry = self._add(_CHOICE, start, entry)
-            return entry
-        if isinstance(node, Group):
-            return self._compile(node.item, follow)
-        assert isinstance(node, Repeat)
-        if (node.high if node.high is not None else node.low) > MAX_ANALYSED_STATES:
-            raise _TooLarge()
-        tail = follow
-        if node.high is None:
-            loop = self._add(_CHOICE, -1, follow)
-            self.out[loop] = self._compile(node.item, loop)
-            tail = loop
-        else:
-            for _ in range(node.high - node.low):
-                tail = self._add(_CHOICE, self._compile(node.item, tail), follow)
-        for _ in range(node.low):
-            tail = self._compile(node.item, tail)
-        return tail
-
-    def empty_moves(self, state: int) -> Tuple[int, ...]:
-        kind = self.kind[state]
-        if kind == _CHOICE:
-            return (self.out[state], self.alt[state])
-        if kind == _PASS:
-            return (self.out[state],)
-        return ()
-
-    def empty_order(self) -> Optional[List[int]]:
-        """States in a topological order of the empty moves; None when they form a cycle."""
-        return _topological_order(len(self.kind), self.empty_moves)
-
-
-def _topological_order(count: int, moves) -> Optional[List[int]]:
-    incoming = [0] * count
-    for state in range(count):
-        for following in moves(state):
-            incoming[following] += 1
-    ready = [state for state in range(count) if incoming[state] == 0]
-    order: List[int] = []
-    while ready:
-        state = ready.pop()
-        order.append(state)
-        for following in moves(state):
-            incoming[following] -= 1
-            if incoming[following] == 0:
-                ready.append(following)
-    return order if len(order) == count else None
-
-
-# -- rule 2: ambiguous choices in repetitions -------------------------------------------------------
-
-_LOOP, _OPTION, _ALTERNATIVE = "loop", "option", "alternative"
-
-
-class _ChoiceGraph:
-    """The analysis NFA of rule 2: counted repetitions as loops, lookarounds and assertions empty,
-    a backreference as one optional character of its group. Each choice remembers its origin."""
-
-    def __init__(self, parsed: ParsedPattern, node: RegexNode, widths: _Widths) -> None:
+    def __init__(self, parsed: ParsedPattern, node: RegexNode, *, exact: bool) -> None:
         self.parsed = parsed
-        self.widths = widths
+        self.exact = exact
         self.kind: List[int] = []
         self.out: List[int] = []
         self.alt: List[int] = []
@@ -506,8 +427,7 @@ class _ChoiceGraph:
         if isinstance(node, Backreference):
             if node.number is None:
                 return follow
-            group_chars = _chars_in(self.parsed.groups[node.number])
-            read = self._add(_READ, follow, chars=group_chars)
+            read = self._add(_READ, follow, chars=_chars_in(self.parsed.groups[node.number]))
             return self._add(_CHOICE, read, follow, origin=_OPTION)
         if isinstance(node, Concatenation):
             for item in reversed(node.items):
@@ -522,16 +442,27 @@ class _ChoiceGraph:
         if isinstance(node, Group):
             return self._compile(node.item, follow)
         assert isinstance(node, Repeat)
-        if node.high is not None and node.high <= MAX_EXPANDED_COUNT:
-            tail = follow  # small counts exactly: x{2,4} is x x (x (x)?)?
+        return self._repeat(node, follow)
+
+    def _repeat(self, node: Repeat, follow: int) -> int:
+        if (node.high if node.high is not None else node.low) > MAX_ANALYSED_STATES:
+            if self.exact:
+                raise _TooLarge()
+        elif node.high is not None and (self.exact or node.high <= MAX_EXPANDED_COUNT):
+            tail = follow  # counted exactly: x{2,4} is x x (x (x)?)?
             for _ in range(node.high - node.low):
                 tail = self._add(_CHOICE, self._compile(node.item, tail), follow, origin=_OPTION)
             for _ in range(node.low):
                 tail = self._compile(node.item, tail)
             return tail
-        loop = self._add(_CHOICE, -1, follow, origin=_LOOP)  # x{n,} and large counts: x+ (or x*)
+        loop = self._add(_CHOICE, -1, follow, origin=_LOOP)  # x{n,}: n copies (or one), then x*
         self.out[loop] = self._compile(node.item, loop)
-        return self.out[loop] if node.low >= 1 else loop
+        if not self.exact:
+            return self.out[loop] if node.low >= 1 else loop
+        tail = loop
+        for _ in range(node.low):
+            tail = self._compile(node.item, tail)
+        return tail
 
     def empty_moves(self, state: int) -> Tuple[int, ...]:
         return (self.out[state], self.alt[state]) if self.kind[state] == _CHOICE else ()
@@ -545,6 +476,25 @@ class _ChoiceGraph:
         return ()
 
 
+def _topological_order(count: int, moves) -> Optional[List[int]]:
+    incoming = [0] * count
+    for state in range(count):
+        for following in moves(state):
+            incoming[following] += 1
+    ready = [state for state in range(count) if incoming[state] == 0]
+    order: List[int] = []
+    while ready:
+        state = ready.pop()
+        order.append(state)
+        for following in moves(state):
+            incoming[following] -= 1
+            if incoming[following] == 0:
+                ready.append(following)
+    return order if len(order) == count else None
+
+
+# -- rule 2: ambiguous choices in repetitions -------------------------------------------------------
+
 def _chars_in(node: RegexNode) -> Tuple[Range, ...]:
     """Every character a part of the pattern could read (a superset of what it starts with)."""
     ranges: List[Range] = []
@@ -554,11 +504,11 @@ def _chars_in(node: RegexNode) -> Tuple[Range, ...]:
     return tuple(normalize_ranges(ranges))
 
 
-def _ambiguity(parsed: ParsedPattern, node: RegexNode, widths: _Widths) -> Optional[_Refusal]:
+def _ambiguity(parsed: ParsedPattern, node: RegexNode) -> Optional[_Refusal]:
     """Rule 2 for `node`: None when no repetition is ambiguous (and few other choices are); the
     refusal also classifies the backtracking (see the module docstring)."""
     try:
-        graph = _ChoiceGraph(parsed, node, widths)
+        graph = _Graph(parsed, node, exact=False)
     except _TooLarge:
         return _Refusal("the pattern is too large to analyse")
     order = _topological_order(len(graph.kind), graph.empty_moves)
@@ -592,7 +542,7 @@ def _ambiguity(parsed: ParsedPattern, node: RegexNode, widths: _Widths) -> Optio
     return None
 
 
-def _backtracking(graph: "_ChoiceGraph", component: List[int], cyclic: List[bool], choice: int,
+def _backtracking(graph: "_Graph", component: List[int], cyclic: List[bool], choice: int,
                   conflict: Tuple[List[int], List[int], List[Range]]) -> str:
     """How bad an ambiguous choice inside a repetition is for a backtracking engine.
 
@@ -635,7 +585,7 @@ _AMBIGUITY_REASONS = {
 }
 
 
-def _first_reads(graph: _ChoiceGraph, order: List[int]) -> List[Dict[int, int]]:
+def _first_reads(graph: _Graph, order: List[int]) -> List[Dict[int, int]]:
     """For each state, the reading (or end) states reachable by empty moves, with how many empty
     paths reach each (capped at 2: two is already ambiguous)."""
     targets: List[Dict[int, int]] = [{} for _ in graph.kind]
@@ -651,7 +601,7 @@ def _first_reads(graph: _ChoiceGraph, order: List[int]) -> List[Dict[int, int]]:
     return targets
 
 
-def _conflict(graph: _ChoiceGraph, first: Dict[int, int],
+def _conflict(graph: _Graph, first: Dict[int, int],
               second: Dict[int, int]) -> Optional[Tuple[List[int], List[int], List[Range]]]:
     """Whether two branches of a choice can go on with the same step or the same character: None,
     or (the conflicting targets of each branch, the characters both can read)."""
@@ -684,7 +634,7 @@ def _intersection(first: Sequence[Range], second: Sequence[Range]) -> List[Range
     return result
 
 
-def _union(graph: _ChoiceGraph, targets: Dict[int, int]) -> List[Range]:
+def _union(graph: _Graph, targets: Dict[int, int]) -> List[Range]:
     ranges: List[Range] = []
     for target in targets:
         ranges.extend(graph.chars[target])
