@@ -159,12 +159,16 @@ class Validator:
         if problem is not None:
             pointer, reason = problem
             return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
-        out: List[Violation] = [] if limit is None else _FirstViolations(limit)
-        try:
+        if limit is None:
+            out: List[Violation] = []
             self._collect(instance, "", "", out)
-        except _EnoughViolations:
-            pass
-        out = list(out)
+        else:
+            first = _FirstViolations(limit)
+            try:
+                self._collect(instance, "", "", first)
+            except _EnoughViolations:
+                pass
+            out = list(first)
         if not out:
             out.append(Violation("", "", "schema", "value does not satisfy the schema"))
         return out
