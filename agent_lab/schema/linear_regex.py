@@ -20,7 +20,9 @@ True or None, like ``re.Pattern.search`` answers a match or None). Zero-width as
 \\B`` are supported, also line-wise inside ``(?m:...)``. Which characters a class matches is taken
 from the same ranges the Python translation uses; a class inside ``(?i:...)`` is asked of Python's
 ``re`` for each new character (once, then cached), so both engines agree on case-insensitivity.
-Lookarounds and backreferences cannot be run here (LinearRegexUnsupported).
+Backreferences and lookarounds cannot be run here (LinearRegexUnsupported), with one exception:
+lookaheads right after a leading ``^`` only look at position 0, so ``build_linear_matcher`` runs
+``^(?=A)(?!B)R`` as three anchored matchers (A and R must match, B must not).
 """
 
 from __future__ import annotations
