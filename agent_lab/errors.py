@@ -91,6 +91,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "invalid_arguments": CatalogueEntry(
             _C.VALIDATION, False, _N.FIX_ARGUMENTS, _O.REJECTED, "The arguments do not match the tool's input schema."
         ),
+        "input_too_large": CatalogueEntry(
+            _C.VALIDATION, False, _N.NARROW_REQUEST, _O.REJECTED,
+            "The arguments are larger than this tool accepts; send less.",
+        ),
         "permission_denied": CatalogueEntry(
             _C.POLICY, False, _N.STOP, _O.REJECTED, "The caller is not allowed to use this tool on this resource."
         ),

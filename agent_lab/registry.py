@@ -95,7 +95,8 @@ STEPS = ("route", "schema", "permission", "approval", "deadline", "idempotency",
 """The step names, in order, as they appear in audit records (`step`: the last step reached)."""
 
 MAX_REPORTED_VIOLATIONS = 20
-"""At most this many schema violations are listed in an error's details (the count says how many)."""
+"""At most this many schema violations are listed in an error's details. Validation stops at one more,
+so `violation_count` is exact up to this many; past it `violations_truncated` is true (at least)."""
 
 MAX_CLOSE_NAMES = 3
 """How many near-miss tool names `tool_not_found` suggests."""
@@ -524,8 +525,13 @@ class Registry:
     # -- step 1: schema --------------------------------------------------------------------------
 
     def _check_schema(self, state: _CallState) -> Optional[ToolResult]:
-        """Arguments against the input schema: every violation (capped), each with its JSON Pointers.
+        """Arguments against the input schema: the first violations (capped), each with its JSON Pointers.
 
+        The size comes first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON, measured
+        by the C encoder, as outputs are) are refused before any fingerprint or validation work, so a
+        call's cost is bounded by the budget. Validation stops once it has one violation more than it
+        reports (`violations_truncated` then says there may be more), so invalid input costs no more
+        than valid input; and the patterns it runs are ones a model cannot make slow (`regex_safety`).
         The fingerprint is computed here, once, whenever the arguments are JSON (also when they break
         the schema, so that audit records of refused calls can be correlated)."""
         spec = state.spec
@@ -534,12 +540,16 @@ class Registry:
             return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
         # From here on every step, and the handler, sees this one copy (see plain_json_copy).
         state.arguments = plain_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
+        size = _json_size(state.arguments)
+        if size is not None and size > spec.max_input_bytes:
+            return state.refusal("input_too_large", details={"max_input_bytes": spec.max_input_bytes, "input_bytes": size})
         non_canonical: Optional[NotCanonicalJSON] = None
         try:
             state.fingerprint = self.fingerprint(spec.name, state.arguments)
         except NotCanonicalJSON as problem:
             non_canonical = problem
-        violations = [_violation_dict(v) for v in spec.input_validator.errors(state.arguments)]
+        found = spec.input_validator.errors(state.arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
+        violations = [_violation_dict(v) for v in found]
         if not violations and non_canonical is not None:  # JSON the validator accepts, e.g. a 5,000-digit integer
             violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
         if not violations:
@@ -836,7 +846,8 @@ class Registry:
         if not plain or size is None:
             return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(output)])
         if spec.output_validator is not None:
-            violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
+            found = spec.output_validator.errors(output, limit=MAX_REPORTED_VIOLATIONS + 1)
+            violations = [_violation_dict(v) for v in found]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
         return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
@@ -1064,7 +1075,10 @@ def _violation_report(state: _CallState, violations: list, *, prefix: str = "") 
 
 
 def _violation_details(violations: list) -> dict[str, Any]:
-    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations)}
+    """Validation stops one violation past what is reported: `violation_count` is exact unless
+    `violations_truncated` is true, and then it is a lower bound ("at least")."""
+    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations),
+            "violations_truncated": len(violations) > MAX_REPORTED_VIOLATIONS}
 
 
 def _first_violation_message(violations: Optional[list], *, prefix: str = "") -> Optional[str]:
@@ -1072,7 +1086,9 @@ def _first_violation_message(violations: Optional[list], *, prefix: str = "") ->
         return None
     first = prefix + violations[0]["message"]
     more = len(violations) - 1
-    if more:
+    if len(violations) > MAX_REPORTED_VIOLATIONS:
+        first = f"{first.rstrip('.')} (and at least {more} more violations)."
+    elif more:
         first = f"{first.rstrip('.')} (and {more} more {'violation' if more == 1 else 'violations'})."
     return first
 

@@ -55,6 +55,7 @@ class Compiler:
         self.uses_recursive_anchors = False
         self._tables: Dict[str, _Table] = {}
         self._booleans: Dict[bool, Node] = {}
+        self.patterns: Dict[str, Any] = {}  # JSON Pointer -> regex_safety.PatternFinding, for Validator.patterns
 
     # -- entry points --------------------------------------------------------------------------
     def compile_root(self, schema: Any, base: str) -> Node:
@@ -336,17 +337,22 @@ class _NodeContext:
         return self.compiler.ref_node(reference, self.node, f"{self.place.location or ''}/{keyword}")
 
     def regex(self, pattern: str, *tokens: Any):
-        """Compile an ECMA-262 pattern; SchemaError (saying where and why) when it cannot be used.
+        """Compile an ECMA-262 pattern into a matcher (`.search`); SchemaError (saying where and why)
+        when it cannot be used. The engine is the one `regex_safety` picks (Python's re when proven
+        safe, else the linear-time matcher); the verdict is recorded for `Validator.patterns`.
 
         A valid pattern Python's `re` cannot run is still a SchemaError (nothing could validate with
         it), but its message says it is valid, so the author knows to rewrite it rather than fix it.
         """
-        from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported, compile_ecma
+        from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported
+        from .regex_safety import PatternFinding, compile_pattern
 
+        where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
         try:
-            return compile_ecma(pattern)
+            matcher, safety = compile_pattern(pattern)
+            self.compiler.patterns.setdefault(where, PatternFinding(where, pattern, safety))
+            return matcher
         except EcmaRegexError as error:
-            where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
             if isinstance(error, EcmaRegexUnsupported):
                 raise SchemaError(f"regular expression at {where} is valid ECMA-262 but not supported here: "
                                   f"{error.reason}") from None
