@@ -35,6 +35,8 @@ NOT_RUN = "not run"
 NOT_RUN_REASON = "not run: the case has no steps for this surface"
 NOT_XML_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 "Char"
 SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP, SVG_LEGEND_ENTRY = 720, 230, 380, 22, 56, 260
+SVG_LEGEND_PER_LINE = 2
+SVG_CHARACTER_WIDTH = 7  # a generous estimate at font-size 13, so a long surface name widens the chart
 SVG_BASELINE_COLOUR = "#9aa0a6"
 SVG_CANDIDATE_COLOURS = ("#1a73e8", "#e8710a", "#188038", "#a142f4", "#d01884", "#12b5cb")
 
@@ -365,21 +367,22 @@ def _chart_svg(evaluation: Any) -> str:
     labelled with values, and says whether lower or higher is better; a cost is drawn as an outline, so
     a longer bar there never reads as a win."""
     metrics, surfaces, colours = evaluation.metrics, evaluation.surfaces, _colours(evaluation)
-    per_line = (SVG_WIDTH - SVG_LABEL_WIDTH) // SVG_LEGEND_ENTRY
-    legend_lines = -(-len(surfaces) // per_line)
+    legend_lines = -(-len(surfaces) // SVG_LEGEND_PER_LINE)
     top = SVG_TOP + (legend_lines - 1) * SVG_ROW
     group = max(len(surfaces) * SVG_ROW, 2 * SVG_ROW) + 14
     height = top + len(_CHART_ROWS) * group + 10
+    width = max([SVG_WIDTH] + [SVG_LABEL_WIDTH + (number % SVG_LEGEND_PER_LINE) * SVG_LEGEND_ENTRY + 20
+                               + SVG_CHARACTER_WIDTH * len(surface.label) for number, surface in enumerate(surfaces)])
     names = " vs ".join(surface.name for surface in surfaces)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="sans-serif" font-size="13">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
         f"<title>{escape(names)}</title>",
-        f'<rect width="{SVG_WIDTH}" height="{height}" fill="#ffffff"/>',
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
     ]
     for number, surface in enumerate(surfaces):
-        x = SVG_LABEL_WIDTH + (number % per_line) * SVG_LEGEND_ENTRY
-        y = 14 + (number // per_line) * SVG_ROW
+        x = SVG_LABEL_WIDTH + (number % SVG_LEGEND_PER_LINE) * SVG_LEGEND_ENTRY
+        y = 14 + (number // SVG_LEGEND_PER_LINE) * SVG_ROW
         parts.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{colours[surface.name]}"/>')
         parts.append(f'<text x="{x + 20}" y="{y + 12}">{escape(surface.label)}</text>')
     y = top
