@@ -314,8 +314,7 @@ class CasesForALabTest(TemporaryDirectoryTest):
         case = files_cases()[0]
         case["calls"] = {"candidate": case["calls"]}
         self.assertEqual(self.problems([case]), [
-            "'calls/candidate': lab 'files' has 2 candidate surfaces (files-naive-v1, files-typed-v2, files-typed-v3): "
-            "name one"])
+            "'calls/candidate': lab 'files' has 2 candidate surfaces (files-typed-v2, files-typed-v3): name one"])
 
     def test_world_options_are_checked_against_the_labs_schema(self) -> None:
         case = {**files_cases()[0], "world": {"write_delay_ms": -1}}

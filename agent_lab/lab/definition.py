@@ -227,7 +227,8 @@ class Lab:
             return holders[0]
         known = ", ".join(surface.name for surface in self.surfaces)
         if holders:
-            raise KeyError(f"lab {self.name!r} has {len(holders)} {name} surfaces ({known}): name one")
+            names = ", ".join(surface.name for surface in holders)
+            raise KeyError(f"lab {self.name!r} has {len(holders)} {name} surfaces ({names}): name one")
         raise KeyError(f"lab {self.name!r} has no surface {name!r} (surfaces: {known})")
 
     # -- calling the lab's own code --------------------------------------------------------------------
