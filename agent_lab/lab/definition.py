@@ -16,7 +16,7 @@ import inspect
 import re
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..policy import Actor
 
@@ -145,14 +145,14 @@ class Lab:
 
     name: str
     world: Callable[..., Any]
-    surfaces: tuple[Surface, ...]
+    surfaces: Sequence[Surface]  # any iterable; kept as a tuple
     effects: Callable[[Any], Iterable[Any]]
     secrets: Callable[[Any], Iterable[str]] | None = None
     world_options: Mapping[str, Any] | None = None
     settle: Callable[[Any], Any] | None = None
     writes_started: Callable[[Any], int] | None = None
     actor: Actor | None = None
-    cases: tuple[str, ...] = ()
+    cases: Sequence[str] = ()  # kept as a tuple of strings
     world_options_validator: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:

@@ -26,7 +26,8 @@ BUILTIN_LAB = "agent_lab.lab.tickets:lab"  # the demo and reference lab, used wh
 def default_lab() -> Lab:
     """The built-in lab (imported without touching sys.path: it ships with the package)."""
     module, _, attribute = BUILTIN_LAB.partition(":")
-    return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+    lab: Lab = getattr(importlib.import_module(module), attribute)
+    return lab
 
 
 def load_lab(reference: str) -> Lab:

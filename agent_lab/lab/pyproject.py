@@ -11,7 +11,9 @@ the small one accepts.
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +30,32 @@ class ConfigError(ValueError):
     """A pyproject.toml that cannot give the settings; `str()` is one line starting with the file."""
 
 
-def read_agent_lab_table(path: Path) -> dict[str, Any]:
-    """The `[tool.agent-lab]` table of the TOML file at `path` ({} when there is no file or no table)."""
+def read_agent_lab_table(path: Path, *, where: str | None = None) -> dict[str, Any]:
+    """The `[tool.agent-lab]` table of the TOML file at `path` ({} when there is no file or no table).
+
+    `where` names the file in messages (default: `path`)."""
+    where = where or str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+        raise ConfigError(f"{where}: not UTF-8 text") from None
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read it ({error.strerror or type(error).__name__})") from None
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        return read_table_subset(text, str(path))
+        raise ConfigError(f"{where}: cannot read it ({error.strerror or type(error).__name__})") from None
+    if sys.version_info < (3, 11):  # no tomllib
+        return read_table_subset(text, where)
+    tomllib: Any = importlib.import_module("tomllib")  # Python 3.11+
+
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML ({' '.join(str(error).split())})") from None
+        raise ConfigError(f"{where}: not valid TOML ({' '.join(str(error).split())})") from None
     table: Any = document
     for part in TABLE:
         table = table.get(part, {}) if isinstance(table, dict) else None
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: {TABLE_NAME} must be a table")
+        raise ConfigError(f"{where}: {TABLE_NAME} must be a table")
     return table
 
 
@@ -144,7 +149,7 @@ class _Reader:
                 self.fail(f"{what} is a multi-line string; {_WAY_OUT}")
             return self.multiline_string(quote)
         self.at += 1
-        pieces = []
+        pieces: list[str] = []
         while True:
             char = self.peek()
             if char == "" or char == "\n":
@@ -195,7 +200,7 @@ class _Reader:
 
     def string_array(self) -> list[str]:
         self.at += 1
-        items = []
+        items: list[str] = []
         while True:
             self.skip_blank(newlines=True)
             if self.peek() == "]":

@@ -53,7 +53,7 @@ class ToolEvalSettings:
         if self.cases:
             return self.cases
         if lab.cases:
-            return lab.cases
+            return tuple(lab.cases)
         raise ConfigError(f"lab {lab.name!r} ships no case files: name them with --cases FILE or with cases "
                           f"in {TABLE_NAME} of {PYPROJECT}")
 
@@ -62,7 +62,7 @@ def project_table(directory: Path | None = None) -> dict[str, Any]:
     """The checked `[tool.agent-lab]` table of `directory`'s pyproject.toml ({} when there is none)."""
     path = (directory or Path.cwd()) / PYPROJECT
     where = PYPROJECT if directory is None else str(path)
-    table = read_agent_lab_table(path)
+    table = read_agent_lab_table(path, where=where)
     checked: dict[str, Any] = {}
     for key, value in table.items():
         if isinstance(value, dict):

@@ -124,7 +124,7 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
                 secrets |= result.run.secrets
     return Evaluation(
         lab=lab.name,
-        surfaces=lab.surfaces,
+        surfaces=tuple(lab.surfaces),
         case_files=tuple(case_paths),
         cases=cases,
         results=SurfaceMap(results, roles),
