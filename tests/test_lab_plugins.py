@@ -314,6 +314,15 @@ class LabValueTest(unittest.TestCase):
         self.assertEqual(str(caught.exception), f"{FILES_LAB}:registry: is the function registry, not an agent_lab.lab.Lab")
 
 
+class EngineKnowsNoDomainTest(unittest.TestCase):
+    def test_no_engine_module_names_the_ticket_lab(self) -> None:
+        engine = REPO / "agent_lab" / "lab"
+        for name in ("cases.py", "case_schema.json", "definition.py", "grading.py", "inspection.py", "metrics.py",
+                     "pointer.py", "pyproject.py", "replay.py", "reports.py", "testing.py", "tool_eval.py"):
+            with self.subTest(module=name):
+                self.assertNotIn("ticket", (engine / name).read_text(encoding="utf-8").lower())
+
+
 class CasesForALabTest(TemporaryDirectoryTest):
     """What only the lab can say about a case is checked when the case file is loaded."""
 
@@ -420,6 +429,18 @@ class ProgressTest(TemporaryDirectoryTest):
         self.assertIn("gate passed", stdout)
         for name in REPORT_FILES:
             self.assertEqual((quiet / name).read_bytes(), (verbose / name).read_bytes(), name)
+
+
+    def test_a_terminal_on_stderr_gets_progress_without_asking(self) -> None:
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        cases = self.write_cases("two.jsonl", files_cases()[:2])
+        terminal = Terminal()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(terminal):
+            code = main(["tool-eval", "--lab", f"{FILES_LAB}:lab", "--cases", cases, "--out", str(self.dir / "out")])
+        self.assertEqual((code, len(terminal.getvalue().splitlines())), (0, 2))
 
 
 class InspectExportServeTest(TemporaryDirectoryTest):

@@ -62,9 +62,14 @@ def resolve_reference(reference: str) -> Any:
     attribute = reference.rpartition(":")[2]
     value: Any = module
     for part in attribute.split("."):
-        if not part.isidentifier() or not hasattr(value, part):
-            raise LabError(f"{reference}: {module.__name__} has no attribute {attribute!r}")
-        value = getattr(value, part)
+        if not part.isidentifier():
+            raise LabError(f"{reference}: {attribute!r} is not an attribute name")
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise LabError(f"{reference}: {module.__name__} has no attribute {attribute!r}") from None
+        except Exception as error:  # noqa: BLE001 - a property or module __getattr__ of the user's
+            raise LabError(f"{reference}: reading {attribute!r} raised {describe_exception(error)}") from None
     return value
 
 
