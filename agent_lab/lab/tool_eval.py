@@ -77,17 +77,12 @@ class Evaluation:
     secrets: frozenset[str]  # every secret any world of the run held: masked in every report
     redact_fields: frozenset[str]  # fields some tool redacts: masked in the arguments the runs show
 
+    baseline: Surface | None  # the lab's baseline, if it has one
+    candidates: tuple[Surface, ...]  # the surfaces that gate, in the lab's order
+
     @property
     def gate_passed(self) -> bool:
         return all(check.passed for check in self.gate)
-
-    @property
-    def baseline(self) -> Surface | None:
-        return next((surface for surface in self.surfaces if surface.baseline), None)
-
-    @property
-    def candidates(self) -> tuple[Surface, ...]:
-        return tuple(surface for surface in self.surfaces if not surface.baseline)
 
 
 def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None) -> Evaluation:
@@ -125,6 +120,8 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
     return Evaluation(
         lab=lab.name,
         surfaces=tuple(lab.surfaces),
+        baseline=lab.baseline,
+        candidates=lab.candidates,
         case_files=tuple(case_paths),
         cases=cases,
         results=SurfaceMap(results, roles),
