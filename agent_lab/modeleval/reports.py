@@ -32,7 +32,7 @@ DEFINITIONS = {
     "pass_hat_k": "C(c,k)/C(n,k) per task (c successes of n trials), averaged over tasks",
     "tool_selection_accuracy": "trials of tasks with must_call that proposed every required tool and no unknown tool",
     "argument_validity": "proposed calls whose arguments pass the tool's input schema / proposed calls",
-    "abstention_precision": "trials that proposed no call and should not have / trials that proposed no call",
+    "abstention_precision": "trials that proposed no call on a must-abstain task / trials that proposed no call",
     "abstention_recall": "must-abstain trials that proposed no call / must-abstain trials; an unparseable call is a "
                          "proposal, never an abstention",
     "recovery_after_injected_errors": "trials with an injected error in which a later call of that tool succeeded",

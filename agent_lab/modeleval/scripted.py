@@ -45,8 +45,9 @@ _TYPED_TOOLS = {"get": "get_ticket", "list": "list_tickets", "thread": "get_tick
 
 @dataclass
 class _Request:
-    kind: str  # get, email, list, thread, live, followup, credit
+    kind: str  # get, email, list, thread, live, preview, followup, credit
     ticket: Optional[str] = None
+    size: Optional[int] = None  # a page size or a message limit the user asked for
     status: Optional[str] = None
     note: Optional[str] = None
     amount: Optional[int] = None
@@ -73,18 +74,21 @@ def _read_request(text: str) -> tuple[Optional[_Request], str]:
             return None, "Which ticket, and how much should the credit be?"
         reason = quoted[0] if quoted else "Goodwill credit requested by the user"
         return _Request("credit", ticket, amount=amount, reason=reason, action_id=action_id), ""
+    size_match = re.search(r"\b(?:last|latest|newest)\s+(\d{1,2})\b|\b(\d{1,2})\s+(?:at a time|per page)\b", bare)
+    size = int(size_match.group(1) or size_match.group(2)) if size_match else None
     if re.search(r"\b(note|follow-?up|comment|reply|append)\b", bare):
         if ticket is None or not quoted:
             return None, "Which ticket, and what exactly should the note say?"
-        return _Request("followup", ticket, note=quoted[0], action_id=action_id), ""
+        only_preview = re.search(r"\b(preview|draft|don't save|do not save|without saving)\b", bare)
+        return _Request("preview" if only_preview else "followup", ticket, note=quoted[0], action_id=action_id), ""
     if re.search(r"\b(thread|conversation|messages|history|discussion)\b", bare):
-        return (_Request("thread", ticket), "") if ticket else (None, "Which ticket's conversation?")
+        return (_Request("thread", ticket, size=size), "") if ticket else (None, "Which ticket's conversation?")
     if re.search(r"\b(live|upstream|helpdesk|right now|currently)\b", bare):
         return (_Request("live", ticket), "") if ticket else (None, "Which ticket should I check?")
     if re.search(r"\b(e-?mail|contact address)\b", bare):
         return (_Request("email", ticket), "") if ticket else (None, "Which ticket?")
     if re.search(r"\btickets\b", bare) and re.search(r"\b(list|which|how many|all|every|show|count)\b", bare):
-        return _Request("list", status=status), ""
+        return _Request("list", status=status, size=size), ""
     if ticket is not None:
         return _Request("get", ticket), ""
     return None, "I'm not sure what you need; could you name the ticket and what to do with it?"
@@ -136,11 +140,14 @@ class _Plan:
         if r.kind in ("get", "email"):
             self.steps = [("get", {"ticket_id": r.ticket})]
         elif r.kind == "list":
-            self.steps = [("list", {"status": r.status} if r.status else {})]
+            self.steps = [("list", {**({"status": r.status} if r.status else {}),
+                                    **({"page_size": r.size} if r.size else {})})]
         elif r.kind == "thread":
-            self.steps = [("thread", {"ticket_id": r.ticket})]
+            self.steps = [("thread", {"ticket_id": r.ticket, **({"limit": r.size} if r.size else {})})]
         elif r.kind == "live":
             self.steps = [("live", {"ticket_id": r.ticket})]
+        elif r.kind == "preview":
+            self.steps = [("preview", {"ticket_id": r.ticket, "note": r.note})]
         elif r.kind == "followup":
             self.steps = [("preview", {"ticket_id": r.ticket, "note": r.note}),
                           ("followup", {"ticket_id": r.ticket, "note": r.note, "action_id": r.action_id})]
@@ -239,6 +246,8 @@ class _Plan:
         if kind == "thread":
             messages = last.get("messages", []) if isinstance(last, Mapping) else (last or [])
             return f"The conversation on {self.request.ticket} has {len(messages)} recent message(s)."
+        if kind == "preview":
+            return f"Here is the follow-up for {self.request.ticket}, not saved: {self.request.note}"
         if kind == "followup":
             followup = last.get("followup", last) if isinstance(last, Mapping) else {}
             return f"Recorded follow-up {followup.get('id')} on {self.request.ticket}."
