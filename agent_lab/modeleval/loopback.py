@@ -61,7 +61,8 @@ class LoopbackModelServer:
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="loopback-model", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="loopback-model", daemon=True)
 
     @property
     def base_url(self) -> str:

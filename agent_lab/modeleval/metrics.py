@@ -53,7 +53,9 @@ def wilson_interval(successes: int, total: int, z: float = WILSON_Z) -> Optional
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 0.9999999999999999
+    high = 1.0 if successes == total else min(1.0, centre + half)
+    return low, high
 
 
 def rate(successes: int, total: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 It reads the latest user message with keyword rules (quoted text is the note or the reason, `T-1234`
 or "ticket 1234" the ticket, "$25" / "2500 cents" the amount), plans the calls that request needs and
 then reacts to each answer the way a careful agent should: fix a malformed ticket id after
-`invalid_arguments`, retry a retryable error (at most twice), repeat a write whose outcome is unknown
+`invalid_arguments`, call the catalog's tool after `tool_not_found`, retry a retryable error (at most twice), repeat a write whose outcome is unknown
 with the same `action_id`, ask for less after `output_too_large`, follow `next_cursor` to the last
 page, preview a follow-up before recording it, and stop and tell the user on `approval_required`,
 `not_found`, `permission_denied` or anything it cannot fix. A request no tool can serve (delete, close,
@@ -188,6 +188,8 @@ class _Plan:
             key = "limit" if action == "thread" else "page_size"
             self.current = (action, {**arguments, key: SMALL_PAGE})
             self.retries += 1
+        elif code == "tool_not_found" and self.retries < MAX_RETRIES:
+            self.retries += 1  # the planned call names the catalog's tool: send it as planned
         elif view.get("outcome") == "unknown" and self.retries < MAX_RETRIES:
             self.retries += 1  # the same call, the same action_id: it replays what happened, never a second write
         elif error.get("retryable") is True and self.retries < MAX_RETRIES:
