@@ -167,6 +167,8 @@ def _add_model_eval_parser(commands: Any) -> None:
     cassette.add_argument("--record", metavar="DIR", type=_path, help="record every model exchange into DIR/cassette.jsonl")
     cassette.add_argument("--replay", metavar="DIR", type=_path, help="answer from DIR/cassette.jsonl only (no network)")
     model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0, help="per request (default 60)")
+    model_eval.add_argument("--attempts", metavar="N", type=int, default=4,
+                            help="tries per request on 429, 5xx, timeouts and broken answers (default 4)")
     model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
                             help="report directory (default reports/model-eval/)")
     model_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
@@ -188,7 +190,7 @@ def _model_eval(args: argparse.Namespace) -> int:
 
     try:
         lab = labglue.load_lab_target(args.lab or labglue.DEFAULT_LAB)
-        transport = UrllibTransport(timeout_s=args.timeout)
+        transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
         progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         evaluation = run_model_eval(
             lab, args.tasks or [str(SHIPPED_TASKS)], out_dir=args.out, junit_path=args.junit,

@@ -72,13 +72,15 @@ class Recording:
     first_asked: Mapping[str, Any]
 
     def to_line(self) -> str:
+        """One line, keys in the order they were sent and received: sorting them would reorder a tool
+        call's arguments object (Anthropic's `input`), and the replay would no longer be the recording."""
         return json.dumps({
             "key": self.key,
             "first_asked": dict(self.first_asked),
             "request": self.request,
             "response": {"status": self.response.status, "headers": dict(sorted(self.response.headers.items())),
                          "body": self.response.body, "latency_ms": self.response.latency_ms},
-        }, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        }, ensure_ascii=False, separators=(",", ":"))
 
 
 class Cassette:
@@ -180,8 +182,8 @@ class ReplayTransport:
         theirs = _messages(best.request)
         if best_shared < len(wanted_messages):
             if best_shared < len(theirs):
-                return (f"message {best_shared} differs ({nearest}): recorded {_shown(theirs[best_shared])}, "
-                        f"now {_shown(wanted_messages[best_shared])}")
+                recorded, now = _where_they_differ(theirs[best_shared], wanted_messages[best_shared])
+                return f"message {best_shared} differs ({nearest}): recorded {recorded}, now {now}"
             return f"message {best_shared} is new ({nearest}): now {_shown(wanted_messages[best_shared])}"
         if best_shared < len(theirs):
             return f"the request ends at message {best_shared}, the recording goes on ({nearest})"
@@ -215,6 +217,20 @@ def _shared_prefix(left: list[Any], right: list[Any]) -> int:
             break
         shared += 1
     return shared
+
+
+def _where_they_differ(recorded: Any, now: Any) -> tuple[str, str]:
+    """The two messages' JSON around the first character where they differ."""
+    left = json.dumps(recorded, ensure_ascii=False, sort_keys=True)
+    right = json.dumps(now, ensure_ascii=False, sort_keys=True)
+    at = next((i for i, (a, b) in enumerate(zip(left, right)) if a != b), min(len(left), len(right)))
+    start = max(0, at - MAX_SHOWN_CHARS // 3)
+
+    def window(text: str) -> str:
+        piece = text[start:start + MAX_SHOWN_CHARS]
+        return ("…" if start else "") + piece + ("…" if start + MAX_SHOWN_CHARS < len(text) else "")
+
+    return window(left), window(right)
 
 
 def _shown(message: Any) -> str:
