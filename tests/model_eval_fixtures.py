@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent_lab.modeleval.labglue import ticket_lab
+from agent_lab.lab.tickets import lab as ticket_lab
 from agent_lab.modeleval.scripted import reference_agent
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 from .agent import run_trial
 from .cassettes import Cassette, RecordingTransport, ReplayTransport
 from .grading import grade_trial
-from .labglue import build_registry, open_world, surfaces_of, world_effects, world_secrets
+from .labglue import build_registry, new_receipts, open_world, surfaces_of, world_effects, world_secrets
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
 from .models.http import Transport, UrllibTransport
@@ -136,13 +136,23 @@ def _client(model: str, record: Optional[str], replay: Optional[str], transport:
 
 def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int) -> TrialResult:
     world = open_world(lab)
-    registry = build_registry(surface, world)
+    receipts = new_receipts()
     try:
-        record = run_trial(task, surface.name, registry, client, trial=trial, secrets=world_secrets(lab, world),
-                           effects=lambda: world_effects(lab, world))
+        registry = build_registry(lab, surface, world, receipts)
+        try:
+            record = run_trial(task, surface.name, registry, client, trial=trial, secrets=world_secrets(lab, world),
+                               effects=lambda: _settled_effects(lab, world))
+        finally:
+            registry.close()
     finally:
-        registry.close()
+        receipts.close()
     return TrialResult(task=task, trial=record, grade=grade_trial(task, record))
+
+
+def _settled_effects(lab: Any, world: Any) -> list[Any]:
+    """The world's effects once held operations are released and running ones have finished."""
+    lab.settle_world(world)
+    return world_effects(lab, world)
 
 
 @contextlib.contextmanager
