@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..idempotency import canonical_json
-from .models.http import HttpRequest, HttpResponse, InfrastructureFailure, Transport, is_secret_header
+from .models.http import HttpRequest, HttpResponse, Transport, is_secret_header
 from .transcript import TurnContext
 
 __all__ = ["CASSETTE_FILE", "Cassette", "CassetteError", "MissingRecording", "RecordingTransport",

@@ -66,8 +66,7 @@ class LoopbackModelServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def queue(self, path: str, *replies: Reply) -> None:
         """Answer the next requests to `path` with `replies`, in order, before the agent answers again."""

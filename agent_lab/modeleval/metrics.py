@@ -119,10 +119,10 @@ def surface_metrics(results: Sequence[TrialResult], repeats: int) -> dict[str, A
     figures["steps_per_task"] = _mean([result.trial.steps for result in graded])
     tokens_in = [r.trial.input_tokens for r in graded if r.trial.input_tokens is not None]
     tokens_out = [r.trial.output_tokens for r in graded if r.trial.output_tokens is not None]
-    figures["input_tokens_per_task"] = _mean(tokens_in)  # type: ignore[arg-type]
-    figures["output_tokens_per_task"] = _mean(tokens_out)  # type: ignore[arg-type]
+    figures["input_tokens_per_task"] = _mean(tokens_in)
+    figures["output_tokens_per_task"] = _mean(tokens_out)
     latencies = [r.trial.latency_ms for r in graded if r.trial.latency_ms is not None]
-    figures["model_latency_ms_per_task"] = _mean(latencies)  # type: ignore[arg-type]
+    figures["model_latency_ms_per_task"] = _mean(latencies)
     return figures
 
 

@@ -177,7 +177,8 @@ class _Plan:
                 self.steps.insert(0, ("list", {**{k: v for k, v in arguments.items() if k != "cursor"}, "cursor": cursor}))
             self._advance()
             return
-        error = view.get("error") if isinstance(view.get("error"), Mapping) else {}
+        found = view.get("error")
+        error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         code = error.get("code")
         ticket = arguments.get("ticket_id")
         if code == "invalid_arguments" and isinstance(ticket, str) and not ticket.startswith("T-") and self.retries < MAX_RETRIES:

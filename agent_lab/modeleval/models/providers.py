@@ -9,7 +9,6 @@ infrastructure failure: nothing the model said can be read from it.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Optional
 
 from ...adapters import HostBridge
@@ -231,7 +230,3 @@ DIALECTS: Mapping[str, Dialect] = {
     "openai-responses": OpenAIResponses(),
     "anthropic": AnthropicMessages(),
 }
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
