@@ -20,6 +20,7 @@ import json
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol
@@ -39,6 +40,7 @@ __all__ = [
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
 KEPT_RESPONSE_HEADERS = ("content-type", "retry-after", "x-agent-lab-scripted")
 SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "cookie", "password")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
 
@@ -131,8 +133,10 @@ class UrllibTransport:
         self.max_backoff_s = float(max_backoff_s)
         self.retry_after_cap_s = float(retry_after_cap_s)
         self._sleep = sleep
-        # No proxies from the environment: a request goes where the model spec says, nowhere else.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # Environment proxies apply (a team behind one reaches its endpoint), except for the loopback
+        # interface, which no proxy should see (a local model server, the tests' stand-in).
+        self._opener = urllib.request.build_opener()
+        self._direct_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
         data = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -164,8 +168,9 @@ class UrllibTransport:
     def _attempt(self, url: str, data: bytes, headers: Mapping[str, str]) -> tuple[int, Any, dict[str, str]]:
         http_request = urllib.request.Request(url, data=data, headers=dict(headers), method="POST")
         deadline = time.monotonic() + self.timeout_s
+        opener = self._direct_opener if urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS else self._opener
         try:
-            response = self._opener.open(http_request, timeout=self.timeout_s)
+            response = opener.open(http_request, timeout=self.timeout_s)
         except urllib.error.HTTPError as error:
             kept = _kept_headers(error.headers)
             try:
