@@ -295,6 +295,19 @@ class LabValueTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             lab.surface("nope")
 
+    def test_every_case_and_surface_gets_a_world_of_its_own(self) -> None:
+        worlds: list[files_lab.FileStore] = []
+
+        def counted_world(**options: object) -> files_lab.FileStore:
+            worlds.append(files_lab.FileStore(**options))  # type: ignore[arg-type]
+            return worlds[-1]
+
+        lab = dataclasses.replace(files_lab.lab, world=counted_world)
+        evaluation = evaluate([str(FILES_CASES)], lab=lab)
+        runs = sum(result.ran for results in evaluation.results.values() for result in results)
+        self.assertEqual(len(worlds), runs + len(lab.surfaces))  # one more per surface to read its catalog
+        self.assertEqual(len({id(world) for world in worlds}), len(worlds))
+
     def test_load_lab_refuses_what_is_not_a_lab(self) -> None:
         with self.assertRaises(LabError) as caught:
             load_lab(f"{FILES_LAB}:registry")
