@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_options(inspect)
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.set_defaults(run=_inspect)
+    _add_model_eval_parser(commands)
     return parser
 
 
@@ -247,6 +248,80 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             actor = Actor(id=args.actor_id or actor.id, tenant=args.tenant or actor.tenant,
                           permissions=set(args.permission) if args.permission is not None else actor.permissions)
         return serve(registry, actor=actor)
+
+
+def _add_model_eval_parser(commands: Any) -> None:
+    """The model-eval subcommand's options (its runner is `_model_eval`)."""
+    model_eval = commands.add_parser(
+        "model-eval", help="run a lab's tasks with a model (or a scripted agent) on each surface; pass^k over repeats")
+    model_eval.add_argument("--lab", metavar="MODULE:ATTR", help="the lab (default: lab in [tool.agent-lab] of "
+                            "./pyproject.toml, else the built-in ticket lab)")
+    model_eval.add_argument("--tasks", metavar="FILE", action="append", type=_path,
+                            help="a JSONL task file (repeatable; default: the ticket lab's shipped tasks)")
+    model_eval.add_argument("--model", metavar="SPEC", help="openai:MODEL[@BASE_URL][#KEY_ENV], openai-responses:..., "
+                            "anthropic:..., or python:MODULE:ATTR (default: the scripted reference agent)")
+    model_eval.add_argument("--repeats", metavar="K", type=int, default=3, help="trials per task and surface (default 3)")
+    model_eval.add_argument("--split", choices=["dev", "heldout", "all"], default="all", help="which tasks (default all)")
+    cassette = model_eval.add_mutually_exclusive_group()
+    cassette.add_argument("--record", metavar="DIR", type=_path, help="record every model exchange into DIR/cassette.jsonl")
+    cassette.add_argument("--replay", metavar="DIR", type=_path, help="answer from DIR/cassette.jsonl only (no network)")
+    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0, help="per request (default 60)")
+    model_eval.add_argument("--attempts", metavar="N", type=int, default=4,
+                            help="tries per request on 429, 5xx, timeouts and broken answers (default 4)")
+    model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
+                            help="report directory (default reports/model-eval/)")
+    model_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
+    model_eval.add_argument("-v", "--verbose", action="store_true", help="one line per trial on stderr")
+    model_eval.set_defaults(run=_model_eval)
+
+
+def _model_eval(args: argparse.Namespace) -> int:
+    """Exit 0: every trial ran; 1: some trials ended in an infrastructure failure (reports say which);
+    2: bad input (tasks, lab, model spec, cassette, a replayed request with no recording, report paths)."""
+    from .lab.reports import ReportWriteError
+    from .lab.settings import ConfigError, project_table
+    from .modeleval import labglue
+    from .modeleval.cassettes import CassetteError, MissingRecording
+    from .modeleval.models import ModelSpecError, UrllibTransport
+    from .modeleval.runner import DEFAULT_MODEL, run_model_eval
+    from .modeleval.shipped import SHIPPED_TASKS
+    from .modeleval.tasks import TaskFileError
+    from .redaction import redact_text
+
+    try:
+        lab = labglue.load_lab_target(args.lab or project_table().get("lab") or labglue.DEFAULT_LAB)
+        transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
+        progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
+        evaluation = run_model_eval(
+            lab, args.tasks or [str(SHIPPED_TASKS)], out_dir=args.out, junit_path=args.junit,
+            model=args.model or DEFAULT_MODEL, repeats=args.repeats, split=args.split, record=args.record,
+            replay=args.replay, transport=transport, progress=progress)
+    except TaskFileError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MissingRecording as error:
+        secrets = labglue.world_secrets(lab, labglue.open_world(lab))
+        print(redact_text(f"model-eval: {error}", secrets), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ReportWriteError as error:
+        print(f"cannot write the reports: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ConfigError, labglue.LabError, ModelSpecError, CassetteError, ValueError, OSError) as error:
+        print(f"model-eval: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from .modeleval.reports import source_line
+
+    print(f"answers from: {source_line(evaluation)}")
+    for surface, splits in evaluation.metrics.items():
+        figures = splits["all"]
+        success = figures["task_success"]
+        pass_k = figures["pass_hat_k"]
+        shown = f"pass^{args.repeats} {pass_k[str(args.repeats)]:.4f}" if pass_k else "pass^k n/a"
+        print(f"{surface}: {success['numerator']}/{success['denominator']} trials succeeded, {shown}, "
+              f"{figures['unsafe_effects']} unsafe effect(s), {figures['infrastructure_failures']} infrastructure failure(s)")
+    print(f"reports in {args.out}")
+    return EXIT_GATE_FAILED if evaluation.infrastructure_failures else EXIT_OK
 
 
 def _inspect(args: argparse.Namespace) -> int:
