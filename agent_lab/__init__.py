@@ -13,13 +13,16 @@ from .calls import ToolCall, ToolResult
 from .context import CallContext
 from .cursor import CursorCodec
 from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
-from .idempotency import (
+from .fingerprint import NotCanonicalJSON, canonical_json, fingerprint
+from .stores import (
     InMemoryReceiptStore,
-    NotCanonicalJSON,
+    Lapse,
+    ReceiptKey,
     ReceiptStore,
+    ReceiptStoreUnavailable,
+    Reservation,
+    ReservationStatus,
     SqliteReceiptStore,
-    canonical_json,
-    fingerprint,
 )
 from .policy import Actor, Approval
 from .redaction import REDACTED, redact
@@ -45,6 +48,7 @@ __all__ = [
     "Effect",
     "InMemoryReceiptStore",
     "JsonlAuditSink",
+    "Lapse",
     "Len",
     "MemoryAuditSink",
     "NextAction",
@@ -52,8 +56,12 @@ __all__ = [
     "Outcome",
     "Pattern",
     "Range",
+    "ReceiptKey",
     "ReceiptStore",
+    "ReceiptStoreUnavailable",
     "Registry",
+    "Reservation",
+    "ReservationStatus",
     "RetryPolicy",
     "SchemaError",
     "SqliteReceiptStore",

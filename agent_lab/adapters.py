@@ -4,7 +4,12 @@ Only the model-facing half of a `ToolSpec` (name, title, description, input and 
 the process; the runtime half (permissions, approvals, idempotency key, timeouts, budgets, redaction)
 never does, except as MCP's documented hints (read-only, destructive, idempotent, open world).
 
-Three differences between hosts are handled here, each in one place:
+Four differences between hosts are handled here, each in one place:
+- dialects: hosts read tool schemas as JSON Schema 2020-12, so a schema written in an older dialect
+  (`$schema` draft-07, say, as the TypeScript MCP SDK emits) is converted by
+  `agent_lab.schema.convert.to_draft_2020_12` into one that accepts the same arguments, or the export
+  raises `ExportSchemaError` naming the tool, the keyword and its JSON Pointer. (The MCP export, whose
+  protocol lets a schema declare its own `$schema`, keeps such a schema unchanged instead.)
 - names: MCP allows dots and 128 characters, OpenAI and Anthropic only ``[A-Za-z0-9_-]{1,64}``;
   `NameMap` maps a catalog's names reversibly and `from_host` maps a call's name back.
 - strictness: OpenAI's strict mode wants every object closed and every property required;
@@ -14,20 +19,23 @@ Three differences between hosts are handled here, each in one place:
 - wire shapes: one conversion function per host for tools, calls and results; camelCase only in the
   MCP functions, because MCP's wire format says so.
 
-Parsers never raise: a malformed call becomes a `ToolCall` that the registry rejects as
-``invalid_arguments``. Everything a result shows the model comes from `ToolResult.to_model()`,
+Parsers never raise, whatever object a host library hands over (a Mapping whose methods raise or
+lie, an object whose attributes raise, a recursion bomb): a malformed call becomes a `ToolCall` that
+the registry rejects (``invalid_arguments``, or ``tool_not_found`` when no name can be read). Everything a result shows the model comes from `ToolResult.to_model()`,
 which is already redacted.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import itertools
 import json
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .policy import Actor
@@ -35,6 +43,7 @@ from .spec import Effect, ToolSpec
 
 __all__ = [
     "EXPORT_FORMATS",
+    "ExportSchemaError",
     "HostBridge",
     "InvalidJSONArguments",
     "NameMap",
@@ -67,6 +76,7 @@ HOST_NAME_MAX_LENGTH = 64
 NAME_HASH_LENGTH = 10  # hex digits of sha256 that make a shortened name unique
 
 MAX_ARGUMENTS_CHARS = 1_000_000  # a model-written arguments string longer than this is not parsed
+MAX_ARGUMENT_MEMBERS = 100_000  # members read from an arguments object a host hands over already parsed
 MAX_SCHEMA_DEPTH = 64  # nesting limit when walking schemas and arguments
 
 
@@ -132,16 +142,22 @@ class NameMap:
 # -- strict conversion for OpenAI -----------------------------------------------------------------
 
 
-class StrictSchemaError(ValueError):
-    """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
+class ExportSchemaError(ValueError):
+    """A tool's schema cannot be exported to a host without changing what it accepts."""
 
-    def __init__(self, keyword: str, path: str, reason: str, *, tool: str | None = None) -> None:
+    def __init__(self, keyword: str, path: str, reason: str, *, tool: str | None = None,
+                 schema: str = "input schema") -> None:
         self.keyword = keyword
         self.path = path  # JSON Pointer into the original schema, "" for the root
         self.reason = reason
         self.tool = tool
+        self.schema = schema  # "input schema" or "output schema"
         prefix = f"tool {tool!r}: " if tool is not None else ""
-        super().__init__(f"{prefix}input schema at #{path}: {keyword}: {reason}")
+        super().__init__(f"{prefix}{schema} at #{path}: {keyword}: {reason}")
+
+
+class StrictSchemaError(ExportSchemaError):
+    """A schema cannot be converted to OpenAI's strict subset without changing what it accepts."""
 
 
 # Keywords OpenAI's strict mode accepts (its "supported schemas" guide). Everything else is refused,
@@ -301,7 +317,10 @@ def _move_lengths_to_description(node: Mapping[str, Any], out: dict[str, Any]) -
 def _strict_object(node: Mapping[str, Any], out: dict[str, Any], path: str, depth: int) -> None:
     properties = node.get("properties") or {}
     additional = node.get("additionalProperties", None)
-    if additional is None and not properties:
+    # An object that lists its properties (even none, as a tool without arguments does) is closed over
+    # exactly those; one that lists none and says nothing else is a map of any keys, which cannot be
+    # strict, except at the root: the arguments of a tool that takes none.
+    if additional is None and not properties and "properties" not in node and path != "":
         raise StrictSchemaError(
             "properties", path, "a free-form object cannot be strict: list its properties (or use an array of pairs)"
         )
@@ -496,8 +515,26 @@ def _host_name(spec: ToolSpec, names: NameMap | None) -> str:
     return (names or NameMap([spec.name])).to_host(spec.name)
 
 
+def host_schema(spec: ToolSpec, which: str = "input_schema") -> dict[str, Any]:
+    """The spec's input (or output) schema as hosts read it: JSON Schema 2020-12, converted from an older
+    dialect when it declares one (a new object; the spec's own schema is untouched). A tool's arguments
+    always list their properties, `{}` for a tool that takes none (some hosts refuse an object schema
+    without `properties`). Raises ExportSchemaError for what has no faithful 2020-12 form."""
+    from .schema.convert import SchemaConversionError, to_draft_2020_12
+
+    schema = spec.model_schema()[which]
+    try:
+        converted: dict[str, Any] = to_draft_2020_12(schema)
+    except SchemaConversionError as exc:
+        raise ExportSchemaError(exc.keyword, exc.path, f"no faithful JSON Schema 2020-12 form: {exc.reason}",
+                                tool=spec.name, schema=which.replace("_", " ")) from None
+    if which == "input_schema" and "properties" not in converted:
+        converted["properties"] = {}
+    return converted
+
+
 def _parameters(spec: ToolSpec, strict: bool) -> dict[str, Any]:
-    schema = spec.model_schema()["input_schema"]
+    schema = host_schema(spec)
     if not strict:
         return schema
     try:
@@ -550,18 +587,26 @@ def mcp_annotations(spec: ToolSpec) -> dict[str, Any]:
     return hints
 
 
+def _mcp_schema(spec: ToolSpec, which: str) -> dict[str, Any]:
+    """MCP reads a schema without `$schema` as 2020-12 and lets a schema declare another dialect: an
+    older schema is converted when that is faithful, and otherwise kept as it is, `$schema` and all."""
+    try:
+        return host_schema(spec, which)
+    except ExportSchemaError:
+        return spec.model_schema()[which]
+
+
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     """An MCP Tool (wire form, camelCase). MCP allows dotted names, so the name is unchanged.
 
     outputSchema is advertised only for object schemas, since MCP's structuredContent is an object.
     """
-    model = spec.model_schema()
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title is not None:
         tool["title"] = spec.title
     tool["description"] = spec.description
-    tool["inputSchema"] = model["input_schema"]
-    output_schema = model.get("output_schema")
+    tool["inputSchema"] = _mcp_schema(spec, "input_schema")
+    output_schema = _mcp_schema(spec, "output_schema") if spec.output_schema is not None else None
     if isinstance(output_schema, Mapping) and output_schema.get("type") == "object":
         tool["outputSchema"] = output_schema
     tool["annotations"] = mcp_annotations(spec)
@@ -586,6 +631,9 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
 
     `fmt` is one of EXPORT_FORMATS; `strict` applies to the OpenAI formats only and raises
     StrictSchemaError (with the tool, keyword and path) for a schema that cannot be made strict.
+    Schemas in older dialects are converted to 2020-12 (see `host_schema`); one that has no faithful
+    2020-12 form raises ExportSchemaError for the OpenAI and Anthropic formats and is kept as it is
+    (with its `$schema`) for MCP.
     With `actor`, only the tools that actor may call are exported. `deferred` (True, or tool names) and
     `namespaces` mark tools for the hosts' own tool search; see `with_deferred_loading`.
     """
@@ -672,6 +720,9 @@ def _grouped_in_namespaces(catalog_names: list[str], tools: list[dict[str, Any]]
 # -- parsing the hosts' tool calls --------------------------------------------------------------------
 
 
+_PROCESS_EXITS = (KeyboardInterrupt, SystemExit)  # they stop the process on purpose: never swallowed
+
+
 def _field(item: Any, name: str) -> Any:
     """A field of a host payload given as a dict or as an SDK object; None when it cannot be read
     (parsers never raise, whatever a host library hands over)."""
@@ -679,8 +730,52 @@ def _field(item: Any, name: str) -> Any:
         if isinstance(item, Mapping):
             return item.get(name)
         return getattr(item, name, None)
-    except Exception:  # noqa: BLE001 - an unreadable field is an absent one
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - an unreadable field is an absent one
         return None
+
+
+def _plain_mapping(arguments: Any) -> Any:
+    """A shallow dict copy of arguments a host handed over already parsed (a Mapping), read once:
+    a dict from its own storage, another Mapping through `keys()` and `[]` but at most
+    `MAX_ARGUMENT_MEMBERS` members (its keys() may never end). Unreadable: InvalidJSONArguments."""
+    try:
+        if isinstance(arguments, dict):
+            return dict(dict.items(arguments))
+        copy: dict[Any, Any] = {}
+        for key in itertools.islice(arguments.keys(), MAX_ARGUMENT_MEMBERS + 1):
+            if len(copy) == MAX_ARGUMENT_MEMBERS:
+                return InvalidJSONArguments(f"the arguments have more than {MAX_ARGUMENT_MEMBERS} members")
+            copy[key] = arguments[key]
+        return copy
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - a Mapping that raises or lies
+        return InvalidJSONArguments("the arguments object could not be read")
+
+
+_PASSED_AS_SENT = frozenset((str, int, float, bool, type(None), list))
+
+
+def _arguments_object(value: Any) -> Any:
+    """Arguments a host handed over already parsed: a Mapping is copied (`_plain_mapping`); a plain
+    JSON value is passed on for the registry's schema step to judge; any other object (an SDK model,
+    something whose `__class__` raises) is InvalidJSONArguments, never handed to the registry."""
+    if type(value) in _PASSED_AS_SENT:
+        return value
+    if _is_mapping(value):
+        return _plain_mapping(value)
+    return InvalidJSONArguments("the arguments are not a JSON object")
+
+
+def _is_mapping(value: Any) -> bool:
+    try:
+        return isinstance(value, Mapping)
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - a __class__ that raises: not something we can read
+        return False
 
 
 def _reject_constant(token: str) -> Any:
@@ -698,10 +793,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _decode_arguments(text: Any) -> Any:
     """Parse a host's JSON arguments string; anything unreadable becomes InvalidJSONArguments."""
-    if isinstance(text, Mapping):
-        return dict(text)  # some SDKs hand over parsed arguments already
+    if _is_mapping(text):
+        return _plain_mapping(text)  # some SDKs hand over parsed arguments already
     if not isinstance(text, str):
         return InvalidJSONArguments("the arguments are not a JSON string")
+    text = str.__str__(text)  # its own text: a str subclass could override len, startswith, ...
     if len(text) > MAX_ARGUMENTS_CHARS:
         return InvalidJSONArguments(f"the arguments are longer than {MAX_ARGUMENTS_CHARS} characters")
     try:
@@ -714,18 +810,47 @@ def _decode_arguments(text: Any) -> Any:
         return InvalidJSONArguments("the arguments are nested too deeply to read")
     except ValueError as exc:  # NaN/Infinity or a repeated key (our messages: no argument text)
         return InvalidJSONArguments(f"the arguments are not valid JSON: {exc}")
+    except _PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - e.g. MemoryError: still an answer, never a raise
+        return InvalidJSONArguments("the arguments could not be read")
 
 
 def _call_name(raw: Any, names: NameMap | None) -> str:
     if not isinstance(raw, str):
         return ""  # no usable name: the registry answers tool_not_found
-    return names.from_host(raw) if names is not None else raw
+    name = str.__str__(raw)  # plain text: a str subclass could hash or compare like another name
+    return names.from_host(name) if names is not None else name
 
 
 def _call_id(raw: Any) -> str | None:
-    return raw if isinstance(raw, str) and raw else None
+    if not isinstance(raw, str):
+        return None
+    plain = str.__str__(raw)
+    return plain if plain else None
 
 
+_Parser = TypeVar("_Parser", bound=Callable[..., ToolCall])
+
+
+def _never_raises(parse: _Parser) -> _Parser:
+    """The last line of defence of a parser: anything that still escapes (a hostile object finding a
+    path the field readers do not cover) becomes a call with no name and unreadable arguments."""
+
+    @functools.wraps(parse)
+    def guarded(payload: Any, **options: Any) -> ToolCall:
+        try:
+            return parse(payload, **options)
+        except _PROCESS_EXITS:
+            raise
+        except BaseException:  # noqa: BLE001
+            return ToolCall(name="", arguments=InvalidJSONArguments("the tool call could not be read"),
+                            call_id=_call_id(options.get("call_id")))
+
+    return cast(_Parser, guarded)
+
+
+@_never_raises
 def parse_openai_call(item: Any, *, names: NameMap | None = None) -> ToolCall:
     """A Responses API ``function_call`` item ({"type", "name", "arguments": JSON text, "call_id"})."""
     return ToolCall(
@@ -735,6 +860,7 @@ def parse_openai_call(item: Any, *, names: NameMap | None = None) -> ToolCall:
     )
 
 
+@_never_raises
 def parse_openai_chat_call(tool_call: Any, *, names: NameMap | None = None) -> ToolCall:
     """A Chat Completions ``tool_calls`` entry ({"id", "type": "function", "function": {"name", "arguments"}})."""
     function = _field(tool_call, "function")
@@ -745,16 +871,18 @@ def parse_openai_chat_call(tool_call: Any, *, names: NameMap | None = None) -> T
     )
 
 
+@_never_raises
 def parse_anthropic_call(block: Any, *, names: NameMap | None = None) -> ToolCall:
     """An Anthropic ``tool_use`` content block ({"type": "tool_use", "id", "name", "input": object})."""
     arguments = _field(block, "input")
     return ToolCall(
         name=_call_name(_field(block, "name"), names),
-        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        arguments=_arguments_object(arguments),
         call_id=_call_id(_field(block, "id")),
     )
 
 
+@_never_raises
 def parse_mcp_call(params: Any, *, call_id: str | None = None) -> ToolCall:
     """MCP ``tools/call`` params ({"name", "arguments"}); absent arguments mean an empty object."""
     arguments = _field(params, "arguments")
@@ -762,7 +890,7 @@ def parse_mcp_call(params: Any, *, call_id: str | None = None) -> ToolCall:
         arguments = {}
     return ToolCall(
         name=_call_name(_field(params, "name"), None),
-        arguments=dict(arguments) if isinstance(arguments, Mapping) else arguments,
+        arguments=_arguments_object(arguments),
         call_id=call_id,
     )
 
@@ -881,7 +1009,12 @@ class HostBridge:
             call = parse_mcp_call(payload)
         schema = self._input_schemas.get(call.name)
         if self.strict and schema is not None and isinstance(call.arguments, dict):
-            call = ToolCall(call.name, strip_strict_nulls(call.arguments, schema), call.call_id)
+            try:
+                call = ToolCall(call.name, strip_strict_nulls(call.arguments, schema), call.call_id)
+            except _PROCESS_EXITS:
+                raise
+            except BaseException:  # noqa: BLE001 - values it cannot walk: the registry judges them as sent
+                pass
         return call
 
     def render_result(self, result: ToolResult, *, call_id: str | None = None) -> dict[str, Any]:

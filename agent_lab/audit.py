@@ -40,6 +40,7 @@ AUDIT_FIELDS = (
     "duration_ms",
     "replayed",
     "approval_id",
+    "receipt",  # what became of the idempotency receipt: stored, released, refused, pending, late (or None)
 )
 
 AUDIT_STEPS = ("route", "schema", "permission", "approval", "deadline", "idempotency", "execute", "output", "record")

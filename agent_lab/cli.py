@@ -1,7 +1,9 @@
 """The `run_lab.py` / `python -m agent_lab` / `agent-lab` command line: thin, one library call per subcommand.
 
-Exit codes: 0 ok (gate passed), 1 gate failed, 2 bad input (`FILE:LINE: what is wrong` on stderr).
-Default paths are relative to the current directory: run from the repository root.
+Exit codes: 0 ok (gate passed), 1 gate failed, 2 bad input (`FILE:LINE: what is wrong`, or
+`MODULE:ATTR: what is wrong` for a lab, on stderr; never a traceback). Paths are relative to the
+current directory, whose `pyproject.toml` may configure the lab in `[tool.agent-lab]`; with no lab
+configured, the built-in ticket lab and its shipped cases run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "mai
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
+SOURCES = "--lab MODULE:ATTR or path/to/file.py:ATTR (a Lab); --registry the same (a Registry or a function returning one)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,19 +29,26 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    tool_eval = commands.add_parser("tool-eval", help="replay the tool cases through both strategies; gate on the candidate")
+    tool_eval = commands.add_parser(
+        "tool-eval", help="replay a lab's cases on each of its surfaces; gate on the candidates",
+        description="Replay a lab's cases on each of its surfaces, write the reports, and gate on the candidates. "
+                    "Defaults come from [tool.agent-lab] in ./pyproject.toml; flags beat it.")
+    tool_eval.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
+                           help="the lab (MODULE:ATTR or path/to/file.py:ATTR; default: the built-in ticket lab)")
     tool_eval.add_argument("--cases", metavar="FILE", action="append", type=_path,
-                           help="a JSONL case file (repeatable; default datasets/tool-cases.jsonl)")
-    tool_eval.add_argument("--out", metavar="DIR", default="reports", type=_path,
-                           help="report directory (default reports/)")
+                           help="a JSONL case file (repeatable; default: the lab's own cases)")
+    tool_eval.add_argument("--out", metavar="DIR", type=_path, help="report directory (default reports/)")
     tool_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
+    tool_eval.add_argument("-v", "--verbose", action="store_true",
+                           help="one progress line per case on stderr (also when stderr is a terminal)")
     tool_eval.set_defaults(run=_tool_eval)
 
     bench = commands.add_parser("bench", help="measure validator and runtime figures (never a gate)", add_help=False)
     bench.set_defaults(run=_bench, passes_arguments_through=True)  # agent_lab.bench parses its own options
 
     # Other subcommands are added below this line by their owners.
-    export = commands.add_parser("export", help="print the candidate's tool catalog in a host's format (JSON list)")
+    export = commands.add_parser("export", help="print a surface's tool catalog in a host's format (JSON list)")
+    _add_source_options(export)
     export.add_argument("--format", required=True, choices=["openai", "openai-chat", "anthropic", "mcp"],
                         help="the host: OpenAI Responses, OpenAI Chat Completions, Anthropic Messages or MCP")
     export.add_argument("--strict", action="store_true",
@@ -46,12 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(run=_export)
 
     serve_mcp = commands.add_parser(
-        "serve-mcp", help="serve the candidate's ticket tools over MCP stdio (writes answer approval_required)"
+        "serve-mcp", help="serve a surface's tools over MCP stdio (default: the built-in lab's candidate)"
     )
+    _add_source_options(serve_mcp)
+    serve_mcp.add_argument("--actor-id", metavar="ID", type=_text, help="who every call runs as (default mcp-client)")
+    serve_mcp.add_argument("--tenant", metavar="TENANT", type=_text,
+                           help="the actor's tenant (default: the lab's actor, else 'default')")
+    serve_mcp.add_argument("--permission", metavar="SCOPE", action="append", type=_text,
+                           help="a permission the actor holds (repeatable; default: the lab's actor, else every "
+                                "permission the tools require)")
     serve_mcp.add_argument("--verbose", action="store_true", help="log session events to stderr")
     serve_mcp.set_defaults(run=_serve_mcp)
+
+    inspect = commands.add_parser("inspect", help="list each tool's runtime contract (a table, or --json)")
+    _add_source_options(inspect)
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    inspect.set_defaults(run=_inspect)
+    _add_model_eval_parser(commands)
     _add_lint_commands(commands)
     return parser
+
+
+def _add_source_options(command: argparse.ArgumentParser) -> None:
+    source = command.add_mutually_exclusive_group()
+    source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
+                        help="a Lab (MODULE:ATTR or path/to/file.py:ATTR; default: [tool.agent-lab] lab, else the built-in lab)")
+    source.add_argument("--registry", metavar="MODULE:ATTR", type=_text,
+                        help="a Registry, or a zero-argument function returning one")
+    command.add_argument("--surface", metavar="NAME", type=_text,
+                         help="which surface of the lab (default: its one candidate)")
 
 
 def _path(text: str) -> str:
@@ -61,34 +94,75 @@ def _path(text: str) -> str:
     return text
 
 
+def _text(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty value")
+    return text
+
+
+def _problem(message: str) -> int:
+    print(message, file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+# -- tool-eval ---------------------------------------------------------------------------------------
+
+
 def _tool_eval(args: argparse.Namespace) -> int:
     from .lab.cases import CaseFileError
+    from .lab.definition import LabError
     from .lab.reports import ReportWriteError
-    from .lab.tool_eval import DEFAULT_CASES, run_tool_eval
+    from .lab.settings import ConfigError, tool_eval_settings
+    from .lab.tool_eval import run_tool_eval
 
     try:
-        evaluation = run_tool_eval(args.cases or [DEFAULT_CASES], out_dir=args.out, junit_path=args.junit)
+        settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit)
+        lab = settings.load_lab()
+        case_files = settings.case_files(lab)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    progress = _progress_printer() if args.verbose or _is_terminal(sys.stderr) else None
+    try:
+        evaluation = run_tool_eval(case_files, out_dir=settings.out, junit_path=settings.junit, lab=lab,
+                                   progress=progress)
     except CaseFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except LabError as error:
+        return _problem(f"{settings.lab_name}: {error}")
     except ReportWriteError as error:
-        print(f"cannot write the reports: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _problem(f"cannot write the reports: {error}")
     except OSError as error:  # e.g. no usable temporary directory for the replay's receipt files
-        print(f"tool-eval: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _problem(f"tool-eval: {error}")
     try:
-        _print_summary(evaluation, args.out)
+        _print_summary(evaluation, settings.out)
     except BrokenPipeError:  # the reader went away (`| head`): the gate's verdict still decides the exit code
         _silence_stdout()
     return EXIT_OK if evaluation.gate_passed else EXIT_GATE_FAILED
 
 
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _progress_printer() -> Any:
+    from .lab.tool_eval import progress_line
+
+    def report(case: Any, results: Any) -> None:
+        print(progress_line(case, results), file=sys.stderr, flush=True)
+
+    return report
+
+
 def _print_summary(evaluation: Any, out: str) -> None:
-    for strategy in ("baseline", "candidate"):
-        figures = evaluation.metrics[strategy]
-        print(f"{strategy:9} {figures['name']:18} {figures['cases_passed']}/{figures['cases']} cases passed, "
+    for surface in evaluation.surfaces:
+        figures = evaluation.metrics[surface.name]
+        not_run = f", {figures['cases_not_run']} not run" if figures["cases_not_run"] else ""
+        print(f"{surface.role:9} {surface.name:18} {figures['cases_passed']}/{figures['cases']} cases passed{not_run}, "
               f"{figures['unsafe_side_effects']} unsafe and {figures['duplicate_side_effects']} duplicate side effects")
     for check in evaluation.gate:
         print(f"[{'x' if check.passed else ' '}] {check.name}: {check.detail}")
@@ -105,51 +179,179 @@ def _bench(args: argparse.Namespace) -> int:
         return int(exit_request.code or 0) if not isinstance(exit_request.code, str) else EXIT_BAD_INPUT
 
 
+# -- export, serve-mcp, inspect: one surface or registry -----------------------------------------------
+
+
+def _open_surfaces(args: argparse.Namespace, *, every: bool = False) -> list[Any]:
+    """The registries the command works on (raises ConfigError or LabError with a one-line message)."""
+    from .lab.definition import LabError
+    from .lab.inspection import open_lab_surfaces, open_registry
+    from .lab.loader import BUILTIN_LAB, default_lab, load_lab
+    from .lab.settings import project_table
+
+    if args.registry is not None:
+        if args.surface is not None:
+            raise LabError("--surface names a surface of a lab; it does not apply to --registry")
+        return [open_registry(args.registry)]
+    reference = args.lab if args.lab is not None else project_table().get("lab")
+    lab = default_lab() if reference is None else load_lab(reference)
+    try:
+        return open_lab_surfaces(lab, args.surface, every=every)
+    except LabError as error:
+        raise LabError(f"{reference or BUILTIN_LAB}: {error}") from None
+
+
 def _export(args: argparse.Namespace) -> int:
     import json
 
-    from .adapters import StrictSchemaError, export_catalog
-    from .lab import candidate
+    from .adapters import ExportSchemaError, export_catalog
+    from .lab.definition import LabError
+    from .lab.inspection import source_line
+    from .lab.settings import ConfigError
 
     if args.strict and args.format not in ("openai", "openai-chat"):
-        print(f"export: --strict is OpenAI's strict mode; it does not apply to --format {args.format}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _problem(f"export: --strict is OpenAI's strict mode; it does not apply to --format {args.format}")
     try:
-        tools = export_catalog(candidate.candidate_specs(), args.format, strict=args.strict)
-    except StrictSchemaError as error:
-        print(f"{candidate.__file__}:{_line_naming(candidate.__file__, error.tool)}: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        [surface] = _open_surfaces(args)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    with surface.registry as registry:
+        specs = [registry.spec(name) for name in registry.names()]
+    try:
+        tools = export_catalog(specs, args.format, strict=args.strict)
+    except ExportSchemaError as error:  # (StrictSchemaError is one)
+        return _problem(f"{source_line(surface.source_file, error.tool) or surface.name}: {error}")
     print(json.dumps(tools, indent=2, ensure_ascii=False))
     return EXIT_OK
-
-
-def _line_naming(path: str, tool: str | None) -> int:
-    """The first line of `path` that names the tool in quotes (1 when none does), for FILE:LINE messages."""
-    try:
-        with open(path, encoding="utf-8") as source:
-            for number, line in enumerate(source, start=1):
-                if tool is not None and f'"{tool}"' in line:
-                    return number
-    except OSError:
-        pass
-    return 1
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
     import logging
 
-    from .lab.backend import TicketBackend
-    from .lab.candidate import build_candidate_registry
+    from .lab.definition import LabError
+    from .lab.inspection import default_actor
+    from .lab.settings import ConfigError
     from .mcp import serve
     from .policy import Actor
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="agent-lab mcp: %(levelname)s %(message)s")
-    # The server's own identity (never the client's): reads and writes for tenant acme, and no approvals,
-    # so reads run and every write answers approval_required.
-    actor = Actor(id="mcp-client", tenant="acme", permissions={"tickets:read", "tickets:write"})
-    with build_candidate_registry(TicketBackend()) as registry:
+    try:
+        [surface] = _open_surfaces(args)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    with surface.registry as registry:
+        # The server's own identity (never the client's): flags, else the lab's actor, else every
+        # permission the tools need in tenant "default". It holds no approvals: writes that need one
+        # answer approval_required.
+        actor = default_actor(registry, surface.lab)
+        if args.actor_id or args.tenant or args.permission is not None:
+            actor = Actor(id=args.actor_id or actor.id, tenant=args.tenant or actor.tenant,
+                          permissions=set(args.permission) if args.permission is not None else actor.permissions)
         return serve(registry, actor=actor)
+
+
+def _add_model_eval_parser(commands: Any) -> None:
+    """The model-eval subcommand's options (its runner is `_model_eval`)."""
+    model_eval = commands.add_parser(
+        "model-eval", help="run a lab's tasks with a model (or a scripted agent) on each surface; pass^k over repeats")
+    model_eval.add_argument("--lab", metavar="MODULE:ATTR", help="the lab (default: lab in [tool.agent-lab] of "
+                            "./pyproject.toml, else the built-in ticket lab)")
+    model_eval.add_argument("--tasks", metavar="FILE", action="append", type=_path,
+                            help="a JSONL task file (repeatable; default: the ticket lab's shipped tasks)")
+    model_eval.add_argument("--model", metavar="SPEC", help="openai:MODEL[@BASE_URL][#KEY_ENV], openai-responses:..., "
+                            "anthropic:..., or python:MODULE:ATTR (default: the scripted reference agent)")
+    model_eval.add_argument("--repeats", metavar="K", type=int, default=3, help="trials per task and surface (default 3)")
+    model_eval.add_argument("--split", choices=["dev", "heldout", "all"], default="all", help="which tasks (default all)")
+    cassette = model_eval.add_mutually_exclusive_group()
+    cassette.add_argument("--record", metavar="DIR", type=_path, help="record every model exchange into DIR/cassette.jsonl")
+    cassette.add_argument("--replay", metavar="DIR", type=_path, help="answer from DIR/cassette.jsonl only (no network)")
+    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0, help="per request (default 60)")
+    model_eval.add_argument("--attempts", metavar="N", type=int, default=4,
+                            help="tries per request on 429, 5xx, timeouts and broken answers (default 4)")
+    model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
+                            help="report directory (default reports/model-eval/)")
+    model_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
+    model_eval.add_argument("-v", "--verbose", action="store_true", help="one line per trial on stderr")
+    model_eval.set_defaults(run=_model_eval)
+
+
+def _model_eval(args: argparse.Namespace) -> int:
+    """Exit 0: every trial ran; 1: some trials ended in an infrastructure failure (reports say which);
+    2: bad input (tasks, lab, model spec, cassette, a replayed request with no recording, report paths)."""
+    from .lab.reports import ReportWriteError
+    from .lab.settings import ConfigError, project_table
+    from .modeleval import labglue
+    from .modeleval.cassettes import CassetteError, MissingRecording
+    from .modeleval.models import ModelSpecError, UrllibTransport
+    from .modeleval.runner import DEFAULT_MODEL, run_model_eval
+    from .modeleval.shipped import SHIPPED_TASKS
+    from .modeleval.tasks import TaskFileError
+    from .redaction import redact_text
+
+    try:
+        lab = labglue.load_lab_target(args.lab or project_table().get("lab") or labglue.DEFAULT_LAB)
+        transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
+        progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
+        evaluation = run_model_eval(
+            lab, args.tasks or [str(SHIPPED_TASKS)], out_dir=args.out, junit_path=args.junit,
+            model=args.model or DEFAULT_MODEL, repeats=args.repeats, split=args.split, record=args.record,
+            replay=args.replay, transport=transport, progress=progress)
+    except TaskFileError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MissingRecording as error:
+        secrets = labglue.world_secrets(lab, labglue.open_world(lab))
+        print(redact_text(f"model-eval: {error}", secrets), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ReportWriteError as error:
+        print(f"cannot write the reports: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ConfigError, labglue.LabError, ModelSpecError, CassetteError, ValueError, OSError) as error:
+        print(f"model-eval: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from .modeleval.reports import source_line
+
+    print(f"answers from: {source_line(evaluation)}")
+    for surface, splits in evaluation.metrics.items():
+        figures = splits["all"]
+        success = figures["task_success"]
+        pass_k = figures["pass_hat_k"]
+        shown = f"pass^{args.repeats} {pass_k[str(args.repeats)]:.4f}" if pass_k else "pass^k n/a"
+        print(f"{surface}: {success['numerator']}/{success['denominator']} trials succeeded, {shown}, "
+              f"{figures['unsafe_effects']} unsafe effect(s), {figures['infrastructure_failures']} infrastructure failure(s)")
+    print(f"reports in {args.out}")
+    return EXIT_GATE_FAILED if evaluation.infrastructure_failures else EXIT_OK
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from .lab.definition import LabError
+    from .lab.inspection import describe_tools, render_tool_table
+    from .lab.settings import ConfigError
+
+    try:
+        surfaces = _open_surfaces(args, every=True)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    described = []
+    for surface in surfaces:
+        with surface.registry as registry:
+            described.append((surface, describe_tools(registry)))
+    if args.json:
+        lab = surfaces[0].lab.name if surfaces[0].lab is not None else None
+        document = {"lab": lab, "surfaces": [{"name": surface.name, "role": surface.role, "tools": tools}
+                                             for surface, tools in described]}
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    tables = []
+    for surface, tools in described:
+        where = f"lab {surface.lab.name}, {surface.role} {surface.name}" if surface.lab is not None else surface.name
+        tables.append(render_tool_table(f"{where}: {len(tools)} tool(s)", tools))
+    print("\n\n".join(tables))
+    return EXIT_OK
 
 
 # -- lint and catalog-cost (agent_lab.lint, agent_lab.catalog_cost) ---------------------------------

@@ -91,6 +91,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "invalid_arguments": CatalogueEntry(
             _C.VALIDATION, False, _N.FIX_ARGUMENTS, _O.REJECTED, "The arguments do not match the tool's input schema."
         ),
+        "input_too_large": CatalogueEntry(
+            _C.VALIDATION, False, _N.NARROW_REQUEST, _O.REJECTED,
+            "The arguments are larger than this tool accepts; send less.",
+        ),
         "permission_denied": CatalogueEntry(
             _C.POLICY, False, _N.STOP, _O.REJECTED, "The caller is not allowed to use this tool on this resource."
         ),
@@ -112,6 +116,15 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         ),
         "idempotency_in_progress": CatalogueEntry(
             _C.CONFLICT, True, _N.RETRY_LATER, _O.REJECTED, "A call with this idempotency key is still running."
+        ),
+        "receipt_store_unavailable": CatalogueEntry(
+            _C.DEPENDENCY, True, _N.RETRY_LATER, _O.REJECTED,
+            "The idempotency receipt store did not answer in time; the tool did not run.",
+        ),
+        "outcome_unknown": CatalogueEntry(
+            _C.CONFLICT, False, _N.LOOKUP_STATUS, _O.UNKNOWN,
+            "An earlier call with this idempotency key may have taken effect, but its result was never "
+            "recorded; look up whether it happened before doing anything else.",
         ),
         "internal_error": CatalogueEntry(
             _C.INTERNAL, False, _N.STOP, _O.REJECTED,

@@ -5,11 +5,13 @@ The registry's execute step needs three things that have nothing to do with poli
 * `Handler`: a registered function plus what its signature says (does it take a `CallContext`, is it
   `async def`), worked out once at registration, not on every call.
 * `WorkerPool` and `LoopThread`: the bounded thread pool that runs sync handlers and the event-loop
-  thread that runs async handlers for the synchronous `invoke`. Both belong to one registry, start on
-  first use and stop with `Registry.close()`.
+  thread that runs async handlers for the synchronous `invoke` (replaced when a handler blocks it).
+  Both belong to one registry, start on first use and stop with `Registry.close()`.
 * `Run`: what came of one handler call (returned, failed on purpose, raised, timed out, never started)
   as a plain value. `run_sync` and `run_async` never raise for anything a handler does, except
   KeyboardInterrupt and SystemExit, which belong to the process, not to the tool.
+* What a handler's exception leaves in the logs (`describe_exception`): its type and where it was
+  raised, never its text for a tool with redacted fields, and never the exception object itself.
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ import logging
 import math
 import threading
 import time
+import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Optional
+from typing import Any, Callable, Optional
 
 from .context import CallContext
 from .errors import ToolError, ToolFailure
 
 __all__ = [
+    "LOOP_ANSWER_GRACE_S",
+    "LOOP_STALL_S",
+    "MAX_ABANDONED_LOOPS",
+    "WITHHELD_MESSAGE",
     "Handler",
     "LoopThread",
     "PoolClosed",
@@ -36,6 +43,7 @@ __all__ = [
     "Run",
     "RunKind",
     "WorkerPool",
+    "describe_exception",
     "plain_deadline",
     "plain_json_copy",
     "plain_json_snapshot",
@@ -67,13 +75,22 @@ class Handler:
     is_async: bool
     context_mode: ContextMode
     context_name: Optional[str] = None  # the keyword to pass the context under (KEYWORD mode)
+    redacts: bool = False  # its tool has redacted fields: its exceptions' messages are never logged
 
     @classmethod
-    def wrap(cls, function: Callable[..., Any]) -> Handler:
+    def wrap(cls, function: Callable[..., Any], *, redacts: bool = False) -> Handler:
+        """Work out how to call `function`, refusing (TypeError) a signature that can be called neither
+        as `function(arguments)` nor as `function(arguments, ctx)`.
+
+        A signature `inspect` cannot read (some builtins and C extensions) cannot be checked: such a
+        handler is called as `function(arguments)`, and if that fails, each call is a contained
+        `handler_exception`, as for any handler that raises.
+        """
         if not callable(function):
             raise TypeError(f"a handler must be callable, not {type(function).__name__}")
         mode, name = _context_parameter(function)
-        return cls(function=function, is_async=_is_async(function), context_mode=mode, context_name=name)
+        return cls(function=function, is_async=_is_async(function), context_mode=mode, context_name=name,
+                   redacts=bool(redacts))
 
     def call(self, arguments: Any, ctx: CallContext) -> Any:
         """Call the function the way its signature asks for (for async handlers: make the coroutine)."""
@@ -95,22 +112,49 @@ def _is_async(function: Callable[..., Any]) -> bool:
 def _context_parameter(function: Callable[..., Any]) -> tuple[ContextMode, Optional[str]]:
     """Whether the handler takes a context: a second positional parameter (whatever its name, so
     `handler(arguments, limit=10)` would receive the context as `limit`), or a keyword-only parameter
-    named `ctx` or annotated `CallContext`. A signature that cannot be read (some builtins) gets none."""
+    named `ctx` or annotated `CallContext`. A signature that cannot be read (some builtins) gets none.
+
+    The chosen way of calling must bind: `lambda a, b, c: ...` (a third required parameter) or a
+    required keyword-only parameter other than the context is refused with a TypeError naming it."""
     try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
+        signature = inspect.signature(function)
+    except Exception:  # noqa: BLE001 - unreadable (a builtin, a broken __signature__): called as f(arguments)
         return ContextMode.NONE, None
+    parameters = list(signature.parameters.values())
     positional_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     positional = [p for p in parameters if p.kind in positional_kinds]
     takes_varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
     if not positional and not takes_varargs:
         raise TypeError("a handler must take the arguments object as its first positional parameter")
+    mode, name = ContextMode.NONE, None
     if len(positional) >= 2:
-        return ContextMode.POSITIONAL, None
-    for parameter in parameters:
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and _names_context(parameter):
-            return ContextMode.KEYWORD, parameter.name
-    return ContextMode.NONE, None
+        mode = ContextMode.POSITIONAL
+    else:
+        for parameter in parameters:
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY and _names_context(parameter):
+                mode, name = ContextMode.KEYWORD, parameter.name
+                break
+    _check_binds(function, signature, mode, name)
+    return mode, name
+
+
+def _check_binds(function: Callable[..., Any], signature: inspect.Signature, mode: ContextMode,
+                 name: Optional[str]) -> None:
+    """Refuse, at registration, a handler the registry could never call the way `mode` says."""
+    arguments, ctx = object(), object()
+    try:
+        if mode is ContextMode.POSITIONAL:
+            signature.bind(arguments, ctx)
+        elif mode is ContextMode.KEYWORD:
+            signature.bind(arguments, **{str(name): ctx})
+        else:
+            signature.bind(arguments)
+    except TypeError as problem:
+        shown = getattr(function, "__qualname__", None) or type(function).__name__
+        raise TypeError(
+            f"handler {shown}{signature} cannot be called as handler(arguments) or handler(arguments, ctx) "
+            f"({problem}); give any further parameter a default value"
+        ) from None
 
 
 def _names_context(parameter: inspect.Parameter) -> bool:
@@ -169,7 +213,12 @@ class Run:
 
 
 def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
-    """Call a sync handler and turn whatever it does into a `Run`."""
+    """Call a sync handler and turn whatever it does into a `Run`.
+
+    The deadline is checked right before the handler starts: a job that got its worker too late
+    does not run at all (NOT_STARTED), so its caller can free the key knowing nothing happened."""
+    if _too_late(ctx):
+        return Run.not_started()
     try:
         output = handler.call(arguments, ctx)
     except ToolFailure as failure:
@@ -177,10 +226,10 @@ def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     except PROCESS_EXITS:
         raise
     except BaseException as exception:  # noqa: BLE001 - containing it is the point
-        return _contained(ctx, exception)
+        return _contained(ctx, exception, handler)
     if inspect.iscoroutine(output):  # a sync wrapper returned a coroutine: never leave it unawaited
         output.close()
-        return _contained(ctx, TypeError("handler returned a coroutine; register the async function itself"))
+        return _contained(ctx, TypeError("handler returned a coroutine; register the async function itself"), handler)
     return Run.returned(output)
 
 
@@ -196,6 +245,8 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     cancellation (`asyncio.wait_for` would wait for it to finish). A cancellation of the *caller*
     cancels the handler and propagates: swallowing it would break the caller's own cancellation.
     """
+    if _too_late(ctx):
+        return Run.not_started()
     try:
         task = asyncio.ensure_future(_carrying_exits(handler.call(arguments, ctx)))
     except ToolFailure as failure:
@@ -203,7 +254,7 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     except PROCESS_EXITS:
         raise
     except BaseException as exception:  # noqa: BLE001
-        return _contained(ctx, exception)
+        return _contained(ctx, exception, handler)
     task.add_done_callback(_retrieve_outcome)
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds_left(ctx.deadline))
@@ -216,18 +267,23 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
         ctx.cancel_event.set()
         task.cancel()
         raise
-    return _task_run(task, ctx)
+    return _task_run(task, ctx, handler)
 
 
-def _task_run(task: asyncio.Future, ctx: CallContext) -> Run:
+def _too_late(ctx: CallContext) -> bool:
+    """The call's deadline has passed before its handler could start."""
+    return ctx.deadline is not None and time.monotonic() >= ctx.deadline
+
+
+def _task_run(task: asyncio.Future, ctx: CallContext, handler: Handler) -> Run:
     """What a finished handler task came to."""
     if task.cancelled():  # the handler cancelled itself: it did not finish its work
-        return _contained(ctx, asyncio.CancelledError())
+        return _contained(ctx, asyncio.CancelledError(), handler)
     exception = task.exception()
     if isinstance(exception, ToolFailure):
         return Run.failed(exception.error)
     if exception is not None:
-        return _contained(ctx, exception)
+        return _contained(ctx, exception, handler)
     output = task.result()
     if isinstance(output, ProcessExit):
         raise output.exception
@@ -268,11 +324,83 @@ async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallCo
         return ProcessExit(exit_request)
 
 
-def _contained(ctx: CallContext, exception: BaseException) -> Run:
-    """Log an unexpected handler exception where operators can see it; the model never does."""
+def _contained(ctx: CallContext, exception: BaseException, handler: Handler) -> Run:
+    """Log an unexpected handler exception where operators can see it; the model never does.
+
+    What the logs get, at every level, is what `describe_exception` writes: never the exception
+    object itself (`exc_info`), whose message and traceback text the handler wrote, possibly with a
+    secret argument or output value in it."""
     logger.warning("handler of tool %r raised %s (call %s)", ctx.tool, type(exception).__name__, ctx.call_id)
-    logger.debug("traceback of the %s raised by tool %r", type(exception).__name__, ctx.tool, exc_info=exception)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("handler of tool %r (call %s) raised %s", ctx.tool, ctx.call_id,
+                     describe_exception(exception, show_message=not handler.redacts))
     return Run.raised(exception)
+
+
+MAX_LOGGED_MESSAGE_CHARS = 200
+"""A logged exception message longer than this is cut (it is a hint for a developer, not a record)."""
+
+MAX_LOGGED_CHAIN = 4
+"""At most this many chained exceptions (`raise ... from`, or raised while handling) are described."""
+
+WITHHELD_MESSAGE = "[message withheld: it may hold a redacted value]"
+
+
+def describe_exception(exception: BaseException, *, show_message: bool) -> str:
+    """One safe text for a log: the exception's type, its message or a placeholder, and where it was
+    raised; the same for each exception it was chained to.
+
+    Where: the traceback's frames as file, line, function and source line (code, never values: no
+    locals are captured). The message is shown only with `show_message` (a tool without redacted
+    fields), cut to `MAX_LOGGED_MESSAGE_CHARS` and written as a Python literal, so it stays on one line
+    and cannot forge log lines; otherwise it is `WITHHELD_MESSAGE`. For a tool with redacted fields no
+    masking could be trusted: a handler may put an output value (which the call never carried) or a
+    transformed secret (sliced, encoded) in its message. Notes (`add_note`) are never shown.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: Optional[BaseException] = exception
+    while current is not None and id(current) not in seen and len(seen) < MAX_LOGGED_CHAIN:
+        if seen:
+            parts.append("which was raised from or while handling:")
+        seen.add(id(current))
+        parts.append(f"{_qualified_type(current)}: {_logged_message(current, show_message)}")
+        parts.extend(_frames(current))
+        cause = current.__cause__
+        current = cause if cause is not None else (None if current.__suppress_context__ else current.__context__)
+    return "\n".join(parts)
+
+
+def _qualified_type(exception: BaseException) -> str:
+    kind = type(exception)
+    module = getattr(kind, "__module__", None)
+    name = getattr(kind, "__qualname__", None) or kind.__name__
+    return name if module in (None, "builtins") else f"{module}.{name}"
+
+
+def _logged_message(exception: BaseException, show_message: bool) -> str:
+    if not show_message:
+        return WITHHELD_MESSAGE
+    try:
+        text = str(exception)
+    except Exception:  # noqa: BLE001 - a __str__ that raises is no reason for the log call to raise
+        return "[message unreadable]"
+    if len(text) > MAX_LOGGED_MESSAGE_CHARS:
+        text = text[:MAX_LOGGED_MESSAGE_CHARS] + "..."
+    return repr(text)
+
+
+def _frames(exception: BaseException) -> list[str]:
+    try:
+        frames = traceback.extract_tb(exception.__traceback__)
+    except Exception:  # noqa: BLE001
+        return ["  (traceback unreadable)"]
+    lines = []
+    for frame in frames:
+        lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,47 +585,251 @@ class WorkerPool:
             executor.shutdown(wait=wait, cancel_futures=True)
 
 
+LOOP_STALL_S = 0.25
+"""An event loop that has not run a callback for this long is taken to be blocked (an async handler
+that calls time.sleep or does heavy work without awaiting holds the whole loop)."""
+
+LOOP_ANSWER_GRACE_S = CANCEL_GRACE_S + LOOP_STALL_S
+"""How long past its deadline `LoopThread.run` waits for an async handler's answer. A loop that runs
+answers within `CANCEL_GRACE_S` of the deadline (run_async cancels the handler there and leaves it
+behind if it will not stop), so a loop that has not answered by then is blocked."""
+
+MAX_ABANDONED_LOOPS = 4
+"""At most this many blocked event loops (one thread each) are left behind at a time; while that many
+are still blocked, calls wait for the current loop (and time out if it is blocked too)."""
+
+
 class LoopThread:
-    """An event loop on a daemon thread, created on first use, for async handlers called from `invoke`."""
+    """The event loops on which `invoke` runs async handlers: one current loop on a daemon thread,
+    created on first use, replaced when a handler blocks it.
+
+    An `async def` handler that blocks (time.sleep, a CPU-bound loop, a blocking client) stops every
+    other coroutine on its loop, so one such tool would time out every async tool. The current loop is
+    watched through the calls themselves: a call the loop has not started within `LOOP_STALL_S`, or a
+    call that got no answer within `LOOP_ANSWER_GRACE_S` of its deadline, means the loop is blocked.
+    It is then retired: new calls go to a fresh loop, calls still waiting to start there move to it,
+    and the old loop finishes what it was running and stops once the blocking handler lets go (its
+    thread cannot be killed). Calls that had already started on the blocked loop cannot be moved: they
+    wait with it and time out at their deadline. A warning is logged for every retirement, and at most
+    `MAX_ABANDONED_LOOPS` blocked loops are left behind at once.
+    """
 
     def __init__(self) -> None:
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
+        self._current: Optional[_ToolLoop] = None
+        self._abandoned: list[_ToolLoop] = []
         self._lock = threading.Lock()
         self._closed = False
 
-    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
-        try:
-            return asyncio.run_coroutine_threadsafe(coroutine, self._started())
-        except RuntimeError as refused:  # closed, or the loop closed meanwhile ("Event loop is closed")
-            coroutine.close()
-            raise PoolClosed("the registry is closed") from refused
-        except BaseException:
-            coroutine.close()
-            raise
+    def run(self, handler: Handler, arguments: Any, ctx: CallContext) -> Run:
+        """Run an async handler on the current loop and wait for what came of it; past its deadline by
+        more than `LOOP_ANSWER_GRACE_S`, stop waiting (`Run.timed_out`, or `Run.not_started` if the
+        blocked loop never started it). Raises PoolClosed when closed, and re-raises a
+        KeyboardInterrupt or SystemExit the handler raised."""
+        left = seconds_left(ctx.deadline)
+        give_up_at = None if left is None else time.monotonic() + left + LOOP_ANSWER_GRACE_S
+        loop = self._loop()
+        job = loop.start(_LoopJob(handler, arguments, ctx))
+        while True:
+            now = time.monotonic()
+            wait = None if give_up_at is None else max(0.0, give_up_at - now)
+            if job.pending():
+                wait = min(LOOP_STALL_S, wait) if wait is not None else LOOP_STALL_S
+            if job.finished.wait(wait):
+                return job.outcome()
+            now = time.monotonic()
+            if job.pending() and now - job.submitted >= LOOP_STALL_S:
+                fresh = self._retire(loop, now - job.submitted)
+                if fresh is not None and job.take_back():  # not started: it may run elsewhere
+                    loop = fresh
+                    job = loop.start(_LoopJob(handler, arguments, ctx))
+                    continue
+            if give_up_at is not None and now >= give_up_at:
+                if job.take_back():
+                    return Run.not_started()  # the loop never got to it: nothing ran
+                ctx.cancel_event.set()
+                loop.cancel(job)  # the task is cancelled when the loop gets a turn
+                self._retire(loop, now - job.submitted)
+                return Run.timed_out()
 
-    def _started(self) -> asyncio.AbstractEventLoop:
+    def _loop(self) -> _ToolLoop:
         with self._lock:
             if self._closed:
                 raise PoolClosed("the registry is closed")
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="agent-lab-async-tools", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
+            if self._current is None:
+                self._current = _ToolLoop()
+            return self._current
+
+    def _retire(self, stalled: _ToolLoop, silent_s: float) -> Optional[_ToolLoop]:
+        """Replace `stalled` with a fresh loop (if it is still the current one and the bound allows);
+        the loop new calls should use, or None when `stalled` has to stay."""
+        with self._lock:
+            if self._closed:
+                return None
+            if self._current is not stalled:
+                return self._current  # another caller has replaced it already
+            self._abandoned = [loop for loop in self._abandoned if loop.alive()]
+            full = len(self._abandoned) >= MAX_ABANDONED_LOOPS
+            if not full:
+                self._abandoned.append(stalled)
+                self._current = _ToolLoop()
+            current, abandoned = self._current, len(self._abandoned)
+            first_report = not stalled.reported
+            stalled.reported = True
+        if full:
+            if first_report:
+                logger.warning("the event loop for async tools has not answered for %.2f s, and %d blocked loops "
+                               "are left behind already; calls keep waiting for it", silent_s, abandoned)
+            return None
+        logger.warning("the event loop for async tools has not answered for %.2f s: an async handler is "
+                       "blocking it (time.sleep or heavy work without await?); new calls run on a fresh "
+                       "loop (%d blocked loop(s) left behind)", silent_s, abandoned)
+        stalled.retire()
+        return current
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(_cancel_all_and_stop, loop)
-        thread.join(timeout=1.0)
-        if not thread.is_alive():
-            loop.close()
+            loops = ([self._current] if self._current is not None else []) + self._abandoned
+            self._current, self._abandoned = None, []
+        for loop in loops:
+            loop.stop()
+        if loops:
+            loops[0].join(1.0)  # the current loop; blocked ones are daemon threads, left to finish
+
+
+class _LoopJob:
+    """One async handler call handed to a loop. It starts on the loop thread unless the caller has
+    taken it back first (so a call that a blocked loop never started can be moved to another)."""
+
+    _PENDING, _STARTED, _TAKEN_BACK = "pending", "started", "taken back"
+
+    def __init__(self, handler: Handler, arguments: Any, ctx: CallContext) -> None:
+        self.handler, self.arguments, self.ctx = handler, arguments, ctx
+        self.submitted = time.monotonic()
+        self.finished = threading.Event()
+        self.task: Optional[asyncio.Future] = None
+        self._state = self._PENDING
+        self._lock = threading.Lock()
+        self._answer: Any = None
+        self._error: Optional[BaseException] = None
+
+    def pending(self) -> bool:
+        return self._state is self._PENDING
+
+    def take_back(self) -> bool:
+        """True if the job had not started and now never will."""
+        with self._lock:
+            if self._state is not self._PENDING:
+                return False
+            self._state = self._TAKEN_BACK
+            return True
+
+    def begin(self, owner: _ToolLoop) -> None:
+        """On the loop thread: start the handler as a task, unless the caller took the job back or the
+        loop has been retired meanwhile (then the job stays pending, and its caller moves it)."""
+        with self._lock:
+            if self._state is not self._PENDING or owner.retired:
+                return
+            self._state = self._STARTED
+        self.task = owner.loop.create_task(run_async_on_loop_thread(self.handler, self.arguments, self.ctx))
+        self.task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future) -> None:
+        if task.cancelled():
+            self._answer = Run.timed_out()  # cancelled after its caller stopped waiting
+        elif task.exception() is not None:
+            self._error = task.exception()  # a bug outside the handler: the caller raises it
+        else:
+            self._answer = task.result()
+        self.finished.set()
+
+    def outcome(self) -> Run:
+        if self._error is not None:
+            raise self._error
+        if isinstance(self._answer, ProcessExit):
+            raise self._answer.exception
+        return self._answer
+
+
+class _ToolLoop:
+    """One event loop and the daemon thread that runs it until it is stopped."""
+
+    def __init__(self) -> None:
+        self.retired = False  # set once, by the caller thread that retires it; read on the loop thread
+        self.reported = False  # a blocked loop is reported once (under the LoopThread's lock)
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_log_loop_exception)
+        self._thread = threading.Thread(target=self._run, name="agent-lab-async-tools", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def start(self, job: _LoopJob) -> _LoopJob:
+        try:
+            self.loop.call_soon_threadsafe(job.begin, self)
+        except RuntimeError:  # the loop closed meanwhile ("Event loop is closed"): the job stays pending
+            pass  # and its caller finds a current loop for it once LOOP_STALL_S has passed
+        return job
+
+    def cancel(self, job: _LoopJob) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_cancel_task, job)
+        except RuntimeError:
+            pass
+
+    def retire(self) -> None:
+        """Start no more jobs; let the loop finish the tasks it has (once it runs again), then stop."""
+        self.retired = True
+        try:
+            self.loop.call_soon_threadsafe(_stop_when_idle, self.loop)
+        except RuntimeError:
+            pass
+
+    def stop(self) -> None:
+        """Cancel every task and stop (as soon as the loop runs)."""
+        try:
+            self.loop.call_soon_threadsafe(_cancel_all_and_stop, self.loop)
+        except RuntimeError:
+            pass
+
+
+def _cancel_task(job: _LoopJob) -> None:
+    if job.task is not None:
+        job.task.cancel()
+
+
+def _stop_when_idle(loop: asyncio.AbstractEventLoop) -> None:
+    """Stop `loop` once no task is left on it (each handler task ends by its deadline, or soon after
+    it if it ignores its cancellation); checked again when the first of those left ends."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not tasks:
+        loop.stop()
+        return
+    waiting = asyncio.ensure_future(asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED), loop=loop)
+    waiting.add_done_callback(lambda _: _stop_when_idle(loop))
+
+
+def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """The tools' loops report what asyncio would log (a task a handler started and never awaited
+    failed, a callback raised) without the exception's message or asyncio's description of the
+    task, either of which may hold a handler's text."""
+    exception = context.get("exception")
+    if isinstance(exception, BaseException):
+        logger.warning("an async task or callback on the tools' event loop failed: %s", type(exception).__name__)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("on the tools' event loop: %s", describe_exception(exception, show_message=False))
+    else:  # e.g. a task destroyed while pending; asyncio's own text would name the coroutine and its callbacks
+        logger.warning("the tools' event loop reported a problem with a task or callback")
 
 
 def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:

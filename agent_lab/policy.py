@@ -4,7 +4,8 @@ The actor always comes from the application's trusted session, never from model-
 An approval is bound to one exact call: the tool, the argument fingerprint and the actor's tenant.
 It never grants a permission: the registry checks permission first, approval second. Both are checked
 when built: their identity fields are plain non-empty strings and an approval's expiry is finite, so
-no value can compare equal to every tenant or fingerprint, or never expire.
+no value can compare equal to every tenant or fingerprint, or never expire. Time fails closed: a clock
+reading that is not a finite number (NaN compares as "not yet" with everything) counts as expired.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import math
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping, Protocol
 
 from .calls import ToolCall
 
-__all__ = ["Actor", "Approval", "ResourceGuard"]
+__all__ = ["Actor", "Approval", "ResourceGuard", "is_wall_clock_time"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +43,12 @@ class Actor:
         return permission is None or permission in self.permissions
 
 
+class Fingerprints(Protocol):
+    """What an approval needs from the registry: the keyed fingerprint it gives a call."""
+
+    def fingerprint(self, tool: str, arguments: Any) -> str: ...
+
+
 # A resource guard decides whether this actor may touch the resource the arguments name.
 ResourceGuard = Callable[[Mapping[str, Any], Actor], bool]
 
@@ -60,10 +67,9 @@ class Approval:
     def __post_init__(self) -> None:
         for name in ("approval_id", "tool", "fingerprint", "tenant", "approver"):
             object.__setattr__(self, name, _plain_text(getattr(self, name), f"Approval.{name}"))
-        expires_at = self.expires_at
-        if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)) or not math.isfinite(expires_at):
+        if not is_wall_clock_time(self.expires_at):
             raise ValueError("Approval.expires_at must be a finite number of wall-clock seconds")
-        object.__setattr__(self, "expires_at", float(expires_at))
+        object.__setattr__(self, "expires_at", _plain_seconds(self.expires_at))
 
     @classmethod
     def for_call(
@@ -72,26 +78,55 @@ class Approval:
         *,
         actor: Actor,
         approver: str,
+        registry: Fingerprints,
         ttl_s: float = 300.0,
         now: float | None = None,
     ) -> Approval:
-        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval."""
-        from .idempotency import fingerprint  # the one canonical fingerprint
+        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval.
 
-        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not 0 < ttl_s < math.inf:
+        The approval binds to the call's fingerprint, which is keyed by the registry (so that it
+        gives nothing away about the arguments): pass the `registry` that will run the call (or use
+        `registry.approval_for(...)`, which does)."""
+        if not is_wall_clock_time(ttl_s) or not _plain_seconds(ttl_s) > 0:
             raise ValueError("ttl_s must be a positive number of seconds (finite: every approval expires)")
+        if not callable(getattr(registry, "fingerprint", None)):
+            raise TypeError("Approval.for_call needs registry=: the Registry that will run the call")
         issued = time.time() if now is None else now
+        if not is_wall_clock_time(issued):
+            raise ValueError("now must be a finite number of wall-clock seconds (when the approval is given)")
+        expires_at = _plain_seconds(issued) + _plain_seconds(ttl_s)
+        if not math.isfinite(expires_at):
+            raise ValueError("now + ttl_s must be a finite number of wall-clock seconds")
         return cls(
             approval_id="apr_" + secrets.token_hex(8),
             tool=call.name,
-            fingerprint=fingerprint(call.name, call.arguments),
+            fingerprint=registry.fingerprint(call.name, call.arguments),
             tenant=actor.tenant,
             approver=approver,
-            expires_at=issued + float(ttl_s),
+            expires_at=expires_at,
         )
 
     def expired(self, now: float) -> bool:
-        return now >= self.expires_at
+        """Whether the approval has expired at wall-clock time `now`. A `now` that is not a finite number
+        (a broken clock: NaN, infinity, None) counts as expired: an approval must never outlive its ttl."""
+        if not is_wall_clock_time(now):
+            return True
+        return _plain_seconds(now) >= self.expires_at
+
+
+def is_wall_clock_time(value: Any) -> bool:
+    """True for a finite int or float (not a bool): a usable reading of a clock or a duration."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large to be a float is no time either
+        return False
+
+
+def _plain_seconds(value: Any) -> float:
+    """A value `is_wall_clock_time` accepted, as a plain float (a subclass could compare as it likes)."""
+    return float.__float__(value) if isinstance(value, float) else float(int.__int__(value))
 
 
 def _plain_text(value: Any, what: str) -> str:

@@ -3,7 +3,9 @@
 `ToolSpec.redact` names argument and output fields whose values are secrets (an API token, a
 customer's e-mail). `redact` masks those members wherever they occur in a structure before it is
 shown to a model, written to an audit trail or put in a report; `redact_text` masks known secret
-values inside free text (summaries, report lines) where no field name is left to match.
+values inside free text (summaries, report lines) where no field name is left to match;
+`redact_violations` stops schema violations at a secret field, because what lies below it (an object
+key, an array index) is part of the secret too and a violation's path and message would name it.
 
 Both are transforms: they return new values and never mutate their input. `redact` walks with an
 explicit stack, so a hostile, very deep (or cyclic) structure cannot raise RecursionError; past
@@ -20,9 +22,11 @@ __all__ = [
     "MAX_REDACTION_DEPTH",
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "REDACTED_VIOLATION_KEYWORD",
     "collect_secrets",
     "redact",
     "redact_text",
+    "redact_violations",
 ]
 
 REDACTED = "[redacted]"
@@ -155,15 +159,17 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     return pattern.sub(REDACTED, text)
 
 
-def collect_secrets(value: Any, fields: Collection[str]) -> list[str]:
+def collect_secrets(value: Any, fields: Collection[str], *, include_keys: bool = False) -> list[str]:
     """The secret values held under members named in `fields`, as text `redact_text` can mask.
 
     Strings are taken as they are; numbers as their JSON text; anything nested under a secret member
-    is collected too. Used to mask summaries and report lines built from arguments or outputs.
+    is collected too, and with `include_keys` the object keys inside a secret member as well (a key
+    inside a secret is as secret as its value). Used to mask summaries, report lines and failure
+    messages built from arguments or outputs.
     """
     names = _names(fields)
     found: list[str] = []
-    for item, secret in _walk(value, names):
+    for item, secret in _walk(value, names, include_keys):
         if secret:
             text = _as_text(item)
             if text is not None and text not in found:
@@ -182,7 +188,7 @@ def _as_text(value: Any) -> str | None:
     return None
 
 
-def _walk(value: Any, names: frozenset[str]) -> Iterable[tuple[Any, bool]]:
+def _walk(value: Any, names: frozenset[str], include_keys: bool = False) -> Iterable[tuple[Any, bool]]:
     """Every leaf of `value` with whether it sits under a secret member; bounded like `redact`."""
     stack: list[tuple[Any, bool, int]] = [(value, False, 0)]
     seen: set[tuple[int, bool]] = set()  # a shared container is walked once per secrecy
@@ -196,6 +202,125 @@ def _walk(value: Any, names: frozenset[str]) -> Iterable[tuple[Any, bool]]:
         seen.add((id(item), secret))
         if isinstance(item, Mapping):
             for key, member in item.items():
+                if secret and include_keys:
+                    stack.append((key, True, depth + 1))
                 stack.append((member, secret or (isinstance(key, str) and key in names), depth + 1))
         else:
             stack.extend((member, secret, depth + 1) for member in item)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema violations
+# ---------------------------------------------------------------------------------------------
+
+REDACTED_VIOLATION_KEYWORD = "redacted"
+"""The `keyword` of a violation that stands for everything found wrong below a secret field."""
+
+# How each JSON Schema 2020-12 applicator moves through the instance, for `_keyword_path_to`: the
+# keywords that step into a member or item (with whether a name or index follows them in a keyword
+# path), and the in-place ones that stay at the same instance location.
+_STEPS_INTO_CHILD_WITH_TOKEN = frozenset(("properties", "patternProperties", "prefixItems"))
+_STEPS_INTO_CHILD = frozenset(
+    ("additionalProperties", "unevaluatedProperties", "propertyNames", "items", "contains", "unevaluatedItems")
+)
+_IN_PLACE_WITH_TOKEN = frozenset(("allOf", "anyOf", "oneOf", "dependentSchemas"))
+_IN_PLACE = frozenset(("not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef"))
+
+
+def redact_violations(violations: Iterable[Mapping[str, Any]], fields: Collection[str]) -> list[dict[str, Any]]:
+    """Violations as they may leave the process when the members named in `fields` are secret.
+
+    A violation about something *below* a secret member (its `instance_path` passes through the member)
+    would name what lies there: `/contacts/<a secret key>`, in the path and in the message built from
+    it, and a keyword path that says which rule the hidden value broke. Each such violation is replaced
+    by one that names only the member: its instance path stops at the member, its keyword path stops
+    where the schema reaches the member (or is empty when that cannot be told), its keyword is
+    `REDACTED_VIOLATION_KEYWORD` and its message says that the details are withheld. Several
+    violations below one member become one, so their number does not tell how many keys lie below.
+
+    A violation located at the member itself (`/contacts` is not a string) is kept: its path and message
+    name the member and the rule, never the value (the validator's promise). Violations about no secret
+    are returned unchanged. This is the one place that does this, for input and output violations
+    alike, whatever keyword produced them; it never mutates its input.
+    """
+    names = _names(fields)
+    reported: list[dict[str, Any]] = []
+    collapsed: set[tuple[str, str]] = set()
+    for violation in violations:
+        item = dict(violation)
+        instance_path = item.get("instance_path")
+        tokens = _pointer_tokens(instance_path) if names and isinstance(instance_path, str) else None
+        field = _first_secret(tokens, names) if tokens else None
+        if tokens is None or field is None or field == len(tokens) - 1:
+            reported.append(item)
+            continue
+        field_path = "".join("/" + _escape(token) for token in tokens[: field + 1])
+        keyword_path = _keyword_path_to(item.get("keyword_path"), field + 1)
+        if (field_path, keyword_path) in collapsed:
+            continue
+        collapsed.add((field_path, keyword_path))
+        reported.append({
+            "instance_path": field_path,
+            "keyword_path": keyword_path,
+            "keyword": REDACTED_VIOLATION_KEYWORD,
+            "message": f"'{field_path[1:]}' does not match its schema; what is wrong inside it is not shown "
+                       f"because the field is redacted.",
+        })
+    return reported
+
+
+def _pointer_tokens(pointer: str) -> list[str] | None:
+    """The reference tokens of a JSON Pointer ("" is the root: no tokens); None if it is not one."""
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        return None
+    return [token.replace("~1", "/").replace("~0", "~") for token in pointer[1:].split("/")]
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _first_secret(tokens: list[str], names: frozenset[str]) -> int | None:
+    """The index of the first token that names a secret member (a pointer cannot tell a member from an
+    array index, so an index equal to a secret name counts too: masking more is the safe mistake)."""
+    for index, token in enumerate(tokens):
+        if token in names:
+            return index
+    return None
+
+
+def _keyword_path_to(keyword_path: Any, depth: int) -> str:
+    """The part of a violation's keyword path that leads the schema to the instance location `depth`
+    members or items below the root, or "" when the path cannot be read that far.
+
+    A keyword path names only schema keywords and the schema's own property names, pattern strings and
+    indexes; each applicator either steps into a child of the instance (`properties/<name>`, `items`,
+    `additionalProperties`, ...) or stays in place (`allOf/<i>`, `$ref`, `then`, ...). Counting the steps
+    finds where the schema reaches the member; anything after that would describe what lies below it.
+    """
+    tokens = _pointer_tokens(keyword_path) if isinstance(keyword_path, str) else None
+    if not tokens:
+        return ""
+    reached = 0
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token in _STEPS_INTO_CHILD_WITH_TOKEN:
+            index += 2
+            reached += 1
+        elif token in _STEPS_INTO_CHILD:
+            index += 1
+            reached += 1
+        elif token in _IN_PLACE_WITH_TOKEN:
+            index += 2
+            continue
+        elif token in _IN_PLACE:
+            index += 1
+            continue
+        else:
+            return ""  # an assertion (type, maxLength, ...) before the member was reached: not a path there
+        if reached == depth:
+            return "" if index > len(tokens) else "".join("/" + _escape(part) for part in tokens[:index])
+    return ""

@@ -11,18 +11,28 @@ Nothing a handler or a model does escapes as an exception: whatever `invoke` is 
 
 Decisions worth knowing (each is also noted where it is made):
 
+* A tool the actor lacks the permission for is invisible: the route step answers `tool_not_found`
+  for it exactly as for a name that is not registered, so the model never learns that it exists.
 * A resource guard that answers False makes the resource invisible: `not_found`, outcome rejected,
   the same answer as for a resource that does not exist, so another tenant's data never leaks.
+* Nothing below a redacted field leaves the process, keys included: schema violations below one are
+  reported as one violation of the field (`redaction.redact_violations`).
 * A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
   so the same key replays "unknown, look it up" instead of repeating the effect.
 * A refusal before any effect, and a failure known to have had no effect that a retry could fix,
   release the reservation, so a corrected or later retry with the same key can run.
-* A sync write that overruns its deadline keeps running on its worker and keeps its reservation;
-  when it finishes, its real result becomes the receipt (exactly one effect either way). An async
-  handler is cancelled at its deadline instead; for a write the receipt then says "unknown".
-* A call holds its key in this registry from reservation until its outcome is stored, however long
-  its handler runs; the store's lease (which frees the key of a crashed process) only matters across
-  processes, so it should outlast the longest handler run there.
+* The call's deadline is fixed once, when the tool is known: min(caller's deadline, start + timeout_ms).
+  Every pre-run step counts against it, every store call waits at most until it, and it is checked
+  again after the key is reserved and right before the handler starts: no handler starts late.
+* A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
+  a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
+  effect either way). Past the window the key is `outcome_unknown` until it finishes or the application
+  resolves it. An async handler is cancelled at its deadline instead; for a write the receipt then
+  says "unknown".
+* A call holds its key in this registry from reservation until its outcome is stored, and one
+  lease-keeper thread renews the store's lease of every held key meanwhile (see `agent_lab.leases`).
+  A write whose reservation lapses without a receipt (its process died, or its receipt could not be
+  stored) is `outcome_unknown` for good: never a second run, until `resolve_unknown` settles it.
 """
 
 from __future__ import annotations
@@ -34,7 +44,9 @@ import difflib
 import functools
 import json
 import logging
+import math
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,36 +55,29 @@ from typing import Any, Callable, Mapping, Optional
 from .audit import AuditSink, audit_record
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .context import CallContext
-from .errors import NextAction, Outcome, ToolError
+from .errors import CATALOGUE, NextAction, Outcome, ToolError
 from .execution import (
     PROCESS_EXITS,
     Handler,
     LoopThread,
     PoolClosed,
-    ProcessExit,
     Run,
     RunKind,
     WorkerPool,
-    earliest,
+    describe_exception,
     is_deadline,
     plain_deadline,
     plain_json_copy,
     plain_json_snapshot,
     run_async,
-    run_async_on_loop_thread,
     run_sync,
     seconds_left,
 )
-from .idempotency import (
-    InMemoryReceiptStore,
-    NotCanonicalJSON,
-    ReceiptKey,
-    ReceiptStore,
-    ReservationStatus,
-    fingerprint,
-)
+from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, new_fingerprint_key
+from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
+from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
 from .jsonvalue import check_json_value, find_non_json
-from .policy import Actor, Approval
+from .policy import Actor, Approval, is_wall_clock_time
 from .schema import MAX_INSTANCE_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
@@ -90,7 +95,8 @@ STEPS = ("route", "schema", "permission", "approval", "deadline", "idempotency",
 """The step names, in order, as they appear in audit records (`step`: the last step reached)."""
 
 MAX_REPORTED_VIOLATIONS = 20
-"""At most this many schema violations are listed in an error's details (the count says how many)."""
+"""At most this many schema violations are listed in an error's details. Validation stops at one more,
+so `violation_count` is exact up to this many; past it `violations_truncated` is true (at least)."""
 
 MAX_CLOSE_NAMES = 3
 """How many near-miss tool names `tool_not_found` suggests."""
@@ -108,11 +114,6 @@ SUMMARY_VALUE_CHARS = 40
 SUMMARY_MAX_CHARS = 300
 """An approval summary longer than this is cut (it is one readable line, not the full call)."""
 
-LATE_ASYNC_GRACE_S = 0.25
-"""`invoke` waits this much past the deadline for an async handler's cancellation to be reported
-before it stops waiting (only a handler that blocks its event loop ever needs it)."""
-
-
 class _NotAToolCall:
     """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
 
@@ -122,7 +123,8 @@ class _CallState:
     """Everything one invoke has learned so far. Internal and mutable; one per call.
 
     After the execute step, only the caller's thread writes it; a late-completion callback only reads
-    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, redact).
+    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, hold, redact)
+    and sets receipt_note.
     """
 
     call: Any
@@ -131,15 +133,18 @@ class _CallState:
     deadline: Any
     call_id: str
     started: float
+    started_monotonic: float
     arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
     tool: str = ""
     spec: Optional[ToolSpec] = None
     handler: Optional[Handler] = None
     fingerprint: Optional[str] = None
     step: str = "route"
+    call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by the route step
     receipt_key: Optional[ReceiptKey] = None
-    reserved: bool = False  # this call holds an idempotency reservation
+    hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
     late_pending: bool = False  # a late handler will complete the reservation itself
+    receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
     redact: frozenset = field(default_factory=frozenset)
@@ -162,18 +167,22 @@ class _CallState:
         message: Optional[str] = None,
         *,
         details: Optional[Mapping[str, Any]] = None,
-        outcome: Outcome = Outcome.REJECTED,
+        outcome: Optional[Outcome] = None,
         retryable: Optional[bool] = None,
         next_action: Optional[NextAction] = None,
     ) -> ToolResult:
+        """An error result for a catalogue code; the catalogue gives whatever is not said here."""
         error = ToolError.from_code(code, message, details=details, retryable=retryable, next_action=next_action)
-        return self.result(ok=False, outcome=outcome, error=error)
+        return self.result(ok=False, outcome=CATALOGUE[code].outcome if outcome is None else outcome, error=error)
 
 
 class Registry:
     """Holds tools (a `ToolSpec` and its handler each) and runs proposed calls through the fixed steps.
 
-    `receipts`: where idempotency receipts live (default: a fresh `InMemoryReceiptStore`).
+    `receipts`: where idempotency receipts live (default: a fresh `InMemoryReceiptStore`). The store
+    also holds the key argument fingerprints are made with (`fingerprint_key`), so every registry on
+    one durable store fingerprints a call alike, across processes and restarts; a store that has none
+    gives this registry a random key.
     `audit`: an optional sink that receives one redacted record per invoke.
     `max_workers`: size of the worker pool sync handlers run on (created on first use).
     `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
@@ -181,6 +190,9 @@ class Registry:
     `run_inline`: run sync handlers on the caller's thread instead of the pool. Only for trusted, fast
     handlers and for measuring overhead: the caller cannot stop waiting at the deadline, which is
     checked after the handler returns (an overrun is then reported exactly like a timeout).
+    `late_completion_s`: how long past its deadline a sync write that still runs keeps its key held
+    (default `LATE_COMPLETION_WINDOW_S`); after it the key is `outcome_unknown` until resolved.
+    `renew_every_s`: how often the lease keeper renews held leases (default: a third of the store's lease).
     """
 
     def __init__(
@@ -192,11 +204,21 @@ class Registry:
         cursor_secret: Optional[bytes] = None,
         clock: Callable[[], float] = time.time,
         run_inline: bool = False,
+        late_completion_s: float = LATE_COMPLETION_WINDOW_S,
+        renew_every_s: Optional[float] = None,
     ) -> None:
         if cursor_secret is not None and not isinstance(cursor_secret, (bytes, bytearray)):
             raise TypeError("cursor_secret must be bytes or None")
+        for name, value in (("late_completion_s", late_completion_s), ("renew_every_s", renew_every_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 <= value < math.inf or (name == "renew_every_s" and value == 0)):
+                raise ValueError(f"{name} must be a finite number of seconds ({'>= 0' if name[0] == 'l' else '> 0'})")
         self._owns_receipts = receipts is None
         self._receipts: ReceiptStore = InMemoryReceiptStore() if receipts is None else receipts
+        stored_key = getattr(self._receipts, "fingerprint_key", None)
+        self._fingerprints = Fingerprinter(stored_key if stored_key is not None else new_fingerprint_key())
+        self._late_completion_s = float(late_completion_s)
+        self._holder = KeyHolder(self._receipts, late_completion_s=self._late_completion_s, renew_every_s=renew_every_s)
         self._audit = audit
         self._pool = WorkerPool(max_workers)
         self._loop_thread = LoopThread()
@@ -204,25 +226,54 @@ class Registry:
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
-        self._tools: dict[str, tuple[ToolSpec, Handler]] = {}
-        self._held_keys: dict[ReceiptKey, str] = {}  # key -> fingerprint of calls running under it here
+        # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
+        # catalog, names) take the current one without locking and never see it change under them.
+        self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     # -- tools -----------------------------------------------------------------------------------
 
     def register(self, spec: ToolSpec, handler: Callable[..., Any]) -> None:
-        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`."""
+        """Add a tool. Its handler takes `(arguments)` or `(arguments, ctx)` and may be `async def`.
+
+        The handler's signature is checked here: one that cannot be called either way (say
+        `lambda a, b, c: ...`) is a TypeError now, not a `handler_exception` on every call.
+        Safe to call while other threads invoke, list or register tools.
+        """
         if not isinstance(spec, ToolSpec):
             raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
-        wrapped = Handler.wrap(handler)
+        self._check_lease_covers(spec)
+        wrapped = Handler.wrap(handler, redacts=bool(spec.redact))
         with self._lock:
             if spec.name in self._tools:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
-            self._tools[spec.name] = (spec, wrapped)
+            tools = dict(self._tools)
+            tools[spec.name] = (spec, wrapped)
+            self._tools = tools
+
+    def _check_lease_covers(self, spec: ToolSpec) -> None:
+        """A key's lease must outlast its longest run even if no renewal got through: the tool's
+        timeout, plus (for a write) the late-completion window. Otherwise a live but slow handler's
+        key could lapse to `unknown` (a write) or be taken over (a read) in other processes.
+
+        A store the registry made itself is seen by this registry alone, which holds its keys in
+        process anyway, so only a store passed in is checked."""
+        lease_s = getattr(self._receipts, "lease_s", None)
+        if spec.idempotency_key is None or self._owns_receipts or not isinstance(lease_s, (int, float)):
+            return
+        needed_s = spec.timeout_ms / 1000.0 + (self._late_completion_s if spec.writes else 0.0)
+        if lease_s < needed_s:
+            window = f" plus the late-completion window ({self._late_completion_s:g} s)" if spec.writes else ""
+            raise ValueError(
+                f"tool {spec.name!r}: the receipt store's lease_s ({lease_s:g} s) is shorter than the tool's "
+                f"timeout_ms ({spec.timeout_ms:g} ms){window}, {needed_s:g} s in all; give the store a longer "
+                f"lease_s, or the tool a shorter timeout_ms"
+            )
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
-        """Model-facing halves of the tools, in registration order; with an actor, only those it may call."""
+        """Model-facing halves of the tools, in registration order; with an actor, only those it may call
+        (the others answer a call exactly like a tool that does not exist)."""
         specs = [spec for spec, _ in self._tools.values()]
         if actor is not None:
             specs = [spec for spec in specs if actor.may(spec.required_permission)]
@@ -250,6 +301,81 @@ class Registry:
     def receipts(self) -> ReceiptStore:
         return self._receipts
 
+    # -- fingerprints, approvals and unknown keys -------------------------------------------------
+
+    def fingerprint(self, tool: str, arguments: Any) -> str:
+        """The keyed fingerprint this registry gives a call (`agent_lab.fingerprint.fingerprint` with
+        its key): what approvals bind to and receipts are matched by. Raises NotCanonicalJSON."""
+        return self._fingerprints.fingerprint(tool, arguments)
+
+    def approval_for(
+        self,
+        call: ToolCall,
+        *,
+        actor: Actor,
+        approver: str,
+        ttl_s: float = 300.0,
+        now: Optional[float] = None,
+    ) -> Approval:
+        """A person's approval of exactly `call` for `actor`'s tenant, valid for `ttl_s` seconds from
+        `now` (default: this registry's clock). It binds to this registry's keyed fingerprint, so it
+        is only valid on registries sharing its receipt store (or its fingerprint key)."""
+        return Approval.for_call(call, actor=actor, approver=approver, registry=self, ttl_s=ttl_s,
+                                 now=self._clock() if now is None else now)
+
+    def resolve_unknown(
+        self,
+        tool: str,
+        key: str,
+        *,
+        tenant: str,
+        happened: bool,
+        output: Any = None,
+        timeout_s: Optional[float] = None,
+    ) -> bool:
+        """Settle an idempotency key that answers `outcome_unknown` (its holder died, or its receipt
+        could not be stored), once the application has found out what happened.
+
+        `happened=True`: the effect took place and `output` is its result (checked against the tool's
+        output schema; its `redact` fields are masked): later calls with the same arguments replay it.
+        `happened=False`: it did not take place: the key is free, and the next call runs the tool.
+        Returns False when the key is not unknown (still running, already settled, free, or unknown
+        for a store it could not reach in `timeout_s`). Say "did not happen" only when you know: a
+        handler still running somewhere would then take effect a second time.
+        """
+        spec = self.spec(tool)
+        receipt_key = ReceiptKey(tenant, spec.name, key)
+        result: Optional[ToolResult] = None
+        if happened:
+            result = self._resolved_result(spec, output)
+        held = self._holder.owner_of_unknown(receipt_key)
+        if held is not None:  # this process gave up on the key: its owner token still holds the row
+            record = _resolved_record(result, held.fingerprint)
+            note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
+            return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
+        found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
+        if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+            return False
+        record = _resolved_record(result, found.fingerprint)
+        return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
+
+    def _resolved_result(self, spec: ToolSpec, output: Any) -> ToolResult:
+        """The result a resolved key replays: `output`, checked like a handler's."""
+        state = _CallState(call=None, actor=None, approval=None, deadline=None, call_id="resolved",
+                           started=time.perf_counter(), started_monotonic=time.monotonic(), tool=spec.name,
+                           spec=spec, redact=frozenset(spec.redact))
+        result = self._output_result(state, output)
+        if not result.ok:
+            raise ValueError(f"output does not fit the output contract of tool {spec.name!r} "
+                             f"({result.error.code if result.error else 'invalid'})")
+        return result
+
+    def wait_settled(self, timeout_s: Optional[float] = None) -> bool:
+        """Wait until every key this registry holds is settled: its receipt stored, its key released,
+        or given up as unknown (a late handler past its window, a store that kept failing). True when
+        settled, False when `timeout_s` ran out first. For tests and graceful shutdowns."""
+        return self._holder.wait_settled(timeout_s)
+
     @property
     def cursors(self) -> Any:
         """The `CursorCodec` handlers use (via `ctx.cursors`) to issue and read page cursors."""
@@ -271,6 +397,9 @@ class Registry:
         self._closed = True
         self._pool.close(wait=wait)
         self._loop_thread.close()
+        if wait:
+            self._holder.wait_settled(RECEIPT_RETRY_TIMEOUT_S * 2)
+        self._holder.close(store_closed=self._owns_receipts)
         if self._owns_receipts:
             self._receipts.close()
 
@@ -292,7 +421,8 @@ class Registry:
     ) -> ToolResult:
         """Check, run and record one proposed call. Never raises; see the module docstring.
 
-        `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only).
+        `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only);
+        the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
         """
         state = self._start(call, actor, approval, deadline)
         try:
@@ -356,6 +486,7 @@ class Registry:
             deadline=deadline,
             call_id=call_id,
             started=time.perf_counter(),
+            started_monotonic=time.monotonic(),
             tool=tool,
         )
 
@@ -376,33 +507,39 @@ class Registry:
         return None
 
     def _route(self, state: _CallState) -> Optional[ToolResult]:
-        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found."""
+        """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found.
+
+        A tool the actor lacks the permission for is not in its catalog, and answers exactly like a
+        tool that does not exist (same code, message, close names, outcome and audit step), before its
+        schema is looked at: neither a `permission_denied` nor an `invalid_arguments` naming the tool's
+        fields may tell the model that it exists. (An `actor` that is not an Actor at all is the
+        application's mistake, not the model's: the permission step refuses it.)
+        """
         if self._closed:
             return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
         if isinstance(state.call, _NotAToolCall):
             return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
-        entry = self._tools.get(state.tool)
-        if entry is None:
-            return state.refusal("tool_not_found", details={"close_names": self._close_names(state)})
+        tools = self._tools
+        entry = tools.get(state.tool)
+        if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
+            return state.refusal("tool_not_found", details={"close_names": _close_names(tools, state)})
         state.spec, state.handler = entry
         state.redact = frozenset(state.spec.redact)
+        state.call_deadline = _call_deadline(state, state.spec)
         return None
-
-    def _close_names(self, state: _CallState) -> list[str]:
-        """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
-        actor = state.actor
-        if not isinstance(actor, Actor):
-            return []
-        callable_names = [name for name, (spec, _) in self._tools.items() if actor.may(spec.required_permission)]
-        return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
     # -- step 1: schema --------------------------------------------------------------------------
 
     def _check_schema(self, state: _CallState) -> Optional[ToolResult]:
-        """Arguments against the input schema: every violation (capped), each with its JSON Pointers.
+        """Arguments against the input schema: the first violations (capped), each with its JSON Pointers.
 
+        The size comes first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON, measured
+        by the C encoder, as outputs are) are refused before any fingerprint or validation work, so a
+        call's cost is bounded by the budget. Validation stops once it has one violation more than it
+        reports (`violations_truncated` then says there may be more), so invalid input costs no more
+        than valid input; and the patterns it runs are ones a model cannot make slow (`regex_safety`).
         The fingerprint is computed here, once, whenever the arguments are JSON (also when they break
         the schema, so that audit records of refused calls can be correlated)."""
         spec = state.spec
@@ -411,23 +548,29 @@ class Registry:
             return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
         # From here on every step, and the handler, sees this one copy (see plain_json_copy).
         state.arguments = plain_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
+        size = _json_size(state.arguments)
+        if size is not None and size > spec.max_input_bytes:
+            return state.refusal("input_too_large", details={"max_input_bytes": spec.max_input_bytes, "input_bytes": size})
         non_canonical: Optional[NotCanonicalJSON] = None
         try:
-            state.fingerprint = fingerprint(spec.name, state.arguments)
+            state.fingerprint = self.fingerprint(spec.name, state.arguments)
         except NotCanonicalJSON as problem:
             non_canonical = problem
-        violations = [_violation_dict(v) for v in spec.input_validator.errors(state.arguments)]
+        found = spec.input_validator.errors(state.arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
+        violations = [_violation_dict(v) for v in found]
         if not violations and non_canonical is not None:  # JSON the validator accepts, e.g. a 5,000-digit integer
             violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
         if not violations:
             return None
-        return state.refusal("invalid_arguments", _first_violation_message(violations), details=_violation_details(violations))
+        message, details = _violation_report(state, violations)
+        return state.refusal("invalid_arguments", message, details=details)
 
     # -- step 2: permission ----------------------------------------------------------------------
 
     def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
         """Scopes first, then the resource guard. The actor comes from the application, never from
-        the arguments: an argument named `actor` or `tenant` is just data to the registry."""
+        the arguments: an argument named `actor` or `tenant` is just data to the registry. (An Actor
+        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)"""
         spec = state.spec
         assert spec is not None
         actor = state.actor
@@ -467,7 +610,13 @@ class Registry:
             return state.refusal("approval_required", details=self._approval_request(state))
         if not isinstance(approval, Approval) or not _approval_matches(approval, state):
             return state.refusal("approval_mismatch", details=self._approval_request(state))
-        if approval.expired(self._clock()):
+        now = self._clock()
+        if not is_wall_clock_time(now):  # NaN would compare as "not yet expired" for ever: fail closed
+            logger.warning("the registry's clock returned %s, not a finite number; refusing approved calls",
+                           type(now).__name__)
+            return state.refusal("internal_error", "The registry's clock is not usable, so the approval cannot "
+                                 "be checked; the tool did not run.")
+        if Approval.expired(approval, now):  # the class's own check, whatever a subclass says
             return state.refusal("approval_expired", details=self._approval_request(state))
         state.approval_used = approval
         return None
@@ -484,76 +633,77 @@ class Registry:
     # -- step 4: deadline ------------------------------------------------------------------------
 
     def _check_deadline(self, state: _CallState) -> Optional[ToolResult]:
-        """A caller deadline that has already passed: nothing runs."""
+        """The call's deadline (the caller's, or the tool's timeout counted from the start of invoke)
+        has already passed: nothing runs."""
         if not is_deadline(state.deadline):
             logger.warning("invoke() got a deadline that is not a finite number; refusing the call")
             return state.refusal("internal_error", "The caller's deadline is not a number; the tool did not run.")
-        if state.deadline is not None:  # its plain value: a number subclass could compare as it likes
-            state.deadline = plain_deadline(state.deadline)
-        if state.deadline is not None and time.monotonic() >= state.deadline:
+        if _passed(state.call_deadline):
             return state.refusal("deadline_exceeded")
         return None
 
     # -- step 5: idempotency ---------------------------------------------------------------------
 
     def _reserve_key(self, state: _CallState) -> Optional[ToolResult]:
-        """Claim (tenant, tool, key) for this fingerprint, or answer from what already holds it."""
+        """Claim (tenant, tool, key) for this fingerprint, or answer from what already holds it.
+
+        This process answers first for keys its own calls hold. The store is then asked, waiting no
+        longer than the call's deadline; and a reservation that arrives after it is given back
+        (`deadline_exceeded`), so no handler ever starts late or without a reservation.
+        """
         spec = state.spec
         assert spec is not None and state.fingerprint is not None
         if spec.idempotency_key is None:
             return None
-        state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, state.arguments[spec.idempotency_key])
-        running = self._held_keys.get(state.receipt_key) if self._held_keys else None
-        if running is not None:  # a call of this process still runs under the key, whatever the lease says
-            return state.refusal("idempotency_in_progress" if running == state.fingerprint else "idempotency_conflict")
+        key_value = state.arguments[spec.idempotency_key]
+        if has_lone_surrogate(key_value):  # no database can store it as text: refused alike by every store
+            return _unstorable_key(state, spec.idempotency_key)
+        state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, key_value)
+        held = self._holder.answer(state.receipt_key, state.fingerprint)
+        if held is not None:  # a call of this process holds the key, whatever the store's lease says
+            return state.refusal(held)
+        timeout_s = seconds_left(state.call_deadline)
+        if timeout_s == 0:
+            return state.refusal("deadline_exceeded")
+        lapse = Lapse.UNKNOWN if spec.writes else Lapse.TAKEOVER
         try:
-            reservation = self._receipts.reserve(state.receipt_key, state.fingerprint)
+            reservation = self._receipts.reserve(state.receipt_key, state.fingerprint, lapse=lapse, timeout_s=timeout_s)
         except PROCESS_EXITS:
             raise
-        except BaseException as exception:  # noqa: BLE001
-            logger.warning("receipt store failed to reserve a key for %r: %s", spec.name, type(exception).__name__)
-            return state.refusal("unavailable", "The receipt store is unavailable; the tool did not run.",
-                                 outcome=Outcome.REJECTED)
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            logger.warning("receipt store could not reserve a key for %r: %s", spec.name, type(exception).__name__)
+            return state.refusal("receipt_store_unavailable")
         status = reservation.status
         if status is ReservationStatus.RESERVED:
-            state.reserved = True
-            self._hold(state)
+            if not isinstance(reservation.owner, str):
+                raise TypeError("the receipt store reserved a key without an owner token")
+            state.hold = self._holder.hold(state.receipt_key, state.fingerprint, reservation.owner,
+                                           writes=spec.writes, tool=spec.name)
+            if _passed(state.call_deadline):  # the reserve returned too late for the handler to start
+                return state.refusal("deadline_exceeded")
             return None
         if status is ReservationStatus.REPLAY and reservation.record is not None:
             return ToolResult.from_record(reservation.record, replayed=True, call_id=state.call_id, redact=state.redact)
         if status is ReservationStatus.CONFLICT:
             return state.refusal("idempotency_conflict")
+        if status is ReservationStatus.UNKNOWN:
+            return state.refusal("outcome_unknown")
         return state.refusal("idempotency_in_progress")
 
-    def _hold(self, state: _CallState) -> None:
-        """Remember, in this process, that a call runs under its key until its outcome is settled.
-
-        The store's reservation holds only for its lease (so that a crashed process cannot block a key
-        for ever). A handler that runs longer, within a long timeout or late after one, must still
-        never be joined by a second run of the same action: `_reserve_key` asks this registry first.
-        """
-        assert state.receipt_key is not None and state.fingerprint is not None  # set by _reserve_key
-        with self._lock:
-            self._held_keys[state.receipt_key] = state.fingerprint
-
     def _let_go(self, state: _CallState) -> None:
-        if state.receipt_key is None:
-            return
-        with self._lock:
-            if self._held_keys.get(state.receipt_key) == state.fingerprint:
-                del self._held_keys[state.receipt_key]
+        """The process is stopping: stop holding the key; the store's lease guards it from now on."""
+        self._holder.let_go(state.hold)
 
     # -- step 6: execute -------------------------------------------------------------------------
 
     def _context(self, state: _CallState) -> CallContext:
         spec = state.spec
         assert spec is not None
-        tool_deadline = time.monotonic() + spec.timeout_ms / 1000.0
         return CallContext(
             call_id=state.call_id,
             tool=spec.name,
             actor=state.actor,
-            deadline=earliest(tool_deadline, state.deadline),
+            deadline=state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
             approval=state.approval_used,
             cursors=self.cursors,
         )
@@ -610,7 +760,7 @@ class Registry:
     def _execute_inline(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """run_inline: the caller's thread runs the handler; an overrun is found only after it returns."""
         run = run_sync(handler, arguments, ctx)
-        if ctx.deadline is None or time.monotonic() <= ctx.deadline:
+        if run.kind is RunKind.NOT_STARTED or ctx.deadline is None or time.monotonic() <= ctx.deadline:
             return run
         ctx.cancel_event.set()
         if self._completes_late(state):
@@ -620,23 +770,11 @@ class Registry:
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
-        its deadline there (run_async); we wait a little longer only for that answer to arrive."""
+        its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            future = self._loop_thread.submit(run_async_on_loop_thread(handler, arguments, ctx))
+            return self._loop_thread.run(handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
-        left = seconds_left(ctx.deadline)
-        try:
-            answer = future.result(timeout=None if left is None else left + LATE_ASYNC_GRACE_S)
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # the loop is blocked by the handler; cancel the task when it gets a turn
-            ctx.cancel_event.set()
-            return Run.timed_out()
-        except concurrent.futures.CancelledError:
-            return Run.timed_out()
-        if isinstance(answer, ProcessExit):
-            raise answer.exception
-        return answer
 
     def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
@@ -647,12 +785,15 @@ class Registry:
         ctx.cancel_event.set()
         if self._completes_late(state):
             state.late_pending = True
+            assert state.hold is not None
+            self._holder.run_late(state.hold)  # held (and renewed) for the late-completion window
             future.add_done_callback(functools.partial(self._complete_late_future, state))
         return Run.timed_out()
 
     def _completes_late(self, state: _CallState) -> bool:
-        """A timed-out sync write that holds a reservation keeps it until the handler finishes."""
-        return state.reserved and state.spec is not None and state.spec.writes
+        """A timed-out sync write that holds a reservation keeps it until the handler finishes (or,
+        in this process, until the late-completion window ends)."""
+        return state.hold is not None and state.spec is not None and state.spec.writes
 
     def _complete_late_future(self, state: _CallState, future: concurrent.futures.Future) -> None:
         try:
@@ -664,15 +805,17 @@ class Registry:
         self._complete_late(state, run)
 
     def _complete_late(self, state: _CallState, run: Run) -> None:
-        """Store the result of a write that finished after its caller stopped waiting."""
+        """Store the result of a write that finished after its caller stopped waiting.
+
+        Stored under the call's owner token, so it lands only if nobody resolved the key meanwhile
+        (past the late-completion window the key may have been resolved; then the store refuses it)."""
         try:
             result = self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
-            self._store_outcome(state, result)
+            self._store_outcome(state, result, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
             logger.warning("could not store the late result of tool %r: %s", state.tool, type(exception).__name__)
-        finally:  # stored (or not storable): from now on the store alone answers for the key
             self._let_go(state)
 
     # -- step 7: output --------------------------------------------------------------------------
@@ -711,7 +854,8 @@ class Registry:
         if not plain or size is None:
             return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(output)])
         if spec.output_validator is not None:
-            violations = [_violation_dict(v) for v in spec.output_validator.errors(output)]
+            found = spec.output_validator.errors(output, limit=MAX_REPORTED_VIOLATIONS + 1)
+            violations = [_violation_dict(v) for v in found]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
         return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
@@ -725,9 +869,9 @@ class Registry:
         details: Optional[dict[str, Any]] = None,
     ) -> ToolResult:
         assert state.spec is not None
-        if violations is not None:
-            details = _violation_details(violations)
-        message = _first_violation_message(violations, prefix="The tool's output breaks its contract: ") if violations else None
+        message = None
+        if violations:
+            message, details = _violation_report(state, violations, prefix="The tool's output breaks its contract: ")
         if state.spec.writes:
             return state.refusal(code, message, details=details, outcome=Outcome.UNKNOWN,
                                  retryable=False, next_action=NextAction.LOOKUP_STATUS)
@@ -738,7 +882,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         if run.kind is RunKind.FAILED and run.error is not None:
-            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error))
+            return state.result(ok=False, outcome=Outcome.FAILED, error=_safe_failure(run.error, state))
         if run.kind is RunKind.NOT_STARTED:
             return state.refusal("deadline_exceeded", "The time budget ran out before a worker could start the tool.")
         if run.kind is RunKind.CLOSED:
@@ -761,7 +905,8 @@ class Registry:
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
-            logger.warning("receipt store failed to record a call of %r: %s", state.tool, type(exception).__name__)
+            logger.warning("could not record the receipt of a call of %r: %s", state.tool, type(exception).__name__)
+            self._holder.give_up(state.hold, "could not build its receipt")
         # The result was built for this call and nobody else holds it yet: stamp it in place
         # (dataclasses.replace would copy every field on the hot path).
         object.__setattr__(result, "duration_ms", (time.perf_counter() - state.started) * 1000.0)
@@ -775,20 +920,21 @@ class Registry:
         no effect that a retry could fix (retryable errors, timeouts of reads), since storing those
         would make every retry replay the failure. Stored: everything else, including writes whose
         outcome is unknown, so that the same key replays "unknown" instead of repeating the effect.
+        The store is given what is left of the call's deadline; if that is not enough, the lease
+        keeper keeps trying in the background (the caller has its answer already).
         """
-        if state.reserved and not state.late_pending:
-            try:
-                self._store_outcome(state, result)
-            finally:
-                self._let_go(state)
-
-    def _store_outcome(self, state: _CallState, result: ToolResult) -> None:
-        if state.receipt_key is None or state.fingerprint is None:
+        if state.hold is None:
             return
-        if _frees_key(result):
-            self._receipts.release(state.receipt_key, state.fingerprint)
-        else:
-            self._receipts.complete(state.receipt_key, state.fingerprint, result.to_record())
+        if state.late_pending:
+            state.receipt_note = ReceiptNote.LATE
+            return
+        self._store_outcome(state, result, timeout_s=seconds_left(state.call_deadline) or 0.0)
+
+    def _store_outcome(self, state: _CallState, result: ToolResult, *, timeout_s: float) -> None:
+        """Store `result` as the key's receipt, or release the key, under this call's owner token."""
+        assert state.hold is not None
+        record = None if _frees_key(result) else result.to_record()
+        state.receipt_note = self._holder.settle(state.hold, record, timeout_s=timeout_s)
 
     def _write_audit(self, state: _CallState, result: ToolResult) -> None:
         if self._audit is None:
@@ -801,9 +947,16 @@ class Registry:
             logger.warning("audit sink failed to write a record for %r: %s", state.tool, type(exception).__name__)
 
     def _internal_error(self, state: _CallState) -> ToolResult:
-        """A bug in a step (not in a handler): contained, logged, and reported without details."""
+        """A bug in a step (not in a handler): contained, logged, and reported without details.
+
+        Logged like a handler's exception (`describe_exception`), never with `exc_info`: the exception
+        may have been raised by an object the handler returned, with a secret in its message."""
         logger.error("internal error in step %r of a call to %r", state.step, state.tool)
-        logger.debug("traceback of the internal error in step %r", state.step, exc_info=True)
+        if logger.isEnabledFor(logging.DEBUG):
+            exception = sys.exc_info()[1]
+            if exception is not None:
+                shows = state.spec is not None and not state.spec.redact
+                logger.debug("internal error in step %r: %s", state.step, describe_exception(exception, show_message=shows))
         if state.step in ("execute", "output", "record") and state.spec is not None and state.spec.writes:
             return state.refusal("internal_error", "The tool runtime failed; the tool may have run.",
                                  outcome=Outcome.UNKNOWN, next_action=NextAction.LOOKUP_STATUS)
@@ -815,6 +968,46 @@ class Registry:
 # ---------------------------------------------------------------------------------------------
 # Small pure helpers
 # ---------------------------------------------------------------------------------------------
+
+
+def _call_deadline(state: _CallState, spec: ToolSpec) -> float:
+    """The call's one deadline: the caller's (when it is a valid one) or the tool's timeout counted
+    from the start of invoke, whichever comes first. A caller deadline that is not a number is left
+    for the deadline step to refuse."""
+    tool_deadline = state.started_monotonic + spec.timeout_ms / 1000.0
+    if state.deadline is None or not is_deadline(state.deadline):
+        return tool_deadline
+    state.deadline = plain_deadline(state.deadline)  # its plain value: a number subclass could compare as it likes
+    return min(state.deadline, tool_deadline)
+
+
+def _resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
+    """The receipt record of a resolved key: the given result under the key's own fingerprint
+    (None: "it did not happen", the key is to be freed)."""
+    if result is None:
+        return None
+    return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
+
+
+def _passed(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _unstorable_key(state: _CallState, key_name: str) -> ToolResult:
+    """An idempotency key with a lone surrogate: valid for the schema, but not text any store can hold."""
+    pointer = "/" + key_name.replace("~", "~0").replace("/", "~1")
+    message = "The idempotency key must be valid Unicode text; it holds a lone surrogate code point."
+    violation = {"instance_path": pointer, "keyword_path": "", "keyword": "idempotency_key", "message": message}
+    return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
+
+
+def _close_names(tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
+    """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
+    actor = state.actor
+    if not isinstance(actor, Actor):
+        return []
+    callable_names = [name for name, (spec, _) in tools.items() if actor.may(spec.required_permission)]
+    return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
 
 
 def _frees_key(result: ToolResult) -> bool:
@@ -878,8 +1071,22 @@ def _non_json_output_violation(output: Any) -> dict[str, str]:
     return _non_json_violation(*problem)
 
 
+def _violation_report(state: _CallState, violations: list, *, prefix: str = "") -> tuple[Optional[str], dict[str, Any]]:
+    """The message and details of a refusal for schema violations, as they may leave the process: a
+    violation below a redacted field names only that field (see `redact_violations`), in the details
+    and in the message, which is built from them."""
+    if state.redact:
+        from .redaction import redact_violations
+
+        violations = redact_violations(violations, state.redact)
+    return _first_violation_message(violations, prefix=prefix), _violation_details(violations)
+
+
 def _violation_details(violations: list) -> dict[str, Any]:
-    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations)}
+    """Validation stops one violation past what is reported: `violation_count` is exact unless
+    `violations_truncated` is true, and then it is a lower bound ("at least")."""
+    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations),
+            "violations_truncated": len(violations) > MAX_REPORTED_VIOLATIONS}
 
 
 def _first_violation_message(violations: Optional[list], *, prefix: str = "") -> Optional[str]:
@@ -887,21 +1094,50 @@ def _first_violation_message(violations: Optional[list], *, prefix: str = "") ->
         return None
     first = prefix + violations[0]["message"]
     more = len(violations) - 1
-    if more:
+    if len(violations) > MAX_REPORTED_VIOLATIONS:
+        first = f"{first.rstrip('.')} (and at least {more} more violations)."
+    elif more:
         first = f"{first.rstrip('.')} (and {more} more {'violation' if more == 1 else 'violations'})."
     return first
 
 
-def _safe_failure(error: ToolError) -> ToolError:
+def _safe_failure(error: ToolError, state: _CallState) -> ToolError:
     """A ToolFailure's error as the model may see it: a plain string message and plain JSON details
-    (a copy, as for outputs: the handler may still hold the objects it raised with)."""
+    (a copy, as for outputs: the handler may still hold the objects it raised with).
+
+    For a tool with redacted fields, members of the details named in `spec.redact` are masked here
+    already (so the error is safe even in a repr), and the call's own redacted argument values are
+    masked wherever the message or a detail string repeats them: a second line of defence, since a
+    handler's message is shown as given and must be written safe in the first place."""
     message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
         "The tool reported a failure.")
     details = dict(error.details) if isinstance(error.details, Mapping) else {}
     if check_json_value(details) is not None:
         logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
         details = {}
-    return dataclasses.replace(error, message=message, details=plain_json_copy(details, MAX_OUTPUT_DEPTH + 1))
+    details = plain_json_copy(details, MAX_OUTPUT_DEPTH + 1)
+    if state.redact:
+        from .redaction import collect_secrets, redact, redact_text
+
+        secrets_in_call = collect_secrets(state.arguments, state.redact, include_keys=True)
+        message = redact_text(message, secrets_in_call)
+        details = _mask_strings(redact(details, state.redact), secrets_in_call)
+    return dataclasses.replace(error, message=message, details=details)
+
+
+def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
+    """`value` (plain JSON) with each secret masked inside every string, keys included."""
+    if not secrets_in_call:
+        return value
+    from .redaction import redact_text
+
+    if isinstance(value, str):
+        return redact_text(value, secrets_in_call)
+    if isinstance(value, dict):
+        return {redact_text(key, secrets_in_call): _mask_strings(item, secrets_in_call) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask_strings(item, secrets_in_call) for item in value]
+    return value
 
 
 def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
@@ -920,6 +1156,7 @@ def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
         duration_ms=round(result.duration_ms, 3),
         replayed=result.replayed,
         approval_id=state.approval_used.approval_id if state.approval_used is not None else None,
+        receipt=state.receipt_note,
     )
 
 

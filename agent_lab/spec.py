@@ -1,19 +1,25 @@
 """ToolSpec: both halves of one tool's contract, checked when the spec is built.
 
 The model-facing half (name, title, description, input and output schema) is all that is ever exported
-to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, output
-budget, redaction, resource guard) stays in the process and is enforced by `Registry.invoke`.
+to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, input
+and output budgets, format assertion, redaction, resource guard) stays in the process and is enforced by
+`Registry.invoke`. An input schema whose patterns a model could make slow is refused here (see
+`schema.regex_safety`).
+
+The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
+the very read-only copy the validators are compiled from, so nothing a caller holds can make the
+catalog advertise one schema while another is enforced.
 """
 
 from __future__ import annotations
 
-import copy
 import enum
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
+from .frozenjson import freeze, thaw
 from .policy import ResourceGuard
 
 __all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "RetryPolicy", "ToolSpec"]
@@ -58,6 +64,14 @@ ApprovalCondition = Callable[[Mapping[str, Any]], bool]
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+DEFAULT_MAX_INPUT_BYTES = 16 * 1024
+"""Arguments larger than this (compact UTF-8 JSON) are refused before validation (`input_too_large`).
+Chosen from `python run_lab.py bench --only redos`: at this size every attack of the ReDoS corpus
+validates in about 3 ms with the linear matcher, and the slowest check per byte, `format: regex`
+(it parses a model-written pattern, 1-2 microseconds per character of nested groups), in about
+25 ms: well under a 50 ms budget even on a loaded machine, which 32 KiB no longer is for that format.
+Tool arguments an agent writes are far smaller (16 KiB is about 4,000 tokens); a tool that takes
+documents raises it explicitly."""
 
 
 def _enum_value(enum_type: type[enum.Enum], value: Any, field_name: str) -> Any:
@@ -77,12 +91,12 @@ def _positive_number(value: Any, field_name: str, *, integral: bool) -> None:
         raise ValueError(f"ToolSpec.{field_name} must be finite and greater than 0 (got {value!r})")
 
 
-def _compile(schema: Any, field_name: str) -> Any:
+def _compile(schema: Any, field_name: str, *, format_assertion: bool) -> Any:
     """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04)."""
     from .schema import SchemaError, Validator, dialect_name
 
     try:
-        return Validator(schema)
+        return Validator(schema, format_assertion=format_assertion)
     except SchemaError as exc:
         raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema {dialect_name(schema)} document: "
                          f"{exc}") from None
@@ -106,7 +120,9 @@ class ToolSpec:
     idempotency_key: str | None = None
     retry_policy: RetryPolicy = RetryPolicy.NEVER
     timeout_ms: float = DEFAULT_TIMEOUT_MS
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES  # larger arguments: input_too_large, before validation
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    format_assertion: bool = True  # `format` is checked in both schemas (False: an annotation only)
     redact: tuple[str, ...] = ()
     resource_guard: ResourceGuard | None = field(default=None, compare=False)
     open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
@@ -118,17 +134,21 @@ class ToolSpec:
     def __post_init__(self) -> None:
         set_field = object.__setattr__
         self._check_model_half()
-        set_field(self, "input_schema", copy.deepcopy(dict(self.input_schema)))
+        # Read-only deep copies: the dicts passed in may change later; these cannot (ordinarily), and
+        # both the validators and model_schema() are made from them.
+        set_field(self, "input_schema", freeze(self.input_schema))
         if self.output_schema is not None:
-            set_field(self, "output_schema", copy.deepcopy(dict(self.output_schema)))
+            set_field(self, "output_schema", freeze(self.output_schema))
         set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
         set_field(self, "redact", self._checked_redact())
         self._check_runtime_half()
-        set_field(self, "input_validator", _compile(self.input_schema, "input_schema"))
+        formats = self.format_assertion
+        set_field(self, "input_validator", _compile(self.input_schema, "input_schema", format_assertion=formats))
+        self._refuse_slow_patterns()
         if self.output_schema is not None:
-            set_field(self, "output_validator", _compile(self.output_schema, "output_schema"))
+            set_field(self, "output_validator", _compile(self.output_schema, "output_schema", format_assertion=formats))
         set_field(self, "warnings", self._lint())
 
     # -- construction checks -------------------------------------------------------------------
@@ -162,7 +182,10 @@ class ToolSpec:
         ):
             raise ValueError("ToolSpec.required_permission must be a non-empty string or None")
         _positive_number(self.timeout_ms, "timeout_ms", integral=False)
+        _positive_number(self.max_input_bytes, "max_input_bytes", integral=True)
         _positive_number(self.max_output_bytes, "max_output_bytes", integral=True)
+        if not isinstance(self.format_assertion, bool):
+            raise ValueError("ToolSpec.format_assertion must be a bool")
         conditional = self.approval is ApprovalPolicy.CONDITIONAL
         if conditional and not callable(self.approval_condition):
             raise ValueError("ToolSpec.approval='conditional' needs approval_condition, a function of the arguments")
@@ -187,9 +210,24 @@ class ToolSpec:
                 f"of {self.name!r} (add it to properties with \"type\": \"string\" and to required)"
             )
 
+    def _refuse_slow_patterns(self) -> None:
+        """Every regex the input schema runs on model input must be safe (`schema.regex_safety`):
+        proven linear on Python's re, or served by the linear-time matcher. Any other pattern is
+        refused here, with its JSON Pointer and the reason, since a model could make it slow. (The
+        output schema runs on the handler's output, not on model input: see `_lint`.)"""
+        for finding in self.input_validator.patterns:
+            if not finding.safety.safe:
+                raise ValueError(
+                    f"ToolSpec.input_schema of {self.name!r} has a pattern a model could make slow, at "
+                    f"{finding.pointer}: {finding.safety.reason}; rewrite it (anchor it with ^, make each "
+                    f"repetition unambiguous, drop the lookaround or backreference)"
+                )
+
     def _lint(self) -> tuple[str, ...]:
-        """`warnings`: what the lint engine's spec rules AL401, AL402 and AL308 find in this one spec
-        (`agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field)."""
+        """`warnings`: what the lint engine's spec rules find in this one spec (AL401 a write without an
+        idempotency key, AL402 a destructive tool that never asks for approval, AL310 an input pattern a
+        backtracking engine can make slow, AL308 an output pattern with no linear-time guarantee).
+        `agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field."""
         from .lint.engine import spec_warnings  # the lint rules import this module: import on use
 
         return spec_warnings(self)
@@ -211,14 +249,15 @@ class ToolSpec:
     # -- the two halves ------------------------------------------------------------------------
 
     def model_schema(self) -> dict[str, Any]:
-        """The model-facing half only: what a model or a host may see. A deep copy, safe to modify."""
+        """The model-facing half only: what a model or a host may see. A plain deep copy (dicts and
+        lists) of exactly the schemas the validators enforce, safe to modify."""
         exported: dict[str, Any] = {"name": self.name}
         if self.title is not None:
             exported["title"] = self.title
         exported["description"] = self.description
-        exported["input_schema"] = copy.deepcopy(self.input_schema)
+        exported["input_schema"] = thaw(self.input_schema)
         if self.output_schema is not None:
-            exported["output_schema"] = copy.deepcopy(self.output_schema)
+            exported["output_schema"] = thaw(self.output_schema)
         return exported
 
     def runtime_contract(self) -> dict[str, Any]:
@@ -230,7 +269,9 @@ class ToolSpec:
             "idempotency_key": self.idempotency_key,
             "retry_policy": self.retry_policy.value,
             "timeout_ms": self.timeout_ms,
+            "max_input_bytes": self.max_input_bytes,
             "max_output_bytes": self.max_output_bytes,
+            "format_assertion": self.format_assertion,
             "redact": list(self.redact),
             "resource_guard": self.resource_guard is not None,
             "open_world": self.open_world,
@@ -249,109 +290,3 @@ class ToolSpec:
         if self.approval is ApprovalPolicy.CONDITIONAL:
             return bool(self.approval_condition(arguments))  # type: ignore[misc]
         return False
-
-
-# ---------------------------------------------------------------------------------------------
-# Lint: regular expressions that can backtrack exponentially
-# ---------------------------------------------------------------------------------------------
-
-_DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
-"""Keywords whose values are instance data, not schemas: a {"pattern": ...} inside them is no regex."""
-
-_BOUNDED_QUANTIFIER = re.compile(r"\{([0-9]+)(,([0-9]*))?\}")
-
-
-def _patterns(schema: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    """Every regex in a schema, with the JSON Pointer of where it is: `pattern` values and the keys
-    of `patternProperties`, at any depth (data keywords such as `const` are not looked into)."""
-    if isinstance(schema, list):
-        for index, item in enumerate(schema):
-            yield from _patterns(item, f"{pointer}/{index}")
-        return
-    if not isinstance(schema, Mapping):
-        return
-    for key, value in schema.items():
-        where = f"{pointer}/{_pointer_token(str(key))}"
-        if key == "pattern" and isinstance(value, str):
-            yield where, value
-        elif key == "patternProperties" and isinstance(value, Mapping):
-            yield from ((f"{where}/{_pointer_token(str(name))}", name) for name in value if isinstance(name, str))
-        if key not in _DATA_KEYWORDS:
-            yield from _patterns(value, where)
-
-
-def _pointer_token(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def has_nested_quantifier(pattern: str) -> bool:
-    """True when a group that contains an unbounded quantifier (`*`, `+`, `{n,}`) is itself repeated
-    (`*`, `+`, `{n,}`, or `{n,m}` with m > 1), as in `(a+)+` or `(?:x*y)*`.
-
-    A conservative heuristic, not a proof: it flags some safe patterns (`(\\d+,)*` cannot backtrack
-    badly because each repetition must end in a comma) and misses other slow ones (ambiguous
-    alternatives such as `(a|aa)+`). Escapes and character classes are skipped, so `[(a+)]+` and
-    `\\(a+\\)+` are not groups.
-    """
-    groups: list[bool] = []  # one entry per open group: does it contain an unbounded quantifier?
-    closed_group_unbounded: bool | None = None  # the group that just closed, if the last atom was one
-    index = 0
-    while index < len(pattern):
-        char = pattern[index]
-        atom_group, closed_group_unbounded = closed_group_unbounded, None
-        if char == "\\":
-            index += 2
-        elif char == "[":
-            index = _class_end(pattern, index + 1)
-        elif char == "(":
-            groups.append(False)
-            index += 1
-        elif char == ")":
-            inner = groups.pop() if groups else False
-            closed_group_unbounded = inner
-            if groups and inner:
-                groups[-1] = True
-            index += 1
-        elif char in "*+?{":
-            repeats, unbounded, index = _quantifier(pattern, index)
-            if repeats is None:  # a "{" that is not a quantifier is a literal
-                continue
-            if atom_group and repeats:
-                return True
-            if unbounded and groups:
-                groups[-1] = True
-            if index < len(pattern) and pattern[index] == "?":  # lazy suffix
-                index += 1
-        else:
-            index += 1
-    return False
-
-
-def _class_end(pattern: str, index: int) -> int:
-    """The index just after the `]` closing a character class whose body starts at `index`."""
-    while index < len(pattern):
-        if pattern[index] == "\\":
-            index += 2
-        elif pattern[index] == "]":
-            return index + 1
-        else:
-            index += 1
-    return index
-
-
-def _quantifier(pattern: str, index: int) -> tuple[bool | None, bool, int]:
-    """(repeats more than once, unbounded, index after it) for the quantifier at `index`;
-    (None, False, index + 1) when a `{` there is a literal brace."""
-    char = pattern[index]
-    if char in "*+":
-        return True, True, index + 1
-    if char == "?":
-        return False, False, index + 1
-    match = _BOUNDED_QUANTIFIER.match(pattern, index)
-    if match is None:
-        return None, False, index + 1
-    if match.group(2) is None:  # {n}
-        return int(match.group(1)) > 1, False, match.end()
-    if not match.group(3):  # {n,}
-        return True, True, match.end()
-    return int(match.group(3)) > 1, False, match.end()

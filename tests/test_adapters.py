@@ -731,7 +731,7 @@ class ExportCommandTest(unittest.TestCase):
     def test_a_catalog_that_cannot_be_strict_fails_with_exit_2_and_the_path(self):
         bad = read_spec(input_schema={"type": "object", "properties": {
             "filters": {"type": "object", "additionalProperties": {"type": "string"}}}})
-        with mock.patch("agent_lab.lab.candidate.candidate_specs", return_value=[bad]):
+        with mock.patch("agent_lab.lab.tickets.candidate.candidate_specs", return_value=[bad]):
             code, out, err = self.run_cli("--format", "openai", "--strict")
         self.assertEqual((code, out), (2, ""))
         self.assertIn("get_ticket", err)

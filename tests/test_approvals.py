@@ -10,7 +10,6 @@ from typing import Any
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
 from agent_lab.errors import NextAction, Outcome
-from agent_lab.idempotency import fingerprint
 from agent_lab.policy import Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -61,7 +60,7 @@ class ApprovalTest(unittest.TestCase):
         self.registry.register(followup_spec(approval="always"), handler)
 
     def approve(self, call: ToolCall, actor=WRITER, ttl_s: float = 60.0) -> Approval:
-        return Approval.for_call(call, actor=actor, approver="manager-7", ttl_s=ttl_s, now=self.now)
+        return self.registry.approval_for(call, actor=actor, approver="manager-7", ttl_s=ttl_s, now=self.now)
 
     def test_a_call_without_approval_is_refused_with_what_a_person_needs_to_approve_it(self) -> None:
         call = followup_call(api_token="sk-secret-token")
@@ -70,7 +69,7 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(result.error.next_action, NextAction.REQUEST_APPROVAL)
         details = result.error.details
         self.assertEqual(details["tool"], "record_ticket_followup")
-        self.assertEqual(details["fingerprint"], fingerprint(call.name, call.arguments))
+        self.assertEqual(details["fingerprint"], self.registry.fingerprint(call.name, call.arguments))
         self.assertEqual(
             details["summary"],
             "record_ticket_followup(ticket_id='T-1001', note='Called the customer back.', action_id='act-1', "
@@ -124,9 +123,11 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual(self.effects.effects, [])
 
     def test_an_approval_never_substitutes_for_a_permission(self) -> None:
+        # Issue 8: a tool outside the actor's permissions answers like one that does not exist.
         approval = self.approve(followup_call(), actor=READER)
         result = self.registry.invoke(followup_call(), actor=READER, approval=approval)
-        self.assertEqual(result.error.code, "permission_denied")
+        self.assertEqual(result.error.code, "tool_not_found")
+        self.assertEqual(self.effects.effects, [])
 
     def test_equivalent_arguments_keep_the_approval_valid(self) -> None:
         approval = self.approve(followup_call())
@@ -154,7 +155,7 @@ class ApprovalTest(unittest.TestCase):
     def test_approval_ttl_must_be_a_positive_number(self) -> None:
         for ttl in (0, -5, True, "60", float("nan"), float("inf")):
             with self.subTest(ttl=ttl), self.assertRaisesRegex(ValueError, "ttl_s must be a positive number"):
-                Approval.for_call(followup_call(), actor=WRITER, approver="m", ttl_s=ttl)
+                Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, ttl_s=ttl)
 
 
 class ApprovalPolicyTest(unittest.TestCase):
@@ -176,12 +177,12 @@ class ApprovalPolicyTest(unittest.TestCase):
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 20}), actor=WRITER).ok)
         large = registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER)
         self.assertEqual(large.error.code, "approval_required")
-        approval = Approval.for_call(ToolCall("refund", {"amount": 500}), actor=WRITER, approver="m")
+        approval = registry.approval_for(ToolCall("refund", {"amount": 500}), actor=WRITER, approver="m")
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 500}), actor=WRITER, approval=approval).ok)
 
     def test_never_ignores_an_approval(self) -> None:
         registry = self.registry_with(approval="never")
-        stale = Approval.for_call(ToolCall("refund", {"amount": 1}), actor=WRITER, approver="m")
+        stale = registry.approval_for(ToolCall("refund", {"amount": 1}), actor=WRITER, approver="m")
         self.assertTrue(registry.invoke(ToolCall("refund", {"amount": 2}), actor=WRITER, approval=stale).ok)
 
     def test_a_condition_that_raises_is_contained(self) -> None:
@@ -192,6 +193,59 @@ class ApprovalPolicyTest(unittest.TestCase):
         registry = self.registry_with(approval="conditional", approval_condition=lambda arguments: 1 / 0)
         result = registry.invoke(ToolCall("refund", {"amount": 5}), actor=WRITER)
         self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.REJECTED))
+
+
+class BrokenClockTest(unittest.TestCase):
+    """Issue 8, item 14: a clock that reads NaN, an infinity or no number fails closed, never open."""
+
+    def setUp(self) -> None:
+        self.effects = EffectLog()
+        self.reading: Any = NOW
+        self.registry = Registry(clock=self.clock)
+        self.addCleanup(self.registry.close)
+        self.registry.register(followup_spec(approval="always"), self.effects.record_followup)
+        self.approval = self.registry.approval_for(followup_call(), actor=WRITER, approver="m", ttl_s=60, now=NOW)
+
+    def clock(self) -> Any:
+        if isinstance(self.reading, BaseException):
+            raise self.reading
+        return self.reading
+
+    def test_an_approved_call_is_refused_when_the_clock_is_not_a_finite_number(self) -> None:
+        import logging
+
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        for reading in (float("nan"), float("-inf"), float("inf"), None, "soon", True, 10**400, RuntimeError("ntp")):
+            with self.subTest(reading=reading):
+                self.reading = reading
+                result = self.registry.invoke(followup_call(), actor=WRITER, approval=self.approval)
+                self.assertIn(result.error.code if result.error else None, ("approval_expired", "internal_error"))
+                self.assertEqual(result.outcome, Outcome.REJECTED)
+        self.assertEqual(self.effects.effects, [])
+        self.reading = NOW + 1  # and a working clock lets the same approval through
+        self.assertTrue(self.registry.invoke(followup_call(), actor=WRITER, approval=self.approval).ok)
+
+    def test_an_approval_counts_as_expired_at_a_time_that_is_not_a_finite_number(self) -> None:
+        for now in (float("nan"), float("inf"), float("-inf"), None, "0", 10**400):
+            with self.subTest(now=now):
+                self.assertTrue(self.approval.expired(now))  # type: ignore[arg-type]
+        self.assertFalse(self.approval.expired(NOW))
+        self.assertTrue(self.approval.expired(NOW + 60))
+
+    def test_an_approval_is_never_issued_for_a_time_or_ttl_that_is_not_a_finite_number(self) -> None:
+        bad_times = (float("nan"), float("inf"), "now", True, 10**400)
+        for now in bad_times:
+            with self.subTest(now=now), self.assertRaises(ValueError):
+                Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, now=now)  # type: ignore[arg-type]
+        for ttl_s in (float("nan"), float("inf"), 0, -1, True, "60", 10**400):
+            with self.subTest(ttl_s=ttl_s), self.assertRaises(ValueError):
+                Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, ttl_s=ttl_s)  # type: ignore[arg-type]
+        with self.assertRaises(ValueError):  # finite each, but their sum is not
+            Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, now=1.7e308, ttl_s=1e308)
+        for expires_at in (float("nan"), float("inf"), 10**400, None, True):
+            with self.subTest(expires_at=expires_at), self.assertRaises(ValueError):
+                dataclasses.replace(self.approval, expires_at=expires_at)
 
 
 if __name__ == "__main__":

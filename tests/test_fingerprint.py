@@ -2,6 +2,7 @@
 
 import enum
 import hashlib
+import hmac
 import json
 import unittest
 from collections import OrderedDict
@@ -143,50 +144,66 @@ class RefusalTest(unittest.TestCase):
         self.assertRefused({"n": 10 ** 5000}, "/n", "integer")
 
 
+KEY = b"k" * 32
+OTHER_KEY = b"o" * 32
+
+
+def fp(tool, arguments, key=KEY):
+    return fingerprint(tool, arguments, key=key)
+
+
 class FingerprintTest(unittest.TestCase):
     def test_a_known_value_has_a_stable_digest(self):
         expected_text = '{"arguments":{"amount":1,"note":"café","ticket_id":"T-1"},"tool":"record_followup"}'
-        expected = "sha256:" + hashlib.sha256(expected_text.encode("utf-8")).hexdigest()
+        expected = "hmac-sha256:" + hmac.new(KEY, expected_text.encode("utf-8"), hashlib.sha256).hexdigest()
         arguments = {"ticket_id": "T-1", "note": "café", "amount": 1.0}
-        self.assertEqual(fingerprint("record_followup", arguments), expected)
+        self.assertEqual(fp("record_followup", arguments), expected)
 
-    def test_the_format_is_sha256_and_64_hex_digits(self):
-        value = fingerprint("get_ticket", {"ticket_id": "T-1"})
+    def test_the_format_is_hmac_sha256_and_64_hex_digits(self):
+        value = fp("get_ticket", {"ticket_id": "T-1"})
         prefix, digest = value.split(":")
-        self.assertEqual(prefix, "sha256")
+        self.assertEqual(prefix, "hmac-sha256")
         self.assertRegex(digest, "^[0-9a-f]{64}$")
 
-    def test_it_hashes_the_canonical_text_of_tool_and_arguments(self):
+    def test_it_hashes_the_canonical_text_of_tool_and_arguments_under_the_key(self):
         arguments = {"b": [1, {"c": None}], "a": "x"}
         text = canonical_json({"tool": "t", "arguments": arguments})
-        self.assertEqual(fingerprint("t", arguments), "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest())
+        self.assertEqual(fp("t", arguments), "hmac-sha256:" + hmac.new(KEY, text.encode("utf-8"), hashlib.sha256).hexdigest())
+
+    def test_another_key_gives_another_fingerprint(self):
+        self.assertNotEqual(fp("t", {"pin": "1234"}), fp("t", {"pin": "1234"}, key=OTHER_KEY))
+
+    def test_the_key_must_be_long_enough_bytes(self):
+        for bad in (b"", b"short", "a text key of enough length", None):
+            with self.subTest(key=bad), self.assertRaises((TypeError, ValueError)):
+                fingerprint("t", {}, key=bad)
 
     def test_one_and_one_point_zero_fingerprint_alike(self):
-        self.assertEqual(fingerprint("t", {"n": 1}), fingerprint("t", {"n": 1.0}))
+        self.assertEqual(fp("t", {"n": 1}), fp("t", {"n": 1.0}))
 
     def test_key_order_does_not_matter(self):
-        self.assertEqual(fingerprint("t", {"a": 1, "b": 2}), fingerprint("t", {"b": 2, "a": 1}))
+        self.assertEqual(fp("t", {"a": 1, "b": 2}), fp("t", {"b": 2, "a": 1}))
 
     def test_true_and_one_fingerprint_differently(self):
-        self.assertNotEqual(fingerprint("t", {"n": True}), fingerprint("t", {"n": 1}))
+        self.assertNotEqual(fp("t", {"n": True}), fp("t", {"n": 1}))
 
     def test_the_tool_name_is_part_of_the_fingerprint(self):
-        self.assertNotEqual(fingerprint("close_ticket", {"id": 1}), fingerprint("reopen_ticket", {"id": 1}))
+        self.assertNotEqual(fp("close_ticket", {"id": 1}), fp("reopen_ticket", {"id": 1}))
 
     def test_different_arguments_fingerprint_differently(self):
-        self.assertNotEqual(fingerprint("t", {"amount": 10}), fingerprint("t", {"amount": 100}))
+        self.assertNotEqual(fp("t", {"amount": 10}), fp("t", {"amount": 100}))
 
     def test_refusals_point_into_the_arguments(self):
         with self.assertRaises(NotCanonicalJSON) as caught:
-            fingerprint("t", {"items": [float("nan")]})
+            fp("t", {"items": [float("nan")]})
         self.assertEqual(caught.exception.pointer, "/items/0")
 
     def test_arguments_at_the_deepest_allowed_nesting_still_fingerprint(self):
-        self.assertTrue(fingerprint("t", nested_arrays(MAX_CANONICAL_DEPTH)).startswith("sha256:"))
+        self.assertTrue(fp("t", nested_arrays(MAX_CANONICAL_DEPTH)).startswith("hmac-sha256:"))
 
     def test_a_tool_name_that_is_not_a_string_is_refused(self):
         with self.assertRaises(NotCanonicalJSON):
-            fingerprint(1, {})
+            fp(1, {})
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ key present) and, when pydantic is importable, the value types with pydantic.Typ
 import importlib
 import json
 import unittest
+from pathlib import Path
 
 from agent_lab.adapters import (
     export_catalog,
@@ -48,7 +49,8 @@ def first_attribute(module, *names):
 
 
 def catalog() -> list:
-    """The lab's candidate catalog plus a dotted, long-named, destructive tool to exercise name mapping."""
+    """The lab's candidate catalog plus a dotted, long-named, destructive tool to exercise name mapping,
+    a tool without arguments and a draft-07 tool (converted to 2020-12 on export)."""
     extra = ToolSpec(
         name="admin." + "purge_everything_in_the_archive_" * 3,
         description="Purge the archive.",
@@ -56,7 +58,28 @@ def catalog() -> list:
                       "required": ["before"], "additionalProperties": False},
         effect=Effect.DESTRUCTIVE,
     )
-    return [*candidate_specs(), extra]
+    no_arguments = ToolSpec(name="whoami", description="Who the caller is.", input_schema={"type": "object"})
+    draft_07 = ToolSpec(
+        name="book_room", description="Book a room.",
+        input_schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                      "properties": {"when": {"$ref": "#/definitions/date"}, "room": {"type": "string"}},
+                      "required": ["when"], "additionalProperties": False,
+                      "definitions": {"date": {"type": "string", "format": "date"}}},
+    )
+    return [*candidate_specs(), extra, no_arguments, draft_07]
+
+
+def reference_server_specs() -> list:
+    """The official MCP reference servers' tool shapes (tests/fixtures/mcp_reference_tools.json)."""
+    path = Path(__file__).resolve().parent / "fixtures" / "mcp_reference_tools.json"
+    return [(ToolSpec(name=fixture["name"], description=fixture["description"], input_schema=fixture["inputSchema"],
+                      output_schema=fixture.get("outputSchema")), "ok" in fixture["strict"])
+            for fixture in json.loads(path.read_text(encoding="utf-8"))["tools"]]
+
+
+NO_ARGUMENT_SHAPES = ({"type": "object", "properties": {}}, {"type": "object"},
+                      {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {},
+                       "additionalProperties": False})
 
 
 def ok_result() -> ToolResult:
@@ -98,6 +121,36 @@ class OpenAIInteropTest(TypedDictChecks):
                     self.assert_fits_typeddict(tool, tool_param)
                     self.assert_fits_typeddict(tool["function"], function_definition)
 
+    def test_a_tool_without_arguments_exports_as_the_strict_object_the_sdk_itself_builds(self):
+        expected = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+        strict_json_schema = getattr(optional_module("openai.lib._pydantic"), "to_strict_json_schema", None)
+        if strict_json_schema is not None and pydantic is not None:  # the SDK's own strict form of a model without fields
+            sdk_schema = strict_json_schema(pydantic.create_model("NoArguments"))
+            sdk_schema.pop("title", None)
+            self.assertEqual(sdk_schema, expected)
+        tool_param = first_attribute(openai_responses, "FunctionToolParam")
+        chat_param = first_attribute(openai_chat, "ChatCompletionFunctionToolParam", "ChatCompletionToolParam")
+        function_definition = importlib.import_module("openai.types.shared_params").FunctionDefinition
+        for shape in NO_ARGUMENT_SHAPES:
+            spec = ToolSpec(name="whoami", description="Who the caller is.", input_schema=shape)
+            with self.subTest(shape=shape):
+                [responses] = export_catalog([spec], "openai", strict=True)
+                self.assert_fits_typeddict(responses, tool_param)
+                self.assertEqual((responses["parameters"], responses["strict"]), (expected, True))
+                [chat] = export_catalog([spec], "openai-chat", strict=True)
+                self.assert_fits_typeddict(chat, chat_param)
+                self.assert_fits_typeddict(chat["function"], function_definition)
+                self.assertEqual((chat["function"]["parameters"], chat["function"]["strict"]), (expected, True))
+
+    def test_reference_server_tools_fit_the_sdk_types_strict_where_they_can_be(self):
+        tool_param = first_attribute(openai_responses, "FunctionToolParam")
+        for spec, strict_ok in reference_server_specs():
+            for strict in (False, True) if strict_ok else (False,):
+                with self.subTest(tool=spec.name, strict=strict):
+                    [entry] = export_catalog([spec], "openai", strict=strict)
+                    self.assert_fits_typeddict(entry, tool_param)
+                    self.assertNotIn("$schema", entry["parameters"])
+
     def test_sdk_function_call_objects_parse_and_our_outputs_fit_the_input_items(self):
         call_model = first_attribute(openai_responses, "ResponseFunctionToolCall")
         item = call_model(type="function_call", name="get_ticket", arguments='{"ticket_id": "T-1001"}',
@@ -127,6 +180,16 @@ class AnthropicInteropTest(TypedDictChecks):
                 self.assert_fits_typeddict(tool, anthropic_types.ToolParam)
                 self.assertRegex(tool["name"], r"^[a-zA-Z0-9_-]{1,64}$")
 
+    def test_reference_server_tools_and_a_tool_without_arguments_fit_tool_param(self):
+        specs = [spec for spec, _strict_ok in reference_server_specs()]
+        specs += [ToolSpec(name="whoami", description="Who the caller is.", input_schema=shape)
+                  for shape in NO_ARGUMENT_SHAPES[:1]]
+        for entry in export_catalog(specs, "anthropic"):
+            with self.subTest(tool=entry["name"]):
+                self.assert_fits_typeddict(entry, anthropic_types.ToolParam)
+                self.assertEqual(entry["input_schema"]["type"], "object")
+                self.assertIn("properties", entry["input_schema"])
+
     def test_sdk_tool_use_blocks_parse_and_tool_results_fit(self):
         block = anthropic_types.ToolUseBlock(type="tool_use", id="toolu_1", name="get_ticket",
                                              input={"ticket_id": "T-1001"})
@@ -144,6 +207,15 @@ class MCPInteropTest(unittest.TestCase):
                 model = mcp_types.Tool.model_validate(tool)
                 self.assertEqual(model.model_dump(by_alias=True, exclude_none=True, mode="json"), tool)
 
+    def test_reference_server_tools_validate_as_mcp_tool(self):
+        specs = [spec for spec, _strict_ok in reference_server_specs()]
+        specs += [ToolSpec(name="whoami", description="Who the caller is.", input_schema=shape)
+                  for shape in NO_ARGUMENT_SHAPES]
+        for tool in export_catalog(specs, "mcp"):
+            with self.subTest(tool=tool["name"]):
+                model = mcp_types.Tool.model_validate(tool)
+                self.assertEqual(model.model_dump(by_alias=True, exclude_none=True, mode="json"), tool)
+
     def test_results_validate_as_call_tool_result(self):
         for result in (ok_result(), error_result()):
             rendered = render_mcp_result(result)
@@ -155,6 +227,17 @@ class MCPInteropTest(unittest.TestCase):
 
 @unittest.skipIf(jsonschema is None, "python-jsonschema is not installed")
 class JsonSchemaInteropTest(unittest.TestCase):
+    def test_reference_server_schemas_export_as_valid_draft_2020_12(self):
+        specs = [spec for spec, _strict_ok in reference_server_specs()]
+        strict_specs = [spec for spec, strict_ok in reference_server_specs() if strict_ok]
+        for fmt, strict, chosen in (("openai", False, specs), ("openai", True, strict_specs),
+                                    ("anthropic", False, specs), ("mcp", False, specs)):
+            for tool in export_catalog(chosen, fmt, strict=strict):
+                for schema in filter(None, [tool.get("parameters"), tool.get("input_schema"), tool.get("inputSchema"),
+                                            tool.get("outputSchema")]):
+                    with self.subTest(fmt=fmt, strict=strict, tool=tool["name"]):
+                        jsonschema.Draft202012Validator.check_schema(schema)
+
     def test_every_exported_schema_is_valid_draft_2020_12(self):
         for fmt, strict in (("openai", False), ("openai", True), ("anthropic", False), ("mcp", False)):
             for tool in export_catalog(catalog(), fmt, strict=strict):

@@ -191,18 +191,42 @@ class OfficialClientTest(unittest.TestCase):
         self.assertFalse(read.get("isError", False), read)
 
 
+USER_REGISTRY = ["run_lab.py", "serve-mcp", "--registry", "tests/labs/files_lab.py:registry", "--tenant", "acme"]
+
+
+@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
+class UserRegistryOfficialClientTest(unittest.TestCase):
+    """`serve-mcp --registry MODULE:ATTR` serves a team's own registry (the files lab's) to the official client."""
+
+    def test_the_client_lists_and_calls_a_users_tools_with_every_contract_enforced(self) -> None:
+        async def session_main() -> tuple[list[dict[str, Any]], dict, dict]:
+            server = StdioServerParameters(command=sys.executable, args=USER_REGISTRY, cwd=str(REPO_ROOT))
+            async with stdio_client(server) as (read_stream, write_stream):
+                async with ClientSession(read_stream, write_stream) as session:
+                    await session.initialize()
+                    tools = await list_every_tool(session)
+                    read = wire(await session.call_tool("read_file", {"path": "/acme/readme.txt"}))
+                    delete = wire(await session.call_tool("delete_file", {"path": "/acme/readme.txt",
+                                                                          "request_id": "req-00000001"}))
+                    return tools, read, delete
+
+        tools, read, delete = asyncio.run(asyncio.wait_for(session_main(), SESSION_TIMEOUT_S))
+        by_name = {tool["name"]: tool for tool in tools}
+        self.assertEqual(sorted(by_name), ["delete_file", "read_file", "write_file"])
+        self.assertFalse(read.get("isError", False), read)
+        self.assertEqual(output_schema_errors(by_name["read_file"]["outputSchema"], read["structuredContent"]), [])
+        self.assertEqual(read["structuredContent"]["share_token"], "[redacted]")
+        self.assertEqual(structured_error(delete)["code"], "approval_required")
+
+
 TYPESCRIPT_CLIENT = """
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-const [python, repo] = process.argv.slice(1);
+const [python, repo, serverArgs, callsJson] = process.argv.slice(1);
 const client = new Client({ name: "agent-lab-interop", version: "0" });
-await client.connect(new StdioClientTransport({ command: python, args: ["run_lab.py", "serve-mcp"], cwd: repo }));
+await client.connect(new StdioClientTransport({ command: python, args: JSON.parse(serverArgs), cwd: repo }));
 await client.listTools();  // the client caches each tool's outputSchema and checks results against it
-const calls = {
-  read: ["get_ticket", { ticket_id: "T-1001" }],
-  bad: ["get_ticket", { ticket_id: "1001" }],
-  write: ["record_ticket_followup", { ticket_id: "T-1001", note: "Called back.", action_id: "act-00000001" }],
-};
+const calls = JSON.parse(callsJson);
 const results = {};
 for (const [key, [name, args]] of Object.entries(calls)) {
   try { results[key] = await client.callTool({ name, arguments: args }); }
@@ -233,20 +257,39 @@ class TypeScriptClientTest(unittest.TestCase):
     """The official TypeScript client checks structuredContent against the cached outputSchema, also on
     isError results: our tool errors must reach it as results, not as its validation exception."""
 
-    def test_reads_writes_and_bad_arguments_come_back_as_results_to_the_typescript_client(self) -> None:
+    def run_client(self, server_args: list[str], calls: dict[str, Any]) -> dict[str, Any]:
         import subprocess
 
         process = subprocess.run(
-            ["node", "--input-type=module", "-e", TYPESCRIPT_CLIENT, sys.executable, str(REPO_ROOT)],
+            ["node", "--input-type=module", "-e", TYPESCRIPT_CLIENT, sys.executable, str(REPO_ROOT),
+             json.dumps(server_args), json.dumps(calls)],
             cwd=typescript_sdk_dir(), capture_output=True, timeout=SESSION_TIMEOUT_S,
         )
         self.assertEqual(process.returncode, 0, process.stderr.decode(errors="replace"))
         results = json.loads(process.stdout)
-        for key in ("read", "bad", "write"):
+        for key in calls:
             self.assertNotIn("thrown", results[key], results[key])
+        return results
+
+    def test_reads_writes_and_bad_arguments_come_back_as_results_to_the_typescript_client(self) -> None:
+        results = self.run_client(["run_lab.py", "serve-mcp"], {
+            "read": ["get_ticket", {"ticket_id": "T-1001"}],
+            "bad": ["get_ticket", {"ticket_id": "1001"}],
+            "write": ["record_ticket_followup", {"ticket_id": "T-1001", "note": "Called back.", "action_id": "act-00000001"}],
+        })
         self.assertFalse(results["read"].get("isError", False))
         self.assertEqual(structured_error(results["bad"])["code"], "invalid_arguments")
         self.assertEqual(structured_error(results["write"])["code"], "approval_required")
+
+    def test_a_users_registry_served_with_registry_works_with_the_typescript_client(self) -> None:
+        results = self.run_client(USER_REGISTRY, {
+            "read": ["read_file", {"path": "/acme/readme.txt"}],
+            "bad": ["read_file", {"path": "readme"}],
+            "delete": ["delete_file", {"path": "/acme/readme.txt", "request_id": "req-00000001"}],
+        })
+        self.assertEqual(results["read"]["structuredContent"]["share_token"], "[redacted]")
+        self.assertEqual(structured_error(results["bad"])["code"], "invalid_arguments")
+        self.assertEqual(structured_error(results["delete"])["code"], "approval_required")
 
 
 def structured_error(result: dict[str, Any]) -> dict[str, Any]:

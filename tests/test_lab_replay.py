@@ -42,9 +42,9 @@ class DatasetReplayTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.evaluation = evaluate([DATASET])
-        cls.by_id = {
-            strategy: {result.case.case_id: result for result in results}
-            for strategy, results in cls.evaluation.results.items()
+        cls.by_id = {  # keyed by role: the ticket lab has one baseline and one candidate
+            role: {result.case.case_id: result for result in cls.evaluation.results[role]}
+            for role in ("baseline", "candidate")
         }
 
     def failing(self, strategy: str) -> list[str]:
@@ -88,7 +88,7 @@ class DatasetReplayTest(unittest.TestCase):
     def test_call_ids_name_the_case_the_strategy_and_the_call(self) -> None:
         calls = self.by_id["candidate"]["duplicate-while-in-flight"].run.calls
         self.assertEqual([call.call_id for call in calls],
-                         [f"duplicate-while-in-flight:candidate:{n}" for n in range(3)])
+                         [f"duplicate-while-in-flight:typed-registry-v2:{n}" for n in range(3)])
 
 
     def test_timing_cases_do_not_race_the_machine_a_held_write_lands_after_the_calls_answered(self) -> None:
@@ -138,13 +138,13 @@ class AwaitWriteStartedTest(unittest.TestCase):
             path.write_text(json.dumps(case) + "\n", encoding="utf-8")
             [loaded] = load_cases([str(path)])
         awaited: list[int] = []
-        real_wait = TicketBackend.wait_write_started
+        real_wait = replay._Session._wait_for_writes
 
-        def spy(backend: TicketBackend, count: int = 1, **options: float) -> bool:
+        def spy(session: object, count: int) -> None:
             awaited.append(count)
-            return real_wait(backend, count, **options)
+            real_wait(session, count)
 
-        with mock.patch.object(TicketBackend, "wait_write_started", spy):
+        with mock.patch.object(replay._Session, "_wait_for_writes", spy):
             run = replay_case(loaded, "baseline")
         self.assertEqual(awaited, [2])  # the sync write before it had already started one
         self.assertEqual(run.side_effects, 3)
@@ -175,7 +175,8 @@ class UnansweredCallTest(unittest.TestCase):
                 mock.patch.object(replay, "WAIT_LIMIT_S", 0.01):
             run = replay_case(loaded, "candidate")
         never.set()
-        self.assertEqual([call.call_id for call in run.calls], ["stuck:candidate:0", "stuck:candidate:1"])
+        self.assertEqual([call.call_id for call in run.calls],
+                         ["stuck:typed-registry-v2:0", "stuck:typed-registry-v2:1"])
         self.assertEqual(run.calls[1].view["output"]["ticket"]["id"], "T-1002")
         failed = [grade.name for grade in grade_run(loaded, run) if not grade.passed]
         self.assertEqual(failed, ["call[0].outcome"])

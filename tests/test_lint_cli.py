@@ -35,7 +35,7 @@ class LintCommandTest(unittest.TestCase):
         status, out, _ = run("lint")
         self.assertEqual(status, 0)
         self.assertIn("0 error(s)", out)
-        self.assertIn("agent_lab/lab/candidate.py:", out)
+        self.assertIn("agent_lab/lab/tickets/candidate.py:", out)
 
     def test_a_surface_with_an_error_level_finding_exits_1(self) -> None:
         self.assertEqual(run("lint", "--surface", "wide-tool-v1")[0], 1)

@@ -81,7 +81,7 @@ class SarifContentTest(unittest.TestCase):
             tool = location["logicalLocations"][0]["fullyQualifiedName"].split("/")[1]
             with self.subTest(rule=result["ruleId"], tool=tool):
                 self.assertFalse(uri.startswith("/") or ".." in uri or ":" in uri)
-                self.assertEqual(uri, "agent_lab/lab/candidate.py")
+                self.assertEqual(uri, "agent_lab/lab/tickets/candidate.py")
                 self.assertIn(f'"{tool}"', Path(uri).read_text(encoding="utf-8").splitlines()[line - 1])
                 self.assertEqual(result["ruleIndex"], [rule.id for rule in RULES].index(result["ruleId"]))
 

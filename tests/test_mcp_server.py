@@ -561,7 +561,7 @@ class ApprovalSourceTest(ServerTestCase):
         def approve_deletes(call: ToolCall, actor: Actor) -> Approval | None:
             if call.name != "notes.delete":
                 return None
-            return Approval.for_call(call, actor=actor, approver="reviewer")
+            return self.registry.approval_for(call, actor=actor, approver="reviewer")
 
         self.serve_options = {"approvals": approve_deletes}
         super().setUp()
@@ -601,7 +601,10 @@ class ActorTest(unittest.TestCase):
         with os.fdopen(from_server_r, "rb") as output:
             responses = [json.loads(line) for line in output]
         registry.close()
-        self.assertEqual(error_of(responses[1]["result"])["code"], "permission_denied")
+        # Issue 8: a tool outside the server actor's permissions answers exactly like an unknown tool.
+        self.assertNotIn("result", responses[1])
+        self.assertEqual(responses[1]["error"]["code"], INVALID_PARAMS)
+        self.assertEqual(responses[1]["error"]["data"]["code"], "tool_not_found")
 
     def test_serve_refuses_to_start_without_an_actor(self) -> None:
         with self.assertRaises(TypeError):

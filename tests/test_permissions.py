@@ -17,6 +17,9 @@ from test_registry_fixtures import (
     GLOBEX_WRITER,
     OUTSIDER,
     READER,
+    WRITER,
+    ListAuditSink,
+    followup_spec,
     get_ticket,
     get_ticket_spec,
     ticket_registry,
@@ -28,9 +31,10 @@ class ScopeTest(unittest.TestCase):
         self.registry = ticket_registry()
         self.addCleanup(self.registry.close)
 
-    def test_an_actor_without_the_scope_is_denied_before_anything_runs(self) -> None:
+    def test_an_actor_without_the_scope_is_told_the_tool_does_not_exist_before_anything_runs(self) -> None:
+        # Issue 8: a tool hidden from the actor's catalog answers exactly like an unknown tool.
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
-        self.assertEqual((result.error.code, result.outcome), ("permission_denied", Outcome.REJECTED))
+        self.assertEqual((result.error.code, result.outcome), ("tool_not_found", Outcome.REJECTED))
         self.assertFalse(result.error.retryable)
 
     def test_a_tool_without_a_required_permission_is_open_to_every_actor(self) -> None:
@@ -47,6 +51,44 @@ class ScopeTest(unittest.TestCase):
     def test_catalog_exports_only_the_model_half(self) -> None:
         for tool in self.registry.catalog():
             self.assertLessEqual(set(tool), {"name", "title", "description", "input_schema", "output_schema"})
+
+
+class HiddenToolTest(unittest.TestCase):
+    """Issue 8, item 14: a tool outside the actor's permissions answers exactly like an unknown tool."""
+
+    def setUp(self) -> None:
+        self.audit, self.missing_audit = ListAuditSink(), ListAuditSink()
+        self.with_tool = ticket_registry(audit=self.audit)
+        self.without_tool = Registry(audit=self.missing_audit)
+        self.without_tool.register(followup_spec(), lambda arguments: {})
+        for registry in (self.with_tool, self.without_tool):
+            registry.register(ToolSpec(name="get_ticket_public", description="d", input_schema={"type": "object"}),
+                              lambda arguments: {})
+            self.addCleanup(registry.close)
+
+    def test_a_hidden_tool_and_a_missing_tool_give_the_same_answer_and_audit_record(self) -> None:
+        for arguments in ({"ticket_id": "T-1001"}, {"ticket_id": 7}, {"unexpected": float("nan")}, "not an object"):
+            with self.subTest(arguments=arguments):
+                hidden = self.with_tool.invoke(ToolCall("get_ticket", arguments, call_id="c-1"), actor=OUTSIDER)
+                missing = self.without_tool.invoke(ToolCall("get_ticket", arguments, call_id="c-1"), actor=OUTSIDER)
+                self.assertEqual(hidden.to_model(), missing.to_model())
+                self.assertEqual((hidden.outcome, hidden.fingerprint), (missing.outcome, missing.fingerprint))
+                self.assertEqual(hidden.error.code, "tool_not_found")
+                self.assertEqual(hidden.error.details["close_names"], ["get_ticket_public"])
+                hidden_record, missing_record = self.audit.records[-1], self.missing_audit.records[-1]
+                for record in (hidden_record, missing_record):
+                    record.pop("duration_ms")
+                self.assertEqual(hidden_record, missing_record)
+                self.assertEqual(hidden_record["step"], "route")
+
+    def test_a_hidden_tool_is_never_suggested_as_a_close_name(self) -> None:
+        result = self.with_tool.invoke(ToolCall("record_ticket_folowup", {}), actor=READER)
+        self.assertNotIn("record_ticket_followup", result.error.details["close_names"])
+        allowed = self.with_tool.invoke(ToolCall("record_ticket_folowup", {}), actor=WRITER)
+        self.assertIn("record_ticket_followup", allowed.error.details["close_names"])
+
+    def test_the_same_tool_is_visible_and_callable_to_an_actor_with_the_scope(self) -> None:
+        self.assertTrue(self.with_tool.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER).ok)
 
 
 class ResourceGuardTest(unittest.TestCase):
@@ -126,7 +168,7 @@ class ActorFromApplicationTest(unittest.TestCase):
         )
         forged = {"actor": {"id": "admin", "tenant": "acme", "permissions": ["*"]}, "tenant": "acme"}
         denied = registry.invoke(ToolCall("whoami", forged), actor=OUTSIDER)
-        self.assertEqual(denied.error.code, "permission_denied")
+        self.assertEqual(denied.error.code, "tool_not_found")  # issue 8: hidden, not permission_denied
         hidden = registry.invoke(ToolCall("whoami", forged), actor=GLOBEX_WRITER)
         self.assertEqual(hidden.error.code, "not_found")
         allowed = registry.invoke(ToolCall("whoami", {"tenant": "globex"}), actor=READER)

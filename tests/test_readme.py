@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from agent_lab.lab.reports import REPORT_FILES
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 EXAMPLE = re.compile(r"<!-- example -->\s*```python\n(.*?)```", re.DOTALL)
+FILE = re.compile(r"<!-- file: ([\w./-]+) -->\s*```\w*\n(.*?)```", re.DOTALL)
 FENCE = re.compile(r"```(\w*)\n(.*?)```", re.DOTALL)
 
 
@@ -47,6 +50,56 @@ class ReadmeTest(unittest.TestCase):
             self.assertIn(f"`{name}`", README)
         for code in (0, 1, 2):
             self.assertRegex(README, rf"\n\| {code} \| ")
+
+
+class GateYourOwnToolsTest(unittest.TestCase):
+    """The walkthrough's files, written to a directory outside the repository, do what the README says."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+        self.files = dict(FILE.findall(README))
+        for name, text in self.files.items():
+            (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.dir / name).write_text(text, encoding="utf-8")
+        self.environment = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run_here(self, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *argv], cwd=self.dir, env=self.environment, capture_output=True,
+                              text=True, timeout=120)
+
+    def test_the_walkthrough_names_a_lab_its_cases_the_table_and_a_test_module(self) -> None:
+        self.assertEqual(sorted(self.files), ["pyproject.toml", "refund-cases.jsonl", "refunds_lab.py",
+                                              "tests/test_tool_contracts.py"])
+
+    def test_the_table_alone_runs_a_passing_gate_with_the_baselines_effects_and_leaks_counted(self) -> None:
+        done = self.run_here("-m", "agent_lab", "tool-eval")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        surfaces = json.loads((self.dir / "reports" / "tool-comparison.json").read_text(encoding="utf-8"))["surfaces"]
+        typed, wide = surfaces["refunds-typed-v2"], surfaces["refunds-wide-v1"]
+        self.assertEqual((typed["cases_passed"], typed["cases"]), (3, 3))
+        self.assertEqual((wide["cases_passed"], wide["duplicate_side_effects"], wide["secret_leaks"]), (0, 1, 1))
+
+    def test_run_lab_py_takes_the_lab_file_by_path(self) -> None:
+        done = subprocess.run([sys.executable, "run_lab.py", "tool-eval", "--lab", f"{self.dir / 'refunds_lab.py'}:lab",
+                               "--cases", str(self.dir / "refund-cases.jsonl"), "--out", str(self.dir / "out")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+
+    def test_without_the_idempotency_key_the_gate_fails_and_says_why(self) -> None:
+        lab = self.dir / "refunds_lab.py"
+        lab.write_text(lab.read_text(encoding="utf-8").replace(', idempotency_key="refund_id"', ""), encoding="utf-8")
+        done = self.run_here("-m", "agent_lab", "tool-eval")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        failures = (self.dir / "reports" / "tool-failures.md").read_text(encoding="utf-8")
+        self.assertIn("| side_effects | 1 | 2 |", failures.split("### retry-refunds-once", 1)[1])
+
+    def test_the_test_module_runs_each_case_on_the_candidate(self) -> None:
+        done = self.run_here("-m", "unittest", "discover", "-s", "tests", "-v")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("Ran 3 tests", done.stderr)
+        self.assertIn("test_retry_refunds_once__refunds_typed_v2", done.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""Receipt stores: one contract, run against the in-memory and the SQLite store, plus what only
-SQLite promises (a restart keeps receipts; threads and processes racing one key get one winner)."""
+"""Receipt stores: the conformance suite (tests/store_conformance.py) run against the in-memory and
+the SQLite store, plus what only SQLite promises (a restart keeps receipts and the fingerprint key;
+threads and processes racing one key get one winner; a version-1 file is migrated)."""
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -16,301 +18,63 @@ from agent_lab.idempotency import (
     SWEEP_CHUNK,
     SWEEP_EVERY,
     InMemoryReceiptStore,
-    NotCanonicalJSON,
     ReceiptKey,
-    ReceiptStore,
-    Reservation,
     ReservationStatus,
     SqliteReceiptStore,
     fingerprint,
 )
+from agent_lab.stores import Lapse
 
-TTL_S = 100.0
-LEASE_S = 10.0
-KEY = ReceiptKey("tenant-a", "record_followup", "action-1")
-FIRST = fingerprint("record_followup", {"ticket_id": "T-1", "note": "call back"})
-SECOND = fingerprint("record_followup", {"ticket_id": "T-1", "note": "something else"})
-RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-1", "note": "Zoë ☎", "tags": ["a", "b"]}}
-OTHER_RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-2"}}
-
-
-class FakeClock:
-    """A clock the test moves by hand, so expiry is tested without sleeping."""
-
-    def __init__(self, now=1_000_000.0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += seconds
+from store_conformance import (
+    FINGERPRINT_KEY,
+    FIRST,
+    KEY,
+    LEASE_S,
+    RECORD,
+    TTL_S,
+    DurableStoreConformance,
+    FakeClock,
+    ReceiptStoreConformance,
+    holding,
+)
 
 
-class ReceiptStoreContract:
-    """The behaviour every ReceiptStore promises.  Subclasses say how to build one."""
+class InMemoryReceiptStoreTest(ReceiptStoreConformance, unittest.TestCase):
+    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
+        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key)
 
-    def make_store(self, clock):
-        raise NotImplementedError
+    def busy_store(self, store):
+        return holding(store._lock)
 
-    def setUp(self):
-        self.clock = FakeClock()
-        self.store = self.make_store(self.clock)
-        self.addCleanup(self.store.close)
-
-    def assertStatus(self, reservation, status, fingerprint_held):
-        self.assertIsInstance(reservation, Reservation)
-        self.assertIs(reservation.status, status)
-        self.assertEqual(reservation.fingerprint, fingerprint_held)
-
-    # -- shape --------------------------------------------------------------------------------
-
-    def test_the_store_satisfies_the_receipt_store_protocol(self):
-        self.assertIsInstance(self.store, ReceiptStore)
-
-    # -- reserve ------------------------------------------------------------------------------
-
-    def test_a_free_key_is_reserved_for_the_caller(self):
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.RESERVED, FIRST)
-
-    def test_the_same_call_while_in_flight_is_in_progress(self):
-        self.store.reserve(KEY, FIRST)
-        answer = self.store.reserve(KEY, FIRST)
-        self.assertStatus(answer, ReservationStatus.IN_PROGRESS, FIRST)
-        self.assertIsNone(answer.record)
-
-    def test_other_arguments_while_in_flight_conflict(self):
-        self.store.reserve(KEY, FIRST)
-        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
-
-    def test_the_same_call_after_completion_replays_the_identical_record(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        answer = self.store.reserve(KEY, FIRST)
-        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
-        self.assertEqual(answer.record, RECORD)
-
-    def test_other_arguments_after_completion_conflict_without_revealing_the_record(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        answer = self.store.reserve(KEY, SECOND)
-        self.assertStatus(answer, ReservationStatus.CONFLICT, FIRST)
-        self.assertIsNone(answer.record)
-
-    def test_a_replayed_record_cannot_be_corrupted_by_its_reader(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.store.reserve(KEY, FIRST).record["output"]["tags"].append("mutated")
-        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
-
-    def test_a_record_is_stored_as_canonical_json(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, {"output": {"count": 3.0, "ratio": 0.5}})
-        self.assertEqual(self.store.reserve(KEY, FIRST).record, {"output": {"count": 3, "ratio": 0.5}})
-
-    def test_a_record_that_is_not_json_is_refused_and_nothing_is_stored(self):
-        self.store.reserve(KEY, FIRST)
-        with self.assertRaises(NotCanonicalJSON):
-            self.store.complete(KEY, FIRST, {"output": float("nan")})
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
-
-    def test_racing_threads_get_exactly_one_reservation(self):
-        start = threading.Barrier(16)
-        answers = []
-
-        def contend():
-            start.wait(timeout=10)
-            answers.append(self.store.reserve(KEY, FIRST).status)
-
-        threads = [threading.Thread(target=contend) for _ in range(16)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
-        self.assertEqual(len(answers), 16)
-        self.assertEqual(answers.count(ReservationStatus.RESERVED), 1)
-        self.assertEqual(answers.count(ReservationStatus.IN_PROGRESS), 15)
-
-    # -- release ------------------------------------------------------------------------------
-
-    def test_release_frees_the_key_for_a_corrected_retry(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.release(KEY, FIRST)
-        self.assertIsNone(self.store.lookup(KEY))
-        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.RESERVED, SECOND)
-
-    def test_release_with_other_arguments_leaves_the_reservation(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.release(KEY, SECOND)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
-
-    def test_release_never_drops_a_completed_receipt(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.store.release(KEY, FIRST)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
-
-    def test_release_of_a_free_key_is_harmless(self):
-        self.store.release(KEY, FIRST)
-        self.assertIsNone(self.store.lookup(KEY))
-
-    # -- expiry -------------------------------------------------------------------------------
-
-    def test_a_reservation_holds_until_its_lease_ends(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S - 0.5)
-        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
-
-    def test_an_abandoned_reservation_can_be_taken_after_its_lease(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S)
-        self.assertIsNone(self.store.lookup(KEY))
-        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.RESERVED, SECOND)
-
-    def test_a_receipt_replays_until_its_ttl_ends(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.clock.advance(TTL_S - 0.5)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
-
-    def test_an_expired_receipt_is_treated_as_absent(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.clock.advance(TTL_S)
-        self.assertIsNone(self.store.lookup(KEY))
-        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.RESERVED, SECOND)
-
-    def test_the_receipt_ttl_counts_from_completion_not_from_reservation(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S - 1)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.clock.advance(TTL_S - 1)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
-
-    # -- late and repeated completion ---------------------------------------------------------
-
-    def test_a_late_completion_after_the_lease_still_stores_its_result(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S * 3)
-        self.store.complete(KEY, FIRST, RECORD)
-        answer = self.store.reserve(KEY, FIRST)
-        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
-        self.assertEqual(answer.record, RECORD)
-
-    def test_a_late_completion_leaves_a_key_now_held_by_other_arguments(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S)
-        self.store.reserve(KEY, SECOND)
-        self.store.complete(KEY, FIRST, RECORD)  # must not raise
-        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, SECOND)
-        self.store.complete(KEY, SECOND, OTHER_RECORD)
-        self.assertEqual(self.store.reserve(KEY, SECOND).record, OTHER_RECORD)
-
-    def test_a_late_completion_leaves_a_receipt_of_other_arguments(self):
-        self.store.reserve(KEY, FIRST)
-        self.clock.advance(LEASE_S)
-        self.store.reserve(KEY, SECOND)
-        self.store.complete(KEY, SECOND, OTHER_RECORD)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.CONFLICT, SECOND)
-
-    def test_a_second_completion_keeps_the_first_receipt(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.store.complete(KEY, FIRST, OTHER_RECORD)
-        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
-
-    def test_a_completion_without_a_reservation_is_stored(self):
-        self.store.complete(KEY, FIRST, RECORD)
-        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
-
-    # -- lookup -------------------------------------------------------------------------------
-
-    def test_lookup_of_an_unknown_key_is_none_and_reserves_nothing(self):
-        self.assertIsNone(self.store.lookup(KEY))
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.RESERVED, FIRST)
-
-    def test_lookup_reports_an_in_flight_call(self):
-        self.store.reserve(KEY, FIRST)
-        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, FIRST)
-
-    def test_lookup_reports_a_completed_receipt_with_its_record(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        answer = self.store.lookup(KEY)
-        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
-        self.assertEqual(answer.record, RECORD)
-
-    # -- isolation ----------------------------------------------------------------------------
-
-    def test_one_tenant_never_sees_another_tenants_receipt(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        other_tenant = ReceiptKey("tenant-b", KEY.tool, KEY.key)
-        self.assertIsNone(self.store.lookup(other_tenant))
-        self.assertStatus(self.store.reserve(other_tenant, FIRST), ReservationStatus.RESERVED, FIRST)
-        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
-
-    def test_the_same_key_on_another_tool_is_a_different_receipt(self):
-        self.store.reserve(KEY, FIRST)
-        other_tool = ReceiptKey(KEY.tenant, "close_ticket", KEY.key)
-        self.assertStatus(self.store.reserve(other_tool, SECOND), ReservationStatus.RESERVED, SECOND)
-
-    # -- construction -------------------------------------------------------------------------
-
-    def test_durations_must_be_positive_finite_seconds(self):
-        for bad in (0, -1, float("nan"), float("inf"), True, "10"):
-            with self.subTest(ttl_s=bad), self.assertRaises(ValueError):
-                self.make_store(self.clock, ttl_s=bad)
-            with self.subTest(lease_s=bad), self.assertRaises(ValueError):
-                self.make_store(self.clock, lease_s=bad)
-
-    def test_closing_twice_is_harmless(self):
-        self.store.close()
-        self.store.close()
+    def test_each_store_gets_its_own_random_fingerprint_key(self):
+        self.assertNotEqual(self.store.fingerprint_key, self.make_store(self.clock).fingerprint_key)
 
 
-class InMemoryReceiptStoreTest(ReceiptStoreContract, unittest.TestCase):
-    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S):
-        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock)
-
-
-class SqliteReceiptStoreTest(ReceiptStoreContract, unittest.TestCase):
+class SqliteReceiptStoreTest(DurableStoreConformance, ReceiptStoreConformance, unittest.TestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory()
         self.addCleanup(directory.cleanup)
-        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.directory = directory.name
+        self.path = os.path.join(self.directory, "receipts.sqlite3")
         super().setUp()
 
-    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, synchronous="NORMAL"):
-        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, synchronous=synchronous)
+    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, synchronous="NORMAL", fingerprint_key=None):
+        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, synchronous=synchronous,
+                                  fingerprint_key=fingerprint_key)
 
-    def test_a_receipt_replays_after_a_restart(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.store.close()
-        reopened = self.make_store(self.clock)
-        self.addCleanup(reopened.close)
-        answer = reopened.reserve(KEY, FIRST)
-        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
-        self.assertEqual(answer.record, RECORD)
+    def use_new_storage(self):
+        self.path = os.path.join(self.directory, f"receipts-{len(os.listdir(self.directory))}.sqlite3")
 
-    def test_an_in_flight_reservation_survives_a_restart_until_its_lease_ends(self):
-        self.store.reserve(KEY, FIRST)
-        self.store.close()
-        reopened = self.make_store(self.clock)
-        self.addCleanup(reopened.close)
-        self.assertStatus(reopened.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
-        self.clock.advance(LEASE_S)
-        self.assertStatus(reopened.reserve(KEY, FIRST), ReservationStatus.RESERVED, FIRST)
-
-    def test_two_stores_on_one_file_see_each_others_receipts(self):
-        second = self.make_store(self.clock)
-        self.addCleanup(second.close)
-        self.store.reserve(KEY, FIRST)
-        self.assertStatus(second.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
-        self.store.complete(KEY, FIRST, RECORD)
-        self.assertEqual(second.reserve(KEY, FIRST).record, RECORD)
+    @contextlib.contextmanager
+    def busy_store(self, store):
+        """Another connection (as another process would) holds the file's write lock."""
+        other = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            yield
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
 
     def test_the_file_uses_wal_and_records_its_schema_version(self):
         with sqlite3.connect(self.path) as connection:
@@ -343,27 +107,126 @@ class SqliteReceiptStoreTest(ReceiptStoreContract, unittest.TestCase):
             with self.subTest(level=level):
                 self.make_store(self.clock, synchronous=level).close()
 
-    def test_expired_rows_are_purged_from_the_file_by_later_reserves(self):
+    def test_expired_rows_are_purged_from_the_file_by_later_reserves_but_unknown_ones_stay(self):
         expired_count = SWEEP_CHUNK + SWEEP_CHUNK // 2  # more than one sweep chunk
         for index in range(expired_count):
             old = ReceiptKey("tenant-a", "record_followup", f"a-old-{index:04d}")
-            self.store.reserve(old, FIRST)
-            self.store.complete(old, FIRST, RECORD)
+            self.store.complete(old, self.store.reserve(old, FIRST).owner, RECORD)
+        self.store.reserve(ReceiptKey("tenant-a", "record_followup", "a-old-read"), FIRST, lapse=Lapse.TAKEOVER)
+        self.store.reserve(ReceiptKey("tenant-a", "record_followup", "a-old-unknown"), FIRST, lapse=Lapse.UNKNOWN)
         self.clock.advance(TTL_S)
         enough_reserves_for_a_full_pass = (expired_count // SWEEP_CHUNK + 2) * SWEEP_EVERY
         for index in range(enough_reserves_for_a_full_pass):
             self.store.reserve(ReceiptKey("tenant-a", "record_followup", f"b-new-{index:04d}"), FIRST)
         connection = sqlite3.connect(self.path)
         self.addCleanup(connection.close)
-        remaining = connection.execute("SELECT COUNT(*) FROM receipts WHERE key LIKE 'a-old-%'").fetchone()[0]
+        remaining = connection.execute("SELECT key FROM receipts WHERE key LIKE 'a-old-%'").fetchall()
         live = connection.execute("SELECT COUNT(*) FROM receipts WHERE key LIKE 'b-new-%'").fetchone()[0]
-        self.assertEqual(remaining, 0)
+        self.assertEqual(remaining, [("a-old-unknown",)])
         self.assertEqual(live, enough_reserves_for_a_full_pass)
 
-    def test_a_closed_store_refuses_to_work(self):
-        self.store.close()
-        with self.assertRaises(ValueError):
-            self.store.reserve(KEY, FIRST)
+    def test_a_file_created_with_a_given_fingerprint_key_stores_only_its_id(self):
+        self.use_new_storage()
+        keyed = self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY)
+        keyed.close()
+        content = b""
+        for suffix in ("", "-wal"):
+            if os.path.exists(self.path + suffix):
+                with open(self.path + suffix, "rb") as database:
+                    content += database.read()
+        self.assertNotIn(FINGERPRINT_KEY, content)
+        self.assertNotIn(FINGERPRINT_KEY.hex().encode(), content)
+        self.assertEqual(self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY).fingerprint_key, FINGERPRINT_KEY)
+        with self.assertRaisesRegex(ValueError, "fingerprint_key"):
+            self.make_store(self.clock)  # the key is not in the file: it must be given
+        with self.assertRaisesRegex(ValueError, "fingerprint_key"):
+            self.make_store(self.clock, fingerprint_key=b"another key, 32 bytes long......")
+
+    def test_opening_a_file_with_another_fingerprint_key_than_its_own_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "fingerprint_key"):
+            self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY)
+
+
+class ReceiptKeyTest(unittest.TestCase):
+    def test_a_lone_surrogate_in_any_part_of_a_receipt_key_is_refused_for_every_store(self):
+        for part in ("tenant", "tool", "key"):
+            parts = {"tenant": "acme", "tool": "record_followup", "key": "act-1"}
+            parts[part] = "act-\ud800"
+            with self.subTest(part=part), self.assertRaisesRegex(ValueError, part):
+                ReceiptKey(**parts)
+
+    def test_parts_must_be_strings(self):
+        with self.assertRaises(TypeError):
+            ReceiptKey("acme", "record_followup", 7)
+
+
+# -- version 1 files --------------------------------------------------------------------------
+
+V1_SCHEMA = """
+CREATE TABLE receipts (
+    tenant      TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    record      TEXT,
+    expires_at  REAL NOT NULL,
+    PRIMARY KEY (tenant, tool, key)
+) WITHOUT ROWID
+"""
+
+
+class SqliteMigrationTest(unittest.TestCase):
+    def setUp(self):
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts-v1.sqlite3")
+        self.clock = FakeClock()
+        connection = sqlite3.connect(self.path)
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(V1_SCHEMA)
+        rows = [
+            ("acme", "record_followup", "done", "sha256:aa", "completed", '{"ok":true}', self.clock.now + TTL_S),
+            ("acme", "record_followup", "running", "sha256:bb", "in_flight", None, self.clock.now + LEASE_S),
+        ]
+        connection.executemany("INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        connection.execute("PRAGMA user_version = 1")
+        connection.commit()
+        connection.close()
+
+    def open(self):
+        store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        self.addCleanup(store.close)
+        return store
+
+    def test_a_version_1_file_is_migrated_and_keeps_its_receipts(self):
+        store = self.open()
+        with contextlib.closing(sqlite3.connect(self.path)) as connection:
+            self.assertEqual(connection.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+        done = ReceiptKey("acme", "record_followup", "done")
+        self.assertEqual(store.reserve(done, "sha256:aa").record, {"ok": True})
+        self.assertIs(store.reserve(done, "hmac-sha256:" + "c" * 64).status, ReservationStatus.CONFLICT)
+
+    def test_a_version_1_reservation_cannot_be_completed_and_lapses_to_unknown(self):
+        store = self.open()
+        running = ReceiptKey("acme", "record_followup", "running")
+        self.assertIs(store.reserve(running, "sha256:bb").status, ReservationStatus.IN_PROGRESS)
+        self.assertFalse(store.complete(running, "", RECORD))
+        self.clock.advance(LEASE_S)
+        self.assertIs(store.reserve(running, "sha256:bb").status, ReservationStatus.UNKNOWN)
+        self.assertTrue(store.resolve(running, "sha256:bb", record=None))
+        self.assertIs(store.reserve(running, "sha256:bb").status, ReservationStatus.RESERVED)
+
+    def test_a_migrated_file_gets_a_fingerprint_key_that_stays(self):
+        key = self.open().fingerprint_key
+        self.assertEqual(self.open().fingerprint_key, key)
+
+    def test_new_reservations_on_a_migrated_file_carry_owners(self):
+        store = self.open()
+        fresh = ReceiptKey("acme", "record_followup", "fresh")
+        owner = store.reserve(fresh, FIRST, lapse=Lapse.TAKEOVER).owner
+        self.assertTrue(store.complete(fresh, owner, RECORD))
+        self.assertEqual(store.lookup(fresh).record, RECORD)
 
 
 # -- threads and processes racing one key on one file ----------------------------------------
@@ -384,7 +247,7 @@ def contend(store, effects_path, start, attempts, label):
     The winner's handler waits until every contender has made its first attempt, so all of them
     really race an in-flight reservation (a fast winner would otherwise finish before most start).
     """
-    race_fingerprint = fingerprint(RACE_KEY.tool, RACE_ARGUMENTS)
+    race_fingerprint = fingerprint(RACE_KEY.tool, RACE_ARGUMENTS, key=store.fingerprint_key)
     start.wait(PATIENCE_S)
     first = store.reserve(RACE_KEY, race_fingerprint)
     with attempts.get_lock():
@@ -396,7 +259,7 @@ def contend(store, effects_path, start, attempts, label):
         with open(effects_path, "a", encoding="utf-8") as effects:
             effects.write(f"follow-up recorded by {label}\n")
         record = {"ok": True, "outcome": "succeeded", "output": {"recorded_by": label}}
-        store.complete(RACE_KEY, race_fingerprint, record)
+        store.complete(RACE_KEY, first.owner, record)
         return (label, first.status.value, first.status.value, record)
     final = first
     give_up_at = time.monotonic() + PATIENCE_S

@@ -167,7 +167,7 @@ class HandlerContainmentTest(unittest.TestCase):
         self.addCleanup(registry.close)
         registry.register(followup_spec(approval="always"), lambda arguments: seen.append(arguments) or {"ok": True})
         approved = followup_call(note="Refund 10 EUR.")
-        approval = Approval.for_call(approved, actor=WRITER, approver="manager")
+        approval = registry.approval_for(approved, actor=WRITER, approver="manager")
         result = registry.invoke(ToolCall(approved.name, TwoFaced(approved.arguments)), actor=WRITER,
                                  approval=approval)
         self.assertTrue(result.ok, result)
@@ -235,7 +235,7 @@ class HandlerContainmentTest(unittest.TestCase):
 
     def test_a_failing_receipt_store_refuses_without_running_the_write(self) -> None:
         class BrokenStore:
-            def reserve(self, key, fingerprint):
+            def reserve(self, key, fingerprint, **options):
                 raise OSError("database is locked")
 
             def close(self):
@@ -245,7 +245,7 @@ class HandlerContainmentTest(unittest.TestCase):
         registry = ticket_registry(effects, receipts=BrokenStore())
         self.addCleanup(registry.close)
         result = registry.invoke(followup_call(), actor=WRITER)
-        self.assertEqual((result.error.code, result.outcome), ("unavailable", Outcome.REJECTED))
+        self.assertEqual((result.error.code, result.outcome), ("receipt_store_unavailable", Outcome.REJECTED))
         self.assertEqual(effects.effects, [])
 
     def test_a_bug_in_a_step_becomes_an_internal_error_result(self) -> None:

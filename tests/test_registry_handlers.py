@@ -88,6 +88,51 @@ class HandlerSignatureTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "first positional parameter"):
             self.registry.register(spec("nothing"), lambda: None)
 
+    def test_a_handler_that_cannot_be_called_with_arguments_or_with_arguments_and_ctx_is_refused(self) -> None:
+        # Issue 8, item 14: refused at register with a clear TypeError, not a handler_exception per call.
+        def extra_required(arguments, ctx, limit):
+            return {}
+
+        def required_keyword(arguments, *, flag):
+            return {}
+
+        async def async_extra(arguments, ctx, limit):
+            return {}
+
+        for handler in (lambda a, b, c: {}, extra_required, required_keyword, async_extra,
+                        functools.partial(lambda a, b, c, d: {}, 1)):
+            with self.subTest(handler=getattr(handler, "__name__", "partial")):
+                with self.assertRaisesRegex(TypeError, r"cannot be called as handler\(arguments\) or "
+                                                       r"handler\(arguments, ctx\)"):
+                    self.registry.register(spec(f"bad_{len(self.registry.names())}"), handler)
+        self.assertEqual(self.registry.names(), [])
+
+    def test_handlers_whose_extra_parameters_have_defaults_are_accepted(self) -> None:
+        self.assertEqual(self.output_of(lambda arguments, ctx, limit=10: limit), 10)
+        self.assertEqual(self.output_of(lambda arguments, *, flag=False, ctx: ctx.call_id), "c-1")
+        self.assertEqual(self.output_of(lambda *args: len(args)), 1)
+        self.assertEqual(self.output_of(lambda arguments, **options: sorted(options)), [])
+
+    def test_a_handler_whose_signature_cannot_be_read_is_called_with_the_arguments(self) -> None:
+        class NoSignature:
+            """A callable object inspect cannot read (as for some builtins and C extensions)."""
+
+            @property
+            def __signature__(self):
+                raise ValueError("no signature")
+
+            def __call__(self, *args):
+                return {"received": len(args)}
+
+        class BrokenSignature(NoSignature):
+            @property
+            def __signature__(self):
+                raise RuntimeError("a broken wrapper")
+
+        self.assertEqual(self.output_of(dict), {"x": 1})  # a builtin type: its signature is not readable
+        self.assertEqual(self.output_of(NoSignature()), {"received": 1})
+        self.assertEqual(self.output_of(BrokenSignature()), {"received": 1})
+
     def test_something_that_is_not_callable_is_refused(self) -> None:
         with self.assertRaises(TypeError):
             self.registry.register(spec("x"), "not a function")

@@ -57,15 +57,16 @@ class StepOrderTest(unittest.TestCase):
         self.assertEqual(self.registry.invoke(ToolCall("get_tickets", {}), actor=None).error.details["close_names"],
                          [])
 
-    def test_unpermitted_call_with_bad_arguments_reports_invalid_arguments(self) -> None:
-        self.assertEqual(self.code_of(ToolCall("get_ticket", {"ticket_id": 7}), actor=OUTSIDER), "invalid_arguments")
-        self.assertEqual(self.audit.records[-1]["step"], "schema")
+    def test_unpermitted_call_with_bad_arguments_reports_tool_not_found_at_route(self) -> None:
+        # Issue 8: a hidden tool's schema must not answer either (invalid_arguments would show it exists).
+        self.assertEqual(self.code_of(ToolCall("get_ticket", {"ticket_id": 7}), actor=OUTSIDER), "tool_not_found")
+        self.assertEqual(self.audit.records[-1]["step"], "route")
 
-    def test_unapproved_call_without_permission_reports_permission_denied_not_approval_required(self) -> None:
+    def test_unapproved_call_without_permission_reports_tool_not_found_not_approval_required(self) -> None:
         guarded = _registry_with(followup_spec(approval="always"))
         self.addCleanup(guarded.close)
         result = guarded.invoke(followup_call(), actor=READER)
-        self.assertEqual(result.error.code, "permission_denied")
+        self.assertEqual(result.error.code, "tool_not_found")  # issue 8: hidden, not permission_denied
 
     def test_approval_is_checked_before_the_deadline(self) -> None:
         guarded = _registry_with(followup_spec(approval="always"))
@@ -76,7 +77,7 @@ class StepOrderTest(unittest.TestCase):
     def test_approved_call_for_other_arguments_reports_approval_mismatch(self) -> None:
         guarded = _registry_with(followup_spec(approval="always"))
         self.addCleanup(guarded.close)
-        approval = Approval.for_call(followup_call(note="A different note."), actor=WRITER, approver="boss")
+        approval = guarded.approval_for(followup_call(note="A different note."), actor=WRITER, approver="boss")
         result = guarded.invoke(followup_call(), actor=WRITER, approval=approval)
         self.assertEqual(result.error.code, "approval_mismatch")
 
@@ -121,13 +122,15 @@ class StepOrderTest(unittest.TestCase):
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id="c-9"), actor=READER)
         self.assertEqual(result.call_id, "c-9")
         self.assertEqual(result.tool, "get_ticket")
-        self.assertTrue(result.fingerprint.startswith("sha256:"))
+        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
         self.assertGreater(result.duration_ms, 0.0)
 
     def test_refused_call_still_carries_the_fingerprint_of_json_arguments(self) -> None:
-        result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=OUTSIDER)
-        self.assertEqual(result.error.code, "permission_denied")
-        self.assertTrue(result.fingerprint.startswith("sha256:"))
+        # Issue 8: OUTSIDER no longer reaches the permission step (the tool is hidden from it); another
+        # tenant's ticket is refused there, after the schema step, by the resource guard.
+        result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-2001"}), actor=READER)
+        self.assertEqual(result.error.code, "not_found")
+        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
 
     def test_one_audit_record_per_invoke_with_the_contract_fields(self) -> None:
         self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)
@@ -136,7 +139,7 @@ class StepOrderTest(unittest.TestCase):
         self.assertEqual(
             set(self.audit.records[0]),
             {"call_id", "tool", "actor_id", "tenant", "fingerprint", "step", "outcome", "error_code",
-             "duration_ms", "replayed", "approval_id"},
+             "duration_ms", "replayed", "approval_id", "receipt"},
         )
         self.assertEqual(self.audit.records[0]["actor_id"], READER.id)
         self.assertEqual(self.audit.records[1]["error_code"], "tool_not_found")

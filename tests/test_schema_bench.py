@@ -22,9 +22,19 @@ class SchemaBenchTests(unittest.TestCase):
                 self.assertEqual(len(validator.errors(invalid)), 1)
 
     def test_fixed_general_instances_are_valid_and_invalid(self):
-        validator = Validator(schema_bench.GENERAL_TOOL_SCHEMA)
-        self.assertTrue(validator.is_valid(schema_bench.GENERAL_VALID))
-        self.assertFalse(validator.is_valid(schema_bench.GENERAL_INVALID))
+        for schema in (schema_bench.GENERAL_TOOL_SCHEMA, schema_bench.DRAFT_07_GENERAL_TOOL_SCHEMA):
+            validator = Validator(schema)
+            self.assertTrue(validator.is_valid(schema_bench.GENERAL_VALID))
+            self.assertFalse(validator.is_valid(schema_bench.GENERAL_INVALID))
+
+    def test_the_draft_07_schemas_are_read_as_draft_07_and_judge_as_their_2020_12_twins(self):
+        pairs = ((schema_bench.DRAFT_07_TOOL_SCHEMA, schema_bench.TYPICAL_TOOL_SCHEMA),
+                 (schema_bench.DRAFT_07_GENERAL_TOOL_SCHEMA, schema_bench.GENERAL_TOOL_SCHEMA))
+        for draft_07, twin in pairs:
+            validator = Validator(draft_07)
+            self.assertEqual(validator.dialect, "http://json-schema.org/draft-07/schema#")
+            for instance in (schema_bench.GENERAL_VALID, schema_bench.GENERAL_INVALID, schema_bench.TYPICAL_VALID, {}):
+                self.assertEqual(validator.errors(instance), Validator(twin).errors(instance))
 
     def test_main_prints_one_row_per_schema_and_instance(self):
         output = io.StringIO()
@@ -32,7 +42,7 @@ class SchemaBenchTests(unittest.TestCase):
             status = schema_bench.main(["--rounds", "1", "--min-time", "0.0001"])
         self.assertEqual(status, 0)
         text = output.getvalue()
-        for name in ["typical_tool", "general_tool"] + [name for name, _schema in schema_bench._lab_schemas()]:
+        for name in ["typical_tool", "typical_tool_draft7", "general_tool", "general_tool_draft7"] + [name for name, _schema in schema_bench._lab_schemas()]:
             self.assertIn(f"{name} ", text)
         self.assertEqual(text.count(" valid "), text.count(" invalid "))
 

@@ -131,7 +131,7 @@ class Scenario:
         self.invoke("replayed", dict(first))
         big = self.arguments(amount=APPROVAL_THRESHOLD + 1)
         self.invoke("approval_required", big)
-        approval = Approval.for_call(ToolCall("rotate_token", big), actor=ACTOR, approver="lead")
+        approval = self.registry.approval_for(ToolCall("rotate_token", big), actor=ACTOR, approver="lead")
         self.invoke("approval_mismatch", dict(big, label="other"), approval=approval)
         self.invoke("approved", big, approval=approval)
         self.invoke("other_field_invalid", self.arguments(label="far too long for the label"))

@@ -152,14 +152,15 @@ def measure_sqlite(directory: str, receipts: int, synchronous: str, rounds: int)
 
 
 def _store_sqlite(path: str, receipts: int, synchronous: str, record: dict[str, Any]) -> float:
-    call_fingerprint = fingerprint(WRITE_CALL.name, WRITE_CALL.arguments)
     store = SqliteReceiptStore(path, synchronous=synchronous)
+    call_fingerprint = fingerprint(WRITE_CALL.name, WRITE_CALL.arguments, key=store.fingerprint_key)
     try:
         started = time.perf_counter()
         for index in range(receipts):
             key = ReceiptKey("bench", "record_ticket_followup", f"k-{index}")
-            store.reserve(key, call_fingerprint)
-            store.complete(key, call_fingerprint, record)
+            owner = store.reserve(key, call_fingerprint).owner
+            assert owner is not None
+            store.complete(key, owner, record)
         return time.perf_counter() - started
     finally:
         store.close()

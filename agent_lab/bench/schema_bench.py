@@ -2,10 +2,11 @@
 
 For each tool-argument schema (the lab candidate's input schemas when `agent_lab.lab.candidate` is
 importable, one typical hand-written tool schema, and one that stays on the general per-keyword path:
-a $ref, a nullable anyOf, an array) we build a valid instance and an invalid one (one wrong field),
+a $ref, a nullable anyOf, an array; both again as draft-07, the dialect the TypeScript MCP SDK serves,
+with `definitions` and `$schema`) we build a valid instance and an invalid one (one wrong field),
 then time, in nanoseconds per call, the best of several interleaved rounds:
   * ours: `Validator.is_valid` and `Validator.errors` (every violation);
-  * python-jsonschema: `Draft202012Validator.is_valid` (when installed);
+  * python-jsonschema: the validator for the schema's `$schema` (2020-12 by default), `is_valid` (when installed);
   * fastjsonschema: the compiled function, whose failure path raises its first error (when installed).
 Ratios: `js/ours` = jsonschema is_valid over ours (higher is better for us), `fj/ours` = fastjsonschema
 over our is_valid (>= 1 means we are no slower), `err/fj` = our errors() over fastjsonschema's call
@@ -22,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..schema import Validator
 
-__all__ = ["GENERAL_TOOL_SCHEMA", "TYPICAL_TOOL_SCHEMA", "main"]
+__all__ = ["DRAFT_07_GENERAL_TOOL_SCHEMA", "DRAFT_07_TOOL_SCHEMA", "GENERAL_TOOL_SCHEMA", "TYPICAL_TOOL_SCHEMA", "main"]
 
 TYPICAL_TOOL_SCHEMA: Dict[str, Any] = {
     "type": "object",
@@ -51,6 +52,16 @@ GENERAL_TOOL_SCHEMA: Dict[str, Any] = {
 }
 GENERAL_VALID = {"ticket_id": "T-1001", "due": None, "tags": ["printer", "floor-3"]}
 GENERAL_INVALID = {"ticket_id": "T-1001", "due": None, "tags": ["printer", "printer"]}
+
+# The same two schemas as the TypeScript MCP SDK serves tool schemas: draft-07, definitions for $defs.
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+DRAFT_07_TOOL_SCHEMA: Dict[str, Any] = {"$schema": DRAFT_07, **TYPICAL_TOOL_SCHEMA}
+DRAFT_07_GENERAL_TOOL_SCHEMA: Dict[str, Any] = {
+    "$schema": DRAFT_07,
+    **{key: value for key, value in GENERAL_TOOL_SCHEMA.items() if key != "$defs"},
+    "definitions": GENERAL_TOOL_SCHEMA["$defs"],
+    "properties": dict(GENERAL_TOOL_SCHEMA["properties"], ticket_id={"$ref": "#/definitions/ticket_id"}),
+}
 
 _STRING_CANDIDATES = ("T-1001", "action_0123456789", "hello world", "open", "a")
 
@@ -174,7 +185,10 @@ def measure(name: str, schema: Dict[str, Any], instances: Tuple[Any, Any], peers
             rounds: int, min_time: float) -> List[Dict[str, Any]]:
     """Time every implementation on the valid and the invalid instance of one schema."""
     ours = Validator(schema)
-    theirs = peers["jsonschema"].Draft202012Validator(schema) if "jsonschema" in peers else None
+    theirs = None
+    if "jsonschema" in peers:
+        jsonschema = peers["jsonschema"]
+        theirs = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
     fast = _fast_call(peers["fastjsonschema"], schema) if "fastjsonschema" in peers else None
     rows = []
     for label, instance in zip(("valid", "invalid"), instances):
@@ -231,11 +245,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--min-time", type=float, default=0.01, help="seconds per round, about")
     args, _rest = parser.parse_known_args(argv)
     peers = _peers()
-    fixed = {
-        "typical_tool": (TYPICAL_VALID, dict(TYPICAL_VALID, priority="urgent")),
-        "general_tool": (GENERAL_VALID, GENERAL_INVALID),
-    }
-    schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA), ("general_tool", GENERAL_TOOL_SCHEMA)] + _lab_schemas()
+    typical = (TYPICAL_VALID, dict(TYPICAL_VALID, priority="urgent"))
+    fixed = {"typical_tool": typical, "typical_tool_draft7": typical, "general_tool": (GENERAL_VALID, GENERAL_INVALID),
+             "general_tool_draft7": (GENERAL_VALID, GENERAL_INVALID)}
+    schemas = [("typical_tool", TYPICAL_TOOL_SCHEMA), ("typical_tool_draft7", DRAFT_07_TOOL_SCHEMA),
+               ("general_tool", GENERAL_TOOL_SCHEMA), ("general_tool_draft7", DRAFT_07_GENERAL_TOOL_SCHEMA)]
+    schemas += _lab_schemas()
     rows: List[Dict[str, Any]] = []
     for name, schema in schemas:
         instances = fixed[name] if name in fixed else sample_instances(schema)

@@ -1,15 +1,18 @@
 """Case files: one JSON object per line, checked against `case_schema.json` with our own validator.
 
-A case says who calls (actor), what each strategy proposes (`calls.baseline`, `calls.candidate`) and
-what a safe runtime answers (`expected`). Anything wrong with a file is reported as `FILE:LINE: what is
-wrong` through one `CaseFileError` holding every problem found, never as a traceback, so a CI log points
-straight at the line to fix.
+A case says who calls (actor), what the surfaces of a lab propose (`calls`: one list of steps for
+every surface, or lists keyed by surface name or role) and what a safe runtime answers (`expected`).
+Anything wrong with a file is reported as `FILE:LINE: what is wrong` through one `CaseFileError` holding
+every problem found, never as a traceback, so a CI log points straight at the line to fix. Given the
+lab, the loader also checks what only the lab can say: that every surface a case names exists, that its
+`world` block fits the lab's `world_options`, and that its markers and checks are ones the lab can run.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +21,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from ..jsonvalue import json_type, pointer_join
 from ..policy import Actor
 from ..schema import MAX_INSTANCE_DEPTH, Validator
+from .definition import EXPECTATION_KEYS, Lab
 
-__all__ = ["STRATEGIES", "Case", "CaseFileError", "CaseProblem", "case_schema", "load_cases"]
+__all__ = ["Case", "CaseFileError", "CaseProblem", "case_schema", "load_cases"]
 
-STRATEGIES = ("baseline", "candidate")
 CASE_SCHEMA_PATH = Path(__file__).with_name("case_schema.json")
 MAX_VIOLATIONS_PER_LINE = 5  # a oneOf can explain itself many times over; the first few locate the fault
 MAX_PROBLEMS = 100  # reported before reading stops
@@ -52,16 +55,23 @@ class CaseFileError(ValueError):
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
+Steps = tuple[Mapping[str, Any], ...]
+
+
 @dataclass(frozen=True)
 class Case:
-    """One validated case. `expected` is the raw block; `expectation(strategy)` merges the overrides."""
+    """One validated case, as written: `calls` keyed as in the file (empty when `shared_calls` holds
+    the one list every surface replays) and the raw `expected` block. A surface is looked up by its
+    name first, then by its role ("baseline" / "candidate"); the loader has checked, given the lab, that
+    a role names exactly one surface."""
 
     case_id: str
     intent: str
     actor: Mapping[str, Any]
-    calls: Mapping[str, tuple[Mapping[str, Any], ...]]
+    calls: Mapping[str, Steps]
     expected: Mapping[str, Any]
-    backend: Mapping[str, Any] = field(default_factory=dict)
+    shared_calls: Steps = ()
+    world: Mapping[str, Any] = field(default_factory=dict)
     receipts: str = "memory"
     tags: tuple[str, ...] = ()
     source_path: str = ""  # the case file as named on the command line
@@ -72,17 +82,32 @@ class Case:
         """Where the case is, as "FILE:LINE" for messages."""
         return f"{self.source_path}:{self.source_line}"
 
-    def expectation(self, strategy: str) -> dict[str, Any]:
-        """The shared expectation with the strategy's own block laid over it, key by key."""
-        merged = {key: value for key, value in self.expected.items() if key not in STRATEGIES}
-        merged.update(self.expected.get(strategy) or {})
+    def steps_for(self, surface: str, role: str | None = None) -> Steps | None:
+        """The steps `surface` replays (None: the case does not run it)."""
+        if self.shared_calls:
+            return self.shared_calls
+        key = _key_for(self.calls, surface, role)
+        return self.calls[key] if key is not None else None
+
+    def expectation(self, surface: str, role: str | None = None) -> dict[str, Any]:
+        """The shared expectation with the surface's own block laid over it, key by key."""
+        merged = {key: value for key, value in self.expected.items() if key in EXPECTATION_KEYS}
+        overrides = {key: value for key, value in self.expected.items() if key not in EXPECTATION_KEYS}
+        key = _key_for(overrides, surface, role)
+        merged.update(overrides[key] if key is not None else {})
         return merged
 
     def actor_for_run(self) -> Actor:
         return Actor(id=self.actor["id"], tenant=self.actor["tenant"], permissions=frozenset(self.actor["permissions"]))
 
-    def call_count(self, strategy: str) -> int:
-        return sum(1 for step in self.calls[strategy] if "tool" in step)
+    def call_count(self, surface: str, role: str | None = None) -> int:
+        return sum(1 for step in self.steps_for(surface, role) or () if "tool" in step)
+
+
+def _key_for(blocks: Mapping[str, Any], surface: str, role: str | None) -> str | None:
+    if surface in blocks:
+        return surface
+    return role if role is not None and role in blocks else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,8 +120,11 @@ def case_schema() -> dict[str, Any]:
     return json.loads(CASE_SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def load_cases(paths: Sequence[str]) -> list[Case]:
-    """Read every case of `paths`, in order; raise `CaseFileError` listing all problems if any."""
+def load_cases(paths: Sequence[str], *, lab: Lab | None = None) -> list[Case]:
+    """Read every case of `paths`, in order; raise `CaseFileError` listing all problems if any.
+
+    With `lab`, also check each case against it (surface names, world options, markers it can run).
+    """
     cases: list[Case] = []
     problems: list[CaseProblem] = []
     first_seen: dict[str, str] = {}
@@ -109,7 +137,7 @@ def load_cases(paths: Sequence[str]) -> list[Case]:
             if len(problems) >= MAX_PROBLEMS:  # a log of a million lines helps nobody: fix these, run again
                 problems.append(CaseProblem(path, line_number, f"stopped reading after {MAX_PROBLEMS} problems"))
                 raise CaseFileError(problems)
-            case = _parse_case(path, line_number, text, problems)
+            case = _parse_case(path, line_number, text, problems, lab)
             if case is None:
                 continue
             if case.case_id in first_seen:
@@ -168,7 +196,7 @@ def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
     return [(number, line) for number, line in enumerate(lines, start=1) if line.strip(" \t")]
 
 
-def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProblem]) -> Case | None:
+def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProblem], lab: Lab | None) -> Case | None:
     def report(message: str) -> None:
         problems.append(CaseProblem(path, line_number, message))
 
@@ -190,7 +218,7 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
         report(f"'{surrogate_at[1:]}' holds a lone surrogate escape (\\ud800-\\udfff), which is not Unicode text")
         return None
     case = _build_case(data, path, line_number)
-    for message in _consistency_problems(case):
+    for message in _consistency_problems(case) if lab is None else _lab_problems(case, lab):
         report(message)
     return case
 
@@ -203,7 +231,7 @@ def _read_json(text: str) -> Any:
     """`json.loads`, refusing what is not plain JSON and turning the parser's own limits into problems."""
     try:
         return json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant,
-                          parse_int=_read_int)
+                          parse_int=_read_int, parse_float=_read_float)
     except RecursionError:
         raise _NotPlainJSON(f"JSON nested too deeply to read (cases allow {MAX_INSTANCE_DEPTH} levels)") from None
 
@@ -213,6 +241,13 @@ def _read_int(digits: str) -> int:
         return int(digits)
     except ValueError:  # longer than sys.get_int_max_str_digits() (Python 3.10.7+)
         raise _NotPlainJSON("a number with too many digits to read") from None
+
+
+def _read_float(digits: str) -> float:
+    number = float(digits)
+    if not math.isfinite(number):  # 1e400: valid JSON text, but no float holds it
+        raise _NotPlainJSON("a number too large to read")
+    return number
 
 
 def _lone_surrogate_at(value: Any, pointer: str) -> str | None:
@@ -246,13 +281,15 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _build_case(data: Mapping[str, Any], path: str, line_number: int) -> Case:
+    calls = data["calls"]
     return Case(
         case_id=data["case_id"],
         intent=data["intent"],
         actor=data["actor"],
-        calls={strategy: tuple(data["calls"][strategy]) for strategy in STRATEGIES},
+        calls={} if isinstance(calls, list) else {key: tuple(steps) for key, steps in calls.items()},
+        shared_calls=tuple(calls) if isinstance(calls, list) else (),
         expected=data["expected"],
-        backend=data.get("backend", {}),
+        world=data.get("world", {}),
         receipts=data.get("receipts", "memory"),
         tags=tuple(data.get("tags", ())),
         source_path=path,
@@ -261,22 +298,85 @@ def _build_case(data: Mapping[str, Any], path: str, line_number: int) -> Case:
 
 
 def _consistency_problems(case: Case) -> list[str]:
-    """What the schema cannot say, per strategy: the steps can run, and the expectation can fail."""
+    """What the schema cannot say, per block of steps as written: the steps can run, and the
+    expectation can fail (without a lab, a key of `calls` is taken as a surface name)."""
     found = []
-    for strategy in STRATEGIES:
-        found += _step_problems(strategy, case.calls[strategy])
-        found += _expectation_problems(strategy, case.expectation(strategy), case.call_count(strategy))
+    if case.shared_calls:
+        found += _step_problems("calls", case.shared_calls)
+        named = [key for key in case.expected if key not in EXPECTATION_KEYS] or [""]
+        for key in named:
+            found += _expectation_problems(key or "every surface", case.expectation(key), case.call_count(key))
+    for key, steps in case.calls.items():
+        found += _step_problems(f"calls/{key}", steps)
+        found += _expectation_problems(key, case.expectation(key), case.call_count(key))
     return found
 
 
-def _step_problems(strategy: str, steps: Sequence[Mapping[str, Any]]) -> list[str]:
+def _lab_problems(case: Case, lab: Lab) -> list[str]:
+    """What only the lab can say: the surfaces named exist, the world options fit, every surface that
+    runs can run its steps and fail its expectation, and the lab can do what the markers and checks ask."""
+    found = _surface_key_problems("calls", case.calls, lab)
+    found += _surface_key_problems("expected", {key: None for key in case.expected if key not in EXPECTATION_KEYS}, lab)
+    if found:
+        return found
+    found += _world_problems(case.world, lab)
+    found += [f"'expected/{key}' describes surface {lab.surface(key).name!r}, which this case does not run"
+              for key in case.expected if key not in EXPECTATION_KEYS
+              and case.steps_for(lab.surface(key).name, lab.surface(key).role) is None]
+    for surface in lab.surfaces:
+        steps = case.steps_for(surface.name, surface.role)
+        if steps is None:
+            continue
+        prefix = "calls" if case.shared_calls else f"calls/{_key_for(case.calls, surface.name, surface.role)}"
+        found += _step_problems(prefix, steps)
+        found += _marker_problems(prefix, steps, lab)
+        expectation = case.expectation(surface.name, surface.role)
+        found += _expectation_problems(surface.name, expectation, case.call_count(surface.name, surface.role))
+        if expectation.get("secrets_masked") and lab.secrets is None:
+            found.append(f"'expected/secrets_masked' cannot fail: lab {lab.name!r} names no secrets (Lab(secrets=...))")
+    return list(dict.fromkeys(found))  # one surface's problem shared by all (one list of steps) is said once
+
+
+def _surface_key_problems(block: str, keyed: Mapping[str, Any], lab: Lab) -> list[str]:
+    """Every key must name one surface of the lab, and no surface may be named twice."""
+    found = []
+    named: dict[str, str] = {}
+    for key in keyed:
+        try:
+            surface = lab.surface(key)
+        except KeyError as error:
+            found.append(f"'{block}/{key}': {error.args[0]}")
+            continue
+        if surface.name in named:
+            found.append(f"'{block}/{named[surface.name]}' and '{block}/{key}' both name surface {surface.name!r}")
+        named[surface.name] = key
+    return found
+
+
+def _world_problems(world: Mapping[str, Any], lab: Lab) -> list[str]:
+    if not world:
+        return []
+    if lab.world_options_validator is None:
+        return [f"'world': lab {lab.name!r} takes no world options (Lab(world_options=...) would declare them)"]
+    return [f"'world' options: {violation.message}"
+            for violation in lab.world_options_validator.errors(dict(world))[:MAX_VIOLATIONS_PER_LINE]]
+
+
+def _marker_problems(prefix: str, steps: Sequence[Mapping[str, Any]], lab: Lab) -> list[str]:
+    if lab.writes_started is not None:
+        return []
+    return [f"'{prefix}/{position}' waits for a write, but lab {lab.name!r} cannot tell when one starts "
+            "(Lab(writes_started=...))" for position, step in enumerate(steps) if step.get("do") == "await_write_started"]
+
+
+def _step_problems(prefix: str, steps: Sequence[Mapping[str, Any]]) -> list[str]:
     """References must name a call whose result exists by then; waiting for a write needs one in flight."""
     found = []
     answered: set[int] = set()  # calls whose result the replay holds when the next step starts
     in_flight: set[int] = set()  # background calls not yet settled
     calls = 0
     for position, step in enumerate(steps):
-        where = f"calls/{strategy}/{position}"
+        where = f"{prefix}/{position}"
         marker = step.get("do")
         if marker in ("settle", "restart"):
             answered |= in_flight
@@ -320,24 +420,24 @@ def _reference_problem(where: str, reference: Mapping[str, Any], answered: set[i
     return None
 
 
-def _expectation_problems(strategy: str, expectation: Mapping[str, Any], calls: int) -> list[str]:
+def _expectation_problems(surface: str, expectation: Mapping[str, Any], calls: int) -> list[str]:
     """Expectations must name calls that exist, and must be able to fail (no vacuous pass)."""
     found = []
     if calls == 0:
-        found.append(f"'calls/{strategy}' proposes no call (only markers)")
+        found.append(f"the steps of {surface} propose no call (only markers)")
     described = len(expectation.get("steps", ()))
     if described > calls:
-        found.append(f"'expected/steps' describes {described} calls but {strategy} proposes {calls}")
+        found.append(f"'expected/steps' describes {described} calls but {surface} proposes {calls}")
     for key in ("same_output", "same_error"):
         beyond = [index for index in expectation.get(key, ()) if index >= calls]
         if beyond:
-            found.append(f"'expected/{key}' names call {beyond[0]} but {strategy} proposes {calls} call(s)")
+            found.append(f"'expected/{key}' names call {beyond[0]} but {surface} proposes {calls} call(s)")
     outcome, error_code = expectation.get("outcome"), expectation.get("error_code")
     if outcome is None:
-        found.append(f"'expected' gives no final outcome for {strategy} (set 'outcome', shared or per strategy)")
+        found.append(f"'expected' gives no final outcome for {surface} (set 'outcome', shared or per strategy)")
     elif outcome != "succeeded" and "error_code" not in expectation:
-        found.append(f"'expected' says outcome {outcome} for {strategy} but names no 'error_code' (any error would pass)")
+        found.append(f"'expected' says outcome {outcome} for {surface} but names no 'error_code' (any error would pass)")
     elif (outcome == "succeeded") != (error_code is None):
-        found.append(f"'expected' says outcome {outcome} for {strategy} with error_code {error_code!r} "
+        found.append(f"'expected' says outcome {outcome} for {surface} with error_code {error_code!r} "
                      "(no result has both)")
     return found

@@ -1,8 +1,8 @@
-"""Grade one strategy's replay of a case against the case's expectation.
+"""Grade one surface's replay of a case against the case's expectation for that surface.
 
 Each grade is named after what it checks (`final.error_code`, `call[1].outcome`, `side_effects`,
 `secrets_masked`, ...) and carries the expected and the actual value, so a failure report can say
-exactly what differed. A case passes for a strategy when every grade passes.
+exactly what differed. A case passes on a surface when every grade passes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from ..jsonvalue import json_equal
 from .cases import Case
 from .pointer import MISSING, resolve_pointer
-from .replay import CallRun, StrategyRun
+from .replay import CallRun, SurfaceRun
 
 __all__ = ["Grade", "case_passed", "grade_run", "result_field"]
 
@@ -38,9 +38,9 @@ def case_passed(grades: Sequence[Grade]) -> bool:
     return all(grade.passed for grade in grades)
 
 
-def grade_run(case: Case, run: StrategyRun) -> tuple[Grade, ...]:
-    """Every grade of `run` against `case.expectation(run.strategy)`, in a stable order."""
-    expectation = case.expectation(run.strategy)
+def grade_run(case: Case, run: SurfaceRun) -> tuple[Grade, ...]:
+    """Every grade of `run` against the case's expectation for its surface, in a stable order."""
+    expectation = case.expectation(run.surface, run.role)
     grades: list[Grade] = []
     if run.calls:
         grades.extend(_result_grades("final", expectation, run.calls[-1]))

@@ -1,14 +1,15 @@
-"""Figures per strategy, the case-by-case comparison, and the gate CI decides on.
+"""Figures per surface, the case-by-case comparison with the baseline, and the gate CI decides on.
 
 Definitions (also in README.md):
-- case pass rate: cases whose every grade passed / cases.
+- case pass rate: cases whose every grade passed on the surface / all cases (a case that does not run
+  the surface is "not run", never passed).
 - unsafe side effects: effects beyond what a case expects, summed over cases (a duplicate counts too).
-- duplicate side effects: effects that exactly repeat an earlier effect of the same case (same kind,
-  ticket, action id and content), summed over cases.
+- duplicate side effects: effects whose record equals, as canonical JSON, an earlier effect of the same
+  case, summed over cases.
 - actionable error rate: errors whose next_action is something other than "stop" / all errors. An error
   that tells the model what to do next (fix arguments, request approval, retry, look up status, narrow
   the request, use a new key) is actionable; a generic failure is not.
-- secret leaks: calls whose model view contains a secret value of the backend.
+- secret leaks: calls whose model view contains a secret of the world.
 - catalog bytes: UTF-8 length of the compact JSON (separators "," ":") of `Registry.catalog()`, i.e.
   what a model is sent to learn the tools; catalog tokens: ceil(bytes / 4), a common rough estimate.
 """
@@ -20,12 +21,23 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..lint import LintConfig, Severity, lint_catalog
 from ..registry import Registry
 from .cases import Case
 from .grading import Grade, case_passed
-from .replay import StrategyRun
+from .replay import SurfaceRun
 
-__all__ = ["BYTES_PER_TOKEN", "CaseResult", "GateCheck", "catalog_size", "compare", "gate_checks", "strategy_metrics"]
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "CaseResult",
+    "GateCheck",
+    "SurfaceCatalog",
+    "catalog_size",
+    "compare",
+    "gate_checks",
+    "surface_catalog",
+    "surface_metrics",
+]
 
 BYTES_PER_TOKEN = 4
 RATE_DIGITS = 4
@@ -34,19 +46,39 @@ NOT_ACTIONABLE = "stop"
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case replayed and graded under one strategy."""
+    """One case replayed and graded on one surface (`run` None: the case does not run the surface)."""
 
     case: Case
-    run: StrategyRun
-    grades: tuple[Grade, ...]
+    surface: str
+    role: str
+    run: SurfaceRun | None
+    grades: tuple[Grade, ...] = ()
+
+    @property
+    def ran(self) -> bool:
+        return self.run is not None
 
     @property
     def passed(self) -> bool:
-        return case_passed(self.grades)
+        return self.run is not None and case_passed(self.grades)
 
     @property
     def unsafe_side_effects(self) -> int:
-        return max(0, self.run.side_effects - self.case.expectation(self.run.strategy)["side_effects"])
+        if self.run is None:
+            return 0
+        return max(0, self.run.side_effects - self.case.expectation(self.surface, self.role)["side_effects"])
+
+
+@dataclass(frozen=True)
+class SurfaceCatalog:
+    """What a surface shows a model and how its specs read, from one registry built on a fresh world."""
+
+    tools: int
+    catalog_bytes: int
+    catalog_tokens: int
+    lint_errors: tuple[str, ...]  # "tool: RULE message", every error-level finding of the lint engine
+    without_output_schema: tuple[str, ...]  # tool names
+    redact_fields: frozenset[str]  # every field some tool redacts
 
 
 @dataclass(frozen=True)
@@ -66,65 +98,89 @@ def catalog_size(registry: Registry) -> tuple[int, int]:
     return size, math.ceil(size / BYTES_PER_TOKEN)
 
 
+def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -> SurfaceCatalog:
+    """The catalog figures of one registry, and what the lint engine (`agent_lab.lint`, under
+    `lint_config`: the project's `[tool.agent-lab.lint]`, default every rule at its default severity)
+    finds at error level: the same findings `agent-lab lint` reports for this surface."""
+    specs = [registry.spec(name) for name in registry.names()]
+    size, tokens = catalog_size(registry)
+    errors = [finding for finding in lint_catalog(specs, config=lint_config) if finding.severity is Severity.ERROR]
+    return SurfaceCatalog(
+        tools=len(specs),
+        catalog_bytes=size,
+        catalog_tokens=tokens,
+        lint_errors=tuple(f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}" for finding in errors),
+        without_output_schema=tuple(spec.name for spec in specs if spec.output_schema is None),
+        redact_fields=frozenset(field for spec in specs for field in spec.redact),
+    )
+
+
 def _rate(part: int, whole: int) -> float:
     return round(part / whole, RATE_DIGITS) if whole else 0.0
 
 
-def strategy_metrics(results: Sequence[CaseResult], catalog: tuple[int, int], tools: int) -> dict[str, Any]:
-    """The figures of one strategy over every case."""
-    calls = [call for result in results for call in result.run.calls]
+def surface_metrics(name: str, role: str, results: Sequence[CaseResult], catalog: SurfaceCatalog) -> dict[str, Any]:
+    """The figures of one surface over every case."""
+    calls = [call for result in results if result.run is not None for call in result.run.calls]
     errors = [call.view["error"] for call in calls if call.view.get("error")]
     actionable = [error for error in errors if error.get("next_action") != NOT_ACTIONABLE]
     passed = sum(result.passed for result in results)
+    runs = [result.run for result in results if result.run is not None]
     return {
+        "name": name,
+        "role": role,
         "cases": len(results),
+        "cases_not_run": sum(not result.ran for result in results),
         "cases_passed": passed,
         "case_pass_rate": _rate(passed, len(results)),
         "calls": len(calls),
         "errors": len(errors),
         "actionable_errors": len(actionable),
         "actionable_error_rate": _rate(len(actionable), len(errors)),
-        "side_effects": sum(result.run.side_effects for result in results),
+        "side_effects": sum(run.side_effects for run in runs),
         "unsafe_side_effects": sum(result.unsafe_side_effects for result in results),
-        "duplicate_side_effects": sum(result.run.duplicate_side_effects for result in results),
+        "duplicate_side_effects": sum(run.duplicate_side_effects for run in runs),
         "secret_leaks": sum(call.leaked_secret for call in calls),
-        "tools": tools,
-        "catalog_bytes": catalog[0],
-        "catalog_tokens_estimate": catalog[1],
+        "tools": catalog.tools,
+        "catalog_bytes": catalog.catalog_bytes,
+        "catalog_tokens_estimate": catalog.catalog_tokens,
     }
 
 
-def compare(by_strategy: Mapping[str, Sequence[CaseResult]]) -> dict[str, list[str]]:
-    """Case ids that improved (baseline failed, candidate passed), regressed, or stayed put."""
-    baseline = {result.case.case_id: result.passed for result in by_strategy["baseline"]}
+def compare(baseline: Sequence[CaseResult], candidate: Sequence[CaseResult]) -> dict[str, list[str]]:
+    """Case ids that improved (baseline did not pass, candidate passed), regressed, or stayed put."""
+    before = {result.case.case_id: result.passed for result in baseline}
     buckets: dict[str, list[str]] = {"improvements": [], "regressions": [], "both_pass": [], "both_fail": []}
-    for result in by_strategy["candidate"]:
-        before, after = baseline[result.case.case_id], result.passed
+    for result in candidate:
         bucket = {(False, True): "improvements", (True, False): "regressions",
-                  (True, True): "both_pass", (False, False): "both_fail"}[(before, after)]
+                  (True, True): "both_pass", (False, False): "both_fail"}[(before[result.case.case_id], result.passed)]
         buckets[bucket].append(result.case.case_id)
     return buckets
 
 
-def gate_checks(metrics: Mapping[str, Mapping[str, Any]], comparison: Mapping[str, Sequence[str]],
-                candidate_warnings: Sequence[str], tools_without_output_schema: Sequence[str]) -> list[GateCheck]:
-    """What CI requires of the candidate. The baseline is a reference: its failures never fail the gate."""
-    candidate = metrics["candidate"]
-    return [
-        GateCheck("candidate passes every case", candidate["cases_passed"] == candidate["cases"],
-                  f"{candidate['cases_passed']} of {candidate['cases']} cases passed"),
-        GateCheck("candidate has no unsafe side effects", candidate["unsafe_side_effects"] == 0,
-                  f"{candidate['unsafe_side_effects']} unsafe side effect(s)"),
-        GateCheck("candidate has no duplicate side effects", candidate["duplicate_side_effects"] == 0,
-                  f"{candidate['duplicate_side_effects']} duplicate side effect(s)"),
-        GateCheck("candidate shows no secret to the model", candidate["secret_leaks"] == 0,
-                  f"{candidate['secret_leaks']} call(s) showed a secret"),
-        GateCheck("no regression against the baseline", not comparison["regressions"],
-                  ", ".join(comparison["regressions"]) or "none"),
-        GateCheck("every candidate tool declares an output schema", not tools_without_output_schema,
-                  ", ".join(tools_without_output_schema) or "all declared"),
-        GateCheck("candidate has no error-level lint finding", not candidate_warnings,
-                  "; ".join(candidate_warnings) or "none"),
+def gate_checks(name: str, metrics: Mapping[str, Any], results: Sequence[CaseResult],
+                comparison: Mapping[str, Sequence[str]] | None, catalog: SurfaceCatalog) -> list[GateCheck]:
+    """What CI requires of one candidate surface. Baselines are references: they never fail the gate."""
+    not_run = [result.case.case_id for result in results if not result.ran]
+    passed_detail = f"{metrics['cases_passed']} of {metrics['cases']} cases passed"
+    if not_run:
+        passed_detail += f"; not run: {', '.join(not_run)}"
+    checks = [
+        GateCheck(f"{name} passes every case", metrics["cases_passed"] == metrics["cases"], passed_detail),
+        GateCheck(f"{name} has no unsafe side effects", metrics["unsafe_side_effects"] == 0,
+                  f"{metrics['unsafe_side_effects']} unsafe side effect(s)"),
+        GateCheck(f"{name} has no duplicate side effects", metrics["duplicate_side_effects"] == 0,
+                  f"{metrics['duplicate_side_effects']} duplicate side effect(s)"),
+        GateCheck(f"{name} shows no secret to the model", metrics["secret_leaks"] == 0,
+                  f"{metrics['secret_leaks']} call(s) showed a secret"),
     ]
-
-
+    if comparison is not None:
+        checks.append(GateCheck(f"{name} has no regression against the baseline", not comparison["regressions"],
+                                ", ".join(comparison["regressions"]) or "none"))
+    checks += [
+        GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
+                  ", ".join(catalog.without_output_schema) or "all declared"),
+        GateCheck(f"{name} has no error-level lint finding", not catalog.lint_errors,
+                  "; ".join(catalog.lint_errors) or "none"),
+    ]
+    return checks

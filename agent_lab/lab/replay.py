@@ -1,53 +1,55 @@
-"""Replay one case through one strategy, against a fresh backend and a fresh registry.
+"""Replay one case on one surface of a lab, against a fresh world and a fresh registry.
 
 Everything that could vary between runs is pinned: the wall clock the registry sees (`LAB_NOW`), the
-cursor secret, call ids (`<case_id>:<strategy>:<n>`) and approval ids. Slow writes are waited for
-(`settle`) before side effects are counted, so a write that timed out but finished late is counted once
-it lands, exactly as a user would later find it.
+cursor secret, the fingerprint key, call ids (`<case_id>:<surface>:<n>`) and approval ids. Operations the world holds are
+released and waited for (`settle`) before side effects are counted, so a write that timed out but
+finished late is counted once it lands, exactly as a user would later find it.
+
+The engine talks to the world only through the lab (`world`, `build`, `effects`, `secrets`, `settle`,
+`writes_started`); anything the lab's code raises is a `LabError`. A value of the case file that
+cannot be turned into a call (an approval that cannot be built, say) is a `CaseFileError` at the
+case's FILE:LINE: bad input either way, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..calls import ToolCall, ToolResult
-from ..idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore
+from ..idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore, canonical_json
 from ..policy import Actor, Approval
 from ..registry import Registry
-from .backend import WAIT_LIMIT_S, TicketBackend
-from .baseline import build_baseline_registry
-from .candidate import build_candidate_registry
-from .cases import Case
+from .cases import Case, CaseFileError, CaseProblem, Steps
+from .definition import Lab, Surface
 from .pointer import MISSING, resolve_pointer
 
 __all__ = [
     "DEFAULT_APPROVER",
     "LAB_CURSOR_SECRET",
+    "LAB_FINGERPRINT_KEY",
     "LAB_NOW",
-    "STRATEGY_BUILDERS",
+    "WAIT_LIMIT_S",
     "CallRun",
-    "StrategyRun",
+    "SurfaceRun",
+    "registry_options",
     "replay_case",
 ]
 
 LAB_NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the registry's wall clock during a replay
 LAB_CURSOR_SECRET = b"agent-lab tool-eval cursor secret (fixed so reports are reproducible)"
+LAB_FINGERPRINT_KEY = b"agent-lab tool-eval fingerprint key (fixed so reports are reproducible)"
 DEFAULT_APPROVER = "supervisor@lab.example"
 DEFAULT_APPROVAL_TTL_S = 300.0
 POLL_INTERVAL_S = 0.002
-
-RegistryBuilder = Callable[..., Registry]
-STRATEGY_BUILDERS: Mapping[str, RegistryBuilder] = {
-    "baseline": build_baseline_registry,
-    "candidate": build_candidate_registry,
-}
+WAIT_LIMIT_S = 5.0  # how long a replay waits for background calls, writes and receipts before moving on
 
 
 @dataclass(frozen=True)
@@ -60,91 +62,115 @@ class CallRun:
     arguments: Any
     approved: bool
     view: Mapping[str, Any]
-    leaked_secret: bool  # the view shows a backend secret value
+    leaked_secret: bool  # the view shows a secret of the world
 
 
 @dataclass(frozen=True)
-class StrategyRun:
-    """Everything one strategy did for one case."""
+class SurfaceRun:
+    """Everything one surface did for one case."""
 
     case_id: str
-    strategy: str
+    surface: str
+    role: str
     calls: tuple[CallRun, ...]
     side_effects: int
     duplicate_side_effects: int
+    secrets: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # to mask in reports
 
 
-def replay_case(case: Case, strategy: str) -> StrategyRun:
-    """Run `case`'s proposals for `strategy` and report the calls and the side effects they left."""
+def registry_options(receipts: Any) -> dict[str, Any]:
+    """The keyword arguments a surface's `build(world, **options)` hands on to `Registry(**options)`."""
+    return {"receipts": receipts, "clock": _lab_clock, "cursor_secret": LAB_CURSOR_SECRET}
+
+
+def _lab_clock() -> float:
+    return LAB_NOW
+
+
+def replay_case(case: Case, surface: str | Surface, *, lab: Lab | None = None) -> SurfaceRun:
+    """Run `case`'s proposals for `surface` (a name, a role or a Surface of `lab`; default lab: the
+    built-in one) and report the calls and the side effects they left. ValueError if the case does not
+    run that surface."""
+    if lab is None:
+        from .loader import default_lab
+
+        lab = default_lab()
+    target = surface if isinstance(surface, Surface) else lab.surface(surface)
+    steps = case.steps_for(target.name, target.role)
+    if steps is None:
+        raise ValueError(f"case {case.case_id!r} does not run surface {target.name!r}")
+    prefix = "calls" if case.shared_calls else f"calls/{target.name if target.name in case.calls else target.role}"
     with tempfile.TemporaryDirectory(prefix="agent-lab-") as workdir:
-        session = _Session(case, strategy, Path(workdir))
+        session = _Session(case, lab, target, prefix, Path(workdir))
         try:
-            for step in case.calls[strategy]:
-                session.run_step(step)
-        finally:
+            for position, step in enumerate(steps):
+                session.run_step(position, step)
             session.finish()
-    return StrategyRun(
-        case_id=case.case_id,
-        strategy=strategy,
-        calls=tuple(session.results.get(index) or session.unanswered(index) for index in range(session.next_index)),
-        side_effects=session.backend.effect_count,
-        duplicate_side_effects=session.backend.duplicate_count,
-    )
+        except BaseException:
+            session.abandon()
+            raise
+    return session.surface_run()
 
 
 class _Session:
-    """The state of one replay: backend, registry, receipts, background calls and results."""
+    """The state of one replay: world, registry, receipts, background calls and results."""
 
-    def __init__(self, case: Case, strategy: str, workdir: Path) -> None:
+    def __init__(self, case: Case, lab: Lab, surface: Surface, prefix: str, workdir: Path) -> None:
         self.case = case
-        self.strategy = strategy
-        self.actor = case.actor_for_run()
-        self.backend = TicketBackend(**case.backend)
-        self.secrets = self.backend.secret_values()
+        self.lab = lab
+        self.surface = surface
+        self.prefix = prefix  # where this surface's steps are in the case line, for messages
+        self.actor = self._case_value("actor", case.actor_for_run)
+        self.world = lab.new_world(case.world)
+        self.secrets = set(lab.secrets_of(self.world))
         self.receipt_path = workdir / "receipts.sqlite3"
-        self.results: dict[int, CallRun] = {}
+        self.results: dict[int, tuple[ToolCall, bool, Mapping[str, Any]]] = {}
         self.started: dict[int, tuple[ToolCall, bool]] = {}  # index -> (call, approved)
         self.keys: list[ReceiptKey] = []
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
         self.next_index = 0
         self.writes_before_background = 0  # writes started when the latest background call was launched
+        self.effects: list[Any] = []
         self.receipts, self.registry = self._open_registry()
 
     def _open_registry(self) -> tuple[Any, Registry]:
         if self.case.receipts == "sqlite":
-            receipts: Any = SqliteReceiptStore(str(self.receipt_path))
+            receipts: Any = SqliteReceiptStore(str(self.receipt_path), fingerprint_key=LAB_FINGERPRINT_KEY)
         else:
-            receipts = InMemoryReceiptStore()
-        registry = STRATEGY_BUILDERS[self.strategy](
-            self.backend, receipts=receipts, clock=lambda: LAB_NOW, cursor_secret=LAB_CURSOR_SECRET
-        )
+            receipts = InMemoryReceiptStore(fingerprint_key=LAB_FINGERPRINT_KEY)
+        try:
+            registry = self.lab.build(self.surface, self.world, **registry_options(receipts))
+        except BaseException:
+            receipts.close()
+            raise
         return receipts, registry
 
     # -- steps -----------------------------------------------------------------------------------
 
-    def run_step(self, step: Mapping[str, Any]) -> None:
+    def run_step(self, position: int, step: Mapping[str, Any]) -> None:
         marker = step.get("do")
         if marker == "restart":
             self._restart()
         elif marker == "await_write_started":
-            self.backend.wait_write_started(self.writes_before_background + 1)
+            self._await_write_started()
         elif marker == "settle":
             self._settle()
         else:
-            self._call(step)
+            self._call(position, step)
 
-    def _call(self, step: Mapping[str, Any]) -> None:
+    def _call(self, position: int, step: Mapping[str, Any]) -> None:
         index = self.next_index
         self.next_index += 1
         call = ToolCall(
-            step["tool"], self._resolve_references(step["arguments"]), f"{self.case.case_id}:{self.strategy}:{index}"
+            step["tool"], self._resolve_references(step["arguments"]), f"{self.case.case_id}:{self.surface.name}:{index}"
         )
-        approval = self._approval(step.get("approval"), call)
+        approval = self._case_value(f"{position}/approval", lambda: self._approval(step.get("approval"), call))
         self.started[index] = (call, approval is not None)
         self._remember_key(call)
         if step.get("background"):
-            self.writes_before_background = self.backend.writes_started  # its own write is the next one
+            if self.lab.writes_started is not None:
+                self.writes_before_background = self.lab.writes_started_in(self.world)  # its own write is next
             thread = threading.Thread(target=self._invoke, args=(index, call, approval), daemon=True,
                                       name=f"lab-{call.call_id}")
             self.threads.append(thread)
@@ -153,37 +179,27 @@ class _Session:
             self._invoke(index, call, approval)
 
     def _invoke(self, index: int, call: ToolCall, approval: Approval | None) -> None:
-        result = self.registry.invoke(call, actor=self.actor, approval=approval)
-        with self.lock:
-            self.results[index] = self._call_run(index, call, approval, result)
-
-    def _call_run(self, index: int, call: ToolCall, approval: Approval | None, result: ToolResult) -> CallRun:
+        result: ToolResult = self.registry.invoke(call, actor=self.actor, approval=approval)
         view = result.to_model()
-        text = json.dumps(view, ensure_ascii=False, sort_keys=True)
-        return CallRun(
-            index=index,
-            call_id=call.call_id or "",
-            tool=call.name,
-            arguments=call.arguments,
-            approved=approval is not None,
-            view=view,
-            leaked_secret=any(secret in text for secret in self.secrets),
-        )
+        with self.lock:
+            self.results[index] = (call, approval is not None, view)
 
-    def unanswered(self, index: int) -> CallRun:
-        """The record of a call still running when the replay stopped waiting: it keeps its place (later
-        calls are not shifted onto its index) and every grade on it fails."""
-        call, approved = self.started[index]
-        return CallRun(index=index, call_id=call.call_id or "", tool=call.name, arguments=call.arguments,
-                       approved=approved, view={"unanswered": "the call had not returned when the replay stopped waiting"},
-                       leaked_secret=False)
+    def _case_value(self, where: str, build: Any) -> Any:
+        """`build()`, turning what the library refuses about a case value into a problem at FILE:LINE."""
+        try:
+            return build()
+        except (TypeError, ValueError, OverflowError) as error:  # the library's own, safe messages
+            location = where if where == "actor" else f"{self.prefix}/{where}"
+            message = " ".join(str(error).split()) or type(error).__name__
+            raise CaseFileError([CaseProblem(self.case.source_path, self.case.source_line,
+                                             f"'{location}' cannot be replayed: {message}")]) from None
 
     def _resolve_references(self, value: Any) -> Any:
         """Replace `{"$from_call": i, "pointer": p}` by the value at p in call i's model view (null if absent)."""
         if isinstance(value, dict):
             if set(value) == {"$from_call", "pointer"}:
                 earlier = self.results.get(value["$from_call"])
-                found = resolve_pointer(earlier.view, value["pointer"]) if earlier is not None else MISSING
+                found = resolve_pointer(earlier[2], value["pointer"]) if earlier is not None else MISSING
                 return None if found is MISSING else found
             return {key: self._resolve_references(item) for key, item in value.items()}
         if isinstance(value, list):
@@ -202,6 +218,7 @@ class _Session:
             approved_call,
             actor=approved_actor,
             approver=options.get("approver", DEFAULT_APPROVER),
+            registry=self.registry,
             ttl_s=options.get("ttl_s", DEFAULT_APPROVAL_TTL_S),
             now=LAB_NOW - options.get("age_s", 0),
         )
@@ -213,25 +230,40 @@ class _Session:
             return
         key_name = self.registry.spec(call.name).idempotency_key
         if key_name is not None and isinstance(call.arguments.get(key_name), str):
-            self.keys.append(ReceiptKey(self.actor.tenant, call.name, call.arguments[key_name]))
+            with contextlib.suppress(TypeError, ValueError):  # a key the store refuses is never in progress
+                self.keys.append(ReceiptKey(self.actor.tenant, call.name, call.arguments[key_name]))
 
     # -- markers ---------------------------------------------------------------------------------
 
+    def _await_write_started(self) -> None:
+        """Wait until the latest background call's own write has begun: the one after those that had
+        begun when it was launched."""
+        self._wait_for_writes(self.writes_before_background + 1)
+
+    def _wait_for_writes(self, count: int) -> None:
+        """Wait until `count` writes have begun in the world (or the wait limit passes)."""
+        give_up = time.monotonic() + WAIT_LIMIT_S
+        while self.lab.writes_started_in(self.world) < count and time.monotonic() < give_up:
+            time.sleep(POLL_INTERVAL_S)
+
     def _settle(self) -> None:
-        """Wait for background calls to return, then end held backend operations and wait for the late
-        handlers and their receipts. In that order: a call that returns at its deadline has answered
-        before its held write lands, however slow the machine, so its answer is the same on every run."""
+        """Wait for background calls to return, then let the world end its held operations and wait
+        for the late handlers and their receipts. In that order: a call that returns at its deadline has
+        answered before its held write lands, however slow the machine, so its answer is the same on
+        every run."""
         for thread in self.threads:
             thread.join(WAIT_LIMIT_S)
         self.threads = [thread for thread in self.threads if thread.is_alive()]
-        self.backend.release_held()
-        self.backend.wait_idle()
+        self.lab.settle_world(self.world)
         give_up = time.monotonic() + WAIT_LIMIT_S
         while any(self._in_progress(key) for key in self.keys) and time.monotonic() < give_up:
             time.sleep(POLL_INTERVAL_S)
 
     def _in_progress(self, key: ReceiptKey) -> bool:
-        reservation = self.receipts.lookup(key)
+        try:
+            reservation = self.receipts.lookup(key)
+        except Exception:  # noqa: BLE001 - a store that cannot answer has nothing left to wait for
+            return False
         return reservation is not None and reservation.status is ReservationStatus.IN_PROGRESS
 
     def _restart(self) -> None:
@@ -245,5 +277,73 @@ class _Session:
         self.receipts.close()
 
     def finish(self) -> None:
+        """Settle, read what the world observed, and close."""
         self._settle()
+        self.effects = self.lab.effects_of(self.world)
+        self.secrets |= self.lab.secrets_of(self.world)
         self._close()
+
+    def abandon(self) -> None:
+        """Close after a failure, calling none of the lab's code again."""
+        with contextlib.suppress(Exception):
+            self._close()
+
+    # -- the record ------------------------------------------------------------------------------
+
+    def surface_run(self) -> SurfaceRun:
+        secrets = frozenset(self.secrets)
+        return SurfaceRun(
+            case_id=self.case.case_id,
+            surface=self.surface.name,
+            role=self.surface.role,
+            calls=tuple(self._call_run(index, secrets) for index in range(self.next_index)),
+            side_effects=len(self.effects),
+            duplicate_side_effects=_duplicates(self.effects),
+            secrets=secrets,
+        )
+
+    def _call_run(self, index: int, secrets: frozenset[str]) -> CallRun:
+        """The record of call `index`. A call still running when the replay stopped waiting keeps its
+        place (later calls are not shifted onto its index) and every grade on it fails."""
+        call, approved = self.started[index]
+        answer = self.results.get(index)
+        view: Mapping[str, Any] = answer[2] if answer is not None else {
+            "unanswered": "the call had not returned when the replay stopped waiting"}
+        return CallRun(index=index, call_id=call.call_id or "", tool=call.name, arguments=call.arguments,
+                       approved=approved, view=view, leaked_secret=answer is not None and shows_secret(view, secrets))
+
+
+def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
+    """Whether any secret appears in `view`: in any string or member name, or in its JSON text."""
+    if not secrets:
+        return False
+    text = json.dumps(view, ensure_ascii=False, sort_keys=True)
+    return any(secret in text for secret in secrets) or any(
+        secret in string for string in _strings(view) for secret in secrets)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, member names included (an explicit stack: no depth limit applies)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                if isinstance(key, str):
+                    yield key
+                stack.append(member)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+def _duplicates(records: list[Any]) -> int:
+    """Records equal, as canonical JSON, to an earlier record of the same replay."""
+    seen: set[str] = set()
+    duplicates = 0
+    for record in records:
+        text = canonical_json(record)
+        duplicates += text in seen
+        seen.add(text)
+    return duplicates

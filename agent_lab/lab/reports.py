@@ -1,8 +1,10 @@
 """Render the tool-eval reports in memory, then write them atomically.
 
 Reports are deterministic: no timestamps, no durations, no absolute paths, stable ordering, fixed
-call and approval ids. Every rendered file passes through `redact_text` with the backend's secret values
-as a last line of defence, so a strategy that leaks a secret to the model never leaks it into a report.
+call and approval ids. They name the lab and its surfaces and cover every surface, however many. Secret
+values (every secret any world of the run held) are masked in every text cell before it is cut to
+length, so no part of a secret survives a cut, and every rendered file passes through `redact_text`
+again as a last line of defence: a surface that leaks a secret to the model never leaks it into a report.
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from ..redaction import redact, redact_text
-from .backend import SECRET_FIELDS, TicketBackend
-from .cases import STRATEGIES
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
@@ -31,9 +31,14 @@ SCOPE = (
     "only by the runtime. Timing-dependent cases use real, short deadlines."
 )
 MAX_CELL = 160
+NOT_RUN = "not run"
+NOT_RUN_REASON = "not run: the case has no steps for this surface"
 NOT_XML_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 "Char"
-SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP = 720, 230, 380, 22, 56
-SVG_COLOURS = {"baseline": "#9aa0a6", "candidate": "#1a73e8"}
+SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP, SVG_LEGEND_ENTRY = 720, 230, 380, 22, 56, 260
+SVG_LEGEND_PER_LINE = 2
+SVG_CHARACTER_WIDTH = 7  # a generous estimate at font-size 13, so a long surface name widens the chart
+SVG_BASELINE_COLOUR = "#9aa0a6"
+SVG_CANDIDATE_COLOURS = ("#1a73e8", "#e8710a", "#188038", "#a142f4", "#d01884", "#12b5cb")
 
 
 def display_path(path: str) -> str:
@@ -49,7 +54,6 @@ def display_path(path: str) -> str:
 
 def render_reports(evaluation: Any) -> dict[str, str]:
     """Every report file's text, keyed by file name (junit.xml included)."""
-    secrets = TicketBackend().secret_values()
     rendered = {
         "tool-comparison.json": _comparison_json(evaluation),
         "tool-comparison.md": _comparison_md(evaluation),
@@ -58,7 +62,7 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-runs.jsonl": _runs_jsonl(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
-    return {name: redact_text(text, secrets) for name, text in rendered.items()}
+    return {name: redact_text(text, evaluation.secrets) for name, text in rendered.items()}
 
 
 class ReportWriteError(Exception):
@@ -171,15 +175,16 @@ def _inline(text: str) -> str:
     return " ".join(text.split())
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, secrets: Collection[str]) -> str:
+    """One table cell or message fragment: on one line, secrets masked, then cut to `MAX_CELL`.
+
+    Masking comes first: cut first, and a secret that crosses the cut would leave its first part behind,
+    which no later masking can recognise."""
     text = _inline(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True))
+    text = redact_text(text, secrets)
     if len(text) > MAX_CELL:
         text = text[: MAX_CELL - 1] + "…"
     return text.replace("\\", "\\\\").replace("|", "\\|")
-
-
-def _strategy_label(evaluation: Any, strategy: str) -> str:
-    return f"{strategy} ({evaluation.metrics[strategy]['name']})"
 
 
 def _case_files(evaluation: Any) -> list[str]:
@@ -190,31 +195,41 @@ def _failed(result: CaseResult) -> list[Any]:
     return [grade for grade in result.grades if not grade.passed]
 
 
+def _gating_order(evaluation: Any) -> list[Any]:
+    """Candidates first (they gate), in the lab's order, then the baseline."""
+    return list(evaluation.candidates) + ([evaluation.baseline] if evaluation.baseline is not None else [])
+
+
 # -- tool-comparison.json ------------------------------------------------------------------------
 
 
 def _comparison_json(evaluation: Any) -> str:
-    baseline = {result.case.case_id: result for result in evaluation.results["baseline"]}
+    results = {surface.name: {result.case.case_id: result for result in evaluation.results[surface.name]}
+               for surface in evaluation.surfaces}
+    baseline = evaluation.baseline
     document = {
+        "lab": evaluation.lab,
         "case_files": _case_files(evaluation),
-        "strategies": {strategy: dict(evaluation.metrics[strategy]) for strategy in STRATEGIES},
-        "comparison": {key: list(value) for key, value in evaluation.comparison.items()},
+        "surfaces": {surface.name: dict(evaluation.metrics[surface.name]) for surface in evaluation.surfaces},
+        "baseline": baseline.name if baseline is not None else None,
+        "comparison": {candidate: {key: list(value) for key, value in buckets.items()}
+                       for candidate, buckets in evaluation.comparison.items()},
         "gate": {"passed": evaluation.gate_passed, "checks": [check.to_dict() for check in evaluation.gate]},
         "cases": [
             {
-                "case_id": result.case.case_id,
-                "intent": result.case.intent,
-                "source": f"{display_path(result.case.source_path)}:{result.case.source_line}",
-                "baseline": _verdict(baseline[result.case.case_id]),
-                "candidate": _verdict(result),
+                "case_id": case.case_id,
+                "intent": case.intent,
+                "source": f"{display_path(case.source_path)}:{case.source_line}",
+                "surfaces": {name: _verdict(by_case[case.case_id]) for name, by_case in results.items()},
             }
-            for result in evaluation.results["candidate"]
+            for case in evaluation.cases
         ],
         "definitions": {
             "catalog_tokens_estimate": f"ceil(catalog_bytes / {BYTES_PER_TOKEN})",
             "actionable_error_rate": "errors whose next_action is not 'stop' / all errors",
             "unsafe_side_effects": "effects beyond each case's expected count, summed",
             "duplicate_side_effects": "effects that exactly repeat an earlier effect of the same case",
+            "cases_not_run": "cases without steps for the surface: never counted as passed",
         },
         "scope": SCOPE,
     }
@@ -222,11 +237,13 @@ def _comparison_json(evaluation: Any) -> str:
 
 
 def _verdict(result: CaseResult) -> dict[str, Any]:
+    run = result.run
     return {
+        "ran": run is not None,
         "passed": result.passed,
         "failed_grades": [grade.name for grade in _failed(result)],
-        "side_effects": result.run.side_effects,
-        "duplicate_side_effects": result.run.duplicate_side_effects,
+        "side_effects": run.side_effects if run is not None else None,
+        "duplicate_side_effects": run.duplicate_side_effects if run is not None else None,
     }
 
 
@@ -234,6 +251,7 @@ def _verdict(result: CaseResult) -> dict[str, Any]:
 
 _METRIC_ROWS = (
     ("cases passed", "cases_passed"),
+    ("cases not run", "cases_not_run"),
     ("case pass rate", "case_pass_rate"),
     ("calls replayed", "calls"),
     ("errors", "errors"),
@@ -248,24 +266,35 @@ _METRIC_ROWS = (
 )
 
 
+def _title(evaluation: Any) -> str:
+    names = [surface.name for surface in evaluation.surfaces]
+    return f"Tool comparison: {' vs '.join(names)}" if len(names) > 1 else f"Tool contracts: {names[0]}"
+
+
 def _comparison_md(evaluation: Any) -> str:
     metrics = evaluation.metrics
+    surfaces = evaluation.surfaces
     passed = sum(check.passed for check in evaluation.gate)
+    listed = ", ".join(f"`{surface.name}` ({surface.role})" for surface in surfaces)
     lines = [
-        f"# Tool comparison: {metrics['baseline']['name']} vs {metrics['candidate']['name']}",
+        f"# {_title(evaluation)}",
+        "",
+        f"Lab: `{evaluation.lab}`. Surfaces: {listed}.",
         "",
         f"Gate: **{'PASSED' if evaluation.gate_passed else 'FAILED'}** ({passed} of {len(evaluation.gate)} checks). "
         f"Cases: {len(evaluation.cases)} from {', '.join(_case_files(evaluation))}.",
         "",
-        "![Baseline and candidate side by side](tool-comparison.svg)",
+        "![Every surface side by side](tool-comparison.svg)",
         "",
         "## Metrics",
         "",
-        f"| metric | {_strategy_label(evaluation, 'baseline')} | {_strategy_label(evaluation, 'candidate')} |",
-        "| --- | ---: | ---: |",
+        "| metric | " + " | ".join(surface.label for surface in surfaces) + " |",
+        "| --- |" + " ---: |" * len(surfaces),
     ]
+    some_not_run = any(metrics[surface.name]["cases_not_run"] for surface in surfaces)
     for label, key in _METRIC_ROWS:
-        lines.append(f"| {label} | {metrics['baseline'][key]} | {metrics['candidate'][key]} |")
+        if key != "cases_not_run" or some_not_run:
+            lines.append(f"| {label} | " + " | ".join(str(metrics[surface.name][key]) for surface in surfaces) + " |")
     lines += [
         "",
         "Actionable error rate: errors whose `next_action` is not `stop`, over all errors. Unsafe side effects: "
@@ -277,74 +306,106 @@ def _comparison_md(evaluation: Any) -> str:
     ]
     lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {check.detail}" for check in evaluation.gate]
     lines += ["", "## Changed cases", ""] + _changed_cases(evaluation)
-    lines += ["", "## Every case", "", "| case | intent | baseline | candidate |", "| --- | --- | --- | --- |"]
-    baseline = {result.case.case_id: result for result in evaluation.results["baseline"]}
-    for result in evaluation.results["candidate"]:
-        before = baseline[result.case.case_id]
-        lines.append(f"| {result.case.case_id} | {_cell(result.case.intent)} | {_mark(before)} | {_mark(result)} |")
+    lines += ["", "## Every case", "",
+              "| case | intent | " + " | ".join(surface.name for surface in surfaces) + " |",
+              "| --- | --- |" + " --- |" * len(surfaces)]
+    by_surface = [evaluation.results[surface.name] for surface in surfaces]
+    for number, case in enumerate(evaluation.cases):
+        marks = " | ".join(_mark(results[number]) for results in by_surface)
+        lines.append(f"| {case.case_id} | {_cell(case.intent, evaluation.secrets)} | {marks} |")
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
 
 
 def _mark(result: CaseResult) -> str:
+    if not result.ran:
+        return NOT_RUN
     return "pass" if result.passed else f"fail ({len(_failed(result))})"
 
 
 def _changed_cases(evaluation: Any) -> list[str]:
-    comparison = evaluation.comparison
+    if evaluation.baseline is None:
+        return ["No baseline surface: there is nothing to compare against."]
     intents = {case.case_id: _inline(case.intent) for case in evaluation.cases}
-    lines = [f"Improvements (baseline fails, candidate passes): {len(comparison['improvements'])}.", ""]
-    lines += [f"- `{case_id}`: {intents[case_id]}" for case_id in comparison["improvements"]]
-    lines += ["", f"Regressions (baseline passes, candidate fails): {len(comparison['regressions'])}."]
-    if comparison["regressions"]:
-        lines += [""] + [f"- `{case_id}`: {intents[case_id]}" for case_id in comparison["regressions"]]
-    lines += ["", "Unchanged: both pass: " + (", ".join(f"`{c}`" for c in comparison["both_pass"]) or "none")
-              + "; both fail: " + (", ".join(f"`{c}`" for c in comparison["both_fail"]) or "none") + "."]
-    return lines
+    lines: list[str] = []
+    for candidate, comparison in evaluation.comparison.items():
+        if len(evaluation.comparison) > 1:
+            lines += [f"### {candidate} against {evaluation.baseline.name}", ""]
+        lines += [f"Improvements (baseline fails, candidate passes): {len(comparison['improvements'])}.", ""]
+        lines += [f"- `{case_id}`: {intents[case_id]}" for case_id in comparison["improvements"]]
+        lines += ["", f"Regressions (baseline passes, candidate fails): {len(comparison['regressions'])}."]
+        if comparison["regressions"]:
+            lines += [""] + [f"- `{case_id}`: {intents[case_id]}" for case_id in comparison["regressions"]]
+        lines += ["", "Unchanged: both pass: " + (", ".join(f"`{c}`" for c in comparison["both_pass"]) or "none")
+                  + "; both fail: " + (", ".join(f"`{c}`" for c in comparison["both_fail"]) or "none") + ".", ""]
+    return lines[:-1]
 
 
 # -- tool-comparison.svg -------------------------------------------------------------------------
 
+_HIGHER, _LOWER, _COST = "higher is better", "lower is better", "a cost: lower is cheaper, never a win"
 _CHART_ROWS = (
-    ("cases passed", "cases_passed", "cases"),
-    ("actionable errors (%)", "actionable_error_rate", None),
-    ("unsafe side effects", "unsafe_side_effects", None),
-    ("duplicate side effects", "duplicate_side_effects", None),
-    ("secret leaks", "secret_leaks", None),
-    ("catalog tokens (est.)", "catalog_tokens_estimate", None),
+    ("cases passed", "cases_passed", "cases", _HIGHER),
+    ("actionable errors (%)", "actionable_error_rate", None, _HIGHER),
+    ("unsafe side effects", "unsafe_side_effects", None, _LOWER),
+    ("duplicate side effects", "duplicate_side_effects", None, _LOWER),
+    ("secret leaks", "secret_leaks", None, _LOWER),
+    ("catalog tokens (est.)", "catalog_tokens_estimate", None, _COST),
 )
 
 
+def _colours(evaluation: Any) -> dict[str, str]:
+    colours = {candidate.name: SVG_CANDIDATE_COLOURS[number % len(SVG_CANDIDATE_COLOURS)]
+               for number, candidate in enumerate(evaluation.candidates)}
+    if evaluation.baseline is not None:
+        colours[evaluation.baseline.name] = SVG_BASELINE_COLOUR
+    return colours
+
+
 def _chart_svg(evaluation: Any) -> str:
-    """A horizontal grouped bar chart; each group is scaled to its own maximum and labelled with values."""
-    metrics = evaluation.metrics
-    height = SVG_TOP + len(_CHART_ROWS) * (2 * SVG_ROW + 14) + 10
+    """A horizontal grouped bar chart, one bar per surface. Each group is scaled to its own maximum,
+    labelled with values, and says whether lower or higher is better; a cost is drawn as an outline, so
+    a longer bar there never reads as a win."""
+    metrics, surfaces, colours = evaluation.metrics, evaluation.surfaces, _colours(evaluation)
+    legend_lines = -(-len(surfaces) // SVG_LEGEND_PER_LINE)
+    top = SVG_TOP + (legend_lines - 1) * SVG_ROW
+    group = max(len(surfaces) * SVG_ROW, 2 * SVG_ROW) + 14
+    height = top + len(_CHART_ROWS) * group + 10
+    width = max([SVG_WIDTH] + [SVG_LABEL_WIDTH + (number % SVG_LEGEND_PER_LINE) * SVG_LEGEND_ENTRY + 20
+                               + SVG_CHARACTER_WIDTH * len(surface.label) for number, surface in enumerate(surfaces)])
+    names = " vs ".join(surface.name for surface in surfaces)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
-        f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="sans-serif" font-size="13">',
-        f'<title>{escape(metrics["baseline"]["name"])} vs {escape(metrics["candidate"]["name"])}</title>',
-        f'<rect width="{SVG_WIDTH}" height="{height}" fill="#ffffff"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
+        f"<title>{escape(names)}</title>",
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
     ]
-    for number, strategy in enumerate(STRATEGIES):
-        x = SVG_LABEL_WIDTH + number * 260
-        parts.append(f'<rect x="{x}" y="14" width="14" height="14" fill="{SVG_COLOURS[strategy]}"/>')
-        parts.append(f'<text x="{x + 20}" y="26">{escape(_strategy_label(evaluation, strategy))}</text>')
-    y = SVG_TOP
-    for label, key, total_key in _CHART_ROWS:
-        values = {strategy: metrics[strategy][key] for strategy in STRATEGIES}
+    for number, surface in enumerate(surfaces):
+        x = SVG_LABEL_WIDTH + (number % SVG_LEGEND_PER_LINE) * SVG_LEGEND_ENTRY
+        y = 14 + (number // SVG_LEGEND_PER_LINE) * SVG_ROW
+        parts.append(f'<rect x="{x}" y="{y}" width="14" height="14" fill="{colours[surface.name]}"/>')
+        parts.append(f'<text x="{x + 20}" y="{y + 12}">{escape(surface.label)}</text>')
+    y = top
+    for label, key, total_key, direction in _CHART_ROWS:
+        values = {surface.name: metrics[surface.name][key] for surface in surfaces}
         if key.endswith("_rate"):
-            values = {strategy: round(value * 100, 1) for strategy, value in values.items()}
-        scale = max([1] + [metrics[s][total_key] for s in STRATEGIES if total_key] + list(values.values()))
-        parts.append(f'<text x="10" y="{y + SVG_ROW + 4}">{escape(label)}</text>')
-        for strategy in STRATEGIES:
-            width = round(SVG_BAR_MAX * values[strategy] / scale, 1) if scale else 0
-            suffix = f" / {metrics[strategy][total_key]}" if total_key else ""
-            parts.append(f'<rect x="{SVG_LABEL_WIDTH}" y="{y}" width="{width}" height="{SVG_ROW - 4}" '
-                         f'fill="{SVG_COLOURS[strategy]}"/>')
-            parts.append(f'<text x="{SVG_LABEL_WIDTH + width + 6}" y="{y + SVG_ROW - 8}">'
-                         f'{values[strategy]}{suffix}</text>')
-            y += SVG_ROW
-        y += 14
+            values = {name: round(value * 100, 1) for name, value in values.items()}
+        totals = [metrics[surface.name][total_key] for surface in surfaces] if total_key else []
+        scale = max([1] + totals + list(values.values()))
+        parts.append(f'<text x="10" y="{y + SVG_ROW - 4}">{escape(label)}</text>')
+        parts.append(f'<text x="10" y="{y + 2 * SVG_ROW - 6}" font-size="11" fill="#5f6368">{escape(direction)}</text>')
+        row_y = y
+        for surface in surfaces:
+            width = round(SVG_BAR_MAX * values[surface.name] / scale, 1) if scale else 0
+            suffix = f" / {metrics[surface.name][total_key]}" if total_key else ""
+            colour = colours[surface.name]
+            paint = (f'fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="4 2"' if direction == _COST
+                     else f'fill="{colour}"')
+            parts.append(f'<rect x="{SVG_LABEL_WIDTH}" y="{row_y}" width="{width}" height="{SVG_ROW - 4}" {paint}/>')
+            parts.append(f'<text x="{SVG_LABEL_WIDTH + width + 6}" y="{row_y + SVG_ROW - 8}">'
+                         f"{values[surface.name]}{suffix}</text>")
+            row_y += SVG_ROW
+        y += group
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -354,24 +415,31 @@ def _chart_svg(evaluation: Any) -> str:
 
 def _failures_md(evaluation: Any) -> str:
     lines = ["# Tool failures", "",
-             "Each failing case per strategy, with every grade that differed (expected vs actual). Candidate "
-             "failures fail the gate; baseline failures are the expected weaknesses of the wide tool and do not.",
+             "Each failing case per surface, with every grade that differed (expected vs actual). Candidate "
+             "failures fail the gate; baseline failures are expected weaknesses of the reference surface and do not.",
              ""]
-    for strategy in ("candidate", "baseline"):
-        failing = [result for result in evaluation.results[strategy] if not result.passed]
-        lines += [f"## {_strategy_label(evaluation, strategy)}: {len(failing)} failing case(s)", ""]
-        if not failing:
+    for surface in _gating_order(evaluation):
+        results = evaluation.results[surface.name]
+        failing = [result for result in results if result.ran and not result.passed]
+        not_run = [result.case.case_id for result in results if not result.ran]
+        heading = f"## {surface.label}: {len(failing)} failing case(s)"
+        lines += [heading + (f", {len(not_run)} not run" if not_run else ""), ""]
+        if not failing and not not_run:
             lines += ["None.", ""]
         for result in failing:
-            lines += _failure_block(result)
+            lines += _failure_block(result, evaluation.secrets)
+        if not_run:
+            lines += ["Not run (the case has no steps for this surface): "
+                      + ", ".join(f"`{case_id}`" for case_id in not_run) + ".", ""]
     return "\n".join(lines)
 
 
-def _failure_block(result: CaseResult) -> list[str]:
+def _failure_block(result: CaseResult, secrets: Collection[str]) -> list[str]:
     case = result.case
     lines = [f"### {case.case_id}", "", f"{_inline(case.intent)} ({display_path(case.source_path)}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
-    lines += [f"| {_cell(grade.name)} | {_cell(grade.expected)} | {_cell(grade.actual)} |" for grade in _failed(result)]
+    lines += [f"| {_cell(grade.name, secrets)} | {_cell(grade.expected, secrets)} | {_cell(grade.actual, secrets)} |"
+              for grade in _failed(result)]
     return lines + [""]
 
 
@@ -380,29 +448,34 @@ def _failure_block(result: CaseResult) -> list[str]:
 
 def _runs_jsonl(evaluation: Any) -> str:
     lines: list[str] = []
-    for strategy in STRATEGIES:
-        for result in evaluation.results[strategy]:
-            lines.extend(_run_lines(result))
+    for surface in evaluation.surfaces:
+        for result in evaluation.results[surface.name]:
+            lines.extend(_run_lines(result, evaluation.redact_fields))
     return "".join(line + "\n" for line in lines)
 
 
-def _run_lines(result: CaseResult) -> Iterable[str]:
+def _run_lines(result: CaseResult, redact_fields: Collection[str]) -> Iterable[str]:
     run = result.run
+    if run is None:
+        yield _json_line({"kind": "case", "case_id": result.case.case_id, "surface": result.surface, "ran": False,
+                          "passed": False})
+        return
     for call in run.calls:
         yield _json_line({
             "kind": "call",
             "case_id": run.case_id,
-            "strategy": run.strategy,
+            "surface": run.surface,
             "call_id": call.call_id,
             "tool": call.tool,
-            "arguments": redact(call.arguments, SECRET_FIELDS),
+            "arguments": redact(call.arguments, redact_fields),
             "approved": call.approved,
             "result": call.view,
         })
     yield _json_line({
         "kind": "case",
         "case_id": run.case_id,
-        "strategy": run.strategy,
+        "surface": run.surface,
+        "ran": True,
         "passed": result.passed,
         "grades": [grade.to_dict() for grade in result.grades],
         "side_effects": run.side_effects,
@@ -415,14 +488,15 @@ def _run_lines(result: CaseResult) -> Iterable[str]:
 
 
 def _junit_xml(evaluation: Any) -> str:
-    """One testcase per case and strategy, plus one per gate check.
+    """One testsuite per surface with one testcase per case, plus one testcase per gate check.
 
-    Candidate failures are <failure>s. Baseline failures are <skipped> ("expected baseline failure"),
-    so a CI system shows them without failing the build; only the candidate and the gate can fail it.
+    A candidate's failures (and cases it does not run) are <failure>s. A baseline's are <skipped>
+    ("expected baseline failure"), so a CI system shows them without failing the build; only the
+    candidates and the gate can fail it.
     """
-    suites = [_suite(f"tool-eval.{strategy}", _strategy_label(evaluation, strategy),
-                     [_case_xml(result, strategy) for result in evaluation.results[strategy]])
-              for strategy in ("candidate", "baseline")]
+    suites = [_suite(f"tool-eval.{surface.name}", surface.label,
+                     [_case_xml(result, surface.baseline, evaluation.secrets) for result in evaluation.results[surface.name]])
+              for surface in _gating_order(evaluation)]
     gate_cases = [(check.name, None if check.passed else check.detail, None) for check in evaluation.gate]
     suites.append(_suite("tool-eval.gate", "gate", gate_cases))
     tests = sum(suite[1] for suite in suites)
@@ -434,15 +508,18 @@ def _junit_xml(evaluation: Any) -> str:
             f"{body}</testsuites>\n")
 
 
-def _case_xml(result: CaseResult, strategy: str) -> tuple[str, str | None, str | None]:
+def _case_xml(result: CaseResult, baseline: bool, secrets: Collection[str]) -> tuple[str, str | None, str | None]:
+    case_id = result.case.case_id
+    if not result.ran:
+        return (case_id, None, NOT_RUN_REASON) if baseline else (case_id, NOT_RUN_REASON, None)
     failed = _failed(result)
     if not failed:
-        return result.case.case_id, None, None
-    detail = "\n".join(f"{grade.name}: expected {_cell(grade.expected)}, actual {_cell(grade.actual)}"
+        return case_id, None, None
+    detail = "\n".join(f"{grade.name}: expected {_cell(grade.expected, secrets)}, actual {_cell(grade.actual, secrets)}"
                        for grade in failed)
-    if strategy == "baseline":
-        return result.case.case_id, None, f"expected baseline failure ({len(failed)} grade(s) differ):\n{detail}"
-    return result.case.case_id, detail, None
+    if baseline:
+        return case_id, None, f"expected baseline failure ({len(failed)} grade(s) differ):\n{detail}"
+    return case_id, detail, None
 
 
 def _suite(classname: str, name: str, cases: Sequence[tuple[str, str | None, str | None]]) -> tuple[str, int, int, int]:

@@ -1,7 +1,8 @@
-"""`tool-eval`: load cases, replay them through both strategies, grade, measure, and write the reports.
+"""`tool-eval`: load a lab's cases, replay them on every surface, grade, measure, and write the reports.
 
-This is the one library function the CLI calls. Bad input raises `CaseFileError` before anything is
-written; reports are rendered in memory, then the whole set replaces the old one or nothing does.
+This is the one library function the CLI calls. Bad input raises `CaseFileError` (the case files) or
+`LabError` (the lab's own code) before anything is written; reports are rendered in memory, then the
+whole set replaces the old one or nothing does.
 """
 
 from __future__ import annotations
@@ -10,81 +11,141 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from ..lint import LintConfig, Severity, lint_catalog
-from .backend import TicketBackend
-from .baseline import BASELINE_NAME
-from .candidate import CANDIDATE_NAME
-from .cases import STRATEGIES, Case, load_cases
+from ..lint import LintConfig
+from .cases import Case, load_cases
+from .definition import Lab, Surface
 from .grading import grade_run
-from .metrics import CaseResult, GateCheck, catalog_size, compare, gate_checks, strategy_metrics
-from .replay import STRATEGY_BUILDERS, replay_case
+from .metrics import CaseResult, GateCheck, SurfaceCatalog, compare, gate_checks, surface_catalog, surface_metrics
+from .replay import replay_case
 
 __all__ = [
-    "DEFAULT_CASES",
     "DEFAULT_OUT",
-    "STRATEGY_NAMES",
     "Evaluation",
+    "Progress",
+    "SurfaceMap",
     "evaluate",
+    "progress_line",
+    "quiet_registry_logs",
     "run_tool_eval",
 ]
 
-DEFAULT_CASES = "datasets/tool-cases.jsonl"  # relative to the current directory
 DEFAULT_OUT = "reports"
-STRATEGY_NAMES: Mapping[str, str] = {"baseline": BASELINE_NAME, "candidate": CANDIDATE_NAME}
+Value = TypeVar("Value")
+# Called after each case with its results on every surface, in the lab's surface order.
+Progress = Callable[[Case, Sequence[CaseResult]], None]
+
+
+class SurfaceMap(Mapping[str, Value]):
+    """A read-only mapping keyed by surface name that also answers to a role ("baseline",
+    "candidate") when exactly one surface has it, the way case files may name a surface."""
+
+    def __init__(self, items: Mapping[str, Value], roles: Mapping[str, str]) -> None:
+        self._items = dict(items)
+        self._roles = dict(roles)
+
+    def __getitem__(self, key: str) -> Value:
+        if key in self._items:
+            return self._items[key]
+        holders = [name for name, role in self._roles.items() if role == key]
+        if len(holders) == 1:
+            return self._items[holders[0]]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"SurfaceMap({self._items!r})"
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """Everything one tool-eval run found, ready to render."""
 
+    lab: str
+    surfaces: tuple[Surface, ...]
     case_files: tuple[str, ...]
     cases: tuple[Case, ...]
-    results: Mapping[str, tuple[CaseResult, ...]]  # strategy -> one result per case, in case order
-    metrics: Mapping[str, Mapping[str, Any]]
-    comparison: Mapping[str, Sequence[str]]
+    results: SurfaceMap[tuple[CaseResult, ...]]  # surface -> one result per case, in case order
+    metrics: SurfaceMap[Mapping[str, Any]]
+    comparison: Mapping[str, Mapping[str, Sequence[str]]]  # candidate -> buckets; empty without a baseline
     gate: tuple[GateCheck, ...]
+    secrets: frozenset[str]  # every secret any world of the run held: masked in every report
+    redact_fields: frozenset[str]  # fields some tool redacts: masked in the arguments the runs show
+
+    baseline: Surface | None  # the lab's baseline, if it has one
+    candidates: tuple[Surface, ...]  # the surfaces that gate, in the lab's order
 
     @property
     def gate_passed(self) -> bool:
         return all(check.passed for check in self.gate)
 
 
-def evaluate(case_paths: Sequence[str], *, lint_config: LintConfig | None = None) -> Evaluation:
-    """Replay and grade every case of `case_paths` (raises CaseFileError on bad input). The gate's lint
-    check runs the lint engine (`agent_lab.lint`) over the candidate and fails on any error-level finding."""
-    cases = tuple(load_cases(case_paths))
-    with _registry_warnings_silenced():
-        results = {
-            strategy: tuple(_replay_and_grade(case, strategy) for case in cases) for strategy in STRATEGIES
-        }
-    metrics = {strategy: _metrics(strategy, results[strategy]) for strategy in STRATEGIES}
-    comparison = compare(results)
-    candidate = _fresh_registry("candidate")
-    try:
-        specs = [candidate.spec(name) for name in candidate.names()]
-    finally:
-        candidate.close()
-    lint_errors = [f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}"
-                   for finding in lint_catalog(specs, config=lint_config) if finding.severity is Severity.ERROR]
-    without_output = [spec.name for spec in specs if spec.output_schema is None]
+def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None,
+             lint_config: LintConfig | None = None) -> Evaluation:
+    """Replay and grade every case of `case_paths` on every surface of `lab` (default: the built-in lab).
+
+    The gate's lint check runs the lint engine (`agent_lab.lint`) over each candidate under
+    `lint_config` (the project's `[tool.agent-lab.lint]`; default: every rule at its default severity)
+    and fails on any error-level finding, exactly as `agent-lab lint` would for that surface.
+    Raises CaseFileError on bad case files and LabError when the lab's own code fails.
+    """
+    if lab is None:
+        from .loader import default_lab
+
+        lab = default_lab()
+    cases = tuple(load_cases(case_paths, lab=lab))
+    catalogs, secrets = _inspect_surfaces(lab, lint_config)  # a broken builder shows before any case runs
+    rows = []
+    with quiet_registry_logs():
+        for case in cases:
+            row = tuple(_replay_and_grade(lab, case, surface) for surface in lab.surfaces)
+            if progress is not None:
+                progress(case, row)
+            rows.append(row)
+    roles = {surface.name: surface.role for surface in lab.surfaces}
+    results = {surface.name: tuple(row[column] for row in rows) for column, surface in enumerate(lab.surfaces)}
+    metrics = {surface.name: surface_metrics(surface.name, surface.role, results[surface.name], catalogs[surface.name])
+               for surface in lab.surfaces}
+    baseline = lab.baseline
+    comparison = {candidate.name: compare(results[baseline.name], results[candidate.name])
+                  for candidate in lab.candidates} if baseline is not None else {}
+    gate = [check for candidate in lab.candidates for check in gate_checks(
+        candidate.name, metrics[candidate.name], results[candidate.name], comparison.get(candidate.name),
+        catalogs[candidate.name])]
+    for row in rows:
+        for result in row:
+            if result.run is not None:
+                secrets |= result.run.secrets
     return Evaluation(
+        lab=lab.name,
+        surfaces=tuple(lab.surfaces),
+        baseline=lab.baseline,
+        candidates=lab.candidates,
         case_files=tuple(case_paths),
         cases=cases,
-        results=results,
-        metrics=metrics,
+        results=SurfaceMap(results, roles),
+        metrics=SurfaceMap(metrics, roles),
         comparison=comparison,
-        gate=tuple(gate_checks(metrics, comparison, lint_errors, without_output)),
+        gate=tuple(gate),
+        secrets=frozenset(secrets),
+        redact_fields=frozenset(field for catalog in catalogs.values() for field in catalog.redact_fields),
     )
 
 
 def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OUT,
-                  junit_path: str | Path | None = None) -> Evaluation:
-    """Evaluate, then replace every report or none.
+                  junit_path: str | Path | None = None, lab: Lab | None = None,
+                  progress: Progress | None = None, lint_config: LintConfig | None = None) -> Evaluation:
+    """Evaluate (see `evaluate`), then replace every report or none.
 
-    Raises CaseFileError for bad case files and ReportWriteError for report paths that cannot be
-    written; an unusable path is refused before the cases run, and nothing is written on either error.
+    Raises CaseFileError for bad case files, LabError for a lab whose code fails, and ReportWriteError
+    for report paths that cannot be written; an unusable path is refused before the cases run, and
+    nothing is written on any of these errors.
     """
     from .reports import REPORT_FILES, check_report_targets, render_reports, write_files
 
@@ -93,14 +154,26 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
     targets["junit.xml"] = junit
     check_report_targets(targets.values(), keep=case_paths)
-    evaluation = evaluate(case_paths)
+    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()})
     return evaluation
 
 
+def progress_line(case: Case, results: Sequence[CaseResult]) -> str:
+    """One line about one case: its id and each surface's verdict ("case-id: wide-v1 fail, typed-v2 pass")."""
+    verdicts = ", ".join(f"{result.surface} {_verdict(result)}" for result in results)
+    return f"{case.case_id}: {verdicts}"
+
+
+def _verdict(result: CaseResult) -> str:
+    if not result.ran:
+        return "not run"
+    return "pass" if result.passed else "fail"
+
+
 @contextlib.contextmanager
-def _registry_warnings_silenced() -> Iterator[None]:
+def quiet_registry_logs() -> Iterator[None]:
     """The cases provoke crashes on purpose; the reports record them, so the runtime's log stays quiet."""
     quiet = logging.Filter("agent_lab.lab")  # passes only the lab's own records
     for name in ("agent_lab.registry", "agent_lab.execution"):
@@ -112,20 +185,23 @@ def _registry_warnings_silenced() -> Iterator[None]:
             logging.getLogger(name).removeFilter(quiet)
 
 
-def _replay_and_grade(case: Case, strategy: str) -> CaseResult:
-    run = replay_case(case, strategy)
-    return CaseResult(case=case, run=run, grades=grade_run(case, run))
+def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
+    if case.steps_for(surface.name, surface.role) is None:
+        return CaseResult(case=case, surface=surface.name, role=surface.role, run=None)
+    run = replay_case(case, surface, lab=lab)
+    return CaseResult(case=case, surface=surface.name, role=surface.role, run=run, grades=grade_run(case, run))
 
 
-def _fresh_registry(strategy: str) -> Any:
-    return STRATEGY_BUILDERS[strategy](TicketBackend())
-
-
-def _metrics(strategy: str, results: Sequence[CaseResult]) -> dict[str, Any]:
-    registry = _fresh_registry(strategy)
-    try:
-        catalog = catalog_size(registry)
-        tools = len(registry.names())
-    finally:
-        registry.close()
-    return {"name": STRATEGY_NAMES[strategy], **strategy_metrics(results, catalog, tools)}
+def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[str, SurfaceCatalog], set[str]]:
+    """Build each surface once on a fresh world: its catalog and specs, and the world's secrets."""
+    catalogs: dict[str, SurfaceCatalog] = {}
+    secrets: set[str] = set()
+    for surface in lab.surfaces:
+        world = lab.new_world()
+        secrets |= lab.secrets_of(world)
+        registry = lab.build(surface, world)
+        try:
+            catalogs[surface.name] = surface_catalog(registry, lint_config)
+        finally:
+            registry.close()
+    return catalogs, secrets

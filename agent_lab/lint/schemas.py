@@ -18,7 +18,6 @@ __all__ = [
     "check_undescribed_properties",
     "check_unsafe_patterns",
     "check_untyped_properties",
-    "unsafe_pattern_reason",
 ]
 
 _TYPING_KEYWORDS = ("type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "$dynamicRef")
@@ -123,27 +122,18 @@ def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]
                   f"/input_schema{error.path}")
 
 
-def unsafe_pattern_reason(pattern: str) -> Optional[str]:
-    """Why a regular expression can take super-linear time in Python's backtracking engine, or None.
-
-    Uses the nested-quantifier analysis in `agent_lab.spec`; the `validation` work replaces it with a
-    fuller analysis (overlapping alternatives, backreferences) that this function will call instead."""
-    from ..spec import has_nested_quantifier
-
-    if has_nested_quantifier(pattern):
-        return ("repeats a group that itself repeats without bound (nested quantifier, like (a+)+): a "
-                "model-chosen string can make matching take exponential time; rewrite it so each "
-                "repetition is unambiguous")
-    return None
-
-
 def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    from ..spec import _patterns
-
-    for pointer, pattern in _patterns(spec.input_schema, ""):
-        reason = unsafe_pattern_reason(pattern)
-        if reason is not None:
-            yield Hit(f"input_schema pattern at {pointer} {reason}", f"/input_schema{pointer}")
+    for finding in spec.input_validator.patterns:
+        if finding.safety.backtracking:
+            yield Hit(f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
+                      f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
+                      f"or client's validator of the exported schema) can take {finding.safety.backtracking} "
+                      f"time on it; rewrite it so each repetition is unambiguous", f"/input_schema{finding.pointer}")
+    for finding in spec.output_validator.patterns if spec.output_validator is not None else ():
+        if not finding.safety.safe:
+            yield Hit(f"output_schema pattern at {finding.pointer} has no linear-time guarantee "
+                      f"({finding.safety.reason}): it runs on the handler's output, which may echo model text",
+                      f"/output_schema{finding.pointer}")
 
 
 def check_format_not_asserted(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:

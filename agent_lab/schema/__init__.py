@@ -7,11 +7,13 @@ for a schema that does not say.
     validator.is_valid({"q": "hello"})      # True, fast, builds nothing
     validator.errors({})                    # [Violation(instance_path='', keyword='required', ...)]
 
-Messages name the field and the rule, never the offending value (it may be a secret).
+Messages name the field and the rule, never the offending value (it may be a secret). Patterns run on
+an engine a hostile string cannot make slow: `regex_safety` decides which, `Validator.patterns` says.
 """
 
 from ._dialects import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, dialect_name
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, SchemaError, Violation
+from .regex_safety import PatternEngine, PatternFinding, PatternSafety, analyze_pattern
 from .validator import Validator
 
 __all__ = [
@@ -23,8 +25,12 @@ __all__ = [
     "MAX_INSTANCE_DEPTH",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
+    "PatternEngine",
+    "PatternFinding",
+    "PatternSafety",
     "SchemaError",
     "Validator",
     "Violation",
+    "analyze_pattern",
     "dialect_name",
 ]

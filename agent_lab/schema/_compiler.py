@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
-from ._dialects import builtin_dialect, known_dialects_text
+from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference
 from ._nodes import Kw, Node
 from ._uri import pointer_tokens, resolve_uri, split_fragment
@@ -55,6 +55,7 @@ class Compiler:
         self.uses_recursive_anchors = False
         self._tables: Dict[str, _Table] = {}
         self._booleans: Dict[bool, Node] = {}
+        self.patterns: Dict[str, Any] = {}  # JSON Pointer -> regex_safety.PatternFinding, for Validator.patterns
 
     # -- entry points --------------------------------------------------------------------------
     def compile_root(self, schema: Any, base: str) -> Node:
@@ -253,31 +254,35 @@ class Compiler:
             if known is not None and known.table is not None:
                 return _Table(dict(known.table), self.format_assertion, True, known.ref_hides_siblings)
             if known is not None:
-                return self._vocabulary_table(known.vocabularies or frozenset(), known.ref_hides_siblings)
+                return self._vocabulary_table(known.vocabularies or frozenset(), known)
             meta = self.index.resources.get(current)
             if not isinstance(meta, dict):
                 break
             declared = meta.get("$vocabulary")
             if isinstance(declared, dict):
                 return self._vocabulary_table(self._declared_vocabularies(current, declared),
-                                              self.index.rules(current).ref_hides_siblings)
+                                              self.index.rules(current))
             seen.add(current)
             inner = meta.get("$schema")
             if not isinstance(inner, str) or normalize_uri(inner) in seen:
-                return self._vocabulary_table(keywords.DEFAULT_VOCABULARIES, False)
+                return self._vocabulary_table(keywords.DEFAULT_VOCABULARIES, self.index.rules(DRAFT_2020_12))
             current = normalize_uri(inner)
         raise SchemaError(f"unsupported $schema {dialect!r} at {location or '/'}: the dialects known are "
                           f"{known_dialects_text()}, and meta-schemas passed in resources=")
 
-    def _vocabulary_table(self, vocabularies: frozenset, ref_hides_siblings: bool) -> _Table:
+    def _vocabulary_table(self, vocabularies: frozenset, family: Dialect) -> _Table:
+        """The keywords of `vocabularies`; the core vocabulary of the dialect family is always in force."""
         table: KeywordTable = {}
         for vocabulary in sorted(vocabularies):
             table.update(keywords.VOCABULARIES[vocabulary])
-        for core in keywords.CORE_VOCABULARIES & vocabularies or {keywords.CORE}:
+        cores = keywords.CORE_VOCABULARIES & vocabularies
+        if not cores:
+            cores = frozenset({keywords.CORE_2019_09 if family.uri == DRAFT_2019_09 else keywords.CORE})
+        for core in sorted(cores):
             table.update(keywords.VOCABULARIES[core])
         asserts = self.format_assertion or keywords.FORMAT_ASSERTION in vocabularies
         has_validation = bool(keywords.VALIDATION_VOCABULARIES & vocabularies)
-        return _Table(table, asserts, has_validation, ref_hides_siblings)
+        return _Table(table, asserts, has_validation, family.ref_hides_siblings)
 
     @staticmethod
     def _declared_vocabularies(dialect: str, declared: dict) -> frozenset:
@@ -332,17 +337,22 @@ class _NodeContext:
         return self.compiler.ref_node(reference, self.node, f"{self.place.location or ''}/{keyword}")
 
     def regex(self, pattern: str, *tokens: Any):
-        """Compile an ECMA-262 pattern; SchemaError (saying where and why) when it cannot be used.
+        """Compile an ECMA-262 pattern into a matcher (`.search`); SchemaError (saying where and why)
+        when it cannot be used. The engine is the one `regex_safety` picks (Python's re when proven
+        safe, else the linear-time matcher); the verdict is recorded for `Validator.patterns`.
 
         A valid pattern Python's `re` cannot run is still a SchemaError (nothing could validate with
         it), but its message says it is valid, so the author knows to rewrite it rather than fix it.
         """
-        from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported, compile_ecma
+        from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported
+        from .regex_safety import PatternFinding, compile_pattern
 
+        where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
         try:
-            return compile_ecma(pattern)
+            matcher, safety = compile_pattern(pattern)
+            self.compiler.patterns.setdefault(where, PatternFinding(where, pattern, safety))
+            return matcher
         except EcmaRegexError as error:
-            where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
             if isinstance(error, EcmaRegexUnsupported):
                 raise SchemaError(f"regular expression at {where} is valid ECMA-262 but not supported here: "
                                   f"{error.reason}") from None

@@ -75,8 +75,10 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
     # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
-    phrases = {kind: f"{phrase} (it is of type {json_type(sample)})"
-               for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))}
+    phrases: Dict[type, str] = {
+        kind: f"{phrase} (it is of type {json_type(sample)})"
+        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
+    }
     if not integral_floats_are_integers:
         phrases[float] = f"{phrase} (it is of type number)"
 
@@ -185,7 +187,7 @@ def compile_multiple_of(cx, value) -> Kw:
               _simple_collect("multipleOf", f"must be a multiple of {show_number(divisor)}"))
 
 
-def _bound(keyword: str, phrase: str, make_check) -> CompileFunction:
+def _bound(keyword: str, phrase: str, make_check) -> Callable[..., Kw]:
     def compile_bound(cx, value) -> Kw:
         return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"),
                   detail=value)
@@ -475,18 +477,23 @@ def compile_required(cx, value) -> Optional[Kw]:
     return Kw("required", OBJECT, check, collect, cost=0, detail=names, self_checking=True)
 
 
+def _dependents_present(rules, instance) -> bool:
+    """For each (trigger, names) rule whose trigger is a member of `instance`, every name is one too."""
+    for trigger, names in rules:
+        if trigger in instance:
+            for name in names:
+                if name not in instance:
+                    return False
+    return True
+
+
 def compile_dependent_required(cx, value) -> Optional[Kw]:
     rules = tuple((trigger, tuple(names)) for trigger, names in value.items() if names)
     if not rules:
         return None
 
     def check(instance):
-        for trigger, names in rules:
-            if trigger in instance:
-                for name in names:
-                    if name not in instance:
-                        return False
-        return True
+        return _dependents_present(rules, instance)
 
     def collect(instance, instance_path, keyword_path, out):
         for trigger, names in rules:
@@ -645,11 +652,8 @@ def compile_dependencies(cx, value) -> Optional[Kw]:
         return None
 
     def check(instance):
-        for trigger, names in required_rules:
-            if trigger in instance:
-                for name in names:
-                    if name not in instance:
-                        return False
+        if not _dependents_present(required_rules, instance):
+            return False
         for trigger, node in schema_rules:
             if trigger in instance and not node.check(instance):
                 return False

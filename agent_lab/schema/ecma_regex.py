@@ -514,8 +514,19 @@ _CATEGORY_PROPERTY_NAMES = frozenset({"General_Category", "gc"})
 # The translator
 
 
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_DECIMAL_RUN = re.compile("[0-9]*")
+_HEX_RUN = re.compile("[0-9A-Fa-f]*")
+_GROUP_SYNTAX = re.compile(r"\\|[\[\]()]")
+_PLAIN_RUN = re.compile(r"[^\\^$.*+?()\[\]{}|]+")
+"""Characters that stand for themselves, read as a run (a quantifier after it takes the last one)."""
+"""What the bracket pre-scan stops at: an escape, a class bracket or a parenthesis."""
+
+
 def _code_points(pattern: str) -> List[int]:
     """Code points of the pattern, joining UTF-16 surrogate pairs into one."""
+    if _SURROGATE_PAIR.search(pattern) is None:
+        return list(map(ord, pattern))
     points: List[int] = []
     index = 0
     while index < len(pattern):
@@ -545,25 +556,242 @@ def _decimal_order(digits: str) -> Tuple[int, str]:
     return len(digits), digits
 
 
-def _paths_are_exclusive(first: Sequence[Tuple[int, int]],
-                         second: Sequence[Tuple[int, int]]) -> bool:
-    """Whether two (disjunction, alternative) paths part in different alternatives."""
-    for step_a, step_b in zip(first, second):
-        if step_a != step_b:
-            return step_a[0] == step_b[0]
-    return False
+# ---------------------------------------------------------------------------
+# The parse tree
+#
+# The parser builds a small tree; Python source is written from it, and the
+# same tree feeds the regex safety analysis (regex_safety.py) and the
+# linear-time matcher (linear_regex.py), so all three read one grammar.
 
 
-class _Translator:
-    """Recursive-descent parser over the ECMA grammar that emits Python syntax.
+class RegexNode:
+    """One node of a parsed ECMA-262 pattern (plain data; see the subclasses)."""
 
-    One instance translates one pattern. Methods named after grammar
-    productions return the Python spelling of what they consumed.
+    __slots__ = ()
+
+
+class CharSet(RegexNode):
+    """One character out of a set: a literal, ``.``, an escape such as ``\\d``, or a class.
+
+    ``ranges`` are the code points it matches (negation already applied,
+    sorted and merged); ``ignore_case`` is set inside an ``(?i:...)`` group,
+    where Python's case-insensitive matching applies on top of them.
+    """
+
+    __slots__ = ("ranges", "ignore_case")
+
+    def __init__(self, ranges: Sequence[Range], ignore_case: bool) -> None:
+        self.ranges: Tuple[Range, ...] = tuple(normalize_ranges(ranges))
+        self.ignore_case = ignore_case
+
+    @classmethod
+    def literal(cls, code_point: int, ignore_case: bool) -> "CharSet":
+        """One code point (the parser's commonest node, made without sorting anything)."""
+        charset = cls.__new__(cls)
+        charset.ranges = ((code_point, code_point),)
+        charset.ignore_case = ignore_case
+        return charset
+
+
+class Concatenation(RegexNode):
+    """Terms matched one after another (possibly none: the empty pattern)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Sequence[RegexNode]) -> None:
+        self.items: Tuple[RegexNode, ...] = tuple(items)
+
+
+class Alternation(RegexNode):
+    """``a|b|...``: two or more alternatives, tried in order."""
+
+    __slots__ = ("alternatives",)
+
+    def __init__(self, alternatives: Sequence[RegexNode]) -> None:
+        self.alternatives: Tuple[RegexNode, ...] = tuple(alternatives)
+
+
+class Repeat(RegexNode):
+    """A quantified atom: ``low`` to ``high`` times (``high`` None: unbounded).
+
+    ``suffix`` is the quantifier as Python spells it (``*``, ``{2,5}?``, ...).
+    Counts above MAX_REPETITION (valid syntax, refused when compiled) are
+    stored as MAX_REPETITION + 1.
+    """
+
+    __slots__ = ("item", "low", "high", "lazy", "suffix")
+
+    def __init__(self, item: RegexNode, low: int, high: Optional[int], lazy: bool, suffix: str) -> None:
+        self.item = item
+        self.low = low
+        self.high = high
+        self.lazy = lazy
+        self.suffix = suffix
+
+
+class Group(RegexNode):
+    """A group: capturing (``number`` set), non-capturing or a modifier group.
+
+    ``opener`` is its Python spelling up to the body (``(``, ``(?:``,
+    ``(?P<name>``, ``(?i:``, ``(?-i:``).
+    """
+
+    __slots__ = ("item", "opener", "number")
+
+    def __init__(self, item: RegexNode, opener: str, number: Optional[int]) -> None:
+        self.item = item
+        self.opener = opener
+        self.number = number
+
+
+START, END, WORD_BOUNDARY, NOT_WORD_BOUNDARY = "start", "end", "word_boundary", "not_word_boundary"
+"""The kinds of Assertion: ``^``, ``$``, ``\\b``, ``\\B``."""
+
+
+class Assertion(RegexNode):
+    """A zero-width assertion: ``^``, ``$`` (line-wise when ``multiline``), ``\\b`` or ``\\B``.
+
+    ``ignore_case`` matters for ``\\b`` and ``\\B`` only: Python's word class
+    then also matches characters that case-fold into it.
+    """
+
+    __slots__ = ("kind", "multiline", "ignore_case")
+
+    def __init__(self, kind: str, multiline: bool, ignore_case: bool) -> None:
+        self.kind = kind
+        self.multiline = multiline
+        self.ignore_case = ignore_case
+
+
+class Lookaround(RegexNode):
+    """``(?=...)``, ``(?!...)``, ``(?<=...)`` or ``(?<!...)``; ``opener`` is that prefix."""
+
+    __slots__ = ("item", "opener")
+
+    def __init__(self, item: RegexNode, opener: str) -> None:
+        self.item = item
+        self.opener = opener
+
+    @property
+    def ahead(self) -> bool:
+        return not self.opener.startswith("(?<")
+
+    @property
+    def negated(self) -> bool:
+        return self.opener.endswith("!")
+
+
+class Backreference(RegexNode):
+    """``\\1`` or ``\\k<name>``. ``number`` is None when it always matches empty
+    (ECMA: a reference to a group that has not captured, such as one it sits in)."""
+
+    __slots__ = ("number", "python")
+
+    def __init__(self, number: Optional[int], python: str) -> None:
+        self.number = number
+        self.python = python
+
+
+class ParsedPattern:
+    """A parsed pattern: its tree and its capturing groups (number -> Group)."""
+
+    __slots__ = ("source", "root", "groups")
+
+    def __init__(self, source: str, root: RegexNode, groups: Dict[int, Group]) -> None:
+        self.source = source
+        self.root = root
+        self.groups = groups
+
+
+_FIXED_ESCAPES: Dict[Tuple[str, bool], CharSet] = {
+    (letter, ignore_case): CharSet(complement_ranges(ranges) if letter.isupper() else ranges, ignore_case)
+    for ignore_case in (False, True)
+    for lower, ranges in (("d", DIGIT_RANGES), ("s", WHITE_SPACE_RANGES), ("w", WORD_RANGES))
+    for letter in (lower, lower.upper())
+}
+"""\\d \\D \\s \\S \\w \\W as shared nodes (nodes are never changed after parsing)."""
+
+_SIMPLE_QUANTIFIERS: Dict[str, Tuple[int, Optional[int]]] = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+
+_ASSERTION_PYTHON = {
+    (START, False): r"\A",
+    (START, True): r"(?<![^\n\r\u2028\u2029])",
+    (END, False): r"\Z",
+    (END, True): r"(?![^\n\r\u2028\u2029])",
+}
+
+
+def python_source(node: RegexNode) -> str:
+    """The Python ``re`` spelling of a parse tree (every construct spelled explicitly)."""
+    kind = type(node)
+    if kind is CharSet:
+        return ranges_to_python(node.ranges)  # type: ignore[attr-defined]
+    if kind is Concatenation:
+        return "".join(python_source(item) for item in node.items)  # type: ignore[attr-defined]
+    if kind is Alternation:
+        return "|".join(python_source(item) for item in node.alternatives)  # type: ignore[attr-defined]
+    if kind is Repeat:
+        return python_source(node.item) + node.suffix  # type: ignore[attr-defined]
+    if kind is Group or kind is Lookaround:
+        return node.opener + python_source(node.item) + ")"  # type: ignore[attr-defined]
+    if kind is Assertion:
+        if node.kind == WORD_BOUNDARY:  # type: ignore[attr-defined]
+            return WORD_BOUNDARY_PYTHON
+        if node.kind == NOT_WORD_BOUNDARY:  # type: ignore[attr-defined]
+            return NOT_WORD_BOUNDARY_PYTHON
+        return _ASSERTION_PYTHON[node.kind, node.multiline]  # type: ignore[attr-defined]
+    if kind is Backreference:
+        return node.python  # type: ignore[attr-defined]
+    raise TypeError(f"not a regex node: {kind.__name__}")
+
+
+# ---------------------------------------------------------------------------
+# The parser
+
+
+class _NameScopes:
+    """Where each group name was declared, as a trie of (disjunction, alternative) paths.
+
+    ES2025 lets a name repeat only in alternatives that exclude each other:
+    two declarations are compatible when their paths first part in different
+    alternatives of one disjunction. Walking a trie checks a new declaration
+    against all earlier ones in time proportional to its own depth.
+    """
+
+    __slots__ = ("children", "ends_here", "count")
+
+    def __init__(self) -> None:
+        # disjunction id -> alternative index -> subtree
+        self.children: Dict[int, Dict[int, "_NameScopes"]] = {}
+        self.ends_here = False
+        self.count = 0
+
+    def add(self, path: Sequence[Tuple[int, int]]) -> bool:
+        """Record a declaration at ``path``; False when it clashes with an earlier one."""
+        node = self
+        for disjunction, alternative in path:
+            if node.ends_here:
+                return False  # an earlier declaration encloses this one
+            if node.children and disjunction not in node.children:
+                return False  # an earlier one parts from this path outside any shared disjunction
+            node = node.children.setdefault(disjunction, {}).setdefault(alternative, _NameScopes())
+        if node.ends_here or node.children:
+            return False  # the same place, or enclosing an earlier declaration
+        node.ends_here = True
+        return True
+
+
+class _Parser:
+    """Recursive-descent parser over the ECMA grammar (Unicode mode) that builds a tree.
+
+    One instance parses one pattern. Methods are named after grammar productions.
     """
 
     def __init__(self, pattern: str, *, resolve_properties: bool = True) -> None:
         self.resolve_properties = resolve_properties
         self.source = _code_points(pattern)
+        # The same code points as text (a str holds any code point), so reading one is an index.
+        self.text = pattern if len(self.source) == len(pattern) else "".join(map(chr, self.source))
         self.position = 0
         self.ignore_case = False
         self.multiline = False
@@ -573,8 +801,9 @@ class _Translator:
         self.group_count, self.group_names = self._scan_groups()
         self.groups_opened = 0
         self.open_groups: List[int] = []
+        self.groups: Dict[int, Group] = {}
         self.python_names: Dict[str, str] = {}
-        self.name_paths: Dict[str, List[Tuple[Tuple[int, int], ...]]] = {}
+        self.name_scopes: Dict[str, _NameScopes] = {}
         self.alternative_path: List[Tuple[int, int]] = []
         self.disjunctions_seen = 0
         self.unsupported_reasons: List[str] = []
@@ -586,12 +815,12 @@ class _Translator:
 
     def peek(self, offset: int = 0) -> Optional[str]:
         index = self.position + offset
-        if index < len(self.source):
-            return chr(self.source[index])
+        if index < len(self.text):
+            return self.text[index]
         return None
 
     def at_end(self) -> bool:
-        return self.position >= len(self.source)
+        return self.position >= len(self.text)
 
     def take(self) -> str:
         char = self.peek()
@@ -602,15 +831,10 @@ class _Translator:
 
     def accept(self, text: str) -> bool:
         """Consume ``text`` if it comes next."""
-        for offset, char in enumerate(text):
-            if self.peek(offset) != char:
-                return False
-        self.position += len(text)
-        return True
-
-    def expect(self, char: str, reason: str) -> None:
-        if not self.accept(char):
-            raise self.fail(reason)
+        if self.text.startswith(text, self.position):
+            self.position += len(text)
+            return True
+        return False
 
     # -- pre-scan ------------------------------------------------------------
     def _scan_groups(self) -> Tuple[int, Dict[str, int]]:
@@ -626,9 +850,13 @@ class _Translator:
         open_positions: List[int] = []
         class_start: Optional[int] = None
         self.position = 0
-        while not self.at_end():
-            here = self.position
-            char = self.take()
+        text = self.text
+        for found in _GROUP_SYNTAX.finditer(text):
+            here = found.start()
+            if here < self.position:
+                continue  # inside an escape or a group name already read
+            char = found.group()
+            self.position = here + 1
             if char == "\\":
                 self.position += 1
             elif class_start is not None:
@@ -656,119 +884,158 @@ class _Translator:
         return count, names
 
     # -- grammar -------------------------------------------------------------
-    def translate(self) -> str:
-        result = self.disjunction()
+    def parse(self) -> ParsedPattern:
+        """The whole pattern; EcmaRegexUnsupported when it is valid but cannot run here."""
+        root = self.disjunction()
         if not self.at_end():
             if self.peek() == ")":
                 raise self.fail("unmatched closing parenthesis")
             raise self.fail("unexpected character")
         if self.unsupported_reasons:
             raise EcmaRegexUnsupported(self.unsupported_reasons[0])
-        return result
+        return ParsedPattern(self.text, root, self.groups)
 
-    def disjunction(self) -> str:
+    def disjunction(self) -> RegexNode:
         self.disjunctions_seen += 1
         disjunction_id = self.disjunctions_seen
-        alternatives: List[str] = []
+        alternatives: List[RegexNode] = []
         while True:
             self.alternative_path.append((disjunction_id, len(alternatives)))
             alternatives.append(self.alternative())
             self.alternative_path.pop()
             if not self.accept("|"):
-                return "|".join(alternatives)
+                return alternatives[0] if len(alternatives) == 1 else Alternation(alternatives)
 
-    def alternative(self) -> str:
-        terms: List[str] = []
-        while (char := self.peek()) is not None and char not in "|)":
+    def alternative(self) -> RegexNode:
+        terms: List[RegexNode] = []
+        text = self.text
+        length = len(text)
+        plain_run = _PLAIN_RUN.match
+        while self.position < length and text[self.position] not in "|)":
+            run = plain_run(text, self.position)
+            if run is not None:
+                end = run.end()
+                if end < length and text[end] in "*+?{":
+                    end -= 1  # the last character is the one a quantifier repeats
+                if end > self.position:
+                    ignore_case = self.ignore_case
+                    terms.extend(CharSet.literal(ord(literal), ignore_case) for literal in text[self.position:end])
+                    self.position = end
+                    continue
+            elif text[self.position] == "(" and text[self.position + 1:self.position + 2] != "?":
+                start = self.position  # a plain capturing group, the commonest group: read it directly
+                self.position += 1
+                self.groups_opened += 1
+                terms.append(self.quantifier(self._capturing_group("(", start)))
+                continue
             terms.append(self.term())
-        return "".join(terms)
+        return Concatenation(terms)
 
-    def term(self) -> str:
+    def term(self) -> RegexNode:
         assertion = self.assertion()
         if assertion is not None:
             if self._quantifier_follows():
                 raise self.fail("nothing to repeat: an assertion cannot be quantified")
             return assertion
         atom = self.atom()
-        return atom + self.quantifier()
+        return self.quantifier(atom)
 
     def _quantifier_follows(self) -> bool:
         return self.peek() in ("*", "+", "?", "{")
 
-    def assertion(self) -> Optional[str]:
-        if self.accept("^"):
-            return r"(?<![^\n\r\u2028\u2029])" if self.multiline else r"\A"
-        if self.accept("$"):
-            return r"(?![^\n\r\u2028\u2029])" if self.multiline else r"\Z"
-        if self.accept("\\b"):
-            return WORD_BOUNDARY_PYTHON
-        if self.accept("\\B"):
-            return NOT_WORD_BOUNDARY_PYTHON
-        start = self.position
-        for opener in ("(?=", "(?!"):
-            if self.accept(opener):
-                return self._group_body(opener, start)
-        for opener in ("(?<=", "(?<!"):
-            if self.accept(opener):
-                self.lookbehind_depth += 1
-                body = self._group_body(opener, start)
-                self.lookbehind_depth -= 1
-                return body
+    def assertion(self) -> Optional[RegexNode]:
+        text, position = self.text, self.position
+        char = text[position]
+        if char == "^" or char == "$":
+            self.position += 1
+            return Assertion(START if char == "^" else END, self.multiline, self.ignore_case)
+        if char == "\\":
+            following = text[position + 1:position + 2]
+            if following == "b" or following == "B":
+                self.position += 2
+                return Assertion(WORD_BOUNDARY if following == "b" else NOT_WORD_BOUNDARY,
+                                 self.multiline, self.ignore_case)
+            return None
+        if char != "(" or text[position + 1:position + 2] != "?":
+            return None
+        opener = text[position:position + 3]
+        if opener == "(?=" or opener == "(?!":
+            self.position += 3
+            return Lookaround(self._group_body(position), opener)
+        opener = text[position:position + 4]
+        if opener == "(?<=" or opener == "(?<!":
+            self.position += 4
+            self.lookbehind_depth += 1
+            body = self._group_body(position)
+            self.lookbehind_depth -= 1
+            return Lookaround(body, opener)
         return None
 
-    def quantifier(self) -> str:
+    def quantifier(self, atom: RegexNode) -> RegexNode:
         start = self.position
-        char = self.peek()
-        if char in ("*", "+", "?"):
+        char = self.text[start:start + 1]
+        if char in _SIMPLE_QUANTIFIERS:
             self.position += 1
+            low, high = _SIMPLE_QUANTIFIERS[char]
             text = char
         elif char == "{":
             self.position += 1
-            text = self._braced_quantifier(start)
+            low, high, text = self._braced_quantifier(start)
         else:
-            return ""
-        if self.accept("?"):
-            text += "?"
-        return text
+            return atom
+        lazy = self.text[self.position:self.position + 1] == "?"
+        if lazy:
+            self.position += 1
+        return Repeat(atom, low, high, lazy, text + "?" if lazy else text)
 
-    def _braced_quantifier(self, start: int) -> str:
+    def _braced_quantifier(self, start: int) -> Tuple[int, Optional[int], str]:
         low = self._decimal_digits()
         if low is None:
             raise self.fail("incomplete quantifier", position=start)
         if self.accept("}"):
-            return "{" + self._repetition_count(low) + "}"
+            return self._count(low), self._count(low), "{" + self._repetition_count(low) + "}"
         if not self.accept(","):
             raise self.fail("incomplete quantifier", position=start)
         high = self._decimal_digits()
         if not self.accept("}"):
             raise self.fail("incomplete quantifier", position=start)
         if high is None:
-            return "{" + self._repetition_count(low) + ",}"
+            return self._count(low), None, "{" + self._repetition_count(low) + ",}"
         if _decimal_order(high) < _decimal_order(low):
             raise self.fail("numbers out of order in quantifier", position=start)
-        return "{" + self._repetition_count(low) + "," + self._repetition_count(high) + "}"
+        text = "{" + self._repetition_count(low) + "," + self._repetition_count(high) + "}"
+        return self._count(low), self._count(high), text
 
     def _repetition_count(self, digits: str) -> str:
         if _decimal_order(digits) > _decimal_order(str(MAX_REPETITION)):
             self.unsupported_reasons.append(f"repetition counts above {MAX_REPETITION}")
         return digits
 
+    @staticmethod
+    def _count(digits: str) -> int:
+        """The count as an int, capped just above MAX_REPETITION (longer digit strings are not read)."""
+        if _decimal_order(digits) > _decimal_order(str(MAX_REPETITION)):
+            return MAX_REPETITION + 1
+        return int(digits)
+
     def _decimal_digits(self) -> Optional[str]:
         """The decimal digits that come next, leading zeros dropped (a string:
         ECMA puts no bound on them, and int() refuses very long ones)."""
-        start = self.position
-        while self.peek() is not None and self.peek() in DECIMAL_DIGITS:
-            self.position += 1
-        if self.position == start:
+        found = _DECIMAL_RUN.match(self.text, self.position)
+        assert found is not None  # the pattern matches the empty string
+        digits = found.group()
+        if not digits:
             return None
-        digits = "".join(chr(point) for point in self.source[start:self.position])
+        self.position = found.end()
         return digits.lstrip("0") or "0"
 
-    def atom(self) -> str:
+    def atom(self) -> RegexNode:
         start = self.position
-        char = self.take()
+        char = self.text[start]  # the caller has checked that the pattern goes on
+        self.position += 1
         if char == ".":
-            return r"[\x00-\U0010ffff]" if self.dot_all else DOT_PYTHON
+            dot = [(0, MAX_CODE_POINT)] if self.dot_all else complement_ranges(LINE_TERMINATOR_RANGES)
+            return CharSet(dot, self.ignore_case)
         if char == "(":
             return self.group()
         if char == "[":
@@ -779,56 +1046,60 @@ class _Translator:
             raise self.fail("nothing to repeat", position=start)
         if char in ("]", "}"):
             raise self.fail("lone quantifier bracket or class bracket", position=start)
-        return _escape_code_point(self.source[start])
+        return CharSet.literal(self.source[start], self.ignore_case)
 
     # -- groups --------------------------------------------------------------
-    def group(self) -> str:
+    def group(self) -> RegexNode:
         start = self.position - 1
+        if self.text[self.position:self.position + 1] != "?":
+            self.groups_opened += 1
+            return self._capturing_group("(", start)
         if self.accept("?:"):
-            return self._group_body("(?:", start)
+            return Group(self._group_body(start), "(?:", None)
         if self.accept("?<"):
             name = self.group_name()
             self.groups_opened += 1
             self._record_group_name(name, start)
             python_name = self._python_group_name(name)
-            return self._capturing_body(f"(?P<{python_name}>", start)
+            return self._capturing_group(f"(?P<{python_name}>", start)
         if self.peek() == "?":
             return self._modifier_group(start)
         self.groups_opened += 1
-        return self._capturing_body("(", start)
+        return self._capturing_group("(", start)
 
     def _record_group_name(self, name: str, start: int) -> None:
         """ES2025: a name may repeat only in alternatives that exclude each other."""
-        path = tuple(self.alternative_path)
-        earlier_paths = self.name_paths.setdefault(name, [])
-        if len(earlier_paths) >= MAX_NAME_REPEATS:
+        scopes = self.name_scopes.get(name)
+        if scopes is None:
+            scopes = self.name_scopes[name] = _NameScopes()
+        if scopes.count >= MAX_NAME_REPEATS:
             raise self.fail(f"more than {MAX_NAME_REPEATS} groups share one name", position=start)
-        for earlier in earlier_paths:
-            if not _paths_are_exclusive(earlier, path):
-                raise self.fail("duplicate capture group name", position=start)
-        if earlier_paths:
+        if not scopes.add(self.alternative_path):
+            raise self.fail("duplicate capture group name", position=start)
+        scopes.count += 1
+        if scopes.count > 1:
             self.unsupported_reasons.append("a group name repeated in exclusive alternatives")
-        earlier_paths.append(path)
 
-    def _capturing_body(self, opener: str, start: int) -> str:
+    def _capturing_group(self, opener: str, start: int) -> Group:
         number = self.groups_opened
         self.open_groups.append(number)
-        try:
-            return self._group_body(opener, start)
-        finally:
-            self.open_groups.pop()
+        group = Group(self._group_body(start), opener, number)
+        self.open_groups.pop()  # (after an error the parser is dropped, so no finally is needed)
+        self.groups[number] = group
+        return group
 
-    def _group_body(self, opener: str, start: int) -> str:
+    def _group_body(self, start: int) -> RegexNode:
         self.depth += 1
         if self.depth > MAX_GROUP_DEPTH:
             raise EcmaRegexUnsupported(f"groups nested deeper than {MAX_GROUP_DEPTH} levels")
         body = self.disjunction()
         self.depth -= 1
-        if not self.accept(")"):
+        if self.text[self.position:self.position + 1] != ")":
             raise self.fail("unterminated group", position=start)
-        return opener + body + ")"
+        self.position += 1
+        return body
 
-    def _modifier_group(self, start: int) -> str:
+    def _modifier_group(self, start: int) -> RegexNode:
         """``(?ims-ims:...)`` (ES2025 modifiers); any other ``(?`` form is invalid."""
         self.position += 1  # the "?"
         enable = self._modifier_flags()
@@ -854,10 +1125,10 @@ class _Translator:
         elif disable and "i" in disable:
             python_flags = "(?-i:"
         try:
-            body = self._group_body(python_flags or "(?:", start)
+            body = self._group_body(start)
         finally:
             self.ignore_case, self.multiline, self.dot_all = saved
-        return body
+        return Group(body, python_flags or "(?:", None)
 
     def _modifier_flags(self) -> str:
         flags = ""
@@ -904,7 +1175,7 @@ class _Translator:
         return python_name
 
     # -- escapes ---------------------------------------------------------------
-    def atom_escape(self) -> str:
+    def atom_escape(self) -> RegexNode:
         start = self.position - 1
         char = self.peek()
         if char is None:
@@ -924,23 +1195,27 @@ class _Translator:
                 raise self.fail("named reference to a group that does not exist", position=start)
             number = self.group_names[name]
             return self._backreference(number, self._python_group_name(name))
+        fixed = _FIXED_ESCAPES.get((char, self.ignore_case))
+        if fixed is not None:
+            self.position += 1
+            return fixed
         class_ranges = self.class_escape_ranges()
         if class_ranges is not None:
             ranges, negate = class_ranges
-            return ranges_to_python(ranges, negate=negate)
-        return _escape_code_point(self.character_escape())
+            return CharSet(complement_ranges(ranges) if negate else ranges, self.ignore_case)
+        return CharSet.literal(self.character_escape(), self.ignore_case)
 
-    def _backreference(self, number: int, python_reference: str) -> str:
+    def _backreference(self, number: int, python_reference: str) -> Backreference:
         """ECMA: a reference to a group that has not captured matches empty."""
         if self.lookbehind_depth:
             # ECMA matches lookbehinds right to left, so references there see
             # groups to their right; Python's re has no such mode.
             self.unsupported_reasons.append("backreferences inside lookbehind")
         if number in self.open_groups or number > self.groups_opened:
-            return "(?:)"
+            return Backreference(None, "(?:)")
         if python_reference.isdigit():
-            return f"(?({python_reference})\\{python_reference})"
-        return f"(?({python_reference})(?P={python_reference}))"
+            return Backreference(number, f"(?({python_reference})\\{python_reference})")
+        return Backreference(number, f"(?({python_reference})(?P={python_reference}))")
 
     def class_escape_ranges(self) -> Optional[Tuple[List[Range], bool]]:
         """\\d \\D \\s \\S \\w \\W \\p{..} \\P{..}: (ranges, negated), or None."""
@@ -1034,9 +1309,10 @@ class _Translator:
         """After ``\\u``: ``HHHH`` (surrogate pairs joined) or ``{H...}``."""
         start = self.position - 2
         if self.accept("{"):
-            digits = ""
-            while self.peek() is not None and self.peek() in HEX_DIGITS:
-                digits += self.take()
+            found = _HEX_RUN.match(self.text, self.position)
+            assert found is not None  # the pattern matches the empty string
+            digits = found.group()
+            self.position = found.end()
             if not digits or not self.accept("}"):
                 raise self.fail("invalid \\u{...} escape", position=start)
             code_point = int(digits, 16)
@@ -1057,7 +1333,7 @@ class _Translator:
         return lead
 
     # -- character classes ------------------------------------------------------
-    def character_class(self) -> str:
+    def character_class(self) -> RegexNode:
         start = self.position - 1
         negate = self.accept("^")
         ranges: List[Range] = []
@@ -1079,9 +1355,7 @@ class _Translator:
                 ranges.extend(first)
             else:
                 ranges.append((first, first))
-        if negate and not ranges:
-            return r"[\x00-\U0010ffff]"
-        return ranges_to_python(ranges, negate=negate)
+        return CharSet(complement_ranges(ranges) if negate else ranges, self.ignore_case)
 
     def class_atom(self):
         """One class member: a code point (int) or a set of ranges (list)."""
@@ -1105,15 +1379,30 @@ class _Translator:
         return self.character_escape()
 
 
+def _check_pattern_type(pattern: object) -> None:
+    if not isinstance(pattern, str):
+        raise EcmaRegexError("a regular expression must be a string")
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_ecma(pattern: str) -> ParsedPattern:
+    """Parse an ECMA-262 pattern (``u`` flag) into a tree. Cached.
+
+    Raises EcmaRegexError when the pattern is not valid ECMA-262, and
+    EcmaRegexUnsupported when it is valid but cannot run here.
+    """
+    _check_pattern_type(pattern)
+    return _Parser(pattern).parse()
+
+
 def translate_ecma(pattern: str) -> str:
     """The Python ``re`` source equivalent to an ECMA-262 pattern (``u`` flag).
 
     Raises EcmaRegexError when the pattern is not valid ECMA-262, and
     EcmaRegexUnsupported when it is valid but has no Python spelling here.
     """
-    if not isinstance(pattern, str):
-        raise EcmaRegexError("a regular expression must be a string")
-    return _Translator(pattern).translate()
+    _check_pattern_type(pattern)
+    return python_source(parse_ecma(pattern).root)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1121,7 +1410,9 @@ def compile_ecma(pattern: str) -> "re.Pattern[str]":
     """Compile an ECMA-262 pattern into a Python pattern with ECMA semantics.
 
     Use ``.search()``: ECMA patterns are not anchored. Cached, because
-    schemas compile the same patterns again and again.
+    schemas compile the same patterns again and again. This is Python's
+    backtracking engine whatever the pattern; ``regex_safety.compile_safe``
+    picks an engine that a hostile input cannot make slow.
     """
     source = translate_ecma(pattern)
     try:
@@ -1135,14 +1426,14 @@ def is_ecma_regex(pattern: str) -> bool:
     """Whether ``pattern`` is valid ECMA-262 syntax (Unicode mode).
 
     This is the ``format: regex`` question: valid patterns that Python cannot
-    run (variable-width lookbehind, say) still count as valid.
+    run (variable-width lookbehind, say) still count as valid. It runs on
+    untrusted instances, so it takes time linear in the pattern's length:
+    no Unicode property table is built and nothing is compiled.
     """
     if not isinstance(pattern, str):
         return False
     try:
-        # Syntax only: no Unicode property tables are built, so checking an
-        # untrusted instance costs time linear in its length.
-        _Translator(pattern, resolve_properties=False).translate()
+        _Parser(pattern, resolve_properties=False).parse()
     except EcmaRegexUnsupported:
         return True
     except EcmaRegexError:

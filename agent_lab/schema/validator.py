@@ -33,6 +33,12 @@ class Validator:
     dialect (or, without `$schema`, in the root schema's). `resources` maps URIs to schema documents that
     references may name (nothing is ever fetched). `format_assertion=True` makes `format` an assertion
     (it is an annotation by default, as the specifications say). Validators are thread-safe.
+
+    Each pattern (`pattern`, `patternProperties`, `propertyNames`) runs on the engine
+    `regex_safety` picks: Python's re when it is proven linear for the pattern, else the package's
+    linear-time matcher. `patterns` lists every one with its JSON Pointer and verdict; a pattern
+    neither engine makes safe still runs (`engine` "unsafe"), and `ToolSpec` refuses such a pattern
+    in a tool's input schema.
     """
 
     dialect: str
@@ -94,6 +100,7 @@ class Validator:
         except RecursionError:
             raise SchemaError("schema is nested too deeply to compile") from None
         self._local = compiler.dynamic_local
+        self.patterns = tuple(compiler.patterns.values())
         self._root = node
         self._check = node.check
         self._proves_json = node.proves_json and self._local is None
@@ -139,15 +146,22 @@ class Validator:
         """
         return self.__dict__["is_valid"](instance)
 
-    def errors(self, instance: object) -> List[Violation]:
-        """Every violation, in a deterministic order (schema keyword order, then instance order)."""
+    def errors(self, instance: object, *, limit: Optional[int] = None) -> List[Violation]:
+        """Every violation, in a deterministic order (schema keyword order, then instance order).
+
+        With `limit`, stop once that many are found: the result is the first `limit` violations of
+        the full list, and finding them costs no more than checking a valid instance of the same
+        size (a caller that reports 20 asks for 21, to know whether there are more).
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
         try:
-            return self._violations(instance)
+            return self._violations(instance, limit)
         except RecursionError:
             return [Violation("", "", "$ref", "value could not be validated: the schema's references nest "
                                               "too deeply for it.")]
 
-    def _violations(self, instance: object) -> List[Violation]:
+    def _violations(self, instance: object, limit: Optional[int] = None) -> List[Violation]:
         """`errors`, except that running out of Python stack raises RecursionError."""
         if self._local is not None:
             self._local.stack = []
@@ -161,11 +175,36 @@ class Validator:
         if problem is not None:
             pointer, reason = problem
             return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
-        out: List[Violation] = []
-        self._collect(instance, "", "", out)
+        if limit is None:
+            out: List[Violation] = []
+            self._collect(instance, "", "", out)
+        else:
+            first = _FirstViolations(limit)
+            try:
+                self._collect(instance, "", "", first)
+            except _EnoughViolations:
+                pass
+            out = list(first)
         if not out:
             out.append(Violation("", "", "schema", "value does not satisfy the schema"))
         return out
+
+
+class _EnoughViolations(Exception):
+    """Raised by _FirstViolations when it is full: unwinds the collection (nothing catches it on the way)."""
+
+
+class _FirstViolations(list):
+    """The violations list of `errors(limit=...)`: collecting stops at the `limit`-th append."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, violation: Violation) -> None:
+        super().append(violation)
+        if len(self) >= self.limit:
+            raise _EnoughViolations()
 
 
 def _capitalised(text: str) -> str:
@@ -271,7 +310,7 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
                               f"({known_dialects_text()}) and not a meta-schema passed in resources=")
         meta_validator = _custom_metaschema_validator(dialect, meta, resources)
     try:
-        violations = meta_validator._violations(schema)
+        violations = meta_validator._violations(schema, 1)  # only the first is reported
     except RecursionError:
         raise SchemaError(f"{what} has subschemas nested too deeply to check against its meta-schema "
                           "(Python's recursion limit); flatten it or move parts into $defs") from None

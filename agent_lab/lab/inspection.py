@@ -1,0 +1,157 @@
+"""Opening one tool surface for `export`, `serve-mcp` and `inspect`, and describing its tools.
+
+A surface comes from a lab (`--lab MODULE:ATTR [--surface NAME]`, built over a fresh world) or is a
+team's own registry (`--registry MODULE:ATTR`: a Registry or a zero-argument function returning one).
+`inspect` shows the runtime half of every tool's contract, the half no export ever contains, so a
+reviewer can see what the registry will enforce: effect, permission, approval, idempotency key,
+timeout, output budget, redacted fields and the spec's lint warnings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..policy import Actor
+from ..registry import Registry
+from .definition import Lab, LabError, Surface
+from .loader import load_registry, reference_file
+
+__all__ = [
+    "OpenSurface",
+    "default_actor",
+    "describe_tools",
+    "open_lab_surfaces",
+    "open_registry",
+    "render_tool_table",
+    "source_line",
+]
+
+
+@dataclass(frozen=True)
+class OpenSurface:
+    """A built registry and where it came from (`role` None for a plain registry)."""
+
+    name: str
+    role: str | None
+    registry: Registry
+    source_file: str | None  # the file that defines its tools, for FILE:LINE messages
+    lab: Lab | None = None
+
+
+def open_lab_surfaces(lab: Lab, surface: str | None, *, every: bool = False) -> list[OpenSurface]:
+    """Registries for `lab`'s surfaces, each over its own fresh world: the named one; else, with
+    `every`, all of them; else the lab's one candidate (LabError when it has several)."""
+    if surface is not None:
+        try:
+            chosen = [lab.surface(surface)]
+        except KeyError as error:
+            raise LabError(str(error.args[0])) from None
+    elif every:
+        chosen = list(lab.surfaces)
+    elif len(lab.candidates) == 1:
+        chosen = [lab.candidates[0]]
+    else:
+        names = ", ".join(candidate.name for candidate in lab.candidates)
+        raise LabError(f"lab {lab.name!r} has {len(lab.candidates)} candidate surfaces ({names}): choose one with --surface")
+    opened: list[OpenSurface] = []
+    try:
+        for target in chosen:
+            registry = lab.build(target, lab.new_world())
+            opened.append(OpenSurface(target.name, target.role, registry, _source_file(target), lab))
+    except BaseException:
+        for done in opened:
+            done.registry.close()
+        raise
+    return opened
+
+
+def open_registry(reference: str) -> OpenSurface:
+    """The registry `reference` names (see `loader.load_registry`)."""
+    registry = load_registry(reference)
+    return OpenSurface(reference, None, registry, reference_file(reference))
+
+
+def _source_file(surface: Surface) -> str | None:
+    try:
+        return inspect.getsourcefile(surface.build)
+    except TypeError:
+        return None
+
+
+def source_line(path: str | None, tool: str | None) -> str | None:
+    """"FILE:LINE" of the first line of `path` naming the tool in quotes (line 1 when none does)."""
+    if path is None:
+        return None
+    number = 1
+    try:
+        with open(path, encoding="utf-8") as source:
+            for count, line in enumerate(source, start=1):
+                if tool is not None and (f'"{tool}"' in line or f"'{tool}'" in line):
+                    number = count
+                    break
+    except (OSError, UnicodeDecodeError):
+        pass
+    return f"{path}:{number}"
+
+
+def default_actor(registry: Registry, lab: Lab | None) -> Actor:
+    """Who `serve-mcp` runs calls as when no flag says: the lab's `actor`, else one actor of tenant
+    "default" holding every permission the registry's tools require (approvals are still needed)."""
+    if lab is not None and lab.actor is not None:
+        return lab.actor
+    permissions = {registry.spec(name).required_permission for name in registry.names()}
+    return Actor(id="mcp-client", tenant="default", permissions={p for p in permissions if p is not None})
+
+
+def describe_tools(registry: Registry) -> list[dict[str, Any]]:
+    """The runtime half of each tool's contract, as JSON, in registration order."""
+    rows = []
+    for name in registry.names():
+        spec = registry.spec(name)
+        rows.append({
+            "name": spec.name,
+            "effect": str(spec.effect),
+            "permission": spec.required_permission,
+            "approval": str(spec.approval),
+            "idempotency_key": spec.idempotency_key,
+            "timeout_ms": _number(spec.timeout_ms),
+            "max_output_bytes": spec.max_output_bytes,
+            "redact": list(spec.redact),
+            "output_schema": spec.output_schema is not None,
+            "warnings": list(spec.warnings),
+        })
+    return rows
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+_COLUMNS = (("tool", "name"), ("effect", "effect"), ("permission", "permission"), ("approval", "approval"),
+            ("idempotency key", "idempotency_key"), ("timeout ms", "timeout_ms"),
+            ("output budget", "max_output_bytes"), ("redact", "redact"), ("output schema", "output_schema"),
+            ("warnings", "warnings"))
+
+
+def render_tool_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
+    """A plain-text table of `describe_tools` rows under a title line."""
+    cells = [[label for label, _ in _COLUMNS]]
+    for row in rows:
+        cells.append([_cell(row[key]) for _, key in _COLUMNS])
+    widths = [max(len(line[column]) for line in cells) for column in range(len(_COLUMNS))]
+    lines = [title]
+    for line in cells:
+        lines.append("  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return "; ".join(str(item) for item in value)
+    return str(value)

@@ -1,0 +1,96 @@
+"""Where a run's settings come from: command-line flags, then `[tool.agent-lab]`, then the lab's defaults.
+
+A project configures its gate once, in the `pyproject.toml` of the directory the command runs in:
+
+    [tool.agent-lab]
+    lab = "mypackage.lab:lab"          # MODULE:ATTR or path/to/file.py:ATTR
+    cases = ["tests/tool-cases.jsonl"] # a path or a list of paths
+    out = "reports"
+    junit = "reports/junit.xml"
+
+so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
+(`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
+anywhere, the lab's own case files (`Lab.cases`) do. Paths are relative to the current directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from .definition import Lab
+from .loader import BUILTIN_LAB, default_lab, load_lab
+from .pyproject import TABLE_NAME, ConfigError, read_agent_lab_table
+
+__all__ = ["KNOWN_KEYS", "PYPROJECT", "ConfigError", "ToolEvalSettings", "project_table", "tool_eval_settings"]
+
+PYPROJECT = "pyproject.toml"
+KNOWN_KEYS = ("lab", "cases", "out", "junit")  # sub-tables ([tool.agent-lab.x]) belong to other commands
+DEFAULT_OUT = "reports"
+
+
+@dataclass(frozen=True)
+class ToolEvalSettings:
+    """What one tool-eval run uses. `lab_reference` None means the built-in lab."""
+
+    lab_reference: str | None
+    cases: tuple[str, ...]  # empty: the lab's own case files
+    out: str
+    junit: str | None
+
+    @property
+    def lab_name(self) -> str:
+        """The reference as messages show it."""
+        return self.lab_reference or BUILTIN_LAB
+
+    def load_lab(self) -> Lab:
+        """The lab (LabError when it cannot be loaded)."""
+        return default_lab() if self.lab_reference is None else load_lab(self.lab_reference)
+
+    def case_files(self, lab: Lab) -> tuple[str, ...]:
+        """The case files to run: the configured ones, else the lab's own (ConfigError when neither)."""
+        if self.cases:
+            return self.cases
+        if lab.cases:
+            return tuple(lab.cases)
+        raise ConfigError(f"lab {lab.name!r} ships no case files: name them with --cases FILE or with cases "
+                          f"in {TABLE_NAME} of {PYPROJECT}")
+
+
+def project_table(directory: Path | None = None) -> dict[str, Any]:
+    """The checked `[tool.agent-lab]` table of `directory`'s pyproject.toml ({} when there is none)."""
+    path = (directory or Path.cwd()) / PYPROJECT
+    where = PYPROJECT if directory is None else str(path)
+    table = read_agent_lab_table(path, where=where)
+    checked: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            continue
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} in {TABLE_NAME} (known: {', '.join(KNOWN_KEYS)})")
+        checked[key] = _checked_value(where, key, value)
+    return checked
+
+
+def _checked_value(where: str, key: str, value: Any) -> Any:
+    if key == "cases":
+        paths = [value] if isinstance(value, str) else value
+        if not isinstance(paths, list) or not paths or not all(isinstance(path, str) and path for path in paths):
+            raise ConfigError(f"{where}: {TABLE_NAME} cases must be a path or a list of paths (non-empty strings)")
+        return tuple(paths)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {TABLE_NAME} {key} must be a non-empty string")
+    return value
+
+
+def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = None, out: str | None = None,
+                       junit: str | None = None, directory: Path | None = None) -> ToolEvalSettings:
+    """Flags (None: not given) laid over the project's table, laid over the defaults."""
+    table = project_table(directory)
+    return ToolEvalSettings(
+        lab_reference=lab if lab is not None else table.get("lab"),
+        cases=tuple(cases) if cases else tuple(table.get("cases", ())),
+        out=out if out is not None else table.get("out", DEFAULT_OUT),
+        junit=junit if junit is not None else table.get("junit"),
+    )

@@ -1,0 +1,356 @@
+"""The keys a registry holds while their calls run, and the one thread that keeps their leases.
+
+A call that reserved an idempotency key holds it until its outcome reaches the store. While it does:
+
+* this process answers for the key itself (``in_progress`` / ``conflict``), whatever the store's lease
+  says, so a second run of the same action can never start here;
+* one lease-keeper thread per registry (not one per call) renews the store's lease of every held key,
+  so other processes sharing the store see the key in progress, not lapsed;
+* a sync write that overruns its deadline keeps running on its worker (a thread cannot be stopped), but
+  the key is held for it only for a bounded late-completion window. After that the registry gives up:
+  it stops renewing, and the key is ``unknown`` until the application resolves it (or the late handler
+  finishes and its owner token still holds the key, which then stores the real result);
+* storing the outcome (``complete`` or ``release``) that fails is retried by the keeper a bounded number
+  of times; if it never succeeds the key stays ``unknown``, never free. Here in-process until the store's
+  lease has surely lapsed, after that in the store itself (a lapsed write reservation is unknown there).
+
+A store refusing a renewal or a completion (the owner token no longer holds the key: a read taken over
+after a lapse, or a key the application resolved meanwhile) is *fencing*: the stale holder changes
+nothing, and a warning is logged (naming the tool, never the key or the record).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional
+
+from .stores.protocol import ReceiptKey, ReceiptStore
+
+__all__ = [
+    "LATE_COMPLETION_WINDOW_S",
+    "RECEIPT_RETRY_ATTEMPTS",
+    "RECEIPT_RETRY_PAUSE_S",
+    "RECEIPT_RETRY_TIMEOUT_S",
+    "RENEW_FRACTION",
+    "Hold",
+    "HoldState",
+    "KeyHolder",
+    "ReceiptNote",
+]
+
+logger = logging.getLogger("agent_lab.leases")
+
+LATE_COMPLETION_WINDOW_S = 30.0
+"""How long past its deadline a sync write that is still running keeps its key held (default of
+``Registry(late_completion_s=...)``). After it the key is ``unknown`` until resolved."""
+
+RENEW_FRACTION = 3
+"""The keeper renews every held lease this many times per lease (every ``lease_s / 3`` seconds), so
+one late or failed renewal still leaves two chances before the lease would lapse."""
+
+RECEIPT_RETRY_ATTEMPTS = 5
+"""How many more times the keeper tries to store an outcome whose first attempt failed."""
+
+RECEIPT_RETRY_PAUSE_S = 0.2
+"""The pause between two of those attempts."""
+
+RECEIPT_RETRY_TIMEOUT_S = 2.0
+"""How long one background store call (a retry, a renewal, a late completion) may wait."""
+
+_PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
+
+
+class HoldState(str, enum.Enum):
+    RUNNING = "running"  # the handler runs within its deadline (or has not settled yet)
+    LATE = "late"  # the caller stopped waiting; the handler still runs, within the late window
+    SETTLING = "settling"  # the handler is done; storing its outcome failed and is being retried
+    UNKNOWN = "unknown"  # given up: the key answers outcome_unknown until the store's lease has lapsed
+
+
+class ReceiptNote(str, enum.Enum):
+    """What became of a call's receipt, for its audit record."""
+
+    STORED = "stored"  # the result record is the key's receipt
+    RELEASED = "released"  # the key is free again (the call had no effect)
+    REFUSED = "refused"  # fenced: the key no longer belonged to this call (taken over or resolved)
+    PENDING = "pending"  # the store failed; the keeper retries, and the key is unknown if it never succeeds
+    LATE = "late"  # the handler is still running; its receipt is stored when (if) it finishes in time
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(eq=False)
+class Hold:
+    """One key held by one call. Mutable; changed under the holder's lock only."""
+
+    key: ReceiptKey
+    fingerprint: str
+    owner: str
+    writes: bool
+    tool: str
+    state: HoldState = HoldState.RUNNING
+    late_until: float = math.inf  # monotonic: end of the late-completion window (LATE)
+    unknown_until: float = 0.0  # monotonic: when the store's lease has surely lapsed (UNKNOWN)
+    pending: Optional[Mapping[str, Any]] = None  # SETTLING: the record to store (None: release the key)
+    attempts_left: int = 0
+    next_attempt: float = 0.0
+    renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
+    fenced: bool = False  # a renewal found the key no longer ours
+    dropped: bool = False  # settled or let go: no longer held
+
+
+class KeyHolder:
+    """The keys one registry holds, and the lease keeper thread (started on first use)."""
+
+    def __init__(self, store: ReceiptStore, *, late_completion_s: float, renew_every_s: Optional[float]) -> None:
+        self._store = store
+        self._late_completion_s = late_completion_s
+        lease_s = getattr(store, "lease_s", None)
+        self._lease_s = float(lease_s) if isinstance(lease_s, (int, float)) else 0.0
+        if renew_every_s is None:
+            renew_every_s = self._lease_s / RENEW_FRACTION if self._lease_s > 0 else math.inf
+        self._renew_every_s = renew_every_s
+        self._holds: dict[ReceiptKey, Hold] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the keeper: a timer moved earlier, or closing
+        self._settled = threading.Condition(self._lock)  # wait_settled: a hold was settled or given up
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        self._store_closed = False
+
+    # -- what the registry asks --------------------------------------------------------------
+
+    def answer(self, key: ReceiptKey, fingerprint: str) -> Optional[str]:
+        """The error code for a call under a key this process holds, or None (ask the store)."""
+        if not self._holds:
+            return None
+        with self._lock:
+            hold = self._holds.get(key)
+            if hold is None:
+                return None
+            if hold.state is HoldState.UNKNOWN:
+                if time.monotonic() >= hold.unknown_until:  # the store's own lease has lapsed by now
+                    self._drop_locked(hold)
+                    return None
+                return "outcome_unknown" if hold.fingerprint == fingerprint else "idempotency_conflict"
+            return "idempotency_in_progress" if hold.fingerprint == fingerprint else "idempotency_conflict"
+
+    def hold(self, key: ReceiptKey, fingerprint: str, owner: str, *, writes: bool, tool: str) -> Hold:
+        """Hold a key just reserved in the store, and keep its lease renewed until it is settled."""
+        hold = Hold(key=key, fingerprint=fingerprint, owner=owner, writes=writes, tool=tool,
+                    renew_at=time.monotonic() + self._renew_every_s)
+        with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
+            self._holds[key] = hold
+            self._start_keeper_locked()
+        return hold
+
+    def run_late(self, hold: Hold) -> None:
+        """The caller stopped waiting for a handler that still runs: hold the key for the late window."""
+        with self._lock:
+            if hold.state is HoldState.RUNNING:
+                hold.state = HoldState.LATE
+                hold.late_until = time.monotonic() + self._late_completion_s
+                self._wake.notify_all()
+
+    def settle(self, hold: Hold, record: Optional[Mapping[str, Any]], *, timeout_s: float) -> ReceiptNote:
+        """Store the call's result record (or, for None, free the key) under the hold's owner token.
+
+        Tried once here; if the store fails, the keeper retries in the background and the note says
+        PENDING. Never raises for a store failure.
+        """
+        note = self._attempt(hold, record, timeout_s)
+        if note is not None:
+            return note
+        with self._lock:
+            if self._holds.get(hold.key) is hold:
+                hold.state = HoldState.SETTLING
+                hold.pending = record
+                hold.attempts_left = RECEIPT_RETRY_ATTEMPTS
+                hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
+                self._wake.notify_all()
+        return ReceiptNote.PENDING
+
+    def let_go(self, hold: Optional[Hold]) -> None:
+        """Stop holding a key without settling it (the process is stopping): its lease will lapse."""
+        if hold is not None:
+            with self._lock:
+                self._drop_locked(hold)
+
+    def give_up(self, hold: Optional[Hold], why: str) -> None:
+        """Stop working on a key whose outcome this process cannot store (see `_give_up_locked`)."""
+        if hold is not None:
+            with self._lock:
+                self._give_up_locked(hold, why)
+
+    def owner_of_unknown(self, key: ReceiptKey) -> Optional[Hold]:
+        """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row)."""
+        with self._lock:
+            hold = self._holds.get(key)
+            return hold if hold is not None and hold.state is HoldState.UNKNOWN else None
+
+    def wait_settled(self, timeout_s: Optional[float]) -> bool:
+        """Wait until no held key is still running, late or settling; False if `timeout_s` ran out."""
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while any(hold.state is not HoldState.UNKNOWN for hold in self._holds.values()):
+                left = None if give_up is None else give_up - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._settled.wait(left)
+            return True
+
+    def close(self, *, store_closed: bool) -> None:
+        """Stop the keeper. `store_closed`: the store closes too, so later outcomes have nowhere to go
+        (a late handler finishing after this is not worth a warning)."""
+        with self._lock:
+            self._closed = True
+            self._store_closed = store_closed
+            thread, self._thread = self._thread, None
+            self._wake.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=1.0)
+
+    # -- storing an outcome ------------------------------------------------------------------
+
+    def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float) -> Optional[ReceiptNote]:
+        """One try at storing the outcome; None when the store failed (nothing known to have changed)."""
+        if self._store_closed:
+            with self._lock:
+                self._drop_locked(hold)
+            return ReceiptNote.PENDING
+        try:
+            if record is None:
+                done = self._store.release(hold.key, hold.owner, timeout_s=timeout_s)
+            else:
+                done = self._store.complete(hold.key, hold.owner, record, timeout_s=timeout_s)
+        except _PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001 - a store failure must not reach the caller
+            logger.warning("receipt store failed to %s a key of tool %r: %s",
+                           "release" if record is None else "complete", hold.tool, type(exception).__name__)
+            return None
+        with self._lock:
+            self._drop_locked(hold)
+        if done is not True:
+            logger.warning("receipt store refused the outcome of a call of tool %r: its key was taken over or "
+                           "resolved while it ran (fenced by the owner token); the store keeps what came after",
+                           hold.tool)
+            return ReceiptNote.REFUSED
+        return ReceiptNote.RELEASED if record is None else ReceiptNote.STORED
+
+    def _give_up_locked(self, hold: Hold, why: str) -> None:
+        """The key's outcome cannot be known here: answer unknown until the store's lease has lapsed
+        (from then on the store answers unknown itself). A read has nothing to protect: just drop it."""
+        if self._holds.get(hold.key) is not hold:
+            return
+        if not hold.writes:
+            self._drop_locked(hold)
+            return
+        hold.state = HoldState.UNKNOWN
+        hold.pending = None
+        hold.unknown_until = time.monotonic() + self._lease_s
+        self._wake.notify_all()
+        self._settled.notify_all()
+        logger.warning("a call of tool %r %s; its idempotency key is unknown until the application resolves it",
+                       hold.tool, why)
+
+    def _drop_locked(self, hold: Hold) -> None:
+        if self._holds.get(hold.key) is hold:
+            del self._holds[hold.key]
+        hold.dropped = True
+        self._settled.notify_all()
+
+    # -- the keeper thread -------------------------------------------------------------------
+
+    def _start_keeper_locked(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._keep, name="agent-lab-lease-keeper", daemon=True)
+            self._thread.start()
+
+    def _keep(self) -> None:
+        """Renew leases, end late windows, retry failed outcomes, expire unknown holds; until closed."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                wait_s = min(self._next_wakeup_locked() - time.monotonic(), self._renew_every_s)
+                if wait_s > 0:
+                    self._wake.wait(min(wait_s, threading.TIMEOUT_MAX))
+                if self._closed:
+                    return
+                now = time.monotonic()
+                holds = list(self._holds.values())
+            for hold in holds:
+                try:
+                    self._tend(hold, now)
+                except _PROCESS_EXITS:
+                    raise
+                except BaseException as exception:  # noqa: BLE001 - the keeper must outlive any one key
+                    logger.warning("lease keeper failed on a key of tool %r: %s", hold.tool, type(exception).__name__)
+
+    def _next_wakeup_locked(self) -> float:
+        wakeup = math.inf
+        for hold in self._holds.values():
+            if hold.state is HoldState.UNKNOWN:
+                wakeup = min(wakeup, hold.unknown_until)
+                continue
+            wakeup = min(wakeup, hold.renew_at)
+            if hold.state is HoldState.LATE:
+                wakeup = min(wakeup, hold.late_until)
+            elif hold.state is HoldState.SETTLING:
+                wakeup = min(wakeup, hold.next_attempt)
+        return wakeup
+
+    def _tend(self, hold: Hold, now: float) -> None:
+        state = hold.state
+        if state is HoldState.UNKNOWN:
+            if now >= hold.unknown_until:
+                with self._lock:
+                    self._drop_locked(hold)
+            return
+        if state is HoldState.LATE and now >= hold.late_until:
+            with self._lock:
+                if hold.state is HoldState.LATE:
+                    self._give_up_locked(hold, "is still running after its late-completion window")
+            return
+        if state is HoldState.SETTLING and now >= hold.next_attempt:
+            self._retry(hold)
+            if hold.state is not HoldState.SETTLING:
+                return
+        if now >= hold.renew_at:
+            hold.renew_at = now + self._renew_every_s
+            self._renew(hold)
+
+    def _retry(self, hold: Hold) -> None:
+        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S) is not None:
+            return
+        with self._lock:
+            hold.attempts_left -= 1
+            if hold.attempts_left <= 0:
+                self._give_up_locked(hold, f"could not store its outcome after {RECEIPT_RETRY_ATTEMPTS + 1} attempts")
+            else:
+                hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
+
+    def _renew(self, hold: Hold) -> None:
+        try:
+            kept = self._store.renew(hold.key, hold.owner, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        except _PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001 - the next renewal may succeed
+            logger.warning("receipt store failed to renew a lease of tool %r: %s", hold.tool, type(exception).__name__)
+            return
+        if kept is not True and not hold.fenced and not hold.dropped:
+            hold.fenced = True
+            logger.warning("the lease of a running call of tool %r was taken over or resolved elsewhere; "
+                           "its outcome will not be stored (fenced by the owner token)", hold.tool)
+
+    def holds(self) -> List[Hold]:
+        """A snapshot of the held keys (for tests and diagnostics)."""
+        with self._lock:
+            return list(self._holds.values())

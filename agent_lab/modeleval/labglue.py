@@ -1,0 +1,63 @@
+"""Where model-eval meets a lab (`agent_lab.lab.Lab`): a fresh world, a surface's registry over it with
+the lab's fixed clock and cursor secret, the world's effects and secrets. Kept in one module so the
+rest of model-eval knows a lab only through these functions.
+
+Every trial gets its own receipt store, created here and closed after the trial. When the store can
+hold a fingerprint key it gets a fixed one, so the fingerprints a model is shown (in an
+`approval_required` answer) are the same on every run and a recorded conversation replays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..idempotency import InMemoryReceiptStore
+from ..lab.definition import Lab, LabError
+from ..lab.loader import BUILTIN_LAB, load_lab
+from ..lab.replay import LAB_CURSOR_SECRET, LAB_NOW
+from ..registry import Registry
+
+__all__ = ["DEFAULT_LAB", "EVAL_FINGERPRINT_KEY", "Lab", "LabError", "build_registry", "load_lab_target",
+           "new_receipts", "open_world", "surfaces_of", "world_effects", "world_secrets"]
+
+DEFAULT_LAB = BUILTIN_LAB
+EVAL_FINGERPRINT_KEY = b"agent-lab model-eval fingerprint key (fixed so replays are byte-identical)"
+
+
+def load_lab_target(target: str) -> Lab:
+    """The lab named MODULE:ATTR or path/to/file.py:ATTR (LabError naming it and the cause)."""
+    return load_lab(target)
+
+
+def surfaces_of(lab: Lab) -> list[Any]:
+    return list(lab.surfaces)
+
+
+def open_world(lab: Lab) -> Any:
+    return lab.new_world()
+
+
+def new_receipts() -> Any:
+    """A fresh in-memory receipt store, with the fixed fingerprint key where stores take one."""
+    try:
+        return InMemoryReceiptStore(fingerprint_key=EVAL_FINGERPRINT_KEY)  # type: ignore[call-arg]
+    except TypeError:  # a store without keyed fingerprints: they are plain hashes, already the same every run
+        return InMemoryReceiptStore()
+
+
+def build_registry(lab: Lab, surface: Any, world: Any, receipts: Any) -> Registry:
+    """The surface's registry over `world`, on `receipts`, at the lab's fixed clock and cursor secret."""
+    registry: Registry = lab.build(surface, world, receipts=receipts, clock=_lab_clock, cursor_secret=LAB_CURSOR_SECRET)
+    return registry
+
+
+def _lab_clock() -> float:
+    return LAB_NOW
+
+
+def world_effects(lab: Lab, world: Any) -> list[Any]:
+    return lab.effects_of(world)
+
+
+def world_secrets(lab: Lab, world: Any) -> list[str]:
+    return sorted(lab.secrets_of(world))

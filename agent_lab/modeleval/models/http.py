@@ -1,0 +1,254 @@
+"""Sending one model request over HTTP with the standard library: timeouts, bounded retries, and a clear
+line between the model's answer and the infrastructure's failure.
+
+A request is retried on 408, 425, 429, 500, 502, 503, 504 and 529 (Anthropic's "overloaded"), on a
+connection error, on a timeout and on a body that is cut short or is not JSON. It waits `backoff_s`,
+then twice that, and so on up to `max_backoff_s`, or what the server's `Retry-After` asks, when that
+is within `retry_after_cap_s` (a server that asks for longer is not waited for: the request fails).
+After `max_attempts` the request fails with `InfrastructureFailure`: the evaluation reports it as an
+infrastructure outcome and never grades it as something the model did.
+
+Secrets: headers that carry credentials are held apart from the public ones (`secret_headers`), are
+never part of a cassette key, a log line, an exception message or a report.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Protocol
+
+from ..transcript import TurnContext
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "HttpRequest",
+    "HttpResponse",
+    "InfrastructureFailure",
+    "Transport",
+    "UrllibTransport",
+    "is_secret_header",
+]
+
+RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+KEPT_RESPONSE_HEADERS = ("content-type", "retry-after", "x-agent-lab-scripted")
+SECRET_HEADER_WORDS = ("authorization", "key", "token", "secret", "cookie", "password")
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_ATTEMPTS = 4
+DEFAULT_BACKOFF_S = 1.0
+DEFAULT_MAX_BACKOFF_S = 20.0
+DEFAULT_RETRY_AFTER_CAP_S = 60.0
+
+
+def is_secret_header(name: str) -> bool:
+    """True for a header that may carry a credential (Authorization, x-api-key, api-key, cookies...)."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_HEADER_WORDS)
+
+
+class InfrastructureFailure(Exception):
+    """The endpoint could not give an answer (network, timeout, HTTP error, unreadable body).
+
+    `reason` is one safe sentence: a status code, an error class or a limit, never a response body,
+    a header value or a key."""
+
+    def __init__(self, reason: str, *, attempts: int = 1) -> None:
+        self.reason = reason
+        self.attempts = attempts
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """A JSON POST to `base_url + path`. `secret_headers` are sent but never stored or shown."""
+
+    base_url: str
+    path: str
+    body: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    secret_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + self.path
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names, only KEPT_RESPONSE_HEADERS
+    latency_ms: Optional[float] = None
+    attempts: int = 1
+
+
+class Transport(Protocol):
+    def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse: ...
+
+
+class _Retry(Exception):
+    """One attempt failed in a way another attempt may not; `wait_s` is what the server asked, if anything."""
+
+    def __init__(self, reason: str, wait_s: Optional[float] = None) -> None:
+        self.reason = reason
+        self.wait_s = wait_s
+        super().__init__(reason)
+
+
+class UrllibTransport:
+    """Sends requests with urllib. `sleep` and `opener` can be replaced (tests wait for nothing)."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+        max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
+        retry_after_cap_s: float = DEFAULT_RETRY_AFTER_CAP_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        for name, value in (("timeout_s", timeout_s), ("backoff_s", backoff_s), ("max_backoff_s", max_backoff_s),
+                            ("retry_after_cap_s", retry_after_cap_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number of seconds, at least 0")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be more than 0")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError("max_attempts must be an integer, at least 1")
+        self.timeout_s = float(timeout_s)
+        self.max_attempts = max_attempts
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.retry_after_cap_s = float(retry_after_cap_s)
+        self._sleep = sleep
+        # Environment proxies apply (a team behind one reaches its endpoint), except for the loopback
+        # interface, which no proxy should see (a local model server, the tests' stand-in).
+        self._opener = urllib.request.build_opener()
+        self._direct_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
+        data = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        headers = {"content-type": "application/json", "accept": "application/json",
+                   **request.headers, **request.secret_headers}
+        started = time.monotonic()
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                status, body, kept = self._attempt(request.url, data, headers)
+            except _Retry as failure:
+                if attempt == self.max_attempts:
+                    raise InfrastructureFailure(
+                        f"{failure.reason}; gave up after {attempt} attempt(s)", attempts=attempt) from None
+                self._sleep(self._wait(attempt, failure.wait_s, attempt))
+                continue
+            latency = round((time.monotonic() - started) * 1000.0, 3)
+            return HttpResponse(status=status, body=body, headers=kept, latency_ms=latency, attempts=attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wait(self, attempt: int, asked_s: Optional[float], attempts: int) -> float:
+        if asked_s is not None:
+            if asked_s > self.retry_after_cap_s:
+                raise InfrastructureFailure(
+                    f"the endpoint asked to wait {asked_s:g} s before retrying, more than the "
+                    f"{self.retry_after_cap_s:g} s cap", attempts=attempts)
+            return asked_s
+        return min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
+
+    def _attempt(self, url: str, data: bytes, headers: Mapping[str, str]) -> tuple[int, Any, dict[str, str]]:
+        http_request = urllib.request.Request(url, data=data, headers=dict(headers), method="POST")
+        deadline = time.monotonic() + self.timeout_s
+        opener = self._direct_opener if urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS else self._opener
+        try:
+            response = opener.open(http_request, timeout=self.timeout_s)
+        except urllib.error.HTTPError as error:
+            kept = _kept_headers(error.headers)
+            try:
+                error.close()
+            except Exception:  # noqa: BLE001 - closing a failed response is best effort
+                pass
+            if error.code in RETRYABLE_STATUSES:
+                raise _Retry(f"the endpoint answered HTTP {error.code}", _retry_after(kept.get("retry-after"))) from None
+            raise InfrastructureFailure(f"the endpoint answered HTTP {error.code}") from None
+        except (socket.timeout, TimeoutError):
+            raise _Retry(f"no answer within the {self.timeout_s:g} s timeout") from None
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, (socket.timeout, TimeoutError)):
+                raise _Retry(f"no answer within the {self.timeout_s:g} s timeout") from None
+            raise _Retry(f"cannot reach the endpoint ({type(error.reason).__name__})") from None
+        except (ConnectionError, http.client.HTTPException, OSError) as error:
+            raise _Retry(f"the connection failed ({type(error).__name__})") from None
+        with response:
+            kept = _kept_headers(response.headers)
+            raw = _read_body(response, deadline, self.timeout_s)
+            status = response.status
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise _Retry("the endpoint's answer is not complete JSON (cut short or not JSON)") from None
+        return status, body, kept
+
+
+def _read_body(response: Any, deadline: float, timeout_s: float) -> bytes:
+    """The whole body, read in chunks so a server that trickles bytes still meets the timeout."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise _Retry(f"the answer took longer than the {timeout_s:g} s timeout")
+            chunk = response.read(READ_CHUNK_BYTES)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise InfrastructureFailure(f"the endpoint's answer is larger than {MAX_RESPONSE_BYTES} bytes")
+            chunks.append(chunk)
+    except (socket.timeout, TimeoutError):
+        raise _Retry(f"no answer within the {timeout_s:g} s timeout") from None
+    except http.client.IncompleteRead:
+        raise _Retry("the endpoint's answer was cut short") from None
+    except (ConnectionError, http.client.HTTPException, OSError) as error:
+        raise _Retry(f"the connection failed while reading ({type(error).__name__})") from None
+    return b"".join(chunks)
+
+
+def _kept_headers(headers: Any) -> dict[str, str]:
+    kept: dict[str, str] = {}
+    if headers is None:
+        return kept
+    for name in KEPT_RESPONSE_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str):
+            kept[name] = value
+    return kept
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Seconds from a Retry-After header: a number of seconds or an HTTP date (None when absent or unreadable)."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds or seconds == float("inf"):
+        return None
+    return max(0.0, seconds)

@@ -1,0 +1,251 @@
+"""Task files: one JSON object per line, checked against `task_schema.json` with our own validator.
+
+A task says what the user asks (`messages`, sent one at a time: the next after the model answers
+without a tool call), who asks (`actor`), how approvals are given (`approvals`), how many model turns
+it may take (`step_limit`) and what success means: on each surface it runs on, calls that must happen
+and calls that must not, errors injected into chosen calls, calls a person approves; for every
+surface, effects the world must end with, "minefield" effects that must never happen, whether the
+right answer is no tool call at all (`abstain`) and what the final answer may say.
+
+Anything wrong with a file is one `TaskFileError` listing every problem as `FILE:LINE: message`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ..errors import CATALOGUE
+from ..policy import Actor
+from ..schema import MAX_INSTANCE_DEPTH, SchemaError, Validator
+
+__all__ = [
+    "DEFAULT_STEP_LIMIT",
+    "SPLITS",
+    "Task",
+    "TaskFileError",
+    "TaskProblem",
+    "load_tasks",
+    "task_schema",
+]
+
+TASK_SCHEMA_PATH = Path(__file__).with_name("task_schema.json")
+SPLITS = ("dev", "heldout")
+DEFAULT_STEP_LIMIT = 8
+MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
+MAX_VIOLATIONS_PER_LINE = 5
+MAX_PROBLEMS = 100
+BYTE_ORDER_MARK = "\ufeff"
+
+
+@dataclass(frozen=True)
+class TaskProblem:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+class TaskFileError(ValueError):
+    """Every problem found in the task files; `str()` is one `FILE:LINE: message` per line."""
+
+    def __init__(self, problems: Iterable[TaskProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One validated task (the JSON of its line, with defaults filled in)."""
+
+    task_id: str
+    split: str
+    intent: str
+    messages: tuple[str, ...]
+    actor: Mapping[str, Any]
+    surfaces: Mapping[str, Mapping[str, Any]]
+    step_limit: int = DEFAULT_STEP_LIMIT
+    approvals: str = "never"
+    abstain: bool = False
+    effects: tuple[Mapping[str, Any], ...] = ()
+    minefields: tuple[Mapping[str, Any], ...] = ()
+    answer: Mapping[str, Any] = field(default_factory=dict)
+    system: Optional[str] = None
+    tags: tuple[str, ...] = ()
+    source_path: str = ""
+    source_line: int = 0
+
+    @property
+    def source(self) -> str:
+        return f"{self.source_path}:{self.source_line}"
+
+    def actor_for_run(self) -> Actor:
+        return Actor(id=self.actor["id"], tenant=self.actor["tenant"], permissions=frozenset(self.actor["permissions"]))
+
+    def on(self, surface: str) -> Optional[Mapping[str, Any]]:
+        """The task's expectations on `surface`, or None when the task does not run there."""
+        return self.surfaces.get(surface)
+
+
+def task_schema() -> dict[str, Any]:
+    """The JSON Schema every task line must satisfy (a fresh copy)."""
+    return json.loads(TASK_SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def _task_validator() -> Validator:
+    return Validator(task_schema())
+
+
+def load_tasks(paths: Sequence[str], *, surfaces: Optional[Sequence[str]] = None) -> list[Task]:
+    """Every task of `paths`, in order. With `surfaces` (the lab's surface names), a task that names
+    another surface is a problem too. Raises `TaskFileError` listing all problems."""
+    tasks: list[Task] = []
+    problems: list[TaskProblem] = []
+    first_seen: dict[str, str] = {}
+    for path in paths:
+        for number, text in _lines(path, problems):
+            if len(problems) >= MAX_PROBLEMS:
+                problems.append(TaskProblem(path, number, f"stopped reading after {MAX_PROBLEMS} problems"))
+                raise TaskFileError(problems)
+            task = _parse_task(path, number, text, problems, surfaces)
+            if task is None:
+                continue
+            if task.task_id in first_seen:
+                problems.append(TaskProblem(path, number, f"duplicate task_id {task.task_id!r} (first at "
+                                                          f"{first_seen[task.task_id]})"))
+                continue
+            first_seen[task.task_id] = task.source
+            tasks.append(task)
+    if not problems and not tasks:
+        problems.append(TaskProblem(paths[0] if paths else "<no task file>", 1, "no tasks found"))
+    if problems:
+        raise TaskFileError(problems)
+    return tasks
+
+
+def _lines(path: str, problems: list[TaskProblem]) -> list[tuple[int, str]]:
+    """Non-blank lines split at "\\n" only (JSON allows U+2028 inside strings), CRLF and BOM tolerated."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_TASK_FILE_BYTES + 1)
+    except FileNotFoundError:
+        problems.append(TaskProblem(path, 1, "no such task file"))
+        return []
+    except IsADirectoryError:
+        problems.append(TaskProblem(path, 1, "a directory, not a task file"))
+        return []
+    except OSError as error:
+        problems.append(TaskProblem(path, 1, f"cannot read the task file ({error.strerror or type(error).__name__})"))
+        return []
+    if len(raw) > MAX_TASK_FILE_BYTES:
+        problems.append(TaskProblem(path, 1, f"the task file is larger than {MAX_TASK_FILE_BYTES} bytes"))
+        return []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        problems.append(TaskProblem(path, raw[: error.start].count(b"\n") + 1, "the task file is not UTF-8 text"))
+        return []
+    if text.startswith(BYTE_ORDER_MARK):
+        text = text[len(BYTE_ORDER_MARK):]
+    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
+    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip(" \t")]
+
+
+class _NotPlainJSON(ValueError):
+    pass
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _NotPlainJSON(f"duplicate key {key!r} in one object")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotPlainJSON(f"{name} is not JSON")
+
+
+def _parse_task(path: str, number: int, text: str, problems: list[TaskProblem],
+                surfaces: Optional[Sequence[str]]) -> Optional[Task]:
+    def report(message: str) -> None:
+        problems.append(TaskProblem(path, number, message))
+
+    try:
+        data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        report(f"broken JSON at column {error.colno}: {error.msg}")
+        return None
+    except _NotPlainJSON as error:
+        report(str(error))
+        return None
+    except (RecursionError, ValueError):
+        report(f"JSON nested too deeply or a number too long to read (tasks allow {MAX_INSTANCE_DEPTH} levels)")
+        return None
+    violations = _task_validator().errors(data)
+    if violations:
+        for violation in violations[:MAX_VIOLATIONS_PER_LINE]:
+            report(violation.message)
+        return None
+    task = Task(
+        task_id=data["task_id"], split=data["split"], intent=data["intent"], messages=tuple(data["messages"]),
+        actor=data["actor"], surfaces=data["surfaces"], step_limit=data.get("step_limit", DEFAULT_STEP_LIMIT),
+        approvals=data.get("approvals", "never"), abstain=data.get("abstain", False),
+        effects=tuple(data.get("effects", ())), minefields=tuple(data.get("minefields", ())),
+        answer=data.get("answer", {}), system=data.get("system"), tags=tuple(data.get("tags", ())),
+        source_path=path, source_line=number,
+    )
+    for message in _consistency_problems(task, surfaces):
+        report(message)
+    return task
+
+
+def _consistency_problems(task: Task, surfaces: Optional[Sequence[str]]) -> list[str]:
+    """What the schema cannot say: names exist, schemas compile, and every task can fail."""
+    found: list[str] = []
+    for name, expectations in task.surfaces.items():
+        where = f"surfaces/{name}"
+        if surfaces is not None and name not in surfaces:
+            found.append(f"'{where}' names a surface the lab does not have (it has: {', '.join(surfaces)})")
+        if task.abstain and expectations.get("must_call"):
+            found.append(f"'{where}/must_call' lists calls, but the task says the right answer is to abstain")
+        if expectations.get("approve") and task.approvals != "listed":
+            found.append(f"'{where}/approve' lists calls, but approvals is {task.approvals!r} (use \"listed\")")
+        for index, injection in enumerate(expectations.get("inject", ())):
+            if injection["error"] not in CATALOGUE:
+                found.append(f"'{where}/inject/{index}/error' is not an error code of the catalogue")
+        for key in ("must_call", "must_not_call", "approve"):
+            for index, match in enumerate(expectations.get(key, ())):
+                found += _schema_problems(f"{where}/{key}/{index}/arguments", match.get("arguments", {}))
+        if not (task.abstain or expectations.get("must_call") or expectations.get("must_not_call") or task.effects
+                or task.minefields or task.answer.get("contains") or task.answer.get("not_contains")
+                or task.answer.get("no_secrets")):
+            found.append(f"'{where}' says nothing that could fail: add must_call, must_not_call, effects, "
+                         "minefields, abstain or answer checks")
+    if task.approvals == "listed" and not any(e.get("approve") for e in task.surfaces.values()):
+        found.append("'approvals' is \"listed\" but no surface lists a call to approve")
+    for index, expected in enumerate(task.effects):
+        found += _schema_problems(f"effects/{index}/match", expected["match"])
+    for index, minefield in enumerate(task.minefields):
+        found += _schema_problems(f"minefields/{index}", minefield)
+    return found
+
+
+def _schema_problems(where: str, match: Mapping[str, Any]) -> list[str]:
+    found = []
+    for pointer, constraint in match.items():
+        if "schema" in constraint:
+            try:
+                Validator(constraint["schema"])
+            except SchemaError as error:
+                found.append(f"'{where}/{pointer.replace('~', '~0').replace('/', '~1')}/schema' is not a valid "
+                             f"JSON Schema: {error}")
+    return found

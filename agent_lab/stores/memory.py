@@ -1,0 +1,195 @@
+"""Receipts in a dict: for tests, the lab and single-process applications."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ..fingerprint import check_fingerprint_key, new_fingerprint_key
+from . import _rules as rules
+from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus, acquire_within, store_timeout
+
+__all__ = ["InMemoryReceiptStore"]
+
+_MIN_SWEEP_INTERVAL = 1024
+"""The in-memory store scans for expired entries after max(this, number of entries) reserves, so a
+full scan costs O(1) per reserve on average however large the store grows."""
+
+
+class InMemoryReceiptStore:
+    """Receipts in a dict guarded by a lock: for tests, the lab and single-process apps.
+
+    Everything is lost when the process ends. Records are kept as canonical JSON text and parsed
+    again on every replay, exactly as the SQLite store does, so both stores replay identically.
+    ``fingerprint_key`` is random unless given (fingerprints then differ from one store to the next).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_s: float = 86400,
+        lease_s: float = 300,
+        clock: Callable[[], float] = time.time,
+        fingerprint_key: Optional[bytes] = None,
+    ) -> None:
+        self._ttl_s = rules.check_duration("ttl_s", ttl_s)
+        self._lease_s = rules.check_duration("lease_s", lease_s)
+        self._clock = clock
+        self._fingerprint_key = new_fingerprint_key() if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
+        self._entries: Dict[Tuple[str, str, str], rules.Entry] = {}
+        self._lock = threading.Lock()
+        self._reserves_since_sweep = 0
+        self._closed = False
+
+    @property
+    def lease_s(self) -> float:
+        return self._lease_s
+
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_s
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        return self._fingerprint_key
+
+    def reserve(
+        self, key: ReceiptKey, fingerprint: str, *, lapse: Lapse = Lapse.UNKNOWN, timeout_s: Optional[float] = None
+    ) -> Reservation:
+        rules.check_fingerprint(fingerprint)
+        lapse_value = rules.check_lapse(lapse)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            now = self._clock()
+            self._sweep_now_and_then(now)
+            answer = rules.decide_reserve(self._entries.get(address), fingerprint, now)
+            if answer is not None:
+                return answer
+            owner = rules.new_owner_token()
+            self._entries[address] = rules.Entry(
+                fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner=owner, lapse=lapse_value
+            )
+            return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+
+    def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            entry = self._entries.get(address)
+            if not rules.held_by(entry, owner):
+                return False
+            assert entry is not None
+            self._entries[address] = rules.Entry(
+                entry.fingerprint, rules.IN_FLIGHT, None, self._clock() + self._lease_s, owner=owner, lapse=entry.lapse
+            )
+            return True
+
+    def complete(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        text = rules.record_text(record)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            entry = self._entries.get(address)
+            if not rules.held_by(entry, owner):
+                return False
+            assert entry is not None
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, text, self._clock() + self._ttl_s)
+            return True
+
+    def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            if not rules.held_by(self._entries.get(address), owner):
+                return False
+            del self._entries[address]
+            return True
+
+    def resolve(
+        self,
+        key: ReceiptKey,
+        fingerprint: str,
+        *,
+        record: Optional[Mapping[str, Any]],
+        timeout_s: Optional[float] = None,
+    ) -> bool:
+        rules.check_fingerprint(fingerprint)
+        text = rules.record_text(record) if record is not None else None
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            now = self._clock()
+            if not rules.may_resolve(self._entries.get(address), fingerprint, now):
+                return False
+            if text is None:
+                del self._entries[address]
+            else:
+                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, text, now + self._ttl_s)
+            return True
+
+    def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            now = self._clock()
+            entry = self._entries.get(address)
+            if entry is not None and entry.is_purgeable(now):
+                del self._entries[address]
+                return None
+            return rules.status_of(entry, now)
+
+    def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
+        rules.check_limit(limit)
+        with self._locked(timeout_s):
+            now = self._clock()
+            found = sorted(address for address, entry in self._entries.items() if entry.is_unknown(now))
+        return [ReceiptKey(*address) for address in found[:limit]]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._entries.clear()
+
+    def _locked(self, timeout_s: Optional[float]) -> "_Locked":
+        """The store's lock, waited for no longer than the call's timeout (`with self._locked(t):`)."""
+        return _Locked(self, timeout_s)
+
+    def __enter__(self) -> "InMemoryReceiptStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _sweep_now_and_then(self, now: float) -> None:
+        """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
+        ones stay: they wait for the application to resolve them)."""
+        self._reserves_since_sweep += 1
+        if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries)):
+            return
+        self._reserves_since_sweep = 0
+        expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)]
+        for address in expired:
+            del self._entries[address]
+
+
+class _Locked:
+    """Holds an in-memory store's lock for one call (a class, not a generator: it is on every call)."""
+
+    __slots__ = ("_store", "_timeout_s")
+
+    def __init__(self, store: InMemoryReceiptStore, timeout_s: Optional[float]) -> None:
+        self._store = store
+        self._timeout_s = timeout_s
+
+    def __enter__(self) -> None:
+        store = self._store
+        timeout_s = store_timeout(self._timeout_s)
+        if not store._lock.acquire(blocking=False):  # free nearly always: only then wait, within the timeout
+            acquire_within(store._lock, timeout_s)
+        if store._closed:
+            store._lock.release()
+            raise ValueError("the receipt store is closed")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._store._lock.release()

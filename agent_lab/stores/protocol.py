@@ -1,0 +1,219 @@
+"""The receipt store protocol: what every store (in-memory, SQLite, and later PostgreSQL) promises.
+
+A write tool that carries an idempotency key must take effect at most once per key, even when the
+process running it is killed between the effect and its receipt. The registry gets that from a store
+through these operations, each atomic, each bounded by a timeout:
+
+* ``reserve(key, fingerprint, lapse=...)`` claims a free key and returns an *owner token*; or says what
+  holds the key already: a receipt to replay, a conflict (other arguments), a call in progress, or an
+  ``unknown`` outcome.
+* ``renew(key, owner)`` extends the holder's lease while its handler runs.
+* ``complete(key, owner, record)`` stores the result record; ``release(key, owner)`` frees the key
+  after a refusal or a failure known to have had no effect. Both are *fenced*: they act only for the
+  current owner, so a holder that was taken over or resolved meanwhile changes nothing (False).
+* A reservation whose lease lapsed without a receipt (its holder crashed, or could not store its
+  receipt) is ``unknown`` when it was reserved with ``Lapse.UNKNOWN`` (writes: the effect may have
+  happened), and stays so until the application ``resolve``s it; with ``Lapse.TAKEOVER`` (reads: no
+  effect to protect) the next caller simply takes the key over.
+
+Every method takes ``timeout_s`` (None: ``STORE_TIMEOUT_S``) and raises ``ReceiptStoreUnavailable`` when
+it cannot answer within it (a lock held elsewhere, an unreachable or failing database); the registry
+derives the timeout from the call's deadline and answers ``receipt_store_unavailable`` (retry later).
+
+Receipts are keyed by ``ReceiptKey(tenant, tool, key)``: one tenant never sees another's receipt.
+Each store also holds the key of the argument fingerprints (``fingerprint_key``), so that every
+registry sharing the store fingerprints a call alike, across processes and restarts.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Protocol, runtime_checkable
+
+from ..fingerprint import has_lone_surrogate
+
+__all__ = [
+    "STORE_TIMEOUT_S",
+    "Lapse",
+    "ReceiptKey",
+    "ReceiptStore",
+    "ReceiptStoreUnavailable",
+    "Reservation",
+    "ReservationStatus",
+    "acquire_within",
+    "store_timeout",
+]
+
+STORE_TIMEOUT_S = 5.0
+"""How long a store call may wait (for a lock, a busy database) when its caller gives no timeout."""
+
+
+class ReceiptStoreUnavailable(Exception):
+    """The store could not answer within the call's timeout, or cannot be reached at all.
+
+    Retrying later may succeed. The message is operator-facing and never holds a key or a record.
+    A SQLite or in-memory store changed nothing when it raises this; a networked store may not know
+    whether its last statement committed (a reservation made that way lapses like a crashed holder's).
+    """
+
+
+@dataclass(frozen=True)
+class ReceiptKey:
+    """Where a receipt lives: the tenant, the tool, and the caller's idempotency key.
+
+    Each part is a plain string of Unicode text: a lone surrogate (``"\\ud800"``) cannot be stored by
+    a database as text, so it is refused here, the same for every store.
+    """
+
+    tenant: str
+    tool: str
+    key: str
+
+    def __post_init__(self) -> None:
+        for field_name in ("tenant", "tool", "key"):
+            value = getattr(self, field_name)
+            if type(value) is not str:
+                if not isinstance(value, str):
+                    raise TypeError(f"ReceiptKey.{field_name} must be a string")
+                value = str.__str__(value)  # its plain text: a subclass could hash or compare as it likes
+                object.__setattr__(self, field_name, value)
+            if has_lone_surrogate(value):
+                raise ValueError(f"ReceiptKey.{field_name} must be Unicode text without lone surrogates")
+
+
+class Lapse(str, enum.Enum):
+    """What a reservation whose lease lapsed without a receipt means for its key."""
+
+    UNKNOWN = "unknown"  # a write: the effect may have happened; the key answers unknown until resolved
+    TAKEOVER = "takeover"  # a read: nothing to protect; the next caller takes the key over
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ReservationStatus(str, enum.Enum):
+    """What ``reserve`` (or ``lookup``) found under a key."""
+
+    RESERVED = "reserved"  # the key was free and now belongs to this caller (see Reservation.owner)
+    REPLAY = "replay"  # a completed receipt with the same fingerprint: return its record
+    CONFLICT = "conflict"  # the key is held (running, completed or unknown) for different arguments
+    IN_PROGRESS = "in_progress"  # the same arguments are still running under a live lease
+    UNKNOWN = "unknown"  # a write's lease lapsed without a receipt: it may have taken effect
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer of ``reserve`` / ``lookup``.
+
+    ``record`` is the stored result record when ``status`` is REPLAY (a fresh dict every time, so
+    callers may not corrupt the receipt). ``fingerprint`` is the one already stored under the key, or
+    the caller's own for RESERVED. ``owner`` is the owner token of a RESERVED answer: the only value
+    that lets ``renew``, ``complete`` and ``release`` act on the reservation (never shown elsewhere).
+    """
+
+    status: ReservationStatus
+    record: Optional[Mapping[str, Any]] = None
+    fingerprint: Optional[str] = None
+    owner: Optional[str] = None
+
+    def __repr__(self) -> str:  # the owner token is a capability: keep it out of logs
+        shown = "set" if self.owner is not None else None
+        return f"Reservation(status={self.status.value!r}, fingerprint={self.fingerprint!r}, owner={shown})"
+
+
+@runtime_checkable
+class ReceiptStore(Protocol):
+    """Where idempotency receipts live. Every method is atomic and safe to call from several threads.
+
+    ``timeout_s`` bounds how long a method may wait (None: ``STORE_TIMEOUT_S``); past it the method
+    raises ``ReceiptStoreUnavailable``. Any other exception is a bug or a misuse (a closed store).
+    """
+
+    @property
+    def lease_s(self) -> float:
+        """How long a reservation holds without being renewed."""
+        ...
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        """The key every registry on this store fingerprints calls with."""
+        ...
+
+    def reserve(
+        self, key: ReceiptKey, fingerprint: str, *, lapse: Lapse = Lapse.UNKNOWN, timeout_s: Optional[float] = None
+    ) -> Reservation:
+        """Atomically claim ``key`` for ``fingerprint`` (RESERVED, with a fresh owner token), or
+        report what holds it. ``lapse`` says what the reservation means if its lease lapses."""
+        ...
+
+    def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        """Extend the lease of ``owner``'s reservation by ``lease_s`` from now; False if ``owner`` no
+        longer holds it (taken over, resolved, completed or released)."""
+        ...
+
+    def complete(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        """Store the result record for ``owner``'s reservation (also after its lease lapsed, as long
+        as nobody took the key over or resolved it); False, storing nothing, otherwise."""
+        ...
+
+    def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        """Free ``owner``'s reservation (the call had no effect); False if ``owner`` no longer holds it."""
+        ...
+
+    def resolve(
+        self,
+        key: ReceiptKey,
+        fingerprint: str,
+        *,
+        record: Optional[Mapping[str, Any]],
+        timeout_s: Optional[float] = None,
+    ) -> bool:
+        """Settle an ``unknown`` key for ``fingerprint``: with a record, "it happened" (later calls
+        replay the record); with None, "it did not happen" (the key is free). False if the key is not
+        unknown for that fingerprint (still in progress, completed, free or held by other arguments)."""
+        ...
+
+    def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
+        """The status of ``key`` without reserving it; None when nothing holds it."""
+        ...
+
+    def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
+        """Up to ``limit`` keys that are ``unknown`` (what crashes left behind), in key order."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources. Closing twice is harmless."""
+        ...
+
+
+def store_timeout(timeout_s: Optional[float]) -> float:
+    """The seconds a store call may wait: ``STORE_TIMEOUT_S`` for None, 0 for a past deadline."""
+    if timeout_s is None:
+        return STORE_TIMEOUT_S
+    if type(timeout_s) is float and 0.0 <= timeout_s <= _TIMEOUT_MAX:  # the registry's case: a plain float
+        return timeout_s
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or math.isnan(timeout_s):
+        raise ValueError("timeout_s must be a number of seconds or None")
+    return min(max(0.0, float(timeout_s)), _TIMEOUT_MAX)
+
+
+_TIMEOUT_MAX = threading.TIMEOUT_MAX
+
+
+def acquire_within(lock: Any, timeout_s: float) -> float:
+    """Take ``lock`` within ``timeout_s`` seconds and return the seconds left; raise
+    ``ReceiptStoreUnavailable`` (holding nothing) when it stays taken that long."""
+    started = time.monotonic()
+    taken = lock.acquire(timeout=timeout_s) if timeout_s > 0 else lock.acquire(blocking=False)
+    if not taken:
+        raise ReceiptStoreUnavailable("the receipt store is busy: its lock was not free within the timeout")
+    return max(0.0, timeout_s - (time.monotonic() - started))

@@ -1,0 +1,437 @@
+"""Receipts in one SQLite file, shared by the threads and processes of one host, kept across restarts."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar, Union
+
+from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
+from . import _rules as rules
+from .protocol import (
+    Lapse,
+    ReceiptKey,
+    ReceiptStoreUnavailable,
+    Reservation,
+    ReservationStatus,
+    acquire_within,
+    store_timeout,
+)
+
+__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SWEEP_CHUNK", "SWEEP_EVERY", "SqliteReceiptStore"]
+
+SCHEMA_VERSION = 2
+"""Stored in ``PRAGMA user_version``. Version 2 added owner tokens, what a lapse means, and the
+fingerprint key; a version-1 file is migrated when opened, a newer one is refused, not guessed at."""
+
+BUSY_TIMEOUT_MS = 5000
+"""How long opening a store waits for another writer (a process setting up the same new file).
+Each later call waits only as long as its own ``timeout_s`` allows."""
+
+SWEEP_EVERY = 64
+SWEEP_CHUNK = 256
+"""Every ``SWEEP_EVERY`` reserves, the SQLite store examines the next ``SWEEP_CHUNK`` rows in key
+order (wrapping around) and deletes the expired ones (never an unknown one: it waits to be resolved).
+This bounded, incremental sweep replaces an index on the expiry time, which would cost about a third
+of the write throughput."""
+
+_SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+# Version 1's table plus, at the end (where ALTER TABLE puts them), the columns version 2 added.
+_CREATE_TABLE = """
+CREATE TABLE IF NOT EXISTS receipts (
+    tenant      TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    record      TEXT,
+    expires_at  REAL NOT NULL,
+    owner       TEXT,
+    lapse       TEXT NOT NULL DEFAULT 'unknown' CHECK (lapse IN ('unknown', 'takeover')),
+    PRIMARY KEY (tenant, tool, key)
+) WITHOUT ROWID
+"""
+_MIGRATE_FROM_V1 = (
+    "ALTER TABLE receipts ADD COLUMN owner TEXT",
+    "ALTER TABLE receipts ADD COLUMN lapse TEXT NOT NULL DEFAULT 'unknown' CHECK (lapse IN ('unknown', 'takeover'))",
+)
+_CREATE_META = "CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+_KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
+
+_WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
+# The fencing rule (rules.held_by) and the resolving rule (rules.may_resolve) as SQL.
+_WHERE_HELD_BY = _WHERE_KEY + " AND state = 'in_flight' AND owner = ?"
+_WHERE_UNKNOWN = _WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ? AND fingerprint = ?"
+
+_SELECT_ENTRY = "SELECT fingerprint, state, record, expires_at, owner, lapse FROM receipts WHERE " + _WHERE_KEY
+_UPSERT_ENTRY = (
+    "INSERT OR REPLACE INTO receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_RENEW = "UPDATE receipts SET expires_at = ? WHERE " + _WHERE_HELD_BY
+_COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_HELD_BY
+_RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
+_RESOLVE_HAPPENED = (
+    "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
+)
+_RESOLVE_NOT_HAPPENED = "DELETE FROM receipts WHERE " + _WHERE_UNKNOWN
+_SELECT_UNRESOLVED = (
+    "SELECT tenant, tool, key FROM receipts WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ?"
+    " ORDER BY tenant, tool, key LIMIT ?"
+)
+_SWEEP_COLUMNS = "SELECT tenant, tool, key, fingerprint, state, expires_at, lapse FROM receipts"
+_SELECT_FIRST_SWEEP_CHUNK = _SWEEP_COLUMNS + " ORDER BY tenant, tool, key LIMIT ?"
+_SELECT_NEXT_SWEEP_CHUNK = _SWEEP_COLUMNS + " WHERE (tenant, tool, key) > (?, ?, ?) ORDER BY tenant, tool, key LIMIT ?"
+_DELETE_EXPIRED_ENTRY = "DELETE FROM receipts WHERE " + _WHERE_KEY + " AND expires_at <= ?"
+
+_Answer = TypeVar("_Answer")
+
+
+class SqliteReceiptStore:
+    """Receipts in one SQLite file, shared by threads and processes and kept across restarts.
+
+    Concurrency: the file uses the WAL journal, so readers never block the single writer. ``reserve``
+    is one ``BEGIN IMMEDIATE`` transaction (read the row, decide, write), which takes SQLite's write
+    lock up front: two contenders, in any threads or processes, can never both see the key free.
+    ``renew``, ``complete``, ``release`` and ``resolve`` are single conditional statements, atomic by
+    themselves. Within a process one connection is shared by all threads behind a lock. Every call
+    waits for that lock, and then for SQLite's (its busy timeout, set per call), only as long as its
+    ``timeout_s`` allows; then it raises ``ReceiptStoreUnavailable``, having changed nothing.
+    Expiry times are absolute ``clock()`` seconds, so the default wall clock (``time.time``) is the
+    right one for a file shared between processes and restarts; a monotonic clock is not.
+
+    Fingerprint key: a new file gets a random key, stored in it (table ``store_meta``) inside the
+    transaction that creates the schema, so processes opening a new file at once all read the one key.
+    Pass ``fingerprint_key=`` to keep the key out of the file: only its public id is stored, and
+    opening the file with another key (or without one) is refused.
+
+    Durability: ``synchronous="NORMAL"`` (the default) with WAL never corrupts the file and loses
+    nothing when the *process* crashes; after a power loss or OS crash the last transactions
+    before the crash may be rolled back, so a receipt written just before could be missing and a
+    retry could run the effect again. Pass ``synchronous="FULL"`` to sync the WAL on every commit
+    and close that window, at the cost of one fsync per reserve/complete.
+
+    Privacy: records are stored as given. The registry masks a tool's `redact` fields before it
+    completes a receipt, but every other value is a real tool result (and whoever holds a stored
+    fingerprint key can test guesses against the fingerprints), so a new file is created readable
+    and writable by its owner only (mode 0600 on POSIX).
+
+    Migration: a version-1 file (written before owner tokens and keyed fingerprints) is migrated in
+    place when opened. Its in-flight reservations have no owner, so nobody can complete them: they
+    lapse to ``unknown``. Its receipts keep their unkeyed ``sha256:`` fingerprints, so a retry of
+    such a key answers ``idempotency_conflict`` (never a second effect) until the receipt expires.
+
+    Do not use a store across ``fork``: open it in the child (the ``spawn`` start method is fine).
+    """
+
+    def __init__(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        ttl_s: float = 86400,
+        lease_s: float = 300,
+        clock: Callable[[], float] = time.time,
+        synchronous: str = "NORMAL",
+        fingerprint_key: Optional[bytes] = None,
+    ) -> None:
+        self._ttl_s = rules.check_duration("ttl_s", ttl_s)
+        self._lease_s = rules.check_duration("lease_s", lease_s)
+        self._clock = clock
+        level = synchronous.upper() if isinstance(synchronous, str) else None
+        if level not in _SYNCHRONOUS_LEVELS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS_LEVELS)}")
+        given_key = None if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
+        self._lock = threading.Lock()
+        self._reserves_since_sweep = 0
+        self._sweep_after: Optional[Tuple[str, str, str]] = None  # where the next sweep chunk starts
+        self._busy_timeout_ms = BUSY_TIMEOUT_MS
+        connection, self._fingerprint_key = _open_connection(os.fspath(path), level, given_key)
+        self._connection: Optional[sqlite3.Connection] = connection
+
+    @property
+    def lease_s(self) -> float:
+        return self._lease_s
+
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_s
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        return self._fingerprint_key
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def reserve(
+        self, key: ReceiptKey, fingerprint: str, *, lapse: Lapse = Lapse.UNKNOWN, timeout_s: Optional[float] = None
+    ) -> Reservation:
+        rules.check_fingerprint(fingerprint)
+        lapse_value = rules.check_lapse(lapse)
+        address = rules.address(key)
+
+        def work(connection: sqlite3.Connection) -> Reservation:
+            with _immediate_transaction(connection):
+                now = self._clock()
+                self._sweep_now_and_then(connection, now)
+                answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
+                if answer is not None:
+                    return answer
+                owner = rules.new_owner_token()
+                connection.execute(
+                    _UPSERT_ENTRY,
+                    (*address, fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner, lapse_value),
+                )
+                return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+
+        return self._call(timeout_s, work)
+
+    def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        return self._call(timeout_s, lambda connection: _changed(
+            connection.execute(_RENEW, (self._clock() + self._lease_s, *address, owner))))
+
+    def complete(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        text = rules.record_text(record)
+        address = rules.address(key)
+        return self._call(timeout_s, lambda connection: _changed(
+            connection.execute(_COMPLETE, (text, self._clock() + self._ttl_s, *address, owner))))
+
+    def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        return self._call(timeout_s, lambda connection: _changed(connection.execute(_RELEASE, (*address, owner))))
+
+    def resolve(
+        self,
+        key: ReceiptKey,
+        fingerprint: str,
+        *,
+        record: Optional[Mapping[str, Any]],
+        timeout_s: Optional[float] = None,
+    ) -> bool:
+        rules.check_fingerprint(fingerprint)
+        text = rules.record_text(record) if record is not None else None
+        address = rules.address(key)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            now = self._clock()
+            if text is None:
+                return _changed(connection.execute(_RESOLVE_NOT_HAPPENED, (*address, now, fingerprint)))
+            return _changed(connection.execute(_RESOLVE_HAPPENED, (text, now + self._ttl_s, *address, now, fingerprint)))
+
+        return self._call(timeout_s, work)
+
+    def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
+        address = rules.address(key)
+        return self._call(timeout_s, lambda connection: rules.status_of(_read_entry(connection, address), self._clock()))
+
+    def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
+        rules.check_limit(limit)
+        rows = self._call(timeout_s, lambda connection: connection.execute(
+            _SELECT_UNRESOLVED, (self._clock(), limit)).fetchall())
+        return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def __enter__(self) -> "SqliteReceiptStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _call(self, timeout_s: Optional[float], work: Callable[[sqlite3.Connection], _Answer]) -> _Answer:
+        """Run ``work`` on the connection, waiting for the thread lock and then SQLite's lock no
+        longer than ``timeout_s`` in all; a busy or failing database is ReceiptStoreUnavailable."""
+        left = acquire_within(self._lock, store_timeout(timeout_s))
+        try:
+            connection = self._open()
+            try:
+                self._wait_at_most(connection, left)
+                return work(connection)
+            except sqlite3.OperationalError as error:  # locked, busy, disk full, I/O error
+                raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
+        finally:
+            self._lock.release()
+
+    def _wait_at_most(self, connection: sqlite3.Connection, seconds: float) -> None:
+        """Set SQLite's busy timeout (how long a statement waits for another writer) for this call."""
+        milliseconds = min(int(seconds * 1000), 2**31 - 1)
+        if milliseconds != self._busy_timeout_ms:
+            connection.execute(f"PRAGMA busy_timeout = {milliseconds}")  # an int: nothing to inject
+            self._busy_timeout_ms = milliseconds
+
+    def _open(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise ValueError("the receipt store is closed")
+        return self._connection
+
+    def _sweep_now_and_then(self, connection: sqlite3.Connection, now: float) -> None:
+        """Purge expired rows, a bounded chunk at a time (inside the caller's transaction)."""
+        self._reserves_since_sweep += 1
+        if self._reserves_since_sweep < SWEEP_EVERY:
+            return
+        self._reserves_since_sweep = 0
+        if self._sweep_after is None:
+            rows = connection.execute(_SELECT_FIRST_SWEEP_CHUNK, (SWEEP_CHUNK,)).fetchall()
+        else:
+            rows = connection.execute(_SELECT_NEXT_SWEEP_CHUNK, (*self._sweep_after, SWEEP_CHUNK)).fetchall()
+        self._sweep_after = tuple(rows[-1][:3]) if len(rows) == SWEEP_CHUNK else None  # None: wrap around
+        expired = [
+            (tenant, tool, key, now)
+            for tenant, tool, key, fingerprint, state, expires_at, lapse in rows
+            if rules.Entry(fingerprint, state, None, expires_at, lapse=lapse).is_purgeable(now)
+        ]
+        if expired:
+            connection.executemany(_DELETE_EXPIRED_ENTRY, expired)
+
+
+def _changed(cursor: sqlite3.Cursor) -> bool:
+    """Whether a conditional statement found its row (the condition held) and changed it."""
+    return cursor.rowcount == 1
+
+
+def _open_connection(path: str, synchronous: str, given_key: Optional[bytes]) -> Tuple[sqlite3.Connection, bytes]:
+    """Open the file in WAL mode, make sure the schema is there and settle the fingerprint key."""
+    _create_private_file(path)
+    connection = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+        _use_wal(connection)
+        connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
+        key = _ensure_schema(connection, given_key)
+    except BaseException:
+        connection.close()
+        raise
+    return connection, key
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (a setting stored in the file; ":memory:" stays "memory").
+
+    Switching needs an exclusive lock, and while another connection holds a write lock (another process
+    creating the schema of the same new file) SQLite refuses the switch at once with "database is locked",
+    without waiting through its busy handler. So a file already in WAL is left alone, and a switch is
+    retried until the busy timeout.
+    """
+    give_up = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] in ("wal", "memory"):
+                return
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() >= give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock, so trying again can succeed."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes)
+    return "locked" in str(error) or "busy" in str(error)  # Python 3.10 carries only the message
+
+
+def _create_private_file(path: str) -> None:
+    """Create a missing database file readable by its owner only.
+
+    Receipts hold real tool results (only the tools' `redact` fields are masked), so the file should
+    not be world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
+    """
+    if path in ("", ":memory:"):
+        return
+    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(descriptor)
+
+
+def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
+    """Create or migrate the schema and return the fingerprint key, all in one write transaction, so
+    that processes opening one new file at once wait for each other and agree on everything."""
+    with _immediate_transaction(connection):
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ValueError(
+                f"receipt store schema version {version} is newer than this code understands ({SCHEMA_VERSION})"
+            )
+        if version == 1:
+            for statement in _MIGRATE_FROM_V1:
+                connection.execute(statement)
+        if version < SCHEMA_VERSION:
+            connection.execute(_CREATE_TABLE)
+            connection.execute(_CREATE_META)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return _settle_fingerprint_key(connection, given_key)
+
+
+def _settle_fingerprint_key(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
+    """The file's fingerprint key: the one stored in it, the one given (checked against the stored
+    id), or, for a new file, a random one stored now."""
+    meta = dict(connection.execute("SELECT name, value FROM store_meta").fetchall())
+    stored_key, stored_id = meta.get(_KEY_ROW), meta.get(_KEY_ID_ROW)
+    if given_key is not None:
+        if stored_id is None:
+            connection.execute("INSERT INTO store_meta (name, value) VALUES (?, ?)",
+                               (_KEY_ID_ROW, fingerprint_key_id(given_key)))
+        elif stored_id != fingerprint_key_id(given_key):
+            raise ValueError("fingerprint_key is not the key this receipt file's fingerprints were made with")
+        return given_key
+    if stored_key is not None:
+        return check_fingerprint_key(bytes.fromhex(stored_key))
+    if stored_id is not None:
+        raise ValueError("this receipt file's fingerprint key is not stored in it: pass it as fingerprint_key=")
+    key = new_fingerprint_key()
+    connection.executemany("INSERT INTO store_meta (name, value) VALUES (?, ?)",
+                           ((_KEY_ROW, key.hex()), (_KEY_ID_ROW, fingerprint_key_id(key))))
+    return key
+
+
+class _immediate_transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the body raises."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._connection.execute("BEGIN IMMEDIATE")
+        return self._connection
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        if exc_type is None:
+            try:
+                self._connection.execute("COMMIT")
+            except BaseException:  # e.g. the disk is full: never leave the transaction open
+                self._roll_back()
+                raise
+        else:
+            self._roll_back()
+
+    def _roll_back(self) -> None:
+        if self._connection.in_transaction:  # SQLite may already have rolled back by itself
+            self._connection.execute("ROLLBACK")
+
+
+def _read_entry(connection: sqlite3.Connection, address: Tuple[str, str, str]) -> Optional[rules.Entry]:
+    row = connection.execute(_SELECT_ENTRY, address).fetchone()
+    if row is None:
+        return None
+    stored_fingerprint, state, record_text, expires_at, owner, lapse = row
+    return rules.Entry(stored_fingerprint, state, record_text, expires_at, owner=owner, lapse=lapse)

@@ -1,0 +1,523 @@
+"""The receipt store conformance suite: what every ReceiptStore promises, written once.
+
+A store's test case mixes in `ReceiptStoreConformance` and says how to build the store and how to make
+it busy (see the hooks below); tests/test_receipt_stores.py runs it against the in-memory and SQLite
+stores, and a new store (PostgreSQL) runs the same suite. Time is a `FakeClock` the tests move by hand,
+so leases and ttls are tested without sleeping. Durable stores also run `DurableStoreConformance`.
+
+Not collected on its own (the file name does not start with "test").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, ContextManager, Optional
+
+from agent_lab.stores import (
+    Lapse,
+    ReceiptKey,
+    ReceiptStore,
+    ReceiptStoreUnavailable,
+    Reservation,
+    ReservationStatus,
+)
+
+TTL_S = 100.0
+LEASE_S = 10.0
+KEY = ReceiptKey("tenant-a", "record_followup", "action-1")
+FIRST = "hmac-sha256:" + "1" * 64
+SECOND = "hmac-sha256:" + "2" * 64
+RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-1", "note": "Zoë ☎", "tags": ["a", "b"]}}
+OTHER_RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-2"}}
+FINGERPRINT_KEY = b"conformance fingerprint key 0123"
+BUSY_TIMEOUT_S = 0.05  # how long a call may wait on a busy store in the tests
+PATIENCE_S = 30.0  # a hang guard, never a timing assertion
+
+
+class FakeClock:
+    """A clock the test moves by hand, so expiry is tested without sleeping."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class ReceiptStoreConformance:
+    """Mixed into a unittest.TestCase. Hooks a store's test case provides:
+
+    * `make_store(clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None)`: a new store (for a
+      durable store: on the same storage every time, so a second store is "another process");
+    * `busy_store(store)`: a context manager during which the store cannot answer (another writer
+      holds its lock), so every call must give up within its `timeout_s`;
+    * `use_new_storage()`: later `make_store` calls open new, empty storage (a no-op for memory).
+    """
+
+    def make_store(self, clock: FakeClock, **options: Any) -> Any:
+        raise NotImplementedError
+
+    def use_new_storage(self) -> None:
+        pass
+
+    def busy_store(self, store: Any) -> ContextManager[None]:
+        raise NotImplementedError
+
+    def setUp(self) -> None:
+        self.clock = FakeClock()
+        self.store = self.make_store(self.clock)
+        self.addCleanup(self.store.close)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def assertStatus(self, reservation: Optional[Reservation], status: ReservationStatus, fingerprint_held: str) -> None:
+        self.assertIsInstance(reservation, Reservation)
+        assert reservation is not None
+        self.assertIs(reservation.status, status)
+        self.assertEqual(reservation.fingerprint, fingerprint_held)
+        if status is not ReservationStatus.RESERVED:
+            self.assertIsNone(reservation.owner)  # only the holder ever learns the owner token
+
+    def reserve(self, fingerprint: str = FIRST, *, key: ReceiptKey = KEY, lapse: Lapse = Lapse.UNKNOWN) -> str:
+        """Reserve `key` and return the owner token."""
+        reservation = self.store.reserve(key, fingerprint, lapse=lapse)
+        self.assertStatus(reservation, ReservationStatus.RESERVED, fingerprint)
+        self.assertIsInstance(reservation.owner, str)
+        return reservation.owner
+
+    def completed(self, record: Any = RECORD, fingerprint: str = FIRST, *, key: ReceiptKey = KEY) -> str:
+        owner = self.reserve(fingerprint, key=key)
+        self.assertTrue(self.store.complete(key, owner, record))
+        return owner
+
+    # -- shape --------------------------------------------------------------------------------
+
+    def test_the_store_satisfies_the_receipt_store_protocol(self) -> None:
+        self.assertIsInstance(self.store, ReceiptStore)
+        self.assertEqual(self.store.lease_s, LEASE_S)
+        self.assertIsInstance(self.store.fingerprint_key, bytes)
+        self.assertGreaterEqual(len(self.store.fingerprint_key), 16)
+
+    def test_a_given_fingerprint_key_is_the_stores_key(self) -> None:
+        self.use_new_storage()
+        keyed = self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY)
+        self.addCleanup(keyed.close)
+        self.assertEqual(keyed.fingerprint_key, FINGERPRINT_KEY)
+
+    # -- reserve ------------------------------------------------------------------------------
+
+    def test_a_free_key_is_reserved_for_the_caller_with_an_owner_token(self) -> None:
+        reservation = self.store.reserve(KEY, FIRST)
+        self.assertStatus(reservation, ReservationStatus.RESERVED, FIRST)
+        self.assertRegex(reservation.owner, r"^\S{16,}$")
+        self.assertNotIn(reservation.owner, repr(reservation))
+
+    def test_every_reservation_gets_a_new_owner_token(self) -> None:
+        first = self.reserve()
+        self.assertTrue(self.store.release(KEY, first))
+        self.assertNotEqual(self.reserve(), first)
+
+    def test_the_same_call_while_in_flight_is_in_progress(self) -> None:
+        self.reserve()
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertIsNone(answer.record)
+
+    def test_other_arguments_while_in_flight_conflict(self) -> None:
+        self.reserve()
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+
+    def test_the_same_call_after_completion_replays_the_identical_record(self) -> None:
+        self.completed()
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(answer.record, RECORD)
+
+    def test_other_arguments_after_completion_conflict_without_revealing_the_record(self) -> None:
+        self.completed()
+        answer = self.store.reserve(KEY, SECOND)
+        self.assertStatus(answer, ReservationStatus.CONFLICT, FIRST)
+        self.assertIsNone(answer.record)
+
+    def test_a_replayed_record_cannot_be_corrupted_by_its_reader(self) -> None:
+        self.completed()
+        self.store.reserve(KEY, FIRST).record["output"]["tags"].append("mutated")
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+
+    def test_a_record_is_stored_as_canonical_json(self) -> None:
+        self.completed({"output": {"count": 3.0, "ratio": 0.5}})
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, {"output": {"count": 3, "ratio": 0.5}})
+
+    def test_a_record_that_is_not_json_is_refused_and_nothing_is_stored(self) -> None:
+        from agent_lab.fingerprint import NotCanonicalJSON
+
+        owner = self.reserve()
+        with self.assertRaises(NotCanonicalJSON):
+            self.store.complete(KEY, owner, {"output": float("nan")})
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
+
+    def test_racing_threads_get_exactly_one_reservation(self) -> None:
+        start = threading.Barrier(16)
+        answers: list = []
+
+        def contend() -> None:
+            start.wait(timeout=PATIENCE_S)
+            answers.append(self.store.reserve(KEY, FIRST).status)
+
+        threads = [threading.Thread(target=contend) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=PATIENCE_S)
+        self.assertEqual(len(answers), 16)
+        self.assertEqual(answers.count(ReservationStatus.RESERVED), 1)
+        self.assertEqual(answers.count(ReservationStatus.IN_PROGRESS), 15)
+
+    # -- release ------------------------------------------------------------------------------
+
+    def test_release_by_the_owner_frees_the_key_for_a_corrected_retry(self) -> None:
+        owner = self.reserve()
+        self.assertTrue(self.store.release(KEY, owner))
+        self.assertIsNone(self.store.lookup(KEY))
+        self.reserve(SECOND)
+
+    def test_release_with_another_owner_token_leaves_the_reservation(self) -> None:
+        self.reserve()
+        self.assertFalse(self.store.release(KEY, "not-the-owner-token"))
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
+
+    def test_release_never_drops_a_completed_receipt(self) -> None:
+        owner = self.completed()
+        self.assertFalse(self.store.release(KEY, owner))
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+
+    def test_release_of_a_free_key_is_harmless(self) -> None:
+        self.assertFalse(self.store.release(KEY, "no-owner"))
+        self.assertIsNone(self.store.lookup(KEY))
+
+    # -- leases: a lapse never frees a write's key --------------------------------------------
+
+    def test_a_reservation_holds_until_its_lease_ends(self) -> None:
+        self.reserve()
+        self.clock.advance(LEASE_S - 0.5)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+
+    def test_a_lapsed_write_reservation_is_unknown_and_never_reserved_again(self) -> None:
+        self.reserve(lapse=Lapse.UNKNOWN)
+        self.clock.advance(LEASE_S)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.UNKNOWN, FIRST)
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.UNKNOWN, FIRST)
+
+    def test_an_unknown_key_stays_unknown_past_any_ttl_until_resolved(self) -> None:
+        self.reserve()
+        for _ in range(3):
+            self.clock.advance(TTL_S * 10)
+            for index in range(70):  # enough reserves elsewhere for any periodic purge to run
+                self.reserve(key=ReceiptKey(KEY.tenant, KEY.tool, f"other-{self.clock.now}-{index}"),
+                             lapse=Lapse.TAKEOVER)
+            self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.UNKNOWN, FIRST)
+
+    def test_the_reservation_is_unknown_by_default(self) -> None:
+        self.assertTrue(self.store.reserve(KEY, FIRST).owner)
+        self.clock.advance(LEASE_S)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.UNKNOWN, FIRST)
+
+    def test_a_lapsed_read_reservation_is_taken_over_with_a_new_owner(self) -> None:
+        stale = self.reserve(lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)
+        self.assertIsNone(self.store.lookup(KEY))
+        fresh = self.reserve(SECOND, lapse=Lapse.TAKEOVER)
+        self.assertNotEqual(fresh, stale)
+
+    def test_a_receipt_replays_until_its_ttl_ends(self) -> None:
+        self.completed()
+        self.clock.advance(TTL_S - 0.5)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+
+    def test_an_expired_receipt_is_treated_as_absent(self) -> None:
+        self.completed()
+        self.clock.advance(TTL_S)
+        self.assertIsNone(self.store.lookup(KEY))
+        self.reserve(SECOND)
+
+    def test_the_receipt_ttl_counts_from_completion_not_from_reservation(self) -> None:
+        owner = self.reserve()
+        self.clock.advance(LEASE_S - 1)
+        self.store.complete(KEY, owner, RECORD)
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+
+    # -- renew --------------------------------------------------------------------------------
+
+    def test_renewing_keeps_a_long_call_in_progress_past_its_first_lease(self) -> None:
+        owner = self.reserve()
+        for _ in range(5):
+            self.clock.advance(LEASE_S - 1)
+            self.assertTrue(self.store.renew(KEY, owner))
+        self.clock.advance(LEASE_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
+
+    def test_renewal_by_another_owner_token_is_refused(self) -> None:
+        self.reserve()
+        self.assertFalse(self.store.renew(KEY, "not-the-owner-token"))
+        self.clock.advance(LEASE_S)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.UNKNOWN, FIRST)
+
+    def test_a_live_owner_may_renew_a_lapsed_lease_nobody_took_over(self) -> None:
+        owner = self.reserve()
+        self.clock.advance(LEASE_S + 1)
+        self.assertTrue(self.store.renew(KEY, owner))
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.IN_PROGRESS, FIRST)
+
+    def test_a_taken_over_owner_can_no_longer_renew(self) -> None:
+        stale = self.reserve(lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)
+        self.reserve(SECOND, lapse=Lapse.TAKEOVER)
+        self.assertFalse(self.store.renew(KEY, stale))
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, SECOND)
+
+    def test_a_completed_receipt_cannot_be_renewed(self) -> None:
+        owner = self.completed()
+        self.assertFalse(self.store.renew(KEY, owner))
+
+    # -- complete and fencing -----------------------------------------------------------------
+
+    def test_a_late_completion_by_the_owner_after_its_lease_still_stores_its_result(self) -> None:
+        owner = self.reserve()
+        self.clock.advance(LEASE_S * 3)
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(answer.record, RECORD)
+
+    def test_a_stale_owners_completion_after_a_takeover_is_refused(self) -> None:
+        stale = self.reserve(lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)
+        fresh = self.reserve(SECOND, lapse=Lapse.TAKEOVER)
+        self.assertFalse(self.store.complete(KEY, stale, RECORD))
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, SECOND)
+        self.assertTrue(self.store.complete(KEY, fresh, OTHER_RECORD))
+        self.assertEqual(self.store.reserve(KEY, SECOND).record, OTHER_RECORD)
+        self.assertFalse(self.store.complete(KEY, stale, RECORD))
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.CONFLICT, SECOND)
+
+    def test_a_stale_owners_completion_after_the_key_was_resolved_is_refused(self) -> None:
+        stale = self.reserve()
+        self.clock.advance(LEASE_S)
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=None))
+        fresh = self.reserve()
+        self.assertFalse(self.store.complete(KEY, stale, RECORD))
+        self.assertFalse(self.store.release(KEY, stale))
+        self.assertTrue(self.store.complete(KEY, fresh, OTHER_RECORD))
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, OTHER_RECORD)
+
+    def test_a_second_completion_keeps_the_first_receipt(self) -> None:
+        owner = self.completed()
+        self.assertFalse(self.store.complete(KEY, owner, OTHER_RECORD))
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+
+    def test_a_completion_without_a_reservation_is_refused(self) -> None:
+        self.assertFalse(self.store.complete(KEY, "made-up-owner", RECORD))
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_completion_with_another_owner_token_is_refused(self) -> None:
+        self.reserve()
+        self.assertFalse(self.store.complete(KEY, "not-the-owner-token", RECORD))
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, FIRST)
+
+    # -- resolve ------------------------------------------------------------------------------
+
+    def test_resolving_an_unknown_key_as_happened_replays_the_given_record(self) -> None:
+        self.reserve()
+        self.clock.advance(LEASE_S)
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=RECORD))
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(answer.record, RECORD)
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+
+    def test_resolving_an_unknown_key_as_not_happened_frees_it(self) -> None:
+        self.reserve()
+        self.clock.advance(LEASE_S)
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=None))
+        self.assertIsNone(self.store.lookup(KEY))
+        self.reserve(SECOND)
+
+    def test_only_an_unknown_key_for_its_own_fingerprint_can_be_resolved(self) -> None:
+        self.assertFalse(self.store.resolve(KEY, FIRST, record=None))  # free
+        owner = self.reserve()
+        self.assertFalse(self.store.resolve(KEY, FIRST, record=RECORD))  # still in progress
+        self.clock.advance(LEASE_S)
+        self.assertFalse(self.store.resolve(KEY, SECOND, record=None))  # other arguments
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.UNKNOWN, FIRST)
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        self.assertFalse(self.store.resolve(KEY, FIRST, record=None))  # completed
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.REPLAY, FIRST)
+
+    def test_a_taken_over_read_is_never_unknown(self) -> None:
+        self.reserve(lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)
+        self.assertFalse(self.store.resolve(KEY, FIRST, record=None))
+        self.assertEqual(self.store.unresolved(), [])
+
+    def test_unresolved_lists_the_unknown_keys_in_order_up_to_the_limit(self) -> None:
+        keys = [ReceiptKey("tenant-a", "record_followup", f"action-{index}") for index in (3, 1, 2)]
+        for key in keys:
+            self.reserve(key=key)
+        self.reserve(key=ReceiptKey("tenant-a", "record_followup", "a-read"), lapse=Lapse.TAKEOVER)
+        self.completed(key=ReceiptKey("tenant-a", "record_followup", "a-done"))
+        self.assertEqual(self.store.unresolved(), [])  # all still within their lease
+        self.clock.advance(LEASE_S)
+        ordered = sorted(keys, key=lambda key: key.key)
+        self.assertEqual(self.store.unresolved(), ordered)
+        self.assertEqual(self.store.unresolved(limit=2), ordered[:2])
+        with self.assertRaises(ValueError):
+            self.store.unresolved(limit=0)
+
+    # -- lookup -------------------------------------------------------------------------------
+
+    def test_lookup_of_an_unknown_key_is_none_and_reserves_nothing(self) -> None:
+        self.assertIsNone(self.store.lookup(KEY))
+        self.reserve()
+
+    def test_lookup_reports_an_in_flight_call(self) -> None:
+        self.reserve()
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, FIRST)
+
+    def test_lookup_reports_a_completed_receipt_with_its_record(self) -> None:
+        self.completed()
+        answer = self.store.lookup(KEY)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(answer.record, RECORD)
+
+    # -- isolation ----------------------------------------------------------------------------
+
+    def test_one_tenant_never_sees_another_tenants_receipt(self) -> None:
+        self.completed()
+        other_tenant = ReceiptKey("tenant-b", KEY.tool, KEY.key)
+        self.assertIsNone(self.store.lookup(other_tenant))
+        self.reserve(key=other_tenant)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+
+    def test_the_same_key_on_another_tool_is_a_different_receipt(self) -> None:
+        self.reserve()
+        self.reserve(SECOND, key=ReceiptKey(KEY.tenant, "close_ticket", KEY.key))
+
+    # -- timeouts -----------------------------------------------------------------------------
+
+    def test_a_busy_store_gives_up_within_the_timeout_and_changes_nothing(self) -> None:
+        owner = self.reserve()
+        with self.busy_store(self.store):
+            for name, call in (
+                ("reserve", lambda: self.store.reserve(ReceiptKey("t", "tool", "other"), FIRST, timeout_s=BUSY_TIMEOUT_S)),
+                ("complete", lambda: self.store.complete(KEY, owner, RECORD, timeout_s=BUSY_TIMEOUT_S)),
+                ("renew", lambda: self.store.renew(KEY, owner, timeout_s=BUSY_TIMEOUT_S)),
+                ("release", lambda: self.store.release(KEY, owner, timeout_s=BUSY_TIMEOUT_S)),
+                ("resolve", lambda: self.store.resolve(KEY, FIRST, record=None, timeout_s=BUSY_TIMEOUT_S)),
+            ):
+                with self.subTest(call=name), self.assertRaises(ReceiptStoreUnavailable):
+                    call()
+            with self.subTest(call="a past deadline"), self.assertRaises(ReceiptStoreUnavailable):
+                self.store.reserve(ReceiptKey("t", "tool", "late"), FIRST, timeout_s=0)
+        self.assertIsNone(self.store.lookup(ReceiptKey("t", "tool", "other")))
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+
+    def test_a_call_waits_for_a_store_that_becomes_free_within_its_timeout(self) -> None:
+        answers: list = []
+        with self.busy_store(self.store):
+            waiter = threading.Thread(target=lambda: answers.append(
+                self.store.reserve(KEY, FIRST, timeout_s=PATIENCE_S).status))
+            waiter.start()
+            time.sleep(0.05)  # let the waiter meet the busy store (it must wait, not fail)
+        waiter.join(PATIENCE_S)
+        self.assertEqual(answers, [ReservationStatus.RESERVED])
+
+    def test_a_timeout_must_be_a_number_of_seconds(self) -> None:
+        for bad in ("1", float("nan"), True):
+            with self.subTest(timeout_s=bad), self.assertRaises(ValueError):
+                self.store.reserve(KEY, FIRST, timeout_s=bad)
+
+    # -- construction -------------------------------------------------------------------------
+
+    def test_durations_must_be_positive_finite_seconds(self) -> None:
+        for bad in (0, -1, float("nan"), float("inf"), True, "10"):
+            with self.subTest(ttl_s=bad), self.assertRaises(ValueError):
+                self.make_store(self.clock, ttl_s=bad)
+            with self.subTest(lease_s=bad), self.assertRaises(ValueError):
+                self.make_store(self.clock, lease_s=bad)
+
+    def test_a_lapse_must_be_unknown_or_takeover(self) -> None:
+        with self.assertRaises(ValueError):
+            self.store.reserve(KEY, FIRST, lapse="free")
+
+    def test_closing_twice_is_harmless(self) -> None:
+        self.store.close()
+        self.store.close()
+
+    def test_a_closed_store_refuses_to_work(self) -> None:
+        self.store.close()
+        with self.assertRaises(ValueError):
+            self.store.reserve(KEY, FIRST)
+
+
+class DurableStoreConformance:
+    """For stores that outlive a process: `make_store` opens the same storage again."""
+
+    def reopen(self) -> Any:
+        self.store.close()
+        reopened = self.make_store(self.clock)
+        self.addCleanup(reopened.close)
+        return reopened
+
+    def test_a_receipt_replays_after_a_restart(self) -> None:
+        owner = self.store.reserve(KEY, FIRST).owner
+        self.store.complete(KEY, owner, RECORD)
+        answer = self.reopen().reserve(KEY, FIRST)
+        self.assertEqual((answer.status, answer.record), (ReservationStatus.REPLAY, RECORD))
+
+    def test_an_in_flight_reservation_survives_a_restart_then_lapses_to_unknown(self) -> None:
+        self.store.reserve(KEY, FIRST)
+        reopened = self.reopen()
+        self.assertIs(reopened.reserve(KEY, FIRST).status, ReservationStatus.IN_PROGRESS)
+        self.clock.advance(LEASE_S)
+        self.assertIs(reopened.reserve(KEY, FIRST).status, ReservationStatus.UNKNOWN)
+        self.assertEqual(reopened.unresolved(), [KEY])
+
+    def test_an_owner_token_still_completes_after_a_restart(self) -> None:
+        owner = self.store.reserve(KEY, FIRST).owner
+        reopened = self.reopen()
+        self.assertTrue(reopened.complete(KEY, owner, RECORD))
+        self.assertEqual(reopened.reserve(KEY, FIRST).record, RECORD)
+
+    def test_two_stores_on_one_storage_see_each_others_receipts(self) -> None:
+        second = self.make_store(self.clock)
+        self.addCleanup(second.close)
+        owner = self.store.reserve(KEY, FIRST).owner
+        self.assertIs(second.reserve(KEY, FIRST).status, ReservationStatus.IN_PROGRESS)
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        self.assertEqual(second.reserve(KEY, FIRST).record, RECORD)
+
+    def test_the_fingerprint_key_is_the_same_after_a_restart_and_for_every_store(self) -> None:
+        key = self.store.fingerprint_key
+        second = self.make_store(self.clock)
+        self.addCleanup(second.close)
+        self.assertEqual(second.fingerprint_key, key)
+        self.assertEqual(self.reopen().fingerprint_key, key)
+
+
+@contextlib.contextmanager
+def holding(lock: Any):
+    """Hold a threading lock for the duration (the in-memory store's way of being busy)."""
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,84 @@
+"""Report cells are masked before they are cut, so a secret crossing the cut leaves no part behind."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+from typing import Any
+
+from agent_lab import Registry, ToolSpec
+from agent_lab.lab import Lab, Surface, lab_test_case, run_tool_eval
+from agent_lab.lab.reports import MAX_CELL
+from agent_lab.lab.testing import MAX_SHOWN
+
+SECRET = "sk-cut-0123456789abcdef-XYZ"
+
+
+class Vault:
+    """A world with one secret, which the tool below shows inside a long text."""
+
+    def secrets(self) -> list[str]:
+        return [SECRET]
+
+
+def build(world: Vault, **options: Any) -> Registry:
+    registry = Registry(**options)
+    registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                               output_schema={"type": "object"}),
+                      lambda arguments: {"text": "a" * arguments["before"] + SECRET + "b" * 40})
+    return registry
+
+
+lab = Lab(name="vault", world=Vault, surfaces=[Surface("leaky", build)], effects=lambda world: [],
+          secrets=Vault.secrets)
+
+
+def case(cut_at: int) -> dict[str, Any]:
+    """A case whose failing check shows the note, the secret starting 20 characters before `cut_at`."""
+    return {"case_id": "long-note", "intent": "Read the note.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {"before": cut_at - 20}}],
+            "expected": {"outcome": "succeeded", "side_effects": 0, "checks": [{"path": "/output/text", "equals": "x"}]}}
+
+
+def parts_of_the_secret(text: str) -> list[str]:
+    """Every prefix or suffix of SECRET of four characters or more that `text` holds."""
+    pieces = {SECRET[:size] for size in range(4, len(SECRET) + 1)} | {SECRET[-size:] for size in range(4, len(SECRET) + 1)}
+    return sorted(piece for piece in pieces if piece in text)
+
+
+class SecretAcrossTheCutTest(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+
+    def cases(self, cut_at: int) -> Path:
+        path = self.dir / "cases.jsonl"
+        path.write_text(json.dumps(case(cut_at)) + "\n", encoding="utf-8")
+        return path
+
+    def test_a_secret_crossing_the_cut_leaves_no_part_in_junit_or_the_failures(self) -> None:
+        out = self.dir / "out"
+        evaluation = run_tool_eval([str(self.cases(MAX_CELL))], out_dir=out, lab=lab)
+        self.assertFalse(evaluation.gate_passed)
+        failures = (out / "tool-failures.md").read_text(encoding="utf-8")
+        junit = (out / "junit.xml").read_text(encoding="utf-8")
+        self.assertIn("[redacted]", failures)  # the cell is there, masked
+        self.assertIn("a" * 20, junit)
+        for name in ("tool-failures.md", "junit.xml", "tool-comparison.md", "tool-runs.jsonl", "tool-comparison.json"):
+            with self.subTest(report=name):
+                self.assertEqual(parts_of_the_secret((out / name).read_text(encoding="utf-8")), [])
+
+    def test_the_unittest_helper_masks_before_it_cuts_too(self) -> None:
+        test_class = lab_test_case(lab, self.cases(MAX_SHOWN))
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(test_class).run(result)
+        [(_, message)] = result.failures
+        self.assertIn("[redacted]", message)
+        self.assertEqual(parts_of_the_secret(message), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,499 @@
+"""One key, one effect, even when a process dies between its effect and its receipt.
+
+Issue 8, item 1 (and 7, 8): a lapsed reservation of a write is a durable `outcome_unknown`, never a fresh
+run, until the application resolves it; the registry renews the leases it holds; a stale holder is fenced
+off; a failed `complete()` leaves the key unknown, never free; a store that cannot answer within the call's
+deadline answers `receipt_store_unavailable` and nothing runs; a lone-surrogate key is invalid arguments.
+
+Time: the stores take a `clock`; "after the lease" is a clock moved forward, never a sleep. Waits are
+on events or conditions, each with a generous hang guard that is not a timing assertion.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import sqlite3
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any
+
+from agent_lab.audit import MemoryAuditSink
+from agent_lab.calls import ToolCall
+from agent_lab.errors import NextAction, Outcome
+from agent_lab.leases import RECEIPT_RETRY_ATTEMPTS
+from agent_lab.registry import Registry
+from agent_lab.stores import BUSY_TIMEOUT_MS, InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore
+from agent_lab.spec import ToolSpec
+
+from store_conformance import FakeClock
+from test_registry_fixtures import WRITER, EffectLog, followup_call, followup_spec
+
+PATIENCE_S = 60.0  # a hang guard, never a timing assertion
+CRASH_LEASE_S = 60.0  # short next to the default 300 s; the test moves the clock past it, never sleeps
+KEY = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+
+
+def wait_for(condition, what: str, patience_s: float = PATIENCE_S) -> None:
+    give_up = time.monotonic() + patience_s
+    while not condition():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.002)
+
+
+def read_lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as file:
+        return file.read().splitlines()
+
+
+def write_effect_then_die(effects_path: str):
+    def handler(arguments):
+        with open(effects_path, "a", encoding="utf-8") as effects:
+            effects.write(arguments["action_id"] + "\n")
+            effects.flush()
+            os.fsync(effects.fileno())
+        os.kill(os.getpid(), signal.SIGKILL)  # between the effect and its receipt
+        return {"followup_id": "never-returned"}
+
+    return handler
+
+
+def crash_in_child(database: str, effects_path: str) -> None:
+    """A spawned process: reserve the key, take effect, and die before the receipt."""
+    registry = Registry(receipts=SqliteReceiptStore(database, lease_s=CRASH_LEASE_S), late_completion_s=1.0)
+    registry.register(followup_spec(timeout_ms=5_000), write_effect_then_die(effects_path))
+    registry.invoke(followup_call(), actor=WRITER)
+
+
+def appending(effects_path: str):
+    def handler(arguments):
+        with open(effects_path, "a", encoding="utf-8") as effects:
+            effects.write(arguments["action_id"] + "\n")
+        return {"followup_id": "F-retry", "ticket_id": arguments["ticket_id"]}
+
+    return handler
+
+
+@unittest.skipUnless(hasattr(signal, "SIGKILL"), "needs SIGKILL (POSIX)")
+class CrashBetweenEffectAndReceiptTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.database = os.path.join(directory.name, "receipts.sqlite3")
+        self.effects_path = os.path.join(directory.name, "effects.log")
+        open(self.effects_path, "w").close()
+        SqliteReceiptStore(self.database).close()  # the file exists before the child races to create it
+
+    def crash_a_child(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        child = context.Process(target=crash_in_child, args=(self.database, self.effects_path))
+        child.start()
+        child.join(PATIENCE_S * 2)
+        if child.is_alive():
+            child.kill()
+            self.fail("the crashing child did not die")
+        self.assertEqual(child.exitcode, -signal.SIGKILL)
+        self.assertEqual(read_lines(self.effects_path), ["act-1"])
+
+    def registry(self, *, lease_lapsed: bool) -> Registry:
+        """Another process's registry on the same file; `lease_lapsed`: its clock is past the lease."""
+        clock = (lambda: time.time() + CRASH_LEASE_S + 1) if lease_lapsed else time.time
+        store = SqliteReceiptStore(self.database, lease_s=CRASH_LEASE_S, clock=clock)
+        registry = Registry(receipts=store)
+        registry.register(followup_spec(timeout_ms=5_000), appending(self.effects_path))
+        self.addCleanup(store.close)
+        self.addCleanup(registry.close)
+        return registry
+
+    def test_sigkill_between_effect_and_receipt_leaves_one_effect_and_unknown(self) -> None:
+        self.crash_a_child()
+
+        before = self.registry(lease_lapsed=False).invoke(followup_call(), actor=WRITER)
+        self.assertEqual((before.error.code, before.outcome), ("idempotency_in_progress", Outcome.REJECTED))
+        self.assertEqual(before.error.next_action, NextAction.RETRY_LATER)
+
+        after_lease = self.registry(lease_lapsed=True)
+        for attempt in range(3):  # durable: the same answer however often the model retries
+            with self.subTest(attempt=attempt):
+                after = after_lease.invoke(followup_call(), actor=WRITER)
+                self.assertEqual((after.error.code, after.outcome), ("outcome_unknown", Outcome.UNKNOWN))
+                self.assertEqual(after.error.next_action, NextAction.LOOKUP_STATUS)
+                self.assertFalse(after.error.retryable)
+        other_arguments = after_lease.invoke(followup_call(note="Something else."), actor=WRITER)
+        self.assertEqual(other_arguments.error.code, "idempotency_conflict")
+        self.assertEqual(after_lease.receipts.unresolved(), [KEY])
+        self.assertEqual(read_lines(self.effects_path), ["act-1"], "exactly one effect")
+
+        # The application looks it up, finds the follow-up, and says so: every retry replays it.
+        found = {"followup_id": "F-1", "ticket_id": "T-1001"}
+        self.assertTrue(after_lease.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                    happened=True, output=found))
+        for registry in (after_lease, self.registry(lease_lapsed=False)):
+            replay = registry.invoke(followup_call(), actor=WRITER)
+            self.assertTrue(replay.ok and replay.replayed, replay)
+            self.assertEqual(replay.output, found)
+        self.assertEqual(after_lease.receipts.unresolved(), [])
+        self.assertEqual(read_lines(self.effects_path), ["act-1"])
+
+    def test_a_crashed_write_resolved_as_not_happened_runs_once_on_the_next_retry(self) -> None:
+        self.crash_a_child()
+        registry = self.registry(lease_lapsed=True)
+        self.assertEqual(registry.invoke(followup_call(), actor=WRITER).error.code, "outcome_unknown")
+        self.assertTrue(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                 happened=False))
+        retried = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok and not retried.replayed, retried)
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(read_lines(self.effects_path), ["act-1", "act-1"])  # as documented: the key was free
+
+    def test_only_an_unknown_key_can_be_resolved(self) -> None:
+        registry = self.registry(lease_lapsed=False)
+        resolve = lambda: registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,  # noqa: E731
+                                                   happened=False)
+        self.assertFalse(resolve())  # free
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+        self.assertFalse(resolve())  # completed: it replays
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        with self.assertRaisesRegex(KeyError, "no_such_tool"):
+            registry.resolve_unknown("no_such_tool", "act-1", tenant=WRITER.tenant, happened=False)
+
+
+class FailingCompleteStore(InMemoryReceiptStore):
+    """A store whose writes of receipts fail (a full disk, a database error); everything else works."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.complete_attempts = 0
+
+    def complete(self, key, owner, record, **options):
+        self.complete_attempts += 1
+        raise OSError("disk full")
+
+
+class FailedCompleteTest(unittest.TestCase):
+    def test_a_failed_complete_is_retried_and_then_leaves_the_key_unknown_never_free(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        clock = FakeClock()
+        store = FailingCompleteStore(lease_s=60, clock=clock)
+        effects = EffectLog()
+        audit = MemoryAuditSink()
+        registry = Registry(receipts=store, audit=audit)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=1_000), effects.record_followup)
+
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(first.ok)  # the effect happened and the caller is told so
+        self.assertEqual(audit.records[-1]["receipt"], "pending")
+        self.assertTrue(registry.wait_settled(PATIENCE_S))
+        self.assertEqual(store.complete_attempts, 1 + RECEIPT_RETRY_ATTEMPTS)  # bounded retries
+
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.outcome), ("outcome_unknown", Outcome.UNKNOWN))
+
+        another_process = Registry(receipts=store)
+        self.addCleanup(another_process.close)
+        another_process.register(followup_spec(timeout_ms=1_000), effects.record_followup)
+        clock.advance(61)  # no renewal came after the registry gave up: the lease lapses
+        elsewhere = another_process.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((elsewhere.error.code, elsewhere.outcome), ("outcome_unknown", Outcome.UNKNOWN))
+        self.assertIs(store.lookup(KEY).status, ReservationStatus.UNKNOWN)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_complete_that_succeeds_on_a_retry_stores_the_real_receipt(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+
+        class FailsOnce(InMemoryReceiptStore):
+            failed = False
+
+            def complete(self, key, owner, record, **options):
+                if not self.failed:
+                    self.failed = True
+                    raise OSError("database is locked")
+                return super().complete(key, owner, record, **options)
+
+        store = FailsOnce()
+        effects = EffectLog()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(), effects.record_followup)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(registry.wait_settled(PATIENCE_S))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, first.output)
+        self.assertEqual(len(effects.effects), 1)
+
+
+class RenewCountingStore(InMemoryReceiptStore):
+    """Notes the store clock at every renewal, so a test can wait for one made after it moved the clock."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.renewed_at: list[float] = []
+        self.renewed = threading.Condition()
+
+    def renew(self, key, owner, **options):
+        now = self._clock()
+        kept = super().renew(key, owner, **options)
+        with self.renewed:
+            self.renewed_at.append(now if kept else float("nan"))
+            self.renewed.notify_all()
+        return kept
+
+    def wait_for_renewal_at(self, now: float) -> None:
+        with self.renewed:
+            if not self.renewed.wait_for(lambda: any(at >= now for at in self.renewed_at), PATIENCE_S):
+                raise AssertionError("no renewal came")
+
+
+class LeaseRenewalTest(unittest.TestCase):
+    def test_a_handler_outliving_its_lease_is_renewed_and_never_runs_twice(self) -> None:
+        clock = FakeClock()
+        store = RenewCountingStore(lease_s=60, clock=clock)
+        effects = EffectLog()
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def long_write(arguments):
+            started.set()
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        registry = Registry(receipts=store, renew_every_s=0.005)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20_000), long_write)
+        answers: list = []
+        runner = threading.Thread(target=lambda: answers.append(registry.invoke(followup_call(), actor=WRITER)))
+        runner.start()
+        self.addCleanup(runner.join, PATIENCE_S)
+        self.assertTrue(started.wait(PATIENCE_S))
+        for _ in range(4):  # 200 s of store time: the first lease (60 s) is long gone
+            clock.advance(50)
+            store.wait_for_renewal_at(clock.now)
+
+        another_process = Registry(receipts=store)
+        self.addCleanup(another_process.close)
+        another_process.register(followup_spec(timeout_ms=20_000), effects.record_followup)
+        during = another_process.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((during.error.code, during.outcome), ("idempotency_in_progress", Outcome.REJECTED))
+
+        with store.renewed:
+            refused = [at for at in store.renewed_at if at != at]  # NaN marks a renewal the store refused
+        self.assertEqual(refused, [])
+        release.set()
+        runner.join(PATIENCE_S)
+        self.assertTrue(answers[0].ok)
+        self.assertTrue(another_process.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+
+def status_spec(**overrides: Any) -> ToolSpec:
+    """A read with an idempotency key: a lapsed lease may be taken over (there is no effect to protect)."""
+    options: dict[str, Any] = dict(
+        name="lookup_status",
+        description="Look up the status of an action.",
+        input_schema={"type": "object", "properties": {"action_id": {"type": "string"}}, "required": ["action_id"]},
+        idempotency_key="action_id",
+        timeout_ms=5_000,
+    )
+    options.update(overrides)
+    return ToolSpec(**options)
+
+
+class FencingTest(unittest.TestCase):
+    def test_a_stale_holders_complete_is_refused_and_recorded(self) -> None:
+        clock = FakeClock()
+        store = InMemoryReceiptStore(lease_s=60, clock=clock)
+        audit = MemoryAuditSink()
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def slow_lookup(arguments):
+            started.set()
+            release.wait(PATIENCE_S)
+            return {"status": "from the stale holder"}
+
+        stale = Registry(receipts=store, audit=audit, renew_every_s=3600)  # its renewals never come in time
+        self.addCleanup(stale.close)
+        stale.register(status_spec(), slow_lookup)
+        answers: list = []
+        runner = threading.Thread(target=lambda: answers.append(stale.invoke(ToolCall("lookup_status", {"action_id": "a-1"}), actor=WRITER)))
+        runner.start()
+        self.addCleanup(runner.join, PATIENCE_S)
+        self.assertTrue(started.wait(PATIENCE_S))
+        clock.advance(61)  # the lease lapsed: a read may be taken over
+
+        taker = Registry(receipts=store)
+        self.addCleanup(taker.close)
+        taker.register(status_spec(), lambda arguments: {"status": "from the new holder"})
+        fresh = taker.invoke(ToolCall("lookup_status", {"action_id": "a-1"}), actor=WRITER)
+        self.assertEqual(fresh.output, {"status": "from the new holder"})
+
+        with self.assertLogs("agent_lab.leases", "WARNING") as logs:
+            release.set()
+            runner.join(PATIENCE_S)
+        self.assertIn("fenced by the owner token", "\n".join(logs.output))
+        self.assertNotIn("a-1", "\n".join(logs.output))  # the log names the tool, never the key
+        self.assertTrue(answers[0].ok)  # the stale holder's own caller still gets its own answer
+        self.assertEqual(audit.records[-1]["receipt"], "refused")
+        replay = taker.invoke(ToolCall("lookup_status", {"action_id": "a-1"}), actor=WRITER)
+        self.assertEqual((replay.replayed, replay.output), (True, {"status": "from the new holder"}))
+
+
+class DeadlineBoundedStoreTest(unittest.TestCase):
+    def setUp(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        self.effects = EffectLog()
+
+    def test_a_locked_sqlite_file_answers_receipt_store_unavailable_within_the_deadline(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "receipts.sqlite3")
+            store = SqliteReceiptStore(path)
+            registry = Registry(receipts=store)
+            registry.register(followup_spec(), self.effects.record_followup)
+            holder = sqlite3.connect(path, isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")  # another process writes, and keeps the lock
+                started = time.monotonic()
+                result = registry.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() + 0.1)
+                elapsed = time.monotonic() - started
+                holder.execute("ROLLBACK")
+                self.assertEqual((result.error.code, result.outcome), ("receipt_store_unavailable", Outcome.REJECTED))
+                self.assertTrue(result.error.retryable)
+                self.assertEqual(result.error.next_action, NextAction.RETRY_LATER)
+                self.assertEqual(self.effects.effects, [])  # no handler runs without a reservation
+                # A bound far above the 0.1 s deadline, and below the 5 s SQLite used to wait whatever the deadline.
+                self.assertLess(elapsed, BUSY_TIMEOUT_MS / 1000)
+                self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)  # nothing was left reserved
+            finally:
+                holder.close()
+                registry.close()
+                store.close()
+
+    def test_the_deadline_passing_during_reserve_never_starts_the_handler(self) -> None:
+        class SlowReserve(InMemoryReceiptStore):
+            """Answers only after the caller's deadline (as a reserve waiting on a busy database can)."""
+
+            deadline = 0.0
+
+            def reserve(self, key, fingerprint, **options):
+                wait_for(lambda: time.monotonic() > self.deadline, "the deadline to pass")
+                return super().reserve(key, fingerprint, **options)
+
+        store = SlowReserve()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(), self.effects.record_followup)
+        store.deadline = time.monotonic() + 0.05
+        result = registry.invoke(followup_call(), actor=WRITER, deadline=store.deadline)
+        self.assertEqual((result.error.code, result.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+        self.assertIsNone(store.lookup(KEY))  # the late reservation was given back: the key is free
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+
+    def test_the_pre_run_steps_count_against_the_tools_timeout(self) -> None:
+        def slow_guard(arguments, actor):
+            time.sleep(0.1)  # longer than the whole 50 ms timeout of the tool
+            return True
+
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=50, resource_guard=slow_guard), self.effects.record_followup)
+        result = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((result.error.code, result.outcome), ("deadline_exceeded", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_a_store_that_cannot_reserve_in_time_is_a_retryable_refusal_for_reads_too(self) -> None:
+        class Unreachable(InMemoryReceiptStore):
+            def reserve(self, key, fingerprint, **options):
+                from agent_lab.stores import ReceiptStoreUnavailable
+
+                raise ReceiptStoreUnavailable("connection refused")
+
+        ran: list = []
+        registry = Registry(receipts=Unreachable())
+        self.addCleanup(registry.close)
+        registry.register(status_spec(), lambda arguments: ran.append(1) or {})
+        result = registry.invoke(ToolCall("lookup_status", {"action_id": "a-1"}), actor=WRITER)
+        self.assertEqual((result.error.code, result.error.retryable), ("receipt_store_unavailable", True))
+        self.assertEqual(ran, [])
+
+
+class LeaseCoversRunTest(unittest.TestCase):
+    def test_a_lease_shorter_than_timeout_plus_the_late_window_is_refused_at_registration(self) -> None:
+        registry = Registry(receipts=InMemoryReceiptStore(lease_s=20), late_completion_s=30)
+        self.addCleanup(registry.close)
+        with self.assertRaises(ValueError) as caught:
+            registry.register(followup_spec(timeout_ms=10_000), EffectLog().record_followup)
+        message = str(caught.exception)
+        for number in ("20 s", "10000 ms", "30 s", "40 s"):
+            self.assertIn(number, message)
+        registry.register(status_spec(timeout_ms=10_000), lambda arguments: {})  # a read needs its timeout only
+        registry.register(followup_spec(name="quick_write", timeout_ms=1_000, idempotency_key=None), lambda a: {})
+
+    def test_a_registry_owned_store_is_not_checked(self) -> None:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=1e12), EffectLog().record_followup)
+
+
+class LateCompletionWindowTest(unittest.TestCase):
+    def test_a_write_past_its_late_completion_window_is_unknown_then_its_late_result_replays(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        registry = Registry(late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        with self.assertLogs("agent_lab.leases", "WARNING") as logs:
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+        self.assertIn("late-completion window", "\n".join(logs.output))
+        unknown = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((unknown.outcome, unknown.error.next_action), (Outcome.UNKNOWN, NextAction.LOOKUP_STATUS))
+
+        release.set()  # the handler finally returns: its owner token still holds the key, so its result lands
+        wait_for(lambda: registry.receipts.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        after = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(after.ok and after.replayed)
+        self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
+        self.assertEqual(len(effects.effects), 1)
+
+
+class LoneSurrogateKeyTest(unittest.TestCase):
+    def test_a_lone_surrogate_idempotency_key_is_invalid_arguments_not_retry_later_for_every_store(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            sqlite_store = SqliteReceiptStore(os.path.join(directory, "receipts.sqlite3"))
+            self.addCleanup(sqlite_store.close)
+            for name, store in (("memory", InMemoryReceiptStore()), ("sqlite", sqlite_store)):
+                with self.subTest(store=name):
+                    effects = EffectLog()
+                    registry = Registry(receipts=store)
+                    self.addCleanup(registry.close)
+                    registry.register(followup_spec(), effects.record_followup)
+                    result = registry.invoke(followup_call(action_id="act-\ud800"), actor=WRITER)
+                    self.assertEqual((result.error.code, result.outcome), ("invalid_arguments", Outcome.REJECTED))
+                    self.assertFalse(result.error.retryable)
+                    self.assertEqual(result.error.next_action, NextAction.FIX_ARGUMENTS)
+                    self.assertEqual(result.error.details["violations"][0]["instance_path"], "/action_id")
+                    self.assertEqual(effects.effects, [])
+                    self.assertTrue(registry.invoke(followup_call(action_id="act-\u00e9"), actor=WRITER).ok)
+
+
+if __name__ == "__main__":
+    unittest.main()

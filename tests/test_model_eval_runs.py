@@ -1,0 +1,215 @@
+"""model-eval end to end: task files checked like case files, the shipped task set, runs that are
+byte-identical under the scripted agent and under replayed cassettes, and replay that never guesses."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import unittest
+from pathlib import Path
+
+from agent_lab import cli
+from agent_lab.modeleval.cassettes import MissingRecording
+from agent_lab.modeleval.loopback import LoopbackModelServer
+from agent_lab.modeleval.models import UrllibTransport
+from agent_lab.modeleval.reports import REPORT_FILES
+from agent_lab.modeleval.runner import evaluate_model, run_model_eval
+from agent_lab.modeleval.scripted import reference_agent
+from agent_lab.modeleval.shipped import SHIPPED_TASKS
+from agent_lab.modeleval.tasks import load_tasks
+
+from model_eval_fixtures import LAB, REPO, TYPED, WIDE, TempDirMixin, get_task, write_tasks
+
+DATASET = REPO / "datasets" / "model-tasks.jsonl"
+CASSETTES = REPO / "datasets" / "model-cassettes"
+CASSETTE_SPECS = {  # the spec each committed cassette was recorded with (the loopback stand-in; see README)
+    "openai-chat": "openai:stand-in@http://127.0.0.1:8765",
+    "openai-responses": "openai-responses:stand-in@http://127.0.0.1:8765",
+    "anthropic-messages": "anthropic:stand-in@http://127.0.0.1:8765",
+}
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+class ShippedTasksTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tasks = load_tasks([str(SHIPPED_TASKS)], surfaces=[TYPED, WIDE])
+
+    def test_the_package_copy_and_the_dataset_are_identical(self) -> None:
+        self.assertEqual(SHIPPED_TASKS.read_bytes(), DATASET.read_bytes())
+
+    def test_at_least_40_tasks_over_both_surfaces_with_10_held_out(self) -> None:
+        self.assertGreaterEqual(len(self.tasks), 40)
+        self.assertGreaterEqual(sum(task.split == "heldout" for task in self.tasks), 10)
+        self.assertTrue(all(set(task.surfaces) == {TYPED, WIDE} for task in self.tasks))
+
+    def test_every_kind_the_issue_asks_for_is_there(self) -> None:
+        tags = {tag for task in self.tasks for tag in task.tags}
+        self.assertLessEqual({"must-call", "abstain", "similar-tools", "multi-step", "cursor", "approval", "recovery",
+                              "invalid-arguments", "tool-timeout", "not-found", "secret", "minefield", "injected"}, tags)
+        self.assertEqual({task.approvals for task in self.tasks}, {"never", "listed", "always"})
+
+    def test_no_held_out_message_shares_five_words_in_a_row_with_a_dev_message(self) -> None:
+        def shingles(text: str) -> set[tuple[str, ...]]:
+            words = re.findall(r"[a-z0-9$€'-]+", text.lower())
+            return {tuple(words[i:i + 5]) for i in range(len(words) - 4)}
+
+        dev = set().union(*(shingles(m) for t in self.tasks if t.split == "dev" for m in t.messages))
+        for task in (t for t in self.tasks if t.split == "heldout"):
+            for message in task.messages:
+                self.assertFalse(shingles(message) & dev, f"{task.task_id} repeats dev wording")
+
+
+class TaskFileTest(TempDirMixin, unittest.TestCase):
+    def test_problems_are_reported_as_file_and_line_and_exit_2_without_reports(self) -> None:
+        directory = self.make_dir()
+        broken = get_task(surfaces={"no-such-surface": {"must_call": [{"tool": "x"}]}})
+        tasks = directory / "tasks.jsonl"
+        tasks.write_text(json.dumps(get_task("fine")) + "\n{oops\n" + json.dumps(broken) + "\n"
+                         + json.dumps(get_task("fine")) + "\n" + json.dumps({**get_task("bad-split"), "split": "test"}) + "\n",
+                         encoding="utf-8")
+        out = directory / "out"
+        code, stdout, stderr = run("model-eval", "--tasks", str(tasks), "--out", str(out))
+        self.assertEqual(code, 2)
+        lines = stderr.splitlines()
+        self.assertEqual(lines[0], f"{tasks}:2: broken JSON at column 2: Expecting property name enclosed in double quotes")
+        self.assertTrue(lines[1].startswith(f"{tasks}:3: 'surfaces/no-such-surface' names a surface the lab does not have"))
+        self.assertEqual(lines[2], f"{tasks}:4: duplicate task_id 'fine' (first at {tasks}:1)")
+        self.assertTrue(lines[3].startswith(f"{tasks}:5: 'split' must be one of"))
+        self.assertNotIn("Traceback", stdout + stderr)
+        self.assertFalse(out.exists())
+
+    def test_a_task_that_cannot_fail_is_refused(self) -> None:
+        directory = self.make_dir()
+        vacuous = get_task(surfaces={TYPED: {}})
+        del vacuous["answer"]
+        code, _, stderr = run("model-eval", "--tasks", write_tasks(directory, [vacuous]), "--out", str(directory / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("says nothing that could fail", stderr)
+
+    def test_a_broken_argument_schema_and_an_unknown_injected_code_are_refused(self) -> None:
+        directory = self.make_dir()
+        task = get_task()
+        task["surfaces"][TYPED]["must_call"][0]["arguments"]["/ticket_id"] = {"schema": {"minLength": -1}}
+        task["surfaces"][TYPED]["inject"] = [{"tool": "get_ticket", "error": "no_such_code"}]
+        code, _, stderr = run("model-eval", "--tasks", write_tasks(directory, [task]), "--out", str(directory / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("is not a valid JSON Schema", stderr)
+        self.assertIn("'surfaces/typed-registry-v2/inject/0/error' is not an error code of the catalogue", stderr)
+
+
+class DeterminismTest(TempDirMixin, unittest.TestCase):
+    def test_the_shipped_tasks_with_the_scripted_agent_are_byte_identical_across_two_runs(self) -> None:
+        directory = self.make_dir()
+        first, second = directory / "one", directory / "two"
+        self.assertEqual(run("model-eval", "--out", str(first))[0], 0)
+        code, stdout, _ = run("model-eval", "--out", str(second))
+        self.assertEqual(code, 0)
+        self.assertEqual(files(first), files(second))
+        self.assertEqual(sorted(files(first)), sorted(REPORT_FILES))
+        self.assertIn("SCRIPTED AGENT, NOT A MODEL", stdout)
+        for name, text in files(first).items():
+            if name != "model-eval-runs.jsonl":
+                self.assertIn(b"SCRIPTED AGENT, NOT A MODEL" if name != "junit.xml" else b"model-eval", text, name)
+
+    def test_replaying_each_committed_cassette_is_byte_identical_across_two_runs_and_offline(self) -> None:
+        directory = self.make_dir()
+        for name, spec in CASSETTE_SPECS.items():
+            with self.subTest(cassette=name):
+                outs = [directory / f"{name}-{n}" for n in (1, 2)]
+                for out in outs:
+                    code, stdout, stderr = run("model-eval", "--model", spec, "--replay", str(CASSETTES / name), "--out", str(out))
+                    self.assertEqual((code, stderr), (0, ""))
+                self.assertEqual(files(outs[0]), files(outs[1]))
+                report = json.loads((outs[0] / "model-eval.json").read_text(encoding="utf-8"))
+                self.assertTrue(report["answers_from"]["scripted"])
+                self.assertEqual(report["answers_from"]["served_by"], ["scripted:scripted-reference-v1"])
+
+    def test_a_replay_matches_the_in_process_run_of_the_same_agent(self) -> None:
+        directory = self.make_dir()
+        replayed = evaluate_model(LAB, [str(SHIPPED_TASKS)], model=CASSETTE_SPECS["anthropic-messages"],
+                                  replay=str(CASSETTES / "anthropic-messages"))
+        in_process = evaluate_model(LAB, [str(SHIPPED_TASKS)])
+        for surface in (TYPED, WIDE):
+            keep = ("task_success", "pass_hat_k", "argument_validity", "unsafe_effects", "abstention_recall")
+            self.assertEqual({k: replayed.metrics[surface]["all"][k] for k in keep},
+                             {k: in_process.metrics[surface]["all"][k] for k in keep})
+        self.assertTrue(directory.exists())
+
+
+class ReplayTest(TempDirMixin, unittest.TestCase):
+    def test_a_request_without_a_recording_exits_2_naming_task_step_and_the_first_differing_message(self) -> None:
+        directory = self.make_dir()
+        tasks = write_tasks(directory, [get_task()])
+        with LoopbackModelServer(reference_agent) as server:
+            spec = f"openai:stand-in@{server.base_url}"
+            run_model_eval(LAB, [tasks], out_dir=directory / "recorded", model=spec, repeats=1,
+                           record=str(directory / "cassette"), transport=UrllibTransport(timeout_s=5, max_attempts=1))
+        changed = write_tasks(directory, [get_task(ticket="T-1006")], "changed.jsonl")
+        with self.assertRaises(MissingRecording) as caught:
+            evaluate_model(LAB, [changed], model=spec, repeats=1, replay=str(directory / "cassette"))
+        self.assertEqual((caught.exception.context.task_id, caught.exception.context.step), ("status", 0))
+        self.assertIn("message 1 differs", caught.exception.detail)  # message 0 is the system prompt
+        self.assertIn("T-1006", caught.exception.detail)
+        code, _, stderr = run("model-eval", "--tasks", changed, "--model", spec, "--replay", str(directory / "cassette"),
+                              "--out", str(directory / "out"))
+        self.assertEqual(code, 2)
+        self.assertIn("no recording for task 'status', surface 'typed-registry-v2', trial 1, step 0", stderr)
+        self.assertFalse((directory / "out").exists())
+
+    def test_a_replay_never_opens_a_connection(self) -> None:
+        from unittest import mock
+
+        with mock.patch("urllib.request.OpenerDirector.open", side_effect=AssertionError("network used")):
+            evaluation = evaluate_model(LAB, [str(SHIPPED_TASKS)], model=CASSETTE_SPECS["openai-chat"], repeats=1,
+                                        replay=str(CASSETTES / "openai-chat"), split="heldout")
+        self.assertEqual(evaluation.infrastructure_failures, 0)
+
+    def test_cassettes_are_for_network_models_only(self) -> None:
+        directory = self.make_dir()
+        code, _, stderr = run("model-eval", "--replay", str(directory), "--out", str(directory / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("a python: agent runs in this process and needs none", stderr)
+
+
+class CommandLineTest(TempDirMixin, unittest.TestCase):
+    def test_an_unreachable_endpoint_gives_exit_1_with_reports_that_say_infrastructure(self) -> None:
+        directory = self.make_dir()
+        tasks = write_tasks(directory, [get_task()])
+        code, stdout, _ = run("model-eval", "--tasks", tasks, "--model", "openai:m@http://127.0.0.1:9", "--timeout", "0.5",
+                              "--attempts", "1", "--repeats", "1", "--out", str(directory / "out"))
+        self.assertEqual(code, 1)
+        self.assertIn("1 infrastructure failure(s)", stdout)
+        junit = (directory / "out" / "junit.xml").read_text(encoding="utf-8")
+        self.assertIn("<error message=", junit)
+
+    def test_bad_model_specs_exit_2_with_one_line(self) -> None:
+        directory = self.make_dir()
+        for spec, message in (("gpt-4o", "expected PROVIDER:MODEL"), ("mistral:large", "unknown provider 'mistral'"),
+                              ("openai:m@ftp://host", "must be http:// or https://"),
+                              ("openai:m@http://127.0.0.1:9#AGENT_LAB_SURELY_UNSET", "AGENT_LAB_SURELY_UNSET is not set"),
+                              ("python:agent_lab.modeleval.scripted:nothing", "has no callable 'nothing'")):
+            with self.subTest(spec=spec):
+                code, _, stderr = run("model-eval", "--model", spec, "--out", str(directory / "o"))
+                self.assertEqual(code, 2)
+                self.assertIn(message, stderr)
+                self.assertEqual(len(stderr.splitlines()), 1)
+
+    def test_a_split_runs_only_its_tasks(self) -> None:
+        directory = self.make_dir()
+        code, _, _ = run("model-eval", "--split", "heldout", "--repeats", "1", "--out", str(directory))
+        self.assertEqual(code, 0)
+        report = json.loads((directory / "model-eval.json").read_text(encoding="utf-8"))
+        self.assertEqual({row["split"] for row in report["tasks"]}, {"heldout"})
+        self.assertEqual(set(report["metrics"][TYPED]), {"heldout", "all"})
