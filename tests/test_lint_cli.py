@@ -17,7 +17,7 @@ from agent_lab.adapters import export_catalog
 from agent_lab.catalog_cost import ESTIMATOR, catalog_costs, rendered_json
 from agent_lab.cli import main
 from agent_lab.lab.candidate import candidate_specs
-from agent_lab.lint import LintConfig, LintConfigError
+from agent_lab.lint import RULES, LintConfig, LintConfigError
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 HOSTILE = f"{REPOSITORY / 'tests' / 'fixtures' / 'lint' / 'hostile_registry.py'}:registry"
@@ -49,22 +49,50 @@ class LintCommandTest(unittest.TestCase):
         document = json.loads(out)
         self.assertEqual(status, 1)
         self.assertEqual({finding["rule"] for finding in document["findings"]}, {"AL206"})
-        self.assertEqual(len(document["rules"]), 31)
+        self.assertEqual([rule["id"] for rule in document["rules"]], [rule.id for rule in RULES])
         self.assertTrue(all(finding["location"]["path"].endswith("hostile_registry.py")
                             for finding in document["findings"]))
 
-    def test_bad_input_is_one_line_and_exit_2(self) -> None:
-        for arguments, message in ((("--select", "AL9"), "matches no rule"),
-                                   (("--lab", "no_such_module:lab"), "cannot import no_such_module"),
-                                   (("--registry", "agent_lab:Registry2"), "has no attribute"),
-                                   (("--registry", "agent_lab.lab.backend:TicketBackend"), "not a Registry"),
-                                   (("--surface", "nope"), "no such surface"),
-                                   (("--registry", "x.py:y"), "no such file")):
+    def test_a_bad_rule_selector_is_one_line_and_exit_2(self) -> None:
+        for arguments, message in ((("--select", "AL9"), "--select: 'AL9' matches no rule"),
+                                   (("--ignore", "AL406"), "--ignore: AL406 is retired")):
             with self.subTest(arguments=arguments):
                 status, out, err = run("lint", *arguments)
                 self.assertEqual((status, out), (2, ""))
                 self.assertIn(message, err)
                 self.assertEqual(len(err.strip().splitlines()), 1)
+
+    def test_lab_registry_and_surface_errors_are_exactly_those_of_export_and_inspect(self) -> None:
+        for arguments, message in ((("--lab", "no_such_module:lab"), "no module named 'no_such_module'"),
+                                   (("--lab", "agent_lab.cli:main"), "not an agent_lab.lab.Lab"),
+                                   (("--registry", "agent_lab:Registry2"), "has no attribute"),
+                                   (("--registry", "agent_lab.lab.backend:TicketBackend"), "not a Registry"),
+                                   (("--surface", "nope"), "has no surface 'nope'"),
+                                   (("--registry", HOSTILE, "--surface", "x"), "does not apply to --registry"),
+                                   (("--registry", "x.py:y"), "no such file")):
+            for command in ("lint", "catalog-cost"):
+                with self.subTest(command=command, arguments=arguments):
+                    status, out, err = run(command, *arguments)
+                    self.assertEqual((status, out), (2, ""))
+                    self.assertIn(message, err)
+                    self.assertEqual(len(err.strip().splitlines()), 1)
+                    self.assertEqual((status, err), run("inspect", *arguments)[::2])
+
+    def test_lab_and_registry_together_are_refused_as_by_export(self) -> None:
+        status, _, err = run("lint", "--lab", "agent_lab.lab.tickets:lab", "--registry", HOSTILE)
+        self.assertEqual(status, 2)
+        self.assertIn("not allowed with argument", err)
+
+    def test_the_lab_comes_from_the_project_table_as_for_export(self) -> None:
+        files_lab = REPOSITORY / "tests" / "labs" / "files_lab.py"
+        with tempfile.TemporaryDirectory() as directory:
+            Path(directory, "pyproject.toml").write_text(f'[tool.agent-lab]\nlab = "{files_lab.as_posix()}:lab"\n',
+                                                         encoding="utf-8")
+            command = [sys.executable, "-m", "agent_lab", "lint", "--format", "json"]
+            environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+            done = subprocess.run(command, cwd=directory, env=environment, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(json.loads(done.stdout)["summary"]["surfaces"], ["files-typed-v2", "files-typed-v3"])
 
 
 class LintConfigTest(unittest.TestCase):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import unittest
 
 from agent_lab.lint import Severity, lint_catalog
-from agent_lab.lint.engine import spec_warnings
+from agent_lab.lint.engine import SPEC_WARNING_RULES, spec_warnings
 from fixtures.lint.benign_tools import benign_tools
 from fixtures.lint.hostile_tools import SAMPLES
 
@@ -37,7 +37,8 @@ class HostileCorpusTest(unittest.TestCase):
 
 class SpecWarningsComeFromTheEngineTest(unittest.TestCase):
     def test_spec_warnings_are_the_messages_of_the_engines_spec_rules(self) -> None:
-        for rule_id in ("AL401", "AL402", "AL308"):
+        self.assertEqual(SPEC_WARNING_RULES, ("AL401", "AL402", "AL310", "AL308"))
+        for rule_id in SPEC_WARNING_RULES:
             hostile = SAMPLES[rule_id][0]()[0]
             with self.subTest(rule=rule_id):
                 engine = [f.message for f in lint_catalog([hostile]) if f.rule == rule_id]

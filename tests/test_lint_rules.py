@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import unittest
+from pathlib import Path
 
-from agent_lab.lint import RULES, RULES_BY_ID, LintConfig, Scope, Severity, lint_catalog
+from agent_lab import ToolSpec
+from agent_lab.lint import (
+    RETIRED_RULES,
+    RULES,
+    RULES_BY_ID,
+    LintConfig,
+    LintConfigError,
+    Scope,
+    Severity,
+    lint_catalog,
+    rules_markdown,
+)
 from agent_lab.lint.language import hidden_characters, injection_phrases
-from fixtures.lint.hostile_tools import SAMPLES, newcomer_events, spec
+from agent_lab.schema import PatternEngine
+from fixtures.lint.hostile_tools import SAMPLES, newcomer_events, spec, with_input, with_output_pattern, with_pattern
 
 
 def rule_ids(specs, config=None):
@@ -36,6 +49,97 @@ class EveryRuleFiresAndStaysSilentTest(unittest.TestCase):
                                                                                          "/input_schema", "/output_schema")))
                     if RULES_BY_ID[rule_id].scope is Scope.TOOL:
                         self.assertIsNotNone(finding.tool)
+
+
+class RulesTableIsDocumentedTest(unittest.TestCase):
+    def test_the_readme_holds_the_rules_table_as_the_code_has_it(self) -> None:
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+        self.assertIn(rules_markdown(), readme)
+        for rule_id in RETIRED_RULES:
+            self.assertIn(f"{rule_id} `", readme.split("Retired ids", 1)[1])
+
+
+class RetiredRulesTest(unittest.TestCase):
+    """AL406 (conditional approval without a condition) could never fire: ToolSpec refuses such a spec."""
+
+    def test_a_retired_id_is_no_rule_and_is_never_reused(self) -> None:
+        self.assertIn("AL406", RETIRED_RULES)
+        self.assertNotIn("AL406", RULES_BY_ID)
+        self.assertFalse(set(RETIRED_RULES) & {rule.id for rule in RULES})
+
+    def test_the_spec_refuses_what_the_retired_rule_looked_for(self) -> None:
+        with self.assertRaises(ValueError) as refused:
+            spec(effect="write", approval="conditional")
+        self.assertIn("needs approval_condition", str(refused.exception))
+
+    def test_configuring_a_retired_rule_says_it_is_retired(self) -> None:
+        for table in ({"select": ["AL406"]}, {"ignore": ["AL406"]}, {"severity": {"AL406": "warning"}}):
+            with self.subTest(table=table), self.assertRaises(LintConfigError) as refused:
+                LintConfig.from_mapping(table)
+            self.assertIn("AL406 is retired", str(refused.exception))
+
+
+class PatternRulesTest(unittest.TestCase):
+    """AL308, AL310 and AL311 read the regex-safety verdicts the spec's validators made (one analysis)."""
+
+    def findings(self, specs, rule_ids=("AL308", "AL310", "AL311")):
+        return [finding for finding in lint_catalog(specs) if finding.rule in rule_ids]
+
+    def test_an_unsafe_input_pattern_never_reaches_the_linter_the_spec_refuses_it(self) -> None:
+        with self.assertRaises(ValueError) as refused:
+            with_pattern("^([a-z]+)-\\1$")
+        self.assertIn("a model could make slow", str(refused.exception))
+
+    def test_an_unsafe_output_pattern_is_an_error_at_its_pointer(self) -> None:
+        [finding] = self.findings([with_output_pattern("^([a-z]+)-\\1$")])
+        self.assertEqual((finding.rule, finding.severity), ("AL308", Severity.ERROR))
+        self.assertEqual(finding.pointer, "/output_schema/properties/status/pattern")
+        self.assertIn("backreference", finding.message)
+
+    def test_each_pattern_gets_the_rule_of_its_verdict(self) -> None:
+        # (pattern, engine the analysis picks, the rule that fires or None)
+        for pattern, engine, rule_id in (("^(a+)+$", PatternEngine.LINEAR, "AL310"),
+                                         ("^\\S+@\\S+$", PatternEngine.LINEAR, "AL310"),
+                                         ("[a-z]+@", PatternEngine.LINEAR, "AL311"),
+                                         ("^[a-z]+@", PatternEngine.RE, None),
+                                         ("^O-[0-9]{4}$", PatternEngine.RE, None)):
+            with self.subTest(pattern=pattern):
+                tool = with_pattern(pattern)
+                [verdict] = tool.input_validator.patterns
+                self.assertIs(verdict.safety.engine, engine)
+                self.assertEqual([f.rule for f in self.findings([tool])], [rule_id] if rule_id else [])
+
+    def test_the_note_names_the_engine_and_the_warning_the_backtracking_cost(self) -> None:
+        [note] = self.findings([with_pattern("[a-z]+@")])
+        self.assertIs(note.severity, Severity.NOTE)
+        self.assertIn("linear-time matcher, not Python's re", note.message)
+        [warning] = self.findings([with_pattern("^(a+)+$")])
+        self.assertIs(warning.severity, Severity.WARNING)
+        self.assertIn("exponential time", warning.message)
+
+
+class FormatRuleTest(unittest.TestCase):
+    """AL309 and the spec's format_assertion=True default: a known format is checked, so not flagged."""
+
+    @staticmethod
+    def dated(fmt: str, **overrides) -> ToolSpec:
+        return with_input({"when": {"type": "string", "format": fmt, "description": "A time."}}, ["when"],
+                          **overrides)
+
+    def test_a_known_format_is_asserted_by_default_and_not_flagged(self) -> None:
+        tool = self.dated("date-time")
+        self.assertTrue(tool.format_assertion)
+        self.assertFalse(tool.input_validator.is_valid({"when": "next tuesday"}))
+        self.assertNotIn("AL309", {f.rule for f in lint_catalog([tool])})
+
+    def test_turning_assertion_off_or_an_unknown_format_is_flagged(self) -> None:
+        for tool, phrase in ((self.dated("date-time", format_assertion=False), "format_assertion=False"),
+                             (self.dated("next-weekday"), "not one agent-lab can check")):
+            with self.subTest(phrase=phrase):
+                self.assertTrue(tool.input_validator.is_valid({"when": "next tuesday"}))
+                [finding] = [f for f in lint_catalog([tool]) if f.rule == "AL309"]
+                self.assertEqual(finding.pointer, "/input_schema/properties/when/format")
+                self.assertIn(phrase, finding.message)
 
 
 class NewcomerRedactionCaseTest(unittest.TestCase):

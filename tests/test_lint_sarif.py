@@ -5,18 +5,22 @@ line with a stable fingerprint."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import unittest
 from pathlib import Path
 
-from agent_lab import Validator
+from agent_lab import Registry, Validator
 from agent_lab.cli import main
 from agent_lab.lint import RULES
+from agent_lab.lint.locate import locate_tools
+from fixtures.lint.hostile_tools import spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SARIF_SCHEMA = json.loads((FIXTURES / "sarif" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 HOSTILE = f"{FIXTURES / 'lint' / 'hostile_registry.py'}:registry"
+FILES_LAB = f"{Path(__file__).resolve().parent / 'labs' / 'files_lab.py'}:lab"
 
 
 def run_lint(*arguments: str) -> tuple[int, dict]:
@@ -38,6 +42,13 @@ class SarifValidatesTest(unittest.TestCase):
         self.assert_valid(log)
         self.assertTrue(log["runs"][0]["results"])
 
+    def test_the_files_lab_report_validates_with_every_candidate_surface(self) -> None:
+        status, log = run_lint("--lab", FILES_LAB)
+        self.assertEqual(status, 0)
+        self.assert_valid(log)
+        self.assertEqual(log["runs"][0]["properties"]["surfaces"], ["files-typed-v2", "files-typed-v3"])
+        self.assertNotIn("error", {result["level"] for result in log["runs"][0]["results"]})
+
     def test_a_report_with_errors_validates_and_exits_1(self) -> None:
         status, log = run_lint("--registry", HOSTILE)
         self.assertEqual(status, 1)
@@ -55,7 +66,7 @@ class SarifValidatesTest(unittest.TestCase):
             import jsonschema
         except ImportError:
             self.skipTest("python-jsonschema is not installed (pip install jsonschema)")
-        for arguments in ((), ("--registry", HOSTILE)):
+        for arguments in ((), ("--registry", HOSTILE), ("--lab", FILES_LAB)):
             _, log = run_lint(*arguments)
             jsonschema.Draft4Validator(SARIF_SCHEMA).validate(log)
 
@@ -102,6 +113,36 @@ class SarifContentTest(unittest.TestCase):
         for arguments in ((), ("--registry", HOSTILE)):
             text = json.dumps(run_lint(*arguments)[1])
             self.assertNotIn(str(Path.cwd()), text)
+
+
+def _traced(function):
+    @functools.wraps(function)
+    def wrapper(arguments):
+        return function(arguments)
+
+    return wrapper
+
+
+@_traced
+def _answer_order(arguments):  # the line below names the tool, as a registration would
+    return {"status": "placed"}  # name="get_order_status"
+
+
+class HandlerLocationTest(unittest.TestCase):
+    def test_the_registry_gives_the_registered_handler_and_keyerror_for_an_unknown_tool(self) -> None:
+        with Registry() as registry:
+            registry.register(spec(), _answer_order)
+            self.assertIs(registry.handler("get_order_status"), _answer_order)
+            with self.assertRaises(KeyError):
+                registry.handler("nope")
+
+    def test_a_decorated_handler_is_found_through_functools_wraps_at_the_line_naming_its_tool(self) -> None:
+        with Registry() as registry:
+            registry.register(spec(), _answer_order)
+            [(name, location)] = locate_tools(registry, base=str(Path(__file__).resolve().parents[1])).items()
+        source = Path(__file__).read_text(encoding="utf-8").splitlines()
+        self.assertEqual((name, location.path), ("get_order_status", "tests/test_lint_sarif.py"))
+        self.assertIn('name="get_order_status"', source[location.line - 1])
 
 
 if __name__ == "__main__":

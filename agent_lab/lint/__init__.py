@@ -13,10 +13,11 @@ from .config import DEFAULT_OPTIONS, LintConfig, LintConfigError
 from .engine import LintReport, lint_catalog, lint_surfaces, spec_warnings
 from .model import Finding, Rule, Scope, Severity
 from .output import render_json, render_sarif, render_text
-from .rules import RULES, RULES_BY_ID, rules_markdown
+from .rules import RETIRED_RULES, RULES, RULES_BY_ID, rules_markdown
 
 __all__ = [
     "DEFAULT_OPTIONS",
+    "RETIRED_RULES",
     "RULES",
     "RULES_BY_ID",
     "Finding",

@@ -1,8 +1,9 @@
 """Lint configuration: which rules run, at which severity, for which hosts, with which budgets.
 
-Given as a plain mapping (the `[tool.agent-lab.lint]` table of pyproject.toml, or built in code);
-every key is checked, and anything unknown or ill-typed is a `LintConfigError` naming the key, so a
-typo never silently turns a rule off:
+Given as a plain mapping (the `[tool.agent-lab.lint]` table of pyproject.toml, read by the labs
+settings reader `agent_lab.lab.settings.lint_config`, or built in code); every key is checked, and
+anything unknown or ill-typed is a `LintConfigError` naming the key, so a typo never silently turns
+a rule off:
 
     [tool.agent-lab.lint]
     select = ["AL"]                    # rule ids or prefixes to run (default: all)
@@ -11,6 +12,8 @@ typo never silently turns a rule off:
     severity = { AL204 = "warning", AL309 = "error", AL501 = "off" }
     max-tools = { openai = 15 }        # per-host tool budget (AL501), or one number for every host
     max-catalog-tokens = 8000          # AL504
+
+`agent-lab lint` and the tool-eval gate read the same table, so one configuration decides both.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from ..adapters import EXPORT_FORMATS
 from .model import Rule, Severity
-from .rules import RULES
+from .rules import RETIRED_RULES, RULES
 
-__all__ = ["DEFAULT_OPTIONS", "LintConfig", "LintConfigError", "load_pyproject_config"]
+__all__ = ["DEFAULT_OPTIONS", "TABLE_KINDS", "LintConfig", "LintConfigError"]
 
 DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
     "min_description_chars": 40,
@@ -49,6 +52,18 @@ _OPTION_KEYS = {
 }
 
 
+TABLE_KINDS: Mapping[str, str] = MappingProxyType({
+    "select": "strings",
+    "ignore": "strings",
+    "hosts": "strings",
+    "severity": "string-table",
+    "max-tools": "integer-or-table",
+    **{key: "integer" for key in _OPTION_KEYS},
+})
+"""The keys of `[tool.agent-lab.lint]` and what each holds, as `agent_lab.lab.pyproject.TableKind` values:
+what Python 3.10's small TOML reader accepts there (every other key or kind is refused with FILE:LINE)."""
+
+
 class LintConfigError(ValueError):
     """The lint configuration (or a --select/--ignore value) is not usable; the message says which key."""
 
@@ -69,6 +84,8 @@ class LintConfig:
             if host not in EXPORT_FORMATS:
                 raise LintConfigError(f"hosts: unknown host {host!r}; choose from {', '.join(EXPORT_FORMATS)}")
         for rule_id, level in self.severity.items():
+            if rule_id in RETIRED_RULES:
+                raise LintConfigError(f"severity: {rule_id} is retired ({RETIRED_RULES[rule_id]})")
             if rule_id not in {rule.id for rule in RULES}:
                 raise LintConfigError(f"severity: no rule {rule_id!r}")
             if level not in (_OFF, *(member.value for member in Severity)):
@@ -81,7 +98,7 @@ class LintConfig:
         """A config from a `[tool.agent-lab.lint]`-shaped mapping (kebab-case keys, as in TOML)."""
         if not isinstance(table, Mapping):
             raise LintConfigError(f"{where} must be a table")
-        known = {"select", "ignore", "hosts", "severity", "max-tools", *_OPTION_KEYS}
+        known = set(TABLE_KINDS)
         unknown = sorted(set(table) - known)
         if unknown:
             raise LintConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -109,7 +126,8 @@ class LintConfig:
 
     def with_overrides(self, *, select: Optional[Iterable[str]] = None, ignore: Optional[Iterable[str]] = None,
                        hosts: Optional[Iterable[str]] = None) -> LintConfig:
-        """Command-line flags beat the table: each given value replaces the table's."""
+        """Command-line flags beat the table: each given value replaces the table's (LintConfigError
+        naming the flag for a value that selects no rule)."""
         changes: dict[str, Any] = {}
         if select is not None:
             changes["select"] = tuple(select)
@@ -117,7 +135,10 @@ class LintConfig:
             changes["ignore"] = tuple(ignore)
         if hosts is not None:
             changes["hosts"] = tuple(hosts)
-        return replace(self, **changes)
+        try:
+            return replace(self, **changes)
+        except LintConfigError as error:
+            raise LintConfigError(f"--{error}") from None
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -138,8 +159,10 @@ def _matches(rule_id: str, patterns: Iterable[str]) -> bool:
 def _check_selector(pattern: Any, key: str) -> None:
     if not isinstance(pattern, str) or not pattern:
         raise LintConfigError(f"{key}: {pattern!r} is not a rule id or prefix")
+    if pattern in RETIRED_RULES:
+        raise LintConfigError(f"{key}: {pattern} is retired ({RETIRED_RULES[pattern]})")
     if not any(rule.id.startswith(pattern) for rule in RULES):
-        raise LintConfigError(f"{key}: {pattern!r} matches no rule (rules are AL101..AL504)")
+        raise LintConfigError(f"{key}: {pattern!r} matches no rule (rules are {RULES[0].id}..{RULES[-1].id})")
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -165,31 +188,3 @@ def _tool_budgets(value: Any, where: str) -> Mapping[str, int]:
         number = _positive_int(value, where)
         budgets = {host: number for host in EXPORT_FORMATS}
     return MappingProxyType(budgets)
-
-
-def load_pyproject_config(directory: str = ".") -> LintConfig:
-    """The `[tool.agent-lab.lint]` table of `directory`/pyproject.toml (defaults when there is none).
-
-    Needs `tomllib` (Python 3.11+) to read a file that has the table; on 3.10 such a file is refused
-    with a clear message rather than read wrong or ignored."""
-    from pathlib import Path
-
-    path = Path(directory) / "pyproject.toml"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return LintConfig()
-    except (OSError, UnicodeDecodeError) as error:
-        raise LintConfigError(f"{path}: cannot read: {error}") from None
-    try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]  # novermin: 3.10 takes the except branch
-    except ImportError:  # Python 3.10
-        if "agent-lab.lint" in text:
-            raise LintConfigError(f"{path}: reading [tool.agent-lab.lint] needs Python 3.11 or newer (tomllib)") from None
-        return LintConfig()
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise LintConfigError(f"{path}: not valid TOML: {error}") from None
-    table = document.get("tool", {}).get("agent-lab", {}).get("lint")
-    return LintConfig() if table is None else LintConfig.from_mapping(table, where=f"{path} [tool.agent-lab.lint]")

@@ -11,7 +11,6 @@ from .walk import pointer_token, schema_nodes
 
 __all__ = [
     "check_conditional_approval_undocumented",
-    "check_conditional_without_condition",
     "check_destructive_without_approval",
     "check_no_output_schema",
     "check_open_world_timeout",
@@ -40,12 +39,6 @@ def check_open_world_timeout(spec: Any, facts: CatalogFacts, host: Optional[str]
     if spec.open_world and spec.timeout_ms == DEFAULT_TIMEOUT_MS:
         yield Hit(f"open-world tool (it reaches systems outside the application) left at the default timeout "
                   f"({DEFAULT_TIMEOUT_MS:g} ms): choose a timeout_ms from what the outside system can promise")
-
-
-def check_conditional_without_condition(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    if spec.approval is ApprovalPolicy.CONDITIONAL and not callable(spec.approval_condition):
-        yield Hit("approval is 'conditional' but there is no approval_condition to decide when: the registry "
-                  "cannot tell which calls need a person")
 
 
 _APPROVAL_WORDS = re.compile(r"\bapprov|\bconfirm|\bsign[- ]?off\b", re.IGNORECASE)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..registry import Registry
+
 __all__ = ["SourceLocation", "handler_function", "locate_tools"]
 
 
@@ -26,10 +28,13 @@ class SourceLocation:
     line: int  # 1-based
 
 
-def handler_function(registry: Any, name: str) -> Optional[Callable[..., Any]]:
-    """The function the user registered for `name` (unwrapped from decorators and partials), or None."""
-    entry = getattr(registry, "_tools", {}).get(name)
-    function = getattr(entry[1], "function", None) if entry else None
+def handler_function(registry: Registry, name: str) -> Optional[Callable[..., Any]]:
+    """The function the user registered for `name` (`Registry.handler`, unwrapped from decorators and
+    partials), or None when there is no such tool."""
+    try:
+        function: Any = registry.handler(name)
+    except KeyError:
+        return None
     for _ in range(16):
         if isinstance(function, functools.partial):
             function = function.func
@@ -50,7 +55,7 @@ def _relative(path: str, base: Path) -> Optional[str]:
     return relative.as_posix()
 
 
-def locate_tools(registry: Any, *, base: Optional[str] = None) -> dict[str, SourceLocation]:
+def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str, SourceLocation]:
     """{tool name: where it is defined} for the tools of `registry` whose definition can be found."""
     root = Path(base or os.getcwd()).resolve()
     lines_of: dict[str, list[str]] = {}

@@ -1,18 +1,19 @@
 """The rules table: every lint rule, once, with what it checks, why, an example and its default severity.
 
 Ids are stable and never reused: AL1xx naming, AL2xx descriptions, AL3xx schemas, AL4xx the runtime
-contract, AL5xx the catalog as a whole. The README's rule table is generated from this one
+contract, AL5xx the catalog as a whole. A rule that goes keeps its id in `RETIRED_RULES`. The README's rule table is generated from this one
 (`agent_lab.lint.rules_markdown()` prints it as Markdown), and SARIF output declares every row.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Mapping
 
 from . import catalog, contracts, descriptions, naming, schemas
 from .model import Rule, Scope, Severity
 
-__all__ = ["RULES", "RULES_BY_ID", "rules_markdown"]
+__all__ = ["RETIRED_RULES", "RULES", "RULES_BY_ID", "rules_markdown"]
 
 E, W, N = Severity.ERROR, Severity.WARNING, Severity.NOTE
 T, C = Scope.TOOL, Scope.CATALOG
@@ -103,13 +104,31 @@ RULES: tuple[Rule, ...] = (
          "oneOf, patternProperties, a free-form object", W, T, schemas.check_strict_convertible,
          per_host=True, hosts=OPENAI_HOSTS),
     Rule("AL308", "unsafe-pattern",
-         "An input pattern can backtrack super-linearly in Python's regex engine (nested quantifier).",
-         "A model-chosen string can hold the validating thread for seconds (ReDoS).",
-         "\"pattern\": \"^(a+)+$\"", E, T, schemas.check_unsafe_patterns),
+         "A pattern has no linear-time guarantee: the regex-safety analysis (`agent_lab.schema.analyze_pattern`) "
+         "proves it safe neither for Python's re nor for the linear-time matcher. ToolSpec refuses such a pattern "
+         "in an input schema, so on a ToolSpec this fires for the output schema.",
+         "The output schema checks the handler's output, which may echo model text: a crafted string can hold "
+         "the validating thread for seconds (ReDoS).",
+         "output \"pattern\": \"(?=a+)b\" (a lookaround over a repetition)", E, T, schemas.check_unsafe_patterns),
     Rule("AL309", "format-not-asserted",
-         "An input property declares a format that the registry does not assert at run time.",
+         "An input property declares a format that is not checked at run time: the spec sets "
+         "format_assertion=False, or agent-lab has no checker for that format (formats it does not know are "
+         "annotations only).",
          "The model is told the value is a date-time; 'next tuesday' still reaches the handler.",
-         "\"due\": {\"type\": \"string\", \"format\": \"date-time\"}", W, T, schemas.check_format_not_asserted),
+         "\"due\": {\"type\": \"string\", \"format\": \"date-time\"} with format_assertion=False; "
+         "\"format\": \"phone\"", W, T, schemas.check_format_not_asserted),
+    Rule("AL310", "backtracking-pattern",
+         "An input pattern has nested or overlapping quantifiers: agent-lab runs it on its linear-time matcher "
+         "(Python's re is not used for it), but a backtracking engine takes exponential or polynomial time on it.",
+         "The exported schema is validated again by hosts and clients, often with a backtracking engine "
+         "(JavaScript's, Python's re): there a model-chosen string can make it slow.",
+         "\"pattern\": \"^(a+)+$\", \"^\\\\S+@\\\\S+$\"", W, T, schemas.check_backtracking_patterns),
+    Rule("AL311", "pattern-on-linear-matcher",
+         "An input pattern runs on the linear-time matcher, not Python's re: the analysis cannot prove re linear "
+         "on it (often because it is not anchored), though no repetition of it is ambiguous.",
+         "It is safe; the note says which engine runs it. Anchoring it with ^ usually lets re run it, which is "
+         "faster per character.",
+         "\"pattern\": \"[a-z]+@\"", N, T, schemas.check_linear_matcher_patterns),
     # -- AL4xx runtime contract ---------------------------------------------------------------------
     Rule("AL401", "write-without-idempotency-key",
          "A write or destructive tool has no idempotency_key.",
@@ -132,11 +151,6 @@ RULES: tuple[Rule, ...] = (
          "An open-world tool (it reaches outside systems) keeps the default timeout_ms.",
          "An outside system's latency is not yours; choose a deadline from what it can promise.",
          "fetch_url with open_world=True and no timeout_ms", W, T, contracts.check_open_world_timeout),
-    Rule("AL406", "conditional-approval-without-condition",
-         "approval is 'conditional' but approval_condition is missing or not callable.",
-         "The registry cannot tell which calls need a person (ToolSpec refuses this when built; the rule catches "
-         "specs changed afterwards).",
-         "approval='conditional', approval_condition=None", E, T, contracts.check_conditional_without_condition),
     Rule("AL407", "conditional-approval-undocumented",
          "approval is 'conditional' but the description never mentions approval.",
          "The model meets approval_required without warning and cannot plan for it.",
@@ -164,6 +178,12 @@ RULES: tuple[Rule, ...] = (
 )
 
 RULES_BY_ID: Mapping[str, Rule] = {rule.id: rule for rule in RULES}
+
+RETIRED_RULES: Mapping[str, str] = MappingProxyType({
+    "AL406": "conditional-approval-without-condition: ToolSpec refuses approval='conditional' without an "
+             "approval_condition when it is built, so no spec can have it and the rule could never fire",
+})
+"""Ids that once named a rule and are never reused, with why the rule went."""
 
 
 def rules_markdown() -> str:

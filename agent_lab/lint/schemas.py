@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Optional
 
 from ..adapters import StrictSchemaError, to_strict_schema
+from ..schema import PatternEngine
+from ..schema.formats import FORMAT_CHECKERS
 from .model import CatalogFacts, Hit
 from .walk import schema_nodes
 
 __all__ = [
+    "check_backtracking_patterns",
     "check_empty_enum",
     "check_format_not_asserted",
     "check_free_form_objects",
+    "check_linear_matcher_patterns",
     "check_required_undefined",
     "check_schema_depth",
     "check_strict_convertible",
@@ -122,25 +126,51 @@ def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]
                   f"/input_schema{error.path}")
 
 
+def _pattern_findings(spec: Any, *, output: bool = True) -> Iterator[tuple[str, Any]]:
+    """("/input_schema" or "/output_schema", PatternFinding) for every regex of the spec's schemas, with
+    the verdict of the regex-safety analysis its validators made when they were compiled
+    (`Validator.patterns`: the same verdicts that choose each pattern's engine at run time)."""
+    for root, validator in (("/input_schema", spec.input_validator),
+                            ("/output_schema", spec.output_validator if output else None)):
+        for finding in validator.patterns if validator is not None else ():
+            yield root, finding
+
+
 def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for finding in spec.input_validator.patterns:
-        if finding.safety.backtracking:
+    for root, finding in _pattern_findings(spec):
+        if not finding.safety.safe:
+            runs_on = "the handler's output, which may echo model text" if root == "/output_schema" else "model input"
+            yield Hit(f"{root[1:]} pattern at {finding.pointer} has no linear-time guarantee "
+                      f"({finding.safety.reason}): it runs on {runs_on}", f"{root}{finding.pointer}")
+
+
+def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for root, finding in _pattern_findings(spec, output=False):
+        if finding.safety.safe and finding.safety.backtracking:
             yield Hit(f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
                       f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
                       f"or client's validator of the exported schema) can take {finding.safety.backtracking} "
-                      f"time on it; rewrite it so each repetition is unambiguous", f"/input_schema{finding.pointer}")
-    for finding in spec.output_validator.patterns if spec.output_validator is not None else ():
-        if not finding.safety.safe:
-            yield Hit(f"output_schema pattern at {finding.pointer} has no linear-time guarantee "
-                      f"({finding.safety.reason}): it runs on the handler's output, which may echo model text",
-                      f"/output_schema{finding.pointer}")
+                      f"time on it; rewrite it so each repetition is unambiguous", f"{root}{finding.pointer}")
+
+
+def check_linear_matcher_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for root, finding in _pattern_findings(spec, output=False):
+        if finding.safety.engine is PatternEngine.LINEAR and not finding.safety.backtracking:
+            yield Hit(f"input_schema pattern at {finding.pointer} runs on agent-lab's linear-time matcher, not "
+                      f"Python's re ({finding.safety.reason}); it is safe, and anchoring it with ^ usually "
+                      f"lets the faster re run it", f"{root}{finding.pointer}")
 
 
 def check_format_not_asserted(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    if getattr(spec, "format_assertion", False) is True:
-        return
+    asserted = getattr(spec, "format_assertion", False) is True
     for pointer, node, _ in _input_nodes(spec):
-        if isinstance(node, Mapping) and isinstance(node.get("format"), str):
-            yield Hit(f"format {node['format']!r} is shown to the model but not checked at run time (formats are "
-                      f"annotations unless asserted): a value like 'next tuesday' reaches the handler",
-                      f"{pointer}/format")
+        if not isinstance(node, Mapping) or not isinstance(node.get("format"), str):
+            continue
+        name = node["format"]
+        if not asserted:
+            yield Hit(f"format {name!r} is shown to the model but not checked at run time (the spec sets "
+                      f"format_assertion=False): a value like 'next tuesday' reaches the handler", f"{pointer}/format")
+        elif name not in FORMAT_CHECKERS:
+            yield Hit(f"format {name!r} is not one agent-lab can check (it knows {len(FORMAT_CHECKERS)} formats: "
+                      f"date-time, email, uuid, ...), so it is an annotation only: any string reaches the handler; "
+                      f"use a pattern or an enum", f"{pointer}/format")
