@@ -8,9 +8,13 @@ the best few definitions back. Standard library only, deterministic, offline.
   `Registry.catalog(actor)`); statistics come from those tools only, so a hidden tool cannot even
   change the order of the visible ones. Ties keep registration order.
 - `search_tool(registry)` builds the `search_tools` meta-tool: `registry.register(*search_tool(registry))`.
-- Documents: the name's words (three times, since a name is the strongest signal), the title, the
-  description, and each input property's name and description, at any depth. Words are lowercased,
-  stop words dropped and plural/verb endings folded (`agent_lab.lint.language`).
+- Documents have four fields: the name's words (split at namespace separators, snake_case and
+  camelCase), the title, the description, and each input property's name and description at any
+  depth. Scoring is BM25F: a word's frequency in each field is normalised by that field's length
+  against the catalog's average for the field, weighted (`FIELD_WEIGHTS`: the name counts three
+  times, since it is the strongest signal), summed, then saturated once. So a long description no
+  longer dilutes a match in the name, and a short one no longer wins ties by being short. Words are
+  lowercased, stop words dropped and English inflections folded (`agent_lab.lint.language.stem`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from .lint.language import STOP_WORDS, name_words, stem
@@ -30,6 +35,7 @@ from .spec import ToolSpec
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "FIELD_WEIGHTS",
     "MAX_SEARCH_LIMIT",
     "SEARCH_TOOL_NAME",
     "SearchHit",
@@ -41,7 +47,10 @@ __all__ = [
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-NAME_WEIGHT = 3  # a name's words count this many times
+FIELD_WEIGHTS: Mapping[str, float] = MappingProxyType({"name": 3.0, "title": 1.0, "description": 1.0,
+                                                       "properties": 1.0})
+"""How much a word found in each field counts (the name three times; before BM25F the same weights
+were applied by repeating the name's words three times in one bag of words)."""
 MAX_SEARCH_LIMIT = 50
 MAX_QUERY_CHARS = 1_000
 SEARCH_TOOL_NAME = "search_tools"
@@ -58,17 +67,16 @@ def search_words(text: str) -> list[str]:
     return words
 
 
-def _document(spec: ToolSpec) -> list[str]:
-    words = search_words(spec.name) * NAME_WEIGHT
-    if spec.title:
-        words += search_words(spec.title)
-    words += search_words(spec.description)
+def _fields(spec: ToolSpec) -> dict[str, list[str]]:
+    """The words of each field of a tool's document (see the module docstring)."""
+    properties: list[str] = []
     for pointer, node, via in schema_nodes(spec.input_schema, ""):
         if via == "properties":
-            words += search_words(pointer.rsplit("/", 1)[1])
+            properties += search_words(pointer.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~"))
         if isinstance(node, Mapping) and isinstance(node.get("description"), str):
-            words += search_words(node["description"])
-    return words
+            properties += search_words(node["description"])
+    return {"name": search_words(spec.name), "title": search_words(spec.title or ""),
+            "description": search_words(spec.description), "properties": properties}
 
 
 @dataclass(frozen=True)
@@ -78,32 +86,42 @@ class SearchHit:
 
 
 class ToolIndex:
-    """A BM25 index over a fixed list of specs, built once; `search` does no indexing work."""
+    """A BM25F index over a fixed list of specs, built once; `search` does no indexing work.
+
+    Each posting holds a word's field-weighted, length-normalised frequency in one tool:
+    sum over fields f of weight_f * tf_f / (1 - b + b * length_f / average_length_f). A query word
+    scores idf * tf / (tf + k1) * (k1 + 1) (Robertson and Zaragoza's BM25F, one saturation per word)."""
 
     def __init__(self, specs: Sequence[ToolSpec], *, k1: float = BM25_K1, b: float = BM25_B) -> None:
         self.names = [spec.name for spec in specs]
-        self._k1, self._b = k1, b
-        documents = [Counter(_document(spec)) for spec in specs]
-        self._lengths = [sum(document.values()) for document in documents]
-        self._average = (sum(self._lengths) / len(documents)) if documents else 0.0
-        postings: dict[str, list[tuple[int, int]]] = {}
-        for index, document in enumerate(documents):
-            for word, count in document.items():
-                postings.setdefault(word, []).append((index, count))
+        self._k1 = k1
+        documents = [{field: Counter(words) for field, words in _fields(spec).items()} for spec in specs]
         total = len(documents)
+        averages = {field: (sum(sum(document[field].values()) for document in documents) / total if total else 0.0)
+                    or 1.0 for field in FIELD_WEIGHTS}
+        postings: dict[str, list[tuple[int, float]]] = {}
+        for index, document in enumerate(documents):
+            weighted: dict[str, float] = {}
+            for field, weight in FIELD_WEIGHTS.items():
+                counts = document[field]
+                norm = 1 - b + b * sum(counts.values()) / averages[field]
+                for word, count in counts.items():
+                    weighted[word] = weighted.get(word, 0.0) + weight * count / norm
+            for word, frequency in weighted.items():
+                postings.setdefault(word, []).append((index, frequency))
         self._postings = postings
         self._idf = {word: math.log(1 + (total - len(hits) + 0.5) / (len(hits) + 0.5)) for word, hits in postings.items()}
 
     def search(self, query: str, *, limit: int = 5) -> list[SearchHit]:
         """The best `limit` tools for `query`, best first; tools sharing no word with it are left out."""
         scores: dict[int, float] = {}
+        k1 = self._k1
         for word in set(search_words(query[:MAX_QUERY_CHARS])):
             idf = self._idf.get(word)
             if idf is None:
                 continue
-            for index, count in self._postings[word]:
-                norm = self._k1 * (1 - self._b + self._b * self._lengths[index] / self._average)
-                scores[index] = scores.get(index, 0.0) + idf * count * (self._k1 + 1) / (count + norm)
+            for index, frequency in self._postings[word]:
+                scores[index] = scores.get(index, 0.0) + idf * frequency * (k1 + 1) / (frequency + k1)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))  # ties: registration order
         return [SearchHit(self.names[index], round(score, 6)) for index, score in ranked[:limit]]
 

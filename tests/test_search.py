@@ -6,7 +6,8 @@ import unittest
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec
 from agent_lab.adapters import export_catalog
-from agent_lab.search import search_tool
+from agent_lab.lint.language import name_words, stem
+from agent_lab.search import search_tool, search_words
 from fixtures.lint.benign_tools import benign_tools
 
 READER = Actor(id="a", tenant="t", permissions={"files:read", "mail:read", "crm:read", "calendar:read"})
@@ -54,6 +55,44 @@ class SearchRanksTest(unittest.TestCase):
                 self.registry.search("file", limit=limit)
         with self.assertRaises(TypeError):
             self.registry.search(None)  # type: ignore[arg-type]
+
+
+def tool(name: str, description: str) -> ToolSpec:
+    return ToolSpec(name=name, description=description, input_schema={"type": "object"})
+
+
+class SearchWordsTest(unittest.TestCase):
+    """What a query and a tool have to share: words, after splitting names and folding inflections."""
+
+    def test_acronyms_in_names_and_prose_stay_whole_words(self) -> None:
+        self.assertEqual(name_words("getHTTPResponse"), ["get", "http", "response"])
+        self.assertEqual(search_words("Export invoices as a CSV file via fetchURL"),
+                         ["export", "invoic", "csv", "file", "via", "fetch", "url"])
+        with registry_of([tool("billing.get_invoice", "Read one invoice by id."),
+                          tool("billing.export_invoice", "Export invoices as a CSV file.")]) as registry:
+            self.assertEqual(names(registry.search("invoices to csv"))[0], "billing.export_invoice")
+
+    def test_every_inflection_of_a_word_meets_the_others(self) -> None:
+        for forms in (("update", "updates", "updated", "updating"), ("create", "creates", "created", "creating"),
+                      ("search", "searches", "searched", "searching"), ("file", "files", "filed", "filing"),
+                      ("policy", "policies"), ("stop", "stopped", "stopping"), ("agree", "agreed")):
+            with self.subTest(forms=forms):
+                self.assertEqual(len({stem(form) for form in forms}), 1, [stem(form) for form in forms])
+        for kept in ("status", "analysis", "class", "need", "sing", "v2"):
+            with self.subTest(kept=kept):
+                self.assertEqual(stem(kept), kept)
+        with registry_of([tool("get_invoice", "Read one invoice by id."),
+                          tool("update_invoice", "Update fields of an existing invoice.")]) as registry:
+            self.assertEqual(names(registry.search("the invoice I updated"))[0], "update_invoice")
+
+    def test_a_field_that_does_not_match_no_longer_decides_by_its_length(self) -> None:
+        # Both names match the query equally and neither description does: BM25F normalises each field by
+        # its own length, so the shorter description no longer wins; the tie keeps registration order.
+        with registry_of([tool("billing.archive_invoice", "Move one to the archive so that it no longer shows "
+                                                          "in the lists people browse every day."),
+                          tool("billing.get_invoice", "Read one by id.")]) as registry:
+            self.assertEqual(names(registry.search("billing invoice")), ["billing.archive_invoice",
+                                                                         "billing.get_invoice"])
 
 
 class SearchRespectsPermissionsTest(unittest.TestCase):
