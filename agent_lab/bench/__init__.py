@@ -16,6 +16,7 @@ __all__ = ["SECTIONS", "main"]
 SECTIONS = {
     "schema": "agent_lab.bench.schema_bench",
     "runtime": "agent_lab.bench.runtime_bench",
+    "stores": "agent_lab.bench.store_bench",
 }
 
 
@@ -23,8 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="run_lab.py bench",
         description=__doc__.splitlines()[0],
-        epilog="Other options go to every section run (both take --rounds); see "
-        "`python -m agent_lab.bench.schema_bench --help` and `python -m agent_lab.bench.runtime_bench --help`.",
+        epilog="Other options go to every section run (all take --rounds); see "
+        "`python -m agent_lab.bench.schema_bench --help`, `python -m agent_lab.bench.runtime_bench --help` and "
+        "`python -m agent_lab.bench.store_bench --help`.",
     )
     parser.add_argument(
         "--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)"
