@@ -675,7 +675,7 @@ class Registry:
         if timeout_s == 0:
             return state.refusal("deadline_exceeded")
         try:
-            first_use = self._receipts.consume_approval(  # type: ignore[attr-defined]  # checked by register
+            first_use = self._receipts.consume_approval(  # present: register checked it
                 approval.tenant, approval.approval_id, expires_at=approval.expires_at, timeout_s=timeout_s)
         except PROCESS_EXITS:
             raise

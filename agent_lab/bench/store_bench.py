@@ -156,7 +156,7 @@ def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[s
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         settings = admin.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
-                                 " current_setting('server_version')").fetchone()
+                                 " current_setting('server_version')").fetchone() or ("?", "?", "?")
     durability = f"PostgreSQL {settings[2]}, synchronous_commit={settings[0]}, fsync={settings[1]}"
     rows = []
     with _scratch_schemas(dsn) as new_schema:

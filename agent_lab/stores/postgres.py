@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
@@ -248,7 +248,7 @@ class PostgresReceiptStore:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
             driver = sys.modules.get(type(first).__module__.partition(".")[0])
-            self._errors: Tuple[type, ...] = _driver_errors(driver)
+            self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
                                            lease_s=self._lease_s, ttl_s=self._ttl_s)
             self._fingerprint_key = self._call_until(deadline, lambda transaction: self._set_up(transaction, given_key))
@@ -465,7 +465,7 @@ class PostgresReceiptStore:
         once take turns, so none meets another's half-created table or writes a second key."""
         exists = transaction.row("meta_exists", {})
         if exists is not None and exists[0]:
-            meta = dict(transaction.rows("select_meta", {}))
+            meta = transaction.meta()
             if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
                 key, new_rows = _settle_fingerprint_key(meta, given_key)
                 if not new_rows:
@@ -473,7 +473,7 @@ class PostgresReceiptStore:
         transaction.row("set_up_lock", {})
         for statement in _CREATE:
             transaction.execute_sql(statement)
-        meta = dict(transaction.rows("select_meta", {}))
+        meta = transaction.meta()
         stored_version = meta.get(_VERSION_ROW)
         if stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
             raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
@@ -526,6 +526,10 @@ class _Transaction:
 
     def rows(self, name: str, values: Mapping[str, Any]) -> List[Sequence[Any]]:
         return list(self.execute(name, values).fetchall())
+
+    def meta(self) -> Dict[str, str]:
+        """The rows of the store's meta table (name -> value)."""
+        return {str(name): str(value) for name, value in self.rows("select_meta", {})}
 
     def count(self, name: str, values: Mapping[str, Any]) -> int:
         rowcount = self.execute(name, values).rowcount
@@ -714,7 +718,7 @@ def _driver_paramstyle(driver: Any) -> str:
     return str(paramstyle)
 
 
-def _driver_errors(driver: Any) -> Tuple[type, ...]:
+def _driver_errors(driver: Any) -> Tuple[Type[BaseException], ...]:
     """The exceptions that mean "the database failed": the driver's DB-API ``Error`` and OSError."""
     error = getattr(driver, "Error", None)
     if not (isinstance(error, type) and issubclass(error, Exception)):
@@ -728,8 +732,8 @@ def _unavailable(what: str, error: Optional[BaseException]) -> ReceiptStoreUnava
     if error is None:
         return ReceiptStoreUnavailable(f"the receipt database failed: {what}")
     sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
-    code = f", SQLSTATE {sqlstate}" if isinstance(sqlstate, str) else ""
-    unavailable = ReceiptStoreUnavailable(f"the receipt database failed: {what} ({type(error).__name__}{code})")
+    sqlstate_note = f", SQLSTATE {sqlstate}" if isinstance(sqlstate, str) else ""
+    unavailable = ReceiptStoreUnavailable(f"the receipt database failed: {what} ({type(error).__name__}{sqlstate_note})")
     unavailable.__cause__ = error
     return unavailable
 
