@@ -400,7 +400,7 @@ class PostgresReceiptStore:
                 if transaction.abandon() and attempt == 1:
                     logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
                     continue
-                raise _unavailable("could not start a transaction", error) from None
+                raise _unavailable("could not start a transaction", error) from error
             except BaseException:
                 transaction.abandon()
                 raise
@@ -410,7 +410,7 @@ class PostgresReceiptStore:
                 transaction.commit()
             except self._errors as error:
                 transaction.abandon()
-                raise _unavailable("a statement failed", error) from None
+                raise _unavailable("a statement failed", error) from error
             except BaseException:
                 transaction.abandon()
                 raise
@@ -609,7 +609,7 @@ class _Pool:
                 if self._idle:
                     return self._idle.pop()  # the most recently used: the likeliest to be alive
                 if self._failures != failures:
-                    raise _unavailable("could not connect", self._last_failure)
+                    raise _unavailable("could not connect", self._last_failure) from self._last_failure
                 if not self._opening and self._count < self._size:
                     self._opening = True
                     self._count += 1
@@ -728,14 +728,12 @@ def _driver_errors(driver: Any) -> Tuple[Type[BaseException], ...]:
 
 def _unavailable(what: str, error: Optional[BaseException]) -> ReceiptStoreUnavailable:
     """A ReceiptStoreUnavailable naming the driver error by class and SQLSTATE, never by its message
-    (which can quote the values of a row)."""
+    (which can quote the values of a row); raise it ``from`` the error, which stays in the process."""
     if error is None:
         return ReceiptStoreUnavailable(f"the receipt database failed: {what}")
     sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
     sqlstate_note = f", SQLSTATE {sqlstate}" if isinstance(sqlstate, str) else ""
-    unavailable = ReceiptStoreUnavailable(f"the receipt database failed: {what} ({type(error).__name__}{sqlstate_note})")
-    unavailable.__cause__ = error
-    return unavailable
+    return ReceiptStoreUnavailable(f"the receipt database failed: {what} ({type(error).__name__}{sqlstate_note})")
 
 
 def _close_quietly(connection: Any) -> None:
