@@ -160,6 +160,16 @@ class PostgresStoreTest(unittest.TestCase):
         self.clock.advance(store.lease_s)
         self.assertEqual(store.unresolved(), sorted(keys, key=lambda key: key.key))
 
+    def test_on_the_database_clock_a_lease_ends_lease_s_after_the_servers_own_now(self):
+        store = self.open(clock=None, lease_s=600)
+        store.reserve(KEY, FIRST)
+        with self.database.admin() as connection:
+            [(lease_left,)] = connection.execute(
+                f"SELECT expires_at - date_part('epoch', statement_timestamp()) FROM {self.schema}.agent_lab_receipts"
+            ).fetchall()
+        self.assertGreater(lease_left, 500)  # 600 s from the server's now, minus however long this test took
+        self.assertLessEqual(lease_left, 600)
+
     # -- connections ----------------------------------------------------------------------------
 
     def test_a_pooled_connection_the_server_closed_is_replaced_without_failing_the_next_call(self):
