@@ -17,6 +17,7 @@ from .fingerprint import NotCanonicalJSON, canonical_json, fingerprint
 from .stores import (
     InMemoryReceiptStore,
     Lapse,
+    PostgresReceiptStore,
     ReceiptKey,
     ReceiptStore,
     ReceiptStoreUnavailable,
@@ -55,6 +56,7 @@ __all__ = [
     "NotCanonicalJSON",
     "Outcome",
     "Pattern",
+    "PostgresReceiptStore",
     "Range",
     "ReceiptKey",
     "ReceiptStore",

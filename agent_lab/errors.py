@@ -107,6 +107,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "approval_expired": CatalogueEntry(
             _C.POLICY, False, _N.REQUEST_APPROVAL, _O.REJECTED, "The approval for this call has expired."
         ),
+        "approval_used": CatalogueEntry(
+            _C.POLICY, False, _N.REQUEST_APPROVAL, _O.REJECTED,
+            "The approval for this call was already used; it lets the tool run once. Ask for a new approval.",
+        ),
         "deadline_exceeded": CatalogueEntry(
             _C.DEPENDENCY, False, _N.STOP, _O.REJECTED, "The time budget for this call ran out before it could start."
         ),

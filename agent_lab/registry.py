@@ -244,6 +244,9 @@ class Registry:
         if not isinstance(spec, ToolSpec):
             raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
         self._check_lease_covers(spec)
+        if spec.single_use_approval and not callable(getattr(self._receipts, "consume_approval", None)):
+            raise ValueError(f"tool {spec.name!r} has single_use_approval, but the receipt store "
+                             f"({type(self._receipts).__name__}) keeps no approval ledger (consume_approval)")
         wrapped = Handler.wrap(handler, redacts=bool(spec.redact))
         with self._lock:
             if spec.name in self._tools:
@@ -508,6 +511,7 @@ class Registry:
             ("approval", self._check_approval),
             ("deadline", self._check_deadline),
             ("idempotency", self._reserve_key),
+            ("idempotency", self._spend_approval),
         ):
             state.step = step_name
             answer = step(state)
@@ -665,8 +669,8 @@ class Registry:
         if spec.idempotency_key is None:
             return None
         key_value = state.arguments[spec.idempotency_key]
-        if has_lone_surrogate(key_value):  # no database can store it as text: refused alike by every store
-            return _unstorable_key(state, spec.idempotency_key)
+        if has_lone_surrogate(key_value) or "\x00" in key_value:  # no database stores it as text: refused alike
+            return _unstorable_key(state, spec.idempotency_key, key_value)
         state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, key_value)
         held = self._holder.answer(state.receipt_key, state.fingerprint)
         if held is not None:  # a call of this process holds the key, whatever the store's lease says
@@ -698,6 +702,36 @@ class Registry:
         if status is ReservationStatus.UNKNOWN:
             return state.refusal("outcome_unknown")
         return state.refusal("idempotency_in_progress")
+
+    def _spend_approval(self, state: _CallState) -> Optional[ToolResult]:
+        """Spend a single-use approval (`ToolSpec.single_use_approval`) in the receipt store, which
+        every registry sharing it consults: its first use goes on, any later one is `approval_used`.
+
+        Spent last, after the key is reserved: a call refused before, or answered from its key (a
+        replay, `idempotency_in_progress`), leaves the approval unspent. A refusal from here on
+        releases the key; the approval stays spent (a person approves again: fail closed).
+        """
+        spec = state.spec
+        approval = state.approval_used
+        if approval is None or spec is None or not spec.single_use_approval:
+            return None
+        timeout_s = seconds_left(state.call_deadline)
+        if timeout_s == 0:
+            return state.refusal("deadline_exceeded")
+        try:
+            first_use = self._receipts.consume_approval(  # present: register checked it
+                approval.tenant, approval.approval_id, expires_at=approval.expires_at, timeout_s=timeout_s)
+        except PROCESS_EXITS:
+            raise
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            logger.warning("receipt store could not spend an approval for %r: %s", spec.name, type(exception).__name__)
+            return state.refusal("receipt_store_unavailable",
+                                 "The approval ledger did not answer in time; the tool did not run.")
+        if first_use is not True:
+            return state.refusal("approval_used", details=self._approval_request(state))
+        if _passed(state.call_deadline):  # the ledger answered too late for the handler to start
+            return state.refusal("deadline_exceeded")
+        return None
 
     def _let_go(self, state: _CallState) -> None:
         """The process is stopping: stop holding the key; the store's lease guards it from now on."""
@@ -1002,10 +1036,14 @@ def _passed(deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def _unstorable_key(state: _CallState, key_name: str) -> ToolResult:
-    """An idempotency key with a lone surrogate: valid for the schema, but not text any store can hold."""
+def _unstorable_key(state: _CallState, key_name: str, key_value: str) -> ToolResult:
+    """An idempotency key with a lone surrogate or NUL: valid for the schema, but not text every store
+    can hold (PostgreSQL's text type refuses NUL)."""
     pointer = "/" + key_name.replace("~", "~0").replace("/", "~1")
-    message = "The idempotency key must be valid Unicode text; it holds a lone surrogate code point."
+    if "\x00" in key_value:
+        message = "The idempotency key must be text without NUL characters (U+0000)."
+    else:
+        message = "The idempotency key must be valid Unicode text; it holds a lone surrogate code point."
     violation = {"instance_path": pointer, "keyword_path": "", "keyword": "idempotency_key", "message": message}
     return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
 

@@ -117,6 +117,7 @@ class ToolSpec:
     effect: Effect = Effect.READ
     approval: ApprovalPolicy = ApprovalPolicy.NEVER
     approval_condition: ApprovalCondition | None = field(default=None, compare=False)
+    single_use_approval: bool = False  # an approval runs the tool once (spent in the receipt store)
     idempotency_key: str | None = None
     retry_policy: RetryPolicy = RetryPolicy.NEVER
     timeout_ms: float = DEFAULT_TIMEOUT_MS
@@ -191,6 +192,10 @@ class ToolSpec:
             raise ValueError("ToolSpec.approval='conditional' needs approval_condition, a function of the arguments")
         if not conditional and self.approval_condition is not None:
             raise ValueError("ToolSpec.approval_condition is only used with approval='conditional'")
+        if not isinstance(self.single_use_approval, bool):
+            raise ValueError("ToolSpec.single_use_approval must be a bool")
+        if self.single_use_approval and self.approval is ApprovalPolicy.NEVER:
+            raise ValueError("ToolSpec.single_use_approval needs approval='always' or 'conditional'")
         if self.resource_guard is not None and not callable(self.resource_guard):
             raise ValueError("ToolSpec.resource_guard must be a function (arguments, actor) -> bool")
         if not isinstance(self.open_world, bool):
@@ -266,6 +271,7 @@ class ToolSpec:
             "required_permission": self.required_permission,
             "effect": self.effect.value,
             "approval": self.approval.value,
+            "single_use_approval": self.single_use_approval,
             "idempotency_key": self.idempotency_key,
             "retry_policy": self.retry_policy.value,
             "timeout_ms": self.timeout_ms,

@@ -521,3 +521,147 @@ def holding(lock: Any):
         yield
     finally:
         lock.release()
+
+
+APPROVAL_TTL_S = 60.0
+
+
+class PurgeAndApprovalConformance:
+    """`purge()` and the ledger of spent single-use approvals (`consume_approval`): mixed in next to
+    ReceiptStoreConformance (it uses its helpers and hooks)."""
+
+    def key(self, name: str) -> ReceiptKey:
+        return ReceiptKey(KEY.tenant, KEY.tool, name)
+
+    def spend(self, approval_id: str = "apr-1", *, tenant: str = "tenant-a", **options: Any) -> bool:
+        return self.store.consume_approval(tenant, approval_id, expires_at=self.clock.now + APPROVAL_TTL_S, **options)
+
+    # -- purge --------------------------------------------------------------------------------
+
+    def test_purge_deletes_expired_receipts_and_lapsed_reads_but_never_an_unknown_or_live_key(self) -> None:
+        self.completed(key=self.key("old-receipt"))
+        self.reserve(key=self.key("old-read"), lapse=Lapse.TAKEOVER)
+        self.reserve(key=self.key("old-write"), lapse=Lapse.UNKNOWN)
+        self.clock.advance(TTL_S)
+        self.reserve(key=self.key("running"))
+        self.completed(key=self.key("new-receipt"))
+        self.assertEqual(self.store.purge(), 2)
+        self.assertEqual(self.store.purge(), 0)
+        self.assertStatus(self.store.lookup(self.key("old-write")), ReservationStatus.UNKNOWN, FIRST)
+        self.assertStatus(self.store.lookup(self.key("running")), ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertStatus(self.store.lookup(self.key("new-receipt")), ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(self.store.unresolved(), [self.key("old-write")])
+        self.reserve(SECOND, key=self.key("old-receipt"))  # a purged key is free
+
+    def test_purge_deletes_at_most_limit_entries_per_call(self) -> None:
+        for index in range(5):
+            self.completed(key=self.key(f"receipt-{index}"))
+        self.clock.advance(TTL_S)
+        self.assertEqual(self.store.purge(limit=2), 2)
+        self.assertEqual(self.store.purge(limit=2), 2)
+        self.assertEqual(self.store.purge(), 1)
+        with self.assertRaises(ValueError):
+            self.store.purge(limit=0)
+
+    def test_a_busy_store_purges_nothing_and_gives_up_within_the_timeout(self) -> None:
+        self.completed()
+        self.clock.advance(TTL_S)
+        with self.busy_store(self.store), self.assertRaises(ReceiptStoreUnavailable):
+            self.store.purge(timeout_s=BUSY_TIMEOUT_S)
+        self.assertEqual(self.store.purge(), 1)
+
+    # -- takeovers under contention -----------------------------------------------------------
+
+    def race_for(self, fingerprint: str, *, lapse: Lapse) -> list:
+        """16 threads reserve KEY at once; the statuses they got."""
+        start = threading.Barrier(16)
+        answers: list = []
+
+        def contend() -> None:
+            start.wait(timeout=PATIENCE_S)
+            answers.append(self.store.reserve(KEY, fingerprint, lapse=lapse, timeout_s=PATIENCE_S).status)
+
+        threads = [threading.Thread(target=contend) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=PATIENCE_S)
+        return answers
+
+    def test_racing_threads_take_over_a_lapsed_read_exactly_once(self) -> None:
+        self.reserve(lapse=Lapse.TAKEOVER)
+        for round_number in range(5):  # each round's winner lapses in turn and is taken over by one other
+            self.clock.advance(LEASE_S)
+            with self.subTest(round=round_number):
+                answers = self.race_for(FIRST, lapse=Lapse.TAKEOVER)
+                self.assertEqual(answers.count(ReservationStatus.RESERVED), 1)
+                self.assertEqual(answers.count(ReservationStatus.IN_PROGRESS), 15)
+
+    def test_racing_threads_reserve_a_key_whose_receipt_expired_exactly_once(self) -> None:
+        self.completed()
+        self.clock.advance(TTL_S)
+        answers = self.race_for(SECOND, lapse=Lapse.UNKNOWN)
+        self.assertEqual(answers.count(ReservationStatus.RESERVED), 1)
+        self.assertEqual(answers.count(ReservationStatus.IN_PROGRESS), 15)
+
+    # -- single-use approvals -----------------------------------------------------------------
+
+    def test_an_approval_is_spent_by_its_first_use_only(self) -> None:
+        self.assertIs(self.spend(), True)
+        self.assertIs(self.spend(), False)
+        self.assertIs(self.spend(), False)
+        self.assertIs(self.spend("apr-2"), True)
+
+    def test_approvals_are_spent_per_tenant(self) -> None:
+        self.assertIs(self.spend(tenant="tenant-a"), True)
+        self.assertIs(self.spend(tenant="tenant-b"), True)
+        self.assertIs(self.spend(tenant="tenant-b"), False)
+
+    def test_racing_threads_spend_an_approval_exactly_once(self) -> None:
+        start = threading.Barrier(16)
+        answers: list = []
+
+        def contend() -> None:
+            start.wait(timeout=PATIENCE_S)
+            answers.append(self.spend(timeout_s=PATIENCE_S))
+
+        threads = [threading.Thread(target=contend) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=PATIENCE_S)
+        self.assertEqual(sorted(answers), [False] * 15 + [True])
+
+    def test_a_spent_approval_is_remembered_past_its_expiry_for_the_receipt_ttl(self) -> None:
+        self.assertIs(self.spend(), True)
+        self.clock.advance(APPROVAL_TTL_S + TTL_S - 1)
+        self.assertEqual(self.store.purge(), 0)
+        self.assertIs(self.spend(), False)
+        self.clock.advance(1)
+        self.assertEqual(self.store.purge(), 1)
+
+    def test_a_busy_store_spends_no_approval_and_gives_up_within_the_timeout(self) -> None:
+        with self.busy_store(self.store), self.assertRaises(ReceiptStoreUnavailable):
+            self.spend(timeout_s=BUSY_TIMEOUT_S)
+        self.assertIs(self.spend(), True)
+
+    def test_an_approval_to_spend_must_be_storable_text_with_a_finite_expiry(self) -> None:
+        for tenant, approval_id in (("", "apr-1"), ("tenant-a", ""), ("tenant-a", "apr-\x00"), ("tenant-a", "\ud800")):
+            with self.subTest(tenant=tenant, approval_id=approval_id), self.assertRaises(ValueError):
+                self.store.consume_approval(tenant, approval_id, expires_at=self.clock.now)
+        for expires_at in (float("nan"), float("inf"), True, "1"):
+            with self.subTest(expires_at=expires_at), self.assertRaises(ValueError):
+                self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at)
+        self.assertIs(self.spend(), True)  # nothing was spent by the refused calls
+
+
+class DurableApprovalConformance:
+    """For stores that outlive a process: a spent approval stays spent for every store on the storage."""
+
+    def test_a_spent_approval_stays_spent_after_a_restart_and_for_another_store(self) -> None:
+        expires_at = self.clock.now + APPROVAL_TTL_S
+        self.assertIs(self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at), True)
+        second = self.make_store(self.clock)
+        self.addCleanup(second.close)
+        self.assertIs(second.consume_approval("tenant-a", "apr-1", expires_at=expires_at), False)
+        self.assertIs(self.reopen().consume_approval("tenant-a", "apr-1", expires_at=expires_at), False)

@@ -32,14 +32,16 @@ from store_conformance import (
     LEASE_S,
     RECORD,
     TTL_S,
+    DurableApprovalConformance,
     DurableStoreConformance,
     FakeClock,
+    PurgeAndApprovalConformance,
     ReceiptStoreConformance,
     holding,
 )
 
 
-class InMemoryReceiptStoreTest(ReceiptStoreConformance, unittest.TestCase):
+class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
         return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key)
 
@@ -50,7 +52,8 @@ class InMemoryReceiptStoreTest(ReceiptStoreConformance, unittest.TestCase):
         self.assertNotEqual(self.store.fingerprint_key, self.make_store(self.clock).fingerprint_key)
 
 
-class SqliteReceiptStoreTest(DurableStoreConformance, ReceiptStoreConformance, unittest.TestCase):
+class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
+                             ReceiptStoreConformance, unittest.TestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory()
         self.addCleanup(directory.cleanup)
@@ -152,6 +155,14 @@ class ReceiptKeyTest(unittest.TestCase):
         for part in ("tenant", "tool", "key"):
             parts = {"tenant": "acme", "tool": "record_followup", "key": "act-1"}
             parts[part] = "act-\ud800"
+            with self.subTest(part=part), self.assertRaisesRegex(ValueError, part):
+                ReceiptKey(**parts)
+
+    def test_a_nul_in_any_part_of_a_receipt_key_is_refused_for_every_store(self):
+        # PostgreSQL's text type cannot hold NUL; the same key must mean the same thing on every store.
+        for part in ("tenant", "tool", "key"):
+            parts = {"tenant": "acme", "tool": "record_followup", "key": "act-1"}
+            parts[part] = "act-\x00-1"
             with self.subTest(part=part), self.assertRaisesRegex(ValueError, part):
                 ReceiptKey(**parts)
 

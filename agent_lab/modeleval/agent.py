@@ -218,12 +218,9 @@ class _Loop:
 
     def _approval(self, call: ToolCall, call_id: str) -> Approval:
         """A person's approval of exactly this call, issued at the lab's clock with a fixed id. Made by
-        the registry when it can (its fingerprints may be keyed), else from the call alone."""
-        make = getattr(self.registry, "approval_for", None)
-        if callable(make):
-            approval = make(call, actor=self.actor, approver=APPROVER, ttl_s=APPROVAL_TTL_S, now=EVAL_NOW)
-        else:
-            approval = Approval.for_call(call, actor=self.actor, approver=APPROVER, ttl_s=APPROVAL_TTL_S, now=EVAL_NOW)
+        the registry, whose key the call's fingerprint is made with."""
+        approval = self.registry.approval_for(call, actor=self.actor, approver=APPROVER, ttl_s=APPROVAL_TTL_S,
+                                              now=EVAL_NOW)
         return dataclasses.replace(approval, approval_id=f"apr-{self.task.task_id}-{self.trial}-{call_id}")
 
 

@@ -38,11 +38,8 @@ def open_world(lab: Lab) -> Any:
 
 
 def new_receipts() -> Any:
-    """A fresh in-memory receipt store, with the fixed fingerprint key where stores take one."""
-    try:
-        return InMemoryReceiptStore(fingerprint_key=EVAL_FINGERPRINT_KEY)  # type: ignore[call-arg]
-    except TypeError:  # a store without keyed fingerprints: they are plain hashes, already the same every run
-        return InMemoryReceiptStore()
+    """A fresh in-memory receipt store with the fixed fingerprint key, so every run shows the same fingerprints."""
+    return InMemoryReceiptStore(fingerprint_key=EVAL_FINGERPRINT_KEY)
 
 
 def build_registry(lab: Lab, surface: Any, world: Any, receipts: Any) -> Registry:

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
-from ..fingerprint import NotCanonicalJSON, canonical_json
+from ..fingerprint import NotCanonicalJSON, canonical_json, has_lone_surrogate
 from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus
 
 IN_FLIGHT = "in_flight"
@@ -122,6 +122,29 @@ def check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError("limit must be a positive integer")
     return limit
+
+
+def check_approval(tenant: object, approval_id: object, expires_at: object) -> Tuple[str, str, float]:
+    """The (tenant, approval id, expiry) of an approval to spend, as plain values a database can store."""
+    if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)) or not math.isfinite(expires_at):
+        raise ValueError("expires_at must be a finite number of seconds")
+    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), float(expires_at)
+
+
+def _storable_text(name: str, value: object) -> str:
+    """Non-empty plain text that every store can hold (the rule ReceiptKey applies to its parts)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string")
+    text = str.__str__(value)
+    if not text or has_lone_surrogate(text) or "\x00" in text:
+        raise ValueError(f"{name} must be non-empty Unicode text without lone surrogates or NUL")
+    return text
+
+
+def approval_kept_until(expires_at: float, now: float, ttl_s: float) -> float:
+    """Until when a spent approval is remembered: its expiry (or now, if later) plus the receipt ttl, a
+    margin that covers clocks of other hosts running somewhat ahead of the store's."""
+    return max(expires_at, now) + ttl_s
 
 
 def record_text(record: Mapping[str, Any]) -> str:

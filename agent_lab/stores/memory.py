@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..fingerprint import check_fingerprint_key, new_fingerprint_key
 from . import _rules as rules
-from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus, acquire_within, store_timeout
+from .protocol import PURGE_LIMIT, Lapse, ReceiptKey, Reservation, ReservationStatus, acquire_within, store_timeout
 
 __all__ = ["InMemoryReceiptStore"]
 
@@ -38,6 +38,7 @@ class InMemoryReceiptStore:
         self._clock = clock
         self._fingerprint_key = new_fingerprint_key() if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
         self._entries: Dict[Tuple[str, str, str], rules.Entry] = {}
+        self._spent_approvals: Dict[Tuple[str, str], float] = {}  # (tenant, approval id) -> kept until
         self._lock = threading.Lock()
         self._reserves_since_sweep = 0
         self._closed = False
@@ -146,10 +147,37 @@ class InMemoryReceiptStore:
             found = sorted(address for address, entry in self._entries.items() if entry.is_unknown(now))
         return [ReceiptKey(*address) for address in found[:limit]]
 
+    def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
+        rules.check_limit(limit)
+        with self._locked(timeout_s):
+            now = self._clock()
+            expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)][:limit]
+            for address in expired:
+                del self._entries[address]
+            spent = [key for key, kept_until in self._spent_approvals.items() if kept_until <= now]
+            spent = spent[: limit - len(expired)]
+            for key in spent:
+                del self._spent_approvals[key]
+            return len(expired) + len(spent)
+
+    def consume_approval(
+        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+    ) -> bool:
+        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        with self._locked(timeout_s):
+            now = self._clock()
+            self._sweep_now_and_then(now)
+            kept_until = self._spent_approvals.get((tenant, approval_id))
+            if kept_until is not None and kept_until > now:
+                return False
+            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            return True
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._entries.clear()
+            self._spent_approvals.clear()
 
     def _locked(self, timeout_s: Optional[float]) -> "_Locked":
         """The store's lock, waited for no longer than the call's timeout (`with self._locked(t):`)."""
@@ -165,12 +193,14 @@ class InMemoryReceiptStore:
         """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
         ones stay: they wait for the application to resolve them)."""
         self._reserves_since_sweep += 1
-        if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries)):
+        if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries) + len(self._spent_approvals)):
             return
         self._reserves_since_sweep = 0
         expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)]
         for address in expired:
             del self._entries[address]
+        for key in [key for key, kept_until in self._spent_approvals.items() if kept_until <= now]:
+            del self._spent_approvals[key]
 
 
 class _Locked:

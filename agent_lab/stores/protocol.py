@@ -11,6 +11,9 @@ through these operations, each atomic, each bounded by a timeout:
 * ``complete(key, owner, record)`` stores the result record; ``release(key, owner)`` frees the key
   after a refusal or a failure known to have had no effect. Both are *fenced*: they act only for the
   current owner, so a holder that was taken over or resolved meanwhile changes nothing (False).
+* ``consume_approval(tenant, approval_id, ...)`` spends a single-use approval: the ledger of spent
+  approvals lives in the same store as the receipts, so every host sharing it sees one use.
+* ``purge()`` reclaims expired entries (a store may also do so now and then by itself).
 * A reservation whose lease lapsed without a receipt (its holder crashed, or could not store its
   receipt) is ``unknown`` when it was reserved with ``Lapse.UNKNOWN`` (writes: the effect may have
   happened), and stays so until the application ``resolve``s it; with ``Lapse.TAKEOVER`` (reads: no
@@ -37,6 +40,7 @@ from typing import Any, List, Mapping, Optional, Protocol, runtime_checkable
 from ..fingerprint import has_lone_surrogate
 
 __all__ = [
+    "PURGE_LIMIT",
     "STORE_TIMEOUT_S",
     "Lapse",
     "ReceiptKey",
@@ -50,6 +54,9 @@ __all__ = [
 
 STORE_TIMEOUT_S = 5.0
 """How long a store call may wait (for a lock, a busy database) when its caller gives no timeout."""
+
+PURGE_LIMIT = 1000
+"""How many expired entries one ``purge()`` call deletes at most (call it again for more)."""
 
 
 class ReceiptStoreUnavailable(Exception):
@@ -66,7 +73,8 @@ class ReceiptKey:
     """Where a receipt lives: the tenant, the tool, and the caller's idempotency key.
 
     Each part is a plain string of Unicode text: a lone surrogate (``"\\ud800"``) cannot be stored by
-    a database as text, so it is refused here, the same for every store.
+    a database as text, and neither can NUL (``"\\x00"``, refused by PostgreSQL's text type), so both are
+    refused here, the same for every store.
     """
 
     tenant: str
@@ -81,8 +89,8 @@ class ReceiptKey:
                     raise TypeError(f"ReceiptKey.{field_name} must be a string")
                 value = str.__str__(value)  # its plain text: a subclass could hash or compare as it likes
                 object.__setattr__(self, field_name, value)
-            if has_lone_surrogate(value):
-                raise ValueError(f"ReceiptKey.{field_name} must be Unicode text without lone surrogates")
+            if has_lone_surrogate(value) or "\x00" in value:
+                raise ValueError(f"ReceiptKey.{field_name} must be Unicode text without lone surrogates or NUL")
 
 
 class Lapse(str, enum.Enum):
@@ -188,6 +196,21 @@ class ReceiptStore(Protocol):
 
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
         """Up to ``limit`` keys that are ``unknown`` (what crashes left behind), in key order."""
+        ...
+
+    def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
+        """Delete up to ``limit`` entries that expired with nothing left to keep (receipts past their ttl,
+        reads' lapsed reservations, spent approvals past their retention) and return how many. Never an
+        ``unknown`` key: it waits for ``resolve``. Expired entries already count as absent; this only
+        reclaims their space."""
+        ...
+
+    def consume_approval(
+        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+    ) -> bool:
+        """Spend a single-use approval, atomically: True for its first use (from now on it is used, for
+        every registry sharing the store), False when it was used before. ``expires_at`` is the
+        approval's expiry; the store remembers the use at least until then plus its receipt ``ttl_s``."""
         ...
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar, Union
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
 from .protocol import (
+    PURGE_LIMIT,
     Lapse,
     ReceiptKey,
     ReceiptStoreUnavailable,
@@ -22,9 +23,10 @@ from .protocol import (
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SWEEP_CHUNK", "SWEEP_EVERY", "SqliteReceiptStore"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in ``PRAGMA user_version``. Version 2 added owner tokens, what a lapse means, and the
-fingerprint key; a version-1 file is migrated when opened, a newer one is refused, not guessed at."""
+fingerprint key; version 3 the ledger of spent single-use approvals. An older file is migrated when
+opened, a newer one is refused, not guessed at."""
 
 BUSY_TIMEOUT_MS = 5000
 """How long opening a store waits for another writer (a process setting up the same new file).
@@ -59,6 +61,14 @@ _MIGRATE_FROM_V1 = (
     "ALTER TABLE receipts ADD COLUMN lapse TEXT NOT NULL DEFAULT 'unknown' CHECK (lapse IN ('unknown', 'takeover'))",
 )
 _CREATE_META = "CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+_CREATE_APPROVALS = """
+CREATE TABLE IF NOT EXISTS approvals (
+    tenant      TEXT NOT NULL,
+    approval_id TEXT NOT NULL,
+    kept_until  REAL NOT NULL,
+    PRIMARY KEY (tenant, approval_id)
+) WITHOUT ROWID
+"""
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
 
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
@@ -86,6 +96,20 @@ _SWEEP_COLUMNS = "SELECT tenant, tool, key, fingerprint, state, expires_at, laps
 _SELECT_FIRST_SWEEP_CHUNK = _SWEEP_COLUMNS + " ORDER BY tenant, tool, key LIMIT ?"
 _SELECT_NEXT_SWEEP_CHUNK = _SWEEP_COLUMNS + " WHERE (tenant, tool, key) > (?, ?, ?) ORDER BY tenant, tool, key LIMIT ?"
 _DELETE_EXPIRED_ENTRY = "DELETE FROM receipts WHERE " + _WHERE_KEY + " AND expires_at <= ?"
+_PURGE_RECEIPTS = (
+    "DELETE FROM receipts WHERE (tenant, tool, key) IN (SELECT tenant, tool, key FROM receipts"
+    " WHERE expires_at <= ? AND NOT (state = 'in_flight' AND lapse = 'unknown') LIMIT ?)"
+)
+_PURGE_APPROVALS = (
+    "DELETE FROM approvals WHERE (tenant, approval_id) IN"
+    " (SELECT tenant, approval_id FROM approvals WHERE kept_until <= ? LIMIT ?)"
+)
+# A first use inserts the row; a use past the row's retention replaces it; any other use changes nothing.
+_SPEND_APPROVAL = (
+    "INSERT INTO approvals (tenant, approval_id, kept_until) VALUES (?, ?, ?)"
+    " ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = excluded.kept_until"
+    " WHERE approvals.kept_until <= ?"
+)
 
 _Answer = TypeVar("_Answer")
 
@@ -238,6 +262,31 @@ class SqliteReceiptStore:
             _SELECT_UNRESOLVED, (self._clock(), limit)).fetchall())
         return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
 
+    def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
+        rules.check_limit(limit)
+
+        def work(connection: sqlite3.Connection) -> int:
+            with _immediate_transaction(connection):
+                now = self._clock()
+                deleted = connection.execute(_PURGE_RECEIPTS, (now, limit)).rowcount
+                if deleted < limit:
+                    deleted += connection.execute(_PURGE_APPROVALS, (now, limit - deleted)).rowcount
+                return deleted
+
+        return self._call(timeout_s, work)
+
+    def consume_approval(
+        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+    ) -> bool:
+        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            now = self._clock()
+            kept_until = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            return _changed(connection.execute(_SPEND_APPROVAL, (tenant, approval_id, kept_until, now)))
+
+        return self._call(timeout_s, work)
+
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:
@@ -378,6 +427,7 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -
         if version < SCHEMA_VERSION:
             connection.execute(_CREATE_TABLE)
             connection.execute(_CREATE_META)
+            connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return _settle_fingerprint_key(connection, given_key)
 

@@ -1,0 +1,279 @@
+"""Receipt store throughput: reserve + complete per second, against raw SQL writing the same rows.
+
+A receipt costs the registry two store calls, each its own transaction: `reserve` (the key becomes
+in flight) and `complete` (the record is stored). The raw baseline writes the same row the cheapest
+honest way with the same durability: an INSERT, then an UPDATE, each its own (autocommitted)
+transaction, on a table of the same shape and indexes. Measured with one writer and with `--writers`
+concurrent writers (threads; each writes its own keys):
+
+  * SQLite: `SqliteReceiptStore` (one per process: its threads share its connection) against raw
+    sqlite3 with one connection per writer, both in WAL mode with the same `synchronous` level;
+  * PostgreSQL, only when a server is given (`--postgres-dsn` or AGENT_LAB_BENCH_POSTGRES_DSN, a libpq
+    connection string) and psycopg is installed: `PostgresReceiptStore` (one per process, a pool of
+    `--writers` connections) against raw psycopg with one autocommit connection per writer, both under
+    the server's own durability settings (shown). Tables go in scratch schemas, dropped afterwards.
+
+Figures depend on the machine; they are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from ..fingerprint import fingerprint
+from ..stores import ReceiptKey, SqliteReceiptStore
+from ..stores.postgres import PostgresReceiptStore
+
+__all__ = ["main"]
+
+DSN_VARIABLE = "AGENT_LAB_BENCH_POSTGRES_DSN"
+RECORD = {"ok": True, "outcome": "succeeded", "tool": "record_ticket_followup",
+          "output": {"followup_id": "F-1", "ticket_id": "T-1001"}, "error": None, "fingerprint": "hmac-sha256:0"}
+RECORD_TEXT = json.dumps(RECORD, sort_keys=True, separators=(",", ":"))
+ARGUMENTS = {"ticket_id": "T-1001", "note": "Called back.", "action_id": "a-1"}
+
+# One writer's job: write receipt number `index` (its own keys); and what to close afterwards.
+Writer = Tuple[Callable[[int], None], Callable[[], None]]
+
+
+def timed_writers(writers: int, receipts_per_writer: int, make_writer: Callable[[int], Writer]) -> float:
+    """Seconds for `writers` threads to write `receipts_per_writer` receipts each, started together
+    after a warm-up of a few receipts each (connections opened, statements prepared)."""
+    jobs = [make_writer(index) for index in range(writers)]
+    warm_up = max(1, min(20, receipts_per_writer // 10))
+    for write, _ in jobs:
+        for index in range(warm_up):
+            write(-1 - index)
+    start = threading.Barrier(writers + 1)
+    failures: List[BaseException] = []
+
+    def run(write: Callable[[int], None]) -> None:
+        start.wait()
+        try:
+            for index in range(receipts_per_writer):
+                write(index)
+        except BaseException as error:  # noqa: BLE001 - reported below, after every thread has stopped
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(write,)) for write, _ in jobs]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    for _, close in jobs:
+        close()
+    if failures:
+        raise RuntimeError(f"a writer failed: {type(failures[0]).__name__}: {failures[0]}")
+    return elapsed
+
+
+def best_per_receipt(rounds: int, writers: int, receipts: int, measure: Callable[[int, int], float]) -> float:
+    """Seconds per receipt (wall clock over all writers), the best of `rounds`; `measure(round, per_writer)`."""
+    per_writer = max(1, receipts // writers)
+    return min(measure(round_number, per_writer) for round_number in range(rounds)) / (per_writer * writers)
+
+
+# -- SQLite -----------------------------------------------------------------------------------------
+
+def sqlite_rows(directory: str, receipts: int, writers: int, synchronous: str, rounds: int) -> List[Tuple[str, float]]:
+    rows = []
+    for count in (1, writers):
+        def store_round(round_number: int, per_writer: int, count: int = count) -> float:
+            store = SqliteReceiptStore(os.path.join(directory, f"store-{count}-{round_number}.sqlite3"),
+                                       synchronous=synchronous)
+            return timed_writers(count, per_writer, lambda writer: _store_writer(store, writer, store.close))
+
+        def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
+            path = os.path.join(directory, f"raw-{count}-{round_number}.sqlite3")
+            _create_raw_sqlite(path, synchronous)
+            return timed_writers(count, per_writer, lambda writer: _raw_sqlite_writer(path, synchronous, writer))
+
+        label = "1 writer" if count == 1 else f"{count} writers"
+        rows.append((f"SQLite raw INSERT + UPDATE, {label}", best_per_receipt(rounds, count, receipts, raw_round)))
+        rows.append((f"SqliteReceiptStore reserve + complete, {label}",
+                     best_per_receipt(rounds, count, receipts, store_round)))
+    return rows
+
+
+def _store_writer(store: Any, writer: int, close: Callable[[], None]) -> Writer:
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=store.fingerprint_key)
+    prefix = uuid.uuid4().hex[:8]
+
+    def write(index: int) -> None:
+        key = ReceiptKey("bench", "record_ticket_followup", f"{prefix}-{writer}-{index}")
+        owner = store.reserve(key, call_fingerprint).owner
+        if owner is None or not store.complete(key, owner, RECORD):
+            raise RuntimeError("the store did not reserve and complete a fresh key")
+
+    return write, (close if writer == 0 else lambda: None)
+
+
+def _create_raw_sqlite(path: str, synchronous: str) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(
+            "CREATE TABLE receipts (tenant TEXT NOT NULL, tool TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT"
+            " NOT NULL, state TEXT NOT NULL, record TEXT, expires_at REAL NOT NULL, owner TEXT, lapse TEXT NOT NULL,"
+            " PRIMARY KEY (tenant, tool, key)) WITHOUT ROWID"
+        )
+    finally:
+        connection.close()
+
+
+def _raw_sqlite_writer(path: str, synchronous: str, writer: int) -> Writer:
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list by main()
+    prefix = uuid.uuid4().hex[:8]
+    insert = "INSERT INTO receipts VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, 'unknown')"
+    update = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE tenant = ? AND tool = ? AND key = ?"
+
+    def write(index: int) -> None:
+        key = f"{prefix}-{writer}-{index}"
+        now = time.time()
+        connection.execute(insert, ("bench", "tool", key, "hmac-sha256:0", now + 300, "owner-token"))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "tool", key))
+
+    return write, connection.close
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------------
+
+def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[str, List[Tuple[str, float]]]:
+    import psycopg  # a benchmark-only peer: the library itself never imports a driver
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        settings = admin.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
+                                 " current_setting('server_version')").fetchone() or ("?", "?", "?")
+    durability = f"PostgreSQL {settings[2]}, synchronous_commit={settings[0]}, fsync={settings[1]}"
+    rows = []
+    with _scratch_schemas(dsn) as new_schema:
+        for count in (1, writers):
+            def store_round(round_number: int, per_writer: int, count: int = count) -> float:
+                schema = new_schema()
+                store = PostgresReceiptStore(functools.partial(psycopg.connect, dsn, options=f"-c search_path={schema}"),
+                                             pool_size=count)
+                return timed_writers(count, per_writer, lambda writer: _store_writer(store, writer, store.close))
+
+            def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
+                schema = new_schema()
+                _create_raw_postgres(psycopg, dsn, schema)
+                return timed_writers(count, per_writer, lambda writer: _raw_postgres_writer(psycopg, dsn, schema, writer))
+
+            label = "1 writer" if count == 1 else f"{count} writers"
+            rows.append((f"PostgreSQL raw INSERT + UPDATE, {label}", best_per_receipt(rounds, count, receipts, raw_round)))
+            rows.append((f"PostgresReceiptStore reserve + complete, {label}",
+                         best_per_receipt(rounds, count, receipts, store_round)))
+    return durability, rows
+
+
+class _scratch_schemas:
+    """`with _scratch_schemas(dsn) as new_schema:` new schemas on demand, all dropped at the end."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._schemas: List[str] = []
+
+    def __enter__(self) -> Callable[[], str]:
+        return self._new
+
+    def _new(self) -> str:
+        import psycopg
+
+        name = "agent_lab_bench_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self._dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {name}")
+        self._schemas.append(name)
+        return name
+
+    def __exit__(self, *exc_info: object) -> None:
+        import psycopg
+
+        with psycopg.connect(self._dsn, autocommit=True) as admin:
+            for name in self._schemas:
+                admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def _create_raw_postgres(psycopg: Any, dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(
+            f"CREATE TABLE {schema}.receipts (tenant text COLLATE \"C\" NOT NULL, tool text COLLATE \"C\" NOT NULL,"
+            " key text COLLATE \"C\" NOT NULL, fingerprint text NOT NULL, state text NOT NULL, record text,"
+            " expires_at double precision NOT NULL, owner text, lapse text NOT NULL, PRIMARY KEY (tenant, tool, key))"
+        )
+        admin.execute(f"CREATE INDEX ON {schema}.receipts (expires_at)")  # as the store has
+
+
+def _raw_postgres_writer(psycopg: Any, dsn: str, schema: str, writer: int) -> Writer:
+    connection = psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
+    prefix = uuid.uuid4().hex[:8]
+    insert = "INSERT INTO receipts VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, 'unknown')"
+    update = ("UPDATE receipts SET state = 'completed', record = %s, expires_at = %s, owner = NULL"
+              " WHERE tenant = %s AND tool = %s AND key = %s")
+
+    def write(index: int) -> None:
+        key = f"{prefix}-{writer}-{index}"
+        now = time.time()
+        connection.execute(insert, ("bench", "tool", key, "hmac-sha256:0", now + 300, "owner-token"))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "tool", key))
+
+    return write, connection.close
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+def print_pairs(title: str, rows: List[Tuple[str, float]]) -> None:
+    """Rows come in pairs (raw, then store); the last column is the store's throughput over raw's."""
+    width = max(len(label) for label, _ in rows)
+    print(title)
+    print(f"  {'measurement':<{width}}  {'per receipt':>11}  {'receipts/s':>10}  {'vs raw':>7}")
+    for index, (label, seconds) in enumerate(rows):
+        ratio = "" if index % 2 == 0 else f"{rows[index - 1][1] / seconds:>6.2f}x"
+        print(f"  {label:<{width}}  {seconds * 1e6:>9.1f}us  {1 / seconds:>10,.0f}  {ratio:>7}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="store_bench", description="Receipt store throughput against raw SQL")
+    parser.add_argument("--receipts", type=int, default=2000, help="receipts per measurement (default 2000)")
+    parser.add_argument("--writers", type=int, default=8, help="concurrent writers (default 8)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the best is reported (default 3)")
+    parser.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL"],
+                        help="SQLite synchronous level for the store and raw sqlite3 (default NORMAL)")
+    parser.add_argument("--postgres-dsn", default=os.environ.get(DSN_VARIABLE),
+                        help=f"a libpq connection string; default ${DSN_VARIABLE} (no DSN: PostgreSQL is skipped)")
+    parser.add_argument("--quick", action="store_true", help="200 receipts, 1 round: a smoke run")
+    args, _unknown = parser.parse_known_args(argv)
+    receipts, rounds = (200, 1) if args.quick else (max(1, args.receipts), max(1, args.rounds))
+    writers = max(2, args.writers)
+    with tempfile.TemporaryDirectory() as directory:
+        rows = sqlite_rows(directory, receipts, writers, args.synchronous, rounds)
+    print_pairs(f"SQLite receipts (best of {rounds} rounds of {receipts} receipts, WAL, "
+                f"synchronous={args.synchronous})", rows)
+    print()
+    if not args.postgres_dsn:
+        print(f"PostgreSQL receipts: skipped (no server: pass --postgres-dsn or set {DSN_VARIABLE})")
+        return 0
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        print("PostgreSQL receipts: skipped (psycopg is not installed: pip install 'psycopg[binary]')")
+        return 0
+    durability, rows = postgres_rows(args.postgres_dsn, receipts, writers, rounds)
+    print_pairs(f"PostgreSQL receipts (best of {rounds} rounds of {receipts} receipts, {durability})", rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

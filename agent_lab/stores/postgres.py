@@ -1,0 +1,773 @@
+"""Receipts in PostgreSQL: one database shared by the workers of many hosts.
+
+The library stays dependency-free: the store takes a *connection factory*, any callable returning a new
+DB-API 2.0 connection (psycopg 3 is what the tests and the README use), and speaks only SQL through it.
+Each method is one short transaction on a pooled connection: the rules (``_rules``) are the same as the
+SQLite store's, written as conditional statements, so the conformance suite holds both to the same
+answers. See ``PostgresReceiptStore`` for the decisions (clock, pool, timeouts, reconnecting).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
+
+from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
+from . import _rules as rules
+from .protocol import (
+    PURGE_LIMIT,
+    Lapse,
+    ReceiptKey,
+    ReceiptStoreUnavailable,
+    Reservation,
+    ReservationStatus,
+    store_timeout,
+)
+
+__all__ = [
+    "OPEN_TIMEOUT_S",
+    "POOL_SIZE",
+    "POSTGRES_SCHEMA_VERSION",
+    "PURGE_CHUNK",
+    "PURGE_EVERY",
+    "PostgresReceiptStore",
+]
+
+logger = logging.getLogger("agent_lab.stores.postgres")
+
+POSTGRES_SCHEMA_VERSION = 1
+"""Stored in the table ``agent_lab_store_meta``; a database written by a newer version is refused."""
+
+POOL_SIZE = 8
+"""Connections one store opens at most (lazily, as concurrent calls need them): the registry's default
+worker count. Each process has its own store and pool; size the server's ``max_connections`` for all."""
+
+OPEN_TIMEOUT_S = 10.0
+"""How long the constructor waits for a connection, the set-up lock and creating the tables."""
+
+PURGE_EVERY = 64
+PURGE_CHUNK = 256
+"""Every ``PURGE_EVERY`` reserves, a store deletes up to ``PURGE_CHUNK`` expired entries (oldest first,
+skipping rows other workers hold), in the reserve's own transaction; ``purge()`` does it on demand."""
+
+RESERVE_ATTEMPTS = 4
+"""A reserve that keeps finding its key changed under it (freed, then taken, between two statements)
+gives up after this many rounds with ReceiptStoreUnavailable (retry later); one round is the norm."""
+
+IDLE_IN_TRANSACTION_FLOOR_MS = 1000
+"""A transaction left idle longer than its call's timeout (and at least this long) is ended by the
+server: a frozen or partitioned worker cannot hold a row lock that others wait for."""
+
+_MAX_TIMEOUT_MS = 2**31 - 1  # PostgreSQL's integer settings
+_SET_UP_LOCK = 7_316_245_019_226_041_923  # pg_advisory_xact_lock key: one set-up at a time, any schema
+_META, _RECEIPTS, _APPROVALS = "agent_lab_store_meta", "agent_lab_receipts", "agent_lab_approvals"
+_VERSION_ROW, _KEY_ROW, _KEY_ID_ROW = "schema_version", "fingerprint_key", "fingerprint_key_id"
+DATABASE_CLOCK = "date_part('epoch', statement_timestamp())"
+"""The SQL for "now" when the store uses the database's clock: seconds since the epoch at the start of
+each statement, the same for every host."""
+
+# -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {lease}, {ttl} ----
+
+_CREATE = (
+    f"""CREATE TABLE IF NOT EXISTS {_META} (
+        name  text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL
+    )""",
+    # COLLATE "C": text compares and sorts by code point, as Python does, whatever the database's locale.
+    f"""CREATE TABLE IF NOT EXISTS {_RECEIPTS} (
+        tenant      text COLLATE "C" NOT NULL,
+        tool        text COLLATE "C" NOT NULL,
+        key         text COLLATE "C" NOT NULL,
+        fingerprint text COLLATE "C" NOT NULL,
+        state       text NOT NULL CHECK (state IN ('in_flight', 'completed')),
+        record      text,
+        expires_at  double precision NOT NULL,
+        owner       text COLLATE "C",
+        lapse       text NOT NULL CHECK (lapse IN ('unknown', 'takeover')),
+        PRIMARY KEY (tenant, tool, key)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {_RECEIPTS}_by_expiry ON {_RECEIPTS} (expires_at)",
+    f"""CREATE TABLE IF NOT EXISTS {_APPROVALS} (
+        tenant      text COLLATE "C" NOT NULL,
+        approval_id text COLLATE "C" NOT NULL,
+        kept_until  double precision NOT NULL,
+        PRIMARY KEY (tenant, approval_id)
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {_APPROVALS}_by_retention ON {_APPROVALS} (kept_until)",
+)
+
+_WHERE_KEY = "tenant = :tenant AND tool = :tool AND key = :key"
+# The rules of _rules.py as SQL: fencing (held_by), resolving (may_resolve), purging (is_purgeable).
+_WHERE_HELD_BY = _WHERE_KEY + " AND state = 'in_flight' AND owner = :owner"
+_WHERE_UNKNOWN = (_WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now}"
+                  " AND fingerprint = :fingerprint")
+_PURGEABLE = "expires_at <= {now} AND NOT (state = 'in_flight' AND lapse = 'unknown')"
+
+_SQL = {
+    "timeouts": (
+        "SELECT set_config('statement_timeout', :statement_ms, true), set_config('lock_timeout', :lock_ms, true),"
+        " set_config('idle_in_transaction_session_timeout', :idle_ms, true)"
+    ),
+    "insert_new": (
+        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+        " VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL, {now} + {lease}, :owner, :lapse)"
+        " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING 1"
+    ),
+    "select_entry": (
+        f"SELECT fingerprint, state, record, expires_at, owner, lapse, {{now}} FROM {_RECEIPTS} WHERE " + _WHERE_KEY
+    ),
+    # A lapsed read or an expired receipt is taken over by a conditional UPDATE: it changes the row only
+    # if the row is (still) purgeable now, whatever happened since it was read.
+    "take_over": (
+        f"UPDATE {_RECEIPTS} SET fingerprint = :fingerprint, state = 'in_flight', record = NULL,"
+        " expires_at = {now} + {lease}, owner = :owner, lapse = :lapse"
+        " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
+    ),
+    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{now}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    "complete": (
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
+        " owner = NULL WHERE " + _WHERE_HELD_BY
+    ),
+    "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
+    "resolve_happened": (
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
+        " owner = NULL WHERE " + _WHERE_UNKNOWN
+    ),
+    "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN,
+    "unresolved": (
+        f"SELECT tenant, tool, key FROM {_RECEIPTS} WHERE state = 'in_flight' AND lapse = 'unknown'"
+        " AND expires_at <= {now} ORDER BY tenant, tool, key LIMIT :limit"
+    ),
+    # SKIP LOCKED: two workers purging at once split the work instead of waiting for each other.
+    "purge_receipts": (
+        f"DELETE FROM {_RECEIPTS} WHERE ctid IN (SELECT ctid FROM {_RECEIPTS} WHERE " + _PURGEABLE +
+        " ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED)"
+    ),
+    "purge_approvals": (
+        f"DELETE FROM {_APPROVALS} WHERE ctid IN (SELECT ctid FROM {_APPROVALS} WHERE kept_until <= {{now}}"
+        " ORDER BY kept_until LIMIT :limit FOR UPDATE SKIP LOCKED)"
+    ),
+    # A first use inserts the row; a use past the row's retention replaces it; any other use changes nothing.
+    "spend_approval": (
+        f"INSERT INTO {_APPROVALS} (tenant, approval_id, kept_until)"
+        " VALUES (:tenant, :approval_id, GREATEST(CAST(:expires_at AS double precision), {now}) + {ttl})"
+        f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
+        f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING 1"
+    ),
+    "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
+    "select_meta": f"SELECT name, value FROM {_META}",
+    "insert_meta": f"INSERT INTO {_META} (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING",
+    "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
+}
+
+_Answer = TypeVar("_Answer")
+_PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_]+)\b")
+
+
+class PostgresReceiptStore:
+    """Receipts, reservations and spent approvals in PostgreSQL, shared by every worker on every host.
+
+    ``connect`` is a callable that returns a new DB-API 2.0 connection, e.g.
+    ``functools.partial(psycopg.connect, dsn, connect_timeout=5)``. The store calls it from a helper
+    thread whenever its pool needs a connection. The tables (``agent_lab_receipts``,
+    ``agent_lab_approvals``, ``agent_lab_store_meta``) are created in the connection's current schema
+    (its ``search_path``) if they are missing; several workers starting at once take turns through an
+    advisory lock. ``paramstyle`` is read from the connection's driver module (``psycopg.paramstyle``)
+    unless given; every DB-API style is supported.
+
+    Clock. By default every expiry (leases, receipt ttls, the retention of spent approvals) is computed
+    by the *database's* clock, in each statement (``statement_timestamp()``): hosts whose clocks
+    disagree still agree on when a lease lapsed. ``clock=`` replaces it by a clock of this process (a
+    callable returning seconds since the epoch), sent with each statement: for tests that move time
+    by hand, or a deployment that trusts its hosts' clocks. Every store sharing the tables must then use
+    the same kind of clock; never mix the two on one database.
+
+    Concurrency. ``reserve`` is an ``INSERT ... ON CONFLICT DO NOTHING``: exactly one contender inserts
+    a free key, in any process on any host. A key that holds an expired receipt or a lapsed read is
+    taken over with a conditional ``UPDATE ... WHERE expires_at <= now``, so two contenders can never
+    both take it. ``renew``, ``complete``, ``release``, ``resolve`` and ``consume_approval`` are single
+    conditional statements. Each call is one transaction on a connection of the store's pool (up to
+    ``pool_size`` connections, opened when needed and shared by the process's threads, one call at a
+    time on each).
+
+    Deadlines. A call waits for a pooled connection (or a new one) no longer than its ``timeout_s``,
+    and sets ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` for its
+    transaction (``SET LOCAL``, through ``set_config``) from what is left of it: a locked row or table,
+    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. Opening a connection is
+    bounded the same way, whatever the driver does; give the factory its own connect timeout too
+    (psycopg: ``connect_timeout``), so abandoned attempts end.
+
+    Lost connections. Any driver error is ``ReceiptStoreUnavailable`` for the call that met it (retry
+    later), and the connection is dropped if it cannot be rolled back; the next call opens a new one. A
+    connection the server closed while it sat in the pool (an idle timeout, ``pg_terminate_backend``,
+    a restart) is noticed by the first statement of a call, which changes nothing, so that call simply
+    retries once on a new connection. If a reserve's commit is lost with its connection, the store
+    does not know whether the key is now reserved for an owner token it never handed out; it frees that
+    reservation (by its token) at the start of its next call. A lost commit of ``consume_approval``
+    may leave the approval spent (a person approves again: fail closed).
+
+    Not across ``fork``: open the store in the child process.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        ttl_s: float = 86400,
+        lease_s: float = 300,
+        clock: Optional[Callable[[], float]] = None,
+        fingerprint_key: Optional[bytes] = None,
+        pool_size: int = POOL_SIZE,
+        paramstyle: Optional[str] = None,
+        open_timeout_s: float = OPEN_TIMEOUT_S,
+    ) -> None:
+        if not callable(connect):
+            raise TypeError("connect must be a callable that returns a new DB-API connection")
+        self._ttl_s = rules.check_duration("ttl_s", ttl_s)
+        self._lease_s = rules.check_duration("lease_s", lease_s)
+        if clock is not None and not callable(clock):
+            raise TypeError("clock must be None (the database's clock) or a callable returning epoch seconds")
+        self._clock = clock
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        if paramstyle is not None and paramstyle not in _PARAMSTYLES:
+            raise ValueError(f"paramstyle must be one of {', '.join(_PARAMSTYLES)}")
+        open_timeout_s = rules.check_duration("open_timeout_s", open_timeout_s)
+        given_key = None if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
+        self._pool = _Pool(connect, pool_size)
+        self._orphans: List[Tuple[Tuple[str, str, str], str]] = []  # reservations whose commit was lost
+        self._orphans_lock = threading.Lock()
+        self._reserves_since_purge = 0
+        deadline = time.monotonic() + open_timeout_s
+        try:
+            first = self._pool.checkout(deadline)
+            self._pool.checkin(first)
+            driver = sys.modules.get(type(first).__module__.partition(".")[0])
+            self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
+            self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
+                                           lease_s=self._lease_s, ttl_s=self._ttl_s)
+            self._fingerprint_key = self._call_until(deadline, lambda transaction: self._set_up(transaction, given_key))
+        except BaseException:
+            self._pool.close()
+            raise
+
+    @property
+    def lease_s(self) -> float:
+        return self._lease_s
+
+    @property
+    def ttl_s(self) -> float:
+        return self._ttl_s
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        return self._fingerprint_key
+
+    @property
+    def uses_database_clock(self) -> bool:
+        """True unless the store was given a ``clock``."""
+        return self._clock is None
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def reserve(
+        self, key: ReceiptKey, fingerprint: str, *, lapse: Lapse = Lapse.UNKNOWN, timeout_s: Optional[float] = None
+    ) -> Reservation:
+        rules.check_fingerprint(fingerprint)
+        lapse_value = rules.check_lapse(lapse)
+        address = rules.address(key)
+
+        def work(transaction: _Transaction) -> Reservation:
+            self._purge_now_and_then(transaction)
+            for _ in range(RESERVE_ATTEMPTS):
+                owner = rules.new_owner_token()
+                values = self._values(address, fingerprint=fingerprint, owner=owner, lapse=lapse_value)
+                transaction.may_reserve(address, owner)
+                if transaction.row("insert_new", values) is not None:
+                    return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+                row = transaction.row("select_entry", values)
+                if row is None:  # released or resolved since the insert: try again
+                    continue
+                entry, now = _entry(row)
+                answer = rules.decide_reserve(entry, fingerprint, now)
+                if answer is not None:
+                    return answer
+                transaction.bound_by_deadline()  # the takeover may wait for a row lock
+                if transaction.row("take_over", values) is not None:
+                    return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+            raise ReceiptStoreUnavailable("the key kept changing while it was being reserved; try again")
+
+        return self._call(timeout_s, work)
+
+    def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner)
+        return self._call(timeout_s, lambda transaction: transaction.changed("renew", values))
+
+    def complete(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
+        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values))
+
+    def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner)
+        return self._call(timeout_s, lambda transaction: transaction.changed("release", values))
+
+    def resolve(
+        self,
+        key: ReceiptKey,
+        fingerprint: str,
+        *,
+        record: Optional[Mapping[str, Any]],
+        timeout_s: Optional[float] = None,
+    ) -> bool:
+        rules.check_fingerprint(fingerprint)
+        text = rules.record_text(record) if record is not None else None
+        values = self._values(rules.address(key), fingerprint=fingerprint, record=text)
+        statement = "resolve_not_happened" if text is None else "resolve_happened"
+        return self._call(timeout_s, lambda transaction: transaction.changed(statement, values))
+
+    def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
+        values = self._values(rules.address(key))
+
+        def work(transaction: _Transaction) -> Optional[Reservation]:
+            row = transaction.row("select_entry", values)
+            return None if row is None else rules.status_of(*_entry(row))
+
+        return self._call(timeout_s, work)
+
+    def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
+        rules.check_limit(limit)
+        values = self._values(None, limit=limit)
+        rows = self._call(timeout_s, lambda transaction: transaction.rows("unresolved", values))
+        return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
+
+    def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
+        rules.check_limit(limit)
+        return self._call(timeout_s, lambda transaction: self._purge(transaction, limit))
+
+    def consume_approval(
+        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+    ) -> bool:
+        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        values = self._values(None, tenant=tenant, approval_id=approval_id, expires_at=expires_at)
+        return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> "PostgresReceiptStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _values(self, address: Optional[Tuple[str, str, str]], **more: Any) -> Dict[str, Any]:
+        """A statement's parameters: the key's address, what else it needs, and this process's "now"
+        when the store runs on an injected clock (the database's clock needs no parameter)."""
+        values: Dict[str, Any] = {} if address is None else {"tenant": address[0], "tool": address[1], "key": address[2]}
+        values.update(more)
+        if self._clock is not None:
+            values["now"] = _epoch_seconds(self._clock())
+        return values
+
+    def _call(self, timeout_s: Optional[float], work: Callable[["_Transaction"], _Answer]) -> _Answer:
+        return self._call_until(time.monotonic() + store_timeout(timeout_s), work)
+
+    def _call_until(self, deadline: float, work: Callable[["_Transaction"], _Answer]) -> _Answer:
+        """Run ``work`` in one transaction on a pooled connection, all within ``deadline`` (monotonic).
+
+        A driver error is ReceiptStoreUnavailable. The first statement (the transaction's timeouts)
+        changes nothing, so if it finds the connection dead (closed by the server while idle in the
+        pool), the call is tried once more on a new connection.
+        """
+        for attempt in (1, 2):
+            connection = self._pool.checkout(deadline)
+            transaction = _Transaction(self, connection, deadline)
+            try:
+                transaction.bound_by_deadline()
+            except self._errors as error:
+                if transaction.abandon() and attempt == 1:
+                    logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
+                    continue
+                raise _unavailable("could not start a transaction", error) from error
+            except BaseException:
+                transaction.abandon()
+                raise
+            try:
+                self._free_orphans(transaction)
+                answer = work(transaction)
+                transaction.commit()
+            except self._errors as error:
+                transaction.abandon()
+                raise _unavailable("a statement failed", error) from error
+            except BaseException:
+                transaction.abandon()
+                raise
+            self._pool.checkin(connection)
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop_if_broken(self, connection: Any) -> bool:
+        """Roll back; if even that fails, the connection is dead: close and forget it (True)."""
+        try:
+            connection.rollback()
+        except Exception:  # noqa: BLE001 - any failure here means the connection is unusable
+            self._pool.discard(connection)
+            return True
+        self._pool.checkin(connection)
+        return False
+
+    def _orphaned(self, address: Tuple[str, str, str], owner: str) -> None:
+        with self._orphans_lock:
+            self._orphans.append((address, owner))
+
+    def _free_orphans(self, transaction: "_Transaction") -> None:
+        """Release reservations whose commit was lost with a connection: their owner tokens were never
+        handed out, so no handler runs under them (a release of one that never committed does nothing)."""
+        if not self._orphans:
+            return
+        with self._orphans_lock:
+            orphans, self._orphans = self._orphans, []
+        transaction.on_failure(lambda: self._requeue(orphans))
+        for address, owner in orphans:
+            transaction.changed("release", self._values(address, owner=owner))
+
+    def _requeue(self, orphans: List[Tuple[Tuple[str, str, str], str]]) -> None:
+        with self._orphans_lock:
+            self._orphans[:0] = orphans
+
+    def _purge_now_and_then(self, transaction: "_Transaction") -> None:
+        self._reserves_since_purge += 1  # a race between threads only shifts when the next purge runs
+        if self._reserves_since_purge >= PURGE_EVERY:
+            self._reserves_since_purge = 0
+            self._purge(transaction, PURGE_CHUNK)
+
+    def _purge(self, transaction: "_Transaction", limit: int) -> int:
+        deleted = transaction.count("purge_receipts", self._values(None, limit=limit))
+        if deleted < limit:
+            deleted += transaction.count("purge_approvals", self._values(None, limit=limit - deleted))
+        return deleted
+
+    def _set_up(self, transaction: "_Transaction", given_key: Optional[bytes]) -> bytes:
+        """Create the tables if needed and settle the fingerprint key, in one transaction. The common
+        case (tables there, key stored) only reads; otherwise an advisory lock makes workers starting at
+        once take turns, so none meets another's half-created table or writes a second key."""
+        exists = transaction.row("meta_exists", {})
+        if exists is not None and exists[0]:
+            meta = transaction.meta()
+            if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
+                key, new_rows = _settle_fingerprint_key(meta, given_key)
+                if not new_rows:
+                    return key
+        transaction.row("set_up_lock", {})
+        for statement in _CREATE:
+            transaction.execute_sql(statement)
+        meta = transaction.meta()
+        stored_version = meta.get(_VERSION_ROW)
+        if stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
+            raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
+                             f"understands ({POSTGRES_SCHEMA_VERSION})")
+        key, new_rows = _settle_fingerprint_key(meta, given_key)
+        if stored_version is None:
+            new_rows.append((_VERSION_ROW, str(POSTGRES_SCHEMA_VERSION)))
+        for name, value in new_rows:
+            transaction.execute("insert_meta", {"name": name, "value": value})
+        return key
+
+
+class _Transaction:
+    """One call's transaction on one connection, with the call's deadline."""
+
+    __slots__ = ("_store", "_connection", "_cursor", "_deadline", "_on_failure")
+
+    def __init__(self, store: PostgresReceiptStore, connection: Any, deadline: float) -> None:
+        self._store = store
+        self._connection = connection
+        self._cursor: Any = None
+        self._deadline = deadline
+        self._on_failure: Optional[Callable[[], None]] = None
+
+    def bound_by_deadline(self) -> None:
+        """Let the server spend no more than what is left of the call's time on what follows."""
+        left_ms = math.ceil((self._deadline - time.monotonic()) * 1000)
+        if left_ms <= 0 and self._cursor is not None:
+            raise ReceiptStoreUnavailable("the receipt database did not answer within the timeout")
+        statement_ms = str(min(max(left_ms, 1), _MAX_TIMEOUT_MS))
+        idle_ms = str(min(max(left_ms, IDLE_IN_TRANSACTION_FLOOR_MS), _MAX_TIMEOUT_MS))
+        self.execute("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
+        self._cursor.fetchall()
+
+    def execute(self, name: str, values: Mapping[str, Any]) -> Any:
+        statement = self._store._statements[name]
+        if self._cursor is None:
+            self._cursor = self._connection.cursor()
+        self._cursor.execute(statement.sql, statement.parameters(values))
+        return self._cursor
+
+    def execute_sql(self, sql: str) -> None:
+        """A statement without parameters (the set-up's DDL)."""
+        if self._cursor is None:
+            self._cursor = self._connection.cursor()
+        self._cursor.execute(sql)
+
+    def row(self, name: str, values: Mapping[str, Any]) -> Optional[Sequence[Any]]:
+        return self.execute(name, values).fetchone()
+
+    def rows(self, name: str, values: Mapping[str, Any]) -> List[Sequence[Any]]:
+        return list(self.execute(name, values).fetchall())
+
+    def meta(self) -> Dict[str, str]:
+        """The rows of the store's meta table (name -> value)."""
+        return {str(name): str(value) for name, value in self.rows("select_meta", {})}
+
+    def count(self, name: str, values: Mapping[str, Any]) -> int:
+        rowcount = self.execute(name, values).rowcount
+        return rowcount if isinstance(rowcount, int) and rowcount > 0 else 0
+
+    def changed(self, name: str, values: Mapping[str, Any]) -> bool:
+        """Whether a conditional statement found its one row (the condition held) and changed it."""
+        return self.execute(name, values).rowcount == 1
+
+    def may_reserve(self, address: Tuple[str, str, str], owner: str) -> None:
+        """From here on a lost commit may have reserved ``address`` for ``owner``: free it later."""
+        previous = self._on_failure
+        store = self._store
+
+        def orphan() -> None:
+            if previous is not None:
+                previous()
+            store._orphaned(address, owner)
+
+        self._on_failure = orphan
+
+    def on_failure(self, action: Callable[[], None]) -> None:
+        previous = self._on_failure
+
+        def both() -> None:
+            if previous is not None:
+                previous()
+            action()
+
+        self._on_failure = both
+
+    def commit(self) -> None:
+        self._close_cursor()
+        self._connection.commit()
+
+    def abandon(self) -> bool:
+        """The call failed: run the failure actions and roll back; True when the connection was dead
+        (and has been dropped)."""
+        self._close_cursor()
+        if self._on_failure is not None:
+            self._on_failure()
+        return self._store._drop_if_broken(self._connection)
+
+    def _close_cursor(self) -> None:
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None:
+            try:
+                cursor.close()
+            except Exception:  # noqa: BLE001 - a cursor of a dead connection: nothing to free
+                pass
+
+
+class _Pool:
+    """Up to ``size`` connections, opened by a helper thread when a call needs one and none is idle.
+
+    Opening runs off the caller's thread so that a caller waits for it no longer than its own deadline,
+    whatever the driver does; one opening at a time, so a database that is down is not hammered.
+    """
+
+    def __init__(self, connect: Callable[[], Any], size: int) -> None:
+        self._connect = connect
+        self._size = size
+        self._idle: List[Any] = []
+        self._count = 0  # connections open or being opened
+        self._opening = False
+        self._failures = 0  # failed openings so far: a waiter that sees this change gives up
+        self._last_failure: Optional[BaseException] = None
+        self._changed = threading.Condition()
+        self._closed = False
+
+    def checkout(self, deadline: float) -> Any:
+        with self._changed:
+            failures = self._failures
+            while True:
+                if self._closed:
+                    raise ValueError("the receipt store is closed")
+                if self._idle:
+                    return self._idle.pop()  # the most recently used: the likeliest to be alive
+                if self._failures != failures:
+                    raise _unavailable("could not connect", self._last_failure) from self._last_failure
+                if not self._opening and self._count < self._size:
+                    self._opening = True
+                    self._count += 1
+                    threading.Thread(target=self._open_one, name="agent-lab-postgres-connect", daemon=True).start()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ReceiptStoreUnavailable("no connection to the receipt database within the timeout")
+                self._changed.wait(left)
+
+    def checkin(self, connection: Any) -> None:
+        with self._changed:
+            if not self._closed:
+                self._idle.append(connection)
+                self._changed.notify()
+                return
+            self._count -= 1
+        _close_quietly(connection)
+
+    def discard(self, connection: Any) -> None:
+        with self._changed:
+            self._count -= 1
+            self._changed.notify_all()
+        _close_quietly(connection)
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._changed.notify_all()
+        for connection in idle:
+            _close_quietly(connection)
+
+    def _open_one(self) -> None:
+        try:
+            connection = self._connect()
+            if getattr(connection, "autocommit", False):  # each call is one transaction, committed by the store
+                connection.autocommit = False
+        except Exception as error:  # noqa: BLE001 - reported to the callers waiting for it
+            with self._changed:
+                self._opening = False
+                self._count -= 1
+                self._failures += 1
+                self._last_failure = error
+                self._changed.notify_all()
+            return
+        with self._changed:
+            self._opening = False
+            if not self._closed:
+                self._idle.append(connection)
+                self._changed.notify_all()
+                return
+            self._count -= 1
+        _close_quietly(connection)
+
+
+class _Statement:
+    """One statement rendered for a paramstyle: its SQL and how to order its parameters."""
+
+    __slots__ = ("sql", "names", "named")
+
+    def __init__(self, sql: str, names: Tuple[str, ...], named: bool) -> None:
+        self.sql = sql
+        self.names = names
+        self.named = named
+
+    def parameters(self, values: Mapping[str, Any]) -> Union[Tuple[Any, ...], Dict[str, Any]]:
+        if self.named:
+            return {name: values[name] for name in self.names}
+        return tuple(values[name] for name in self.names)
+
+
+_PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
+
+
+def _render_all(paramstyle: str, injected_clock: bool, *, lease_s: float, ttl_s: float) -> Dict[str, _Statement]:
+    now = "CAST(:now AS double precision)" if injected_clock else DATABASE_CLOCK
+    return {name: _render(template.format(now=now, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
+            for name, template in _SQL.items()}
+
+
+def _render(sql: str, paramstyle: str) -> _Statement:
+    """Replace the ``:name`` placeholders by the driver's (``%s``, ``?``, ``:1`` or ``:name``)."""
+    if "%" in sql or "?" in sql:
+        raise AssertionError("the store's SQL must not contain '%' or '?'")  # they would clash with placeholders
+    names: List[str] = []
+
+    def placeholder(match: "re.Match[str]") -> str:
+        names.append(match.group(1))
+        if paramstyle in ("format", "pyformat"):
+            return "%s"
+        if paramstyle == "qmark":
+            return "?"
+        if paramstyle == "numeric":
+            return f":{len(names)}"
+        return f":{match.group(1)}"
+
+    rendered = _PLACEHOLDER.sub(placeholder, sql)
+    return _Statement(rendered, tuple(names), paramstyle == "named")
+
+
+def _driver_paramstyle(driver: Any) -> str:
+    paramstyle = getattr(driver, "paramstyle", None)
+    if paramstyle not in _PARAMSTYLES:
+        raise TypeError("cannot tell the driver's paramstyle from its module: pass paramstyle=")
+    return str(paramstyle)
+
+
+def _driver_errors(driver: Any) -> Tuple[Type[BaseException], ...]:
+    """The exceptions that mean "the database failed": the driver's DB-API ``Error`` and OSError."""
+    error = getattr(driver, "Error", None)
+    if not (isinstance(error, type) and issubclass(error, Exception)):
+        raise TypeError("the connection's module has no DB-API Error class; is it a DB-API 2.0 driver?")
+    return (error, OSError)
+
+
+def _unavailable(what: str, error: Optional[BaseException]) -> ReceiptStoreUnavailable:
+    """A ReceiptStoreUnavailable naming the driver error by class and SQLSTATE, never by its message
+    (which can quote the values of a row); raise it ``from`` the error, which stays in the process."""
+    if error is None:
+        return ReceiptStoreUnavailable(f"the receipt database failed: {what}")
+    sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+    sqlstate_note = f", SQLSTATE {sqlstate}" if isinstance(sqlstate, str) else ""
+    return ReceiptStoreUnavailable(f"the receipt database failed: {what} ({type(error).__name__}{sqlstate_note})")
+
+
+def _close_quietly(connection: Any) -> None:
+    try:
+        connection.close()
+    except Exception:  # noqa: BLE001 - closing a dead connection may fail; there is nothing left to free
+        pass
+
+
+def _epoch_seconds(now: Any) -> float:
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+        raise ValueError("the store's clock must return a finite number of seconds")
+    return float(now)
+
+
+def _entry(row: Sequence[Any]) -> Tuple[rules.Entry, float]:
+    """A selected row (and the statement's "now") as the rules' Entry."""
+    fingerprint, state, record_text, expires_at, owner, lapse, now = row
+    return rules.Entry(fingerprint, state, record_text, float(expires_at), owner=owner, lapse=lapse), float(now)
+
+
+def _settle_fingerprint_key(meta: Mapping[str, str], given_key: Optional[bytes]) -> Tuple[bytes, List[Tuple[str, str]]]:
+    """The store's fingerprint key, and the meta rows to write for it (none when all is stored): the
+    same rules as a SQLite file's (a given key stores only its id; a stored id must match)."""
+    stored_key, stored_id = meta.get(_KEY_ROW), meta.get(_KEY_ID_ROW)
+    if given_key is not None:
+        if stored_id is None:
+            return given_key, [(_KEY_ID_ROW, fingerprint_key_id(given_key))]
+        if stored_id != fingerprint_key_id(given_key):
+            raise ValueError("fingerprint_key is not the key this receipt database's fingerprints were made with")
+        return given_key, []
+    if stored_key is not None:
+        return check_fingerprint_key(bytes.fromhex(stored_key)), []
+    if stored_id is not None:
+        raise ValueError("this receipt database's fingerprint key is not stored in it: pass it as fingerprint_key=")
+    key = new_fingerprint_key()
+    return key, [(_KEY_ROW, key.hex()), (_KEY_ID_ROW, fingerprint_key_id(key))]

@@ -1,0 +1,180 @@
+"""A scratch PostgreSQL database for the tests (no tests here).
+
+The tests reach a server through `AGENT_LAB_TEST_POSTGRES_DSN` (a libpq connection string; `.ci/run`
+starts a throwaway server and sets it, `.ci/postgres.sh` does the same by hand) with psycopg 3.
+Without either, `SKIP_REASON` says why and the PostgreSQL tests skip. Each test works in a schema of
+its own (the store's tables go where the connection's `search_path` points), dropped afterwards.
+
+This module is also a tiny DB-API "driver" (`paramstyle`, `Error`) for `FaultyConnection`, a psycopg
+connection wrapped to inject faults a real server cannot be made to produce on cue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+import uuid
+from typing import Any, Callable, Iterator, List, Optional
+
+DSN_VARIABLE = "AGENT_LAB_TEST_POSTGRES_DSN"
+
+
+def _skip_reason() -> Optional[str]:
+    if not os.environ.get(DSN_VARIABLE):
+        return (f"no PostgreSQL server configured: set {DSN_VARIABLE} to a libpq connection string "
+                f"(source .ci/postgres.sh and run start_postgres DIR to start a throwaway one)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed: pip install 'psycopg[binary]' (a test-only dependency)"
+    return None
+
+
+SKIP_REASON = _skip_reason()
+DSN = os.environ.get(DSN_VARIABLE, "")
+
+# The DB-API surface of this module, for FaultyConnection (see the module docstring).
+paramstyle = "pyformat"
+if SKIP_REASON is None:
+    import psycopg
+
+    Error: Any = psycopg.Error
+else:
+    Error = Exception
+
+
+class ScratchDatabase:
+    """Schemas created for one test and dropped at its end, and connections into them."""
+
+    def __init__(self) -> None:
+        self.schemas: List[str] = []
+
+    def new_schema(self) -> str:
+        name = "agent_lab_test_" + uuid.uuid4().hex[:12]
+        with self.admin() as connection:
+            connection.execute(f"CREATE SCHEMA {name}")
+        self.schemas.append(name)
+        return name
+
+    def connect(self, schema: str, *, application_name: str = "agent-lab-tests") -> Callable[[], Any]:
+        """A connection factory for the store: tables in `schema`, named `application_name` in
+        pg_stat_activity (so a test can find the store's connections)."""
+        import psycopg
+
+        return functools.partial(psycopg.connect, DSN, options=f"-c search_path={schema}",
+                                 application_name=application_name, connect_timeout=10)
+
+    def admin(self) -> Any:
+        """A connection of the test itself (autocommit), outside any store."""
+        import psycopg
+
+        return psycopg.connect(DSN, autocommit=True, connect_timeout=10)
+
+    def drop(self) -> None:
+        if not self.schemas:
+            return
+        with self.admin() as connection:
+            for schema in self.schemas:
+                connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self.schemas.clear()
+
+    @contextlib.contextmanager
+    def tables_locked(self, schema: str) -> Iterator[None]:
+        """Another client holds every table of the store in `schema` (ACCESS EXCLUSIVE) meanwhile."""
+        with self.admin() as connection:
+            connection.execute("BEGIN")
+            connection.execute(f"LOCK TABLE {schema}.agent_lab_receipts, {schema}.agent_lab_approvals"
+                               f" IN ACCESS EXCLUSIVE MODE")
+            try:
+                yield
+            finally:
+                connection.execute("ROLLBACK")
+
+    def terminate(self, application_name: str, *, waiting_for_lock: bool = False) -> int:
+        """pg_terminate_backend on the connections named `application_name` (only those waiting for
+        a lock, if asked); how many were terminated."""
+        condition = " AND wait_event_type = 'Lock'" if waiting_for_lock else ""
+        with self.admin() as connection:
+            rows = connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s"
+                + condition, (application_name,)).fetchall()
+        return sum(1 for (done,) in rows if done)
+
+    def wait_for(self, application_name: str, *, waiting_for_lock: bool, patience_s: float = 30.0) -> None:
+        """Wait (polling the server, a hang guard) until a connection named so waits for a lock."""
+        give_up = time.monotonic() + patience_s
+        with self.admin() as connection:
+            while time.monotonic() < give_up:
+                row = connection.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                    (application_name,)).fetchone()
+                if row[0] > 0 or not waiting_for_lock:
+                    return
+                time.sleep(0.01)
+        raise AssertionError(f"no connection named {application_name!r} started waiting for a lock")
+
+
+class RowShiftingClock:
+    """Moves time for stores that run on the database's clock, which no test can move: it moves every
+    stored expiry back instead (the same thing, seen from the rows). `now` is the wall clock, which a
+    server on this machine shares."""
+
+    def __init__(self, database: ScratchDatabase) -> None:
+        self._database = database
+
+    @property
+    def now(self) -> float:
+        return time.time()
+
+    def __call__(self) -> float:
+        return time.time()
+
+    def advance(self, seconds: float) -> None:
+        with self._database.admin() as connection:
+            for schema in self._database.schemas:
+                if connection.execute("SELECT to_regclass(%s)", (f"{schema}.agent_lab_receipts",)).fetchone()[0]:
+                    connection.execute(f"UPDATE {schema}.agent_lab_receipts SET expires_at = expires_at - %s",
+                                       (seconds,))
+                    connection.execute(f"UPDATE {schema}.agent_lab_approvals SET kept_until = kept_until - %s",
+                                       (seconds,))
+
+
+class FaultyConnection:
+    """A psycopg connection whose next `commit()` can be made to commit and then fail as if the
+    connection dropped before the answer arrived (`lose_next_commit`), the one fault a networked store
+    cannot tell from a commit that never happened."""
+
+    lose_commits = 0  # class-wide: how many of the next commits (of any FaultyConnection) are "lost"
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def cursor(self) -> Any:
+        return self._connection.cursor()
+
+    def commit(self) -> None:
+        self._connection.commit()
+        if FaultyConnection.lose_commits > 0:
+            FaultyConnection.lose_commits -= 1
+            self._connection.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly (injected)")
+
+    def rollback(self) -> None:
+        self._connection.rollback()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    @property
+    def autocommit(self) -> bool:
+        return bool(self._connection.autocommit)
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        self._connection.autocommit = value
+
+
+def faulty(connect: Callable[[], Any]) -> Callable[[], FaultyConnection]:
+    return lambda: FaultyConnection(connect())

@@ -1,0 +1,351 @@
+"""PostgresReceiptStore: the store conformance suite (tests/store_conformance.py) against a real
+PostgreSQL server, twice: on an injected clock and on the database's own clock (the default); then
+what only this store promises: tables created once by workers starting together, the fingerprint key
+kept in the database, a search_path per deployment, a connection the server dropped, a lost commit,
+bounded opening, every DB-API paramstyle.
+
+Needs a server: see tests/postgres_support.py (AGENT_LAB_TEST_POSTGRES_DSN); skips with the reason
+otherwise, except the tests that need no server.
+"""
+
+from __future__ import annotations
+
+import threading
+import unittest
+
+from agent_lab import Registry
+from agent_lab.stores import InMemoryReceiptStore, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
+from agent_lab.stores.postgres import (
+    DATABASE_CLOCK,
+    POSTGRES_SCHEMA_VERSION,
+    PostgresReceiptStore,
+    _render,
+)
+
+from postgres_support import SKIP_REASON, FaultyConnection, RowShiftingClock, ScratchDatabase, faulty
+from store_conformance import (
+    FINGERPRINT_KEY,
+    FIRST,
+    KEY,
+    LEASE_S,
+    RECORD,
+    TTL_S,
+    DurableApprovalConformance,
+    DurableStoreConformance,
+    FakeClock,
+    PurgeAndApprovalConformance,
+    ReceiptStoreConformance,
+)
+from test_registry_fixtures import WRITER, EffectLog, followup_call, followup_spec
+
+PATIENCE_S = 30.0  # a hang guard, never a timing assertion
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PostgresInjectedClockTest(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
+                                ReceiptStoreConformance, unittest.TestCase):
+    """The conformance suite on a clock the tests move by hand (`clock=`)."""
+
+    def setUp(self) -> None:
+        self.database = ScratchDatabase()
+        self.addCleanup(self.database.drop)
+        self.schema = self.database.new_schema()
+        super().setUp()
+
+    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
+        return PostgresReceiptStore(self.database.connect(self.schema), ttl_s=ttl_s, lease_s=lease_s, clock=clock,
+                                    fingerprint_key=fingerprint_key)
+
+    def use_new_storage(self) -> None:
+        self.schema = self.database.new_schema()
+
+    def busy_store(self, store):
+        """Another client holds the store's tables (as a long migration or a stuck transaction would)."""
+        return self.database.tables_locked(self.schema)
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PostgresDatabaseClockTest(PostgresInjectedClockTest):
+    """The same suite on the database's clock (the default); time moves by moving the stored expiries."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.clock = RowShiftingClock(self.database)
+
+    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
+        store = PostgresReceiptStore(self.database.connect(self.schema), ttl_s=ttl_s, lease_s=lease_s,
+                                     fingerprint_key=fingerprint_key)
+        self.assertTrue(store.uses_database_clock)
+        return store
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PostgresStoreTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.database = ScratchDatabase()
+        self.addCleanup(self.database.drop)
+        self.schema = self.database.new_schema()
+        self.clock = FakeClock()
+
+    def open(self, schema=None, *, application_name="agent-lab-tests", **options):
+        options.setdefault("clock", self.clock)
+        connect = self.database.connect(schema or self.schema, application_name=application_name)
+        store = PostgresReceiptStore(connect, **options)
+        self.addCleanup(store.close)
+        return store
+
+    # -- setting up the tables ----------------------------------------------------------------
+
+    def test_workers_starting_at_once_on_an_empty_database_all_open_and_share_one_fingerprint_key(self):
+        start = threading.Barrier(8)
+        keys: list = []
+        failures: list = []
+
+        def open_one() -> None:
+            start.wait(PATIENCE_S)
+            try:
+                store = PostgresReceiptStore(self.database.connect(self.schema))
+            except Exception as error:  # the assertion below reports it
+                failures.append(repr(error))
+                return
+            keys.append(store.fingerprint_key)
+            store.close()
+
+        threads = [threading.Thread(target=open_one) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(PATIENCE_S)
+        self.assertEqual(failures, [])
+        self.assertEqual(len(keys), 8)
+        self.assertEqual(len(set(keys)), 1)
+
+    def test_the_tables_live_in_the_connections_schema_and_schemas_are_independent(self):
+        other_schema = self.database.new_schema()
+        here, there = self.open(), self.open(other_schema)
+        self.assertNotEqual(here.fingerprint_key, there.fingerprint_key)
+        owner = here.reserve(KEY, FIRST).owner
+        here.complete(KEY, owner, RECORD)
+        self.assertIsNone(there.lookup(KEY))
+        with self.database.admin() as connection:
+            tables = {row[0] for row in connection.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,)).fetchall()}
+        self.assertEqual(tables, {"agent_lab_receipts", "agent_lab_approvals", "agent_lab_store_meta"})
+
+    def test_a_database_written_by_a_newer_schema_version_is_refused(self):
+        self.open().close()
+        with self.database.admin() as connection:
+            connection.execute(f"UPDATE {self.schema}.agent_lab_store_meta SET value = %s WHERE name = 'schema_version'",
+                               (str(POSTGRES_SCHEMA_VERSION + 1),))
+        with self.assertRaisesRegex(ValueError, "schema version"):
+            self.open()
+
+    def test_a_given_fingerprint_key_is_not_stored_only_its_id_and_another_key_is_refused(self):
+        self.open(fingerprint_key=FINGERPRINT_KEY).close()
+        with self.database.admin() as connection:
+            stored = dict(connection.execute(f"SELECT name, value FROM {self.schema}.agent_lab_store_meta").fetchall())
+        self.assertNotIn("fingerprint_key", stored)
+        self.assertNotIn(FINGERPRINT_KEY.hex(), " ".join(stored.values()))
+        self.assertEqual(self.open(fingerprint_key=FINGERPRINT_KEY).fingerprint_key, FINGERPRINT_KEY)
+        with self.assertRaisesRegex(ValueError, "fingerprint_key"):
+            self.open()
+        with self.assertRaisesRegex(ValueError, "fingerprint_key"):
+            self.open(fingerprint_key=b"another key, 32 bytes long......")
+
+    def test_record_text_and_keys_are_stored_as_given_and_ordered_by_code_point(self):
+        keys = [ReceiptKey("tenant-a", "tool", name) for name in ("Zoë", "zoe", "Ab", "a b", "€", "😀")]
+        store = self.open()
+        for key in keys:
+            store.reserve(key, FIRST)
+        self.clock.advance(store.lease_s)
+        self.assertEqual(store.unresolved(), sorted(keys, key=lambda key: key.key))
+
+    def test_on_the_database_clock_a_lease_ends_lease_s_after_the_servers_own_now(self):
+        store = self.open(clock=None, lease_s=600)
+        store.reserve(KEY, FIRST)
+        with self.database.admin() as connection:
+            [(lease_left,)] = connection.execute(
+                f"SELECT expires_at - date_part('epoch', statement_timestamp()) FROM {self.schema}.agent_lab_receipts"
+            ).fetchall()
+        self.assertGreater(lease_left, 500)  # 600 s from the server's now, minus however long this test took
+        self.assertLessEqual(lease_left, 600)
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def test_a_pooled_connection_the_server_closed_is_replaced_without_failing_the_next_call(self):
+        store = self.open(application_name="agent-lab-idle-victim")
+        store.reserve(KEY, FIRST)
+        self.assertEqual(self.database.terminate("agent-lab-idle-victim"), 1)
+        self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.IN_PROGRESS)
+
+    def test_a_connection_killed_mid_call_fails_that_call_as_unavailable_and_the_store_recovers(self):
+        store = self.open(application_name="agent-lab-busy-victim")
+        answers: list = []
+        with self.database.tables_locked(self.schema):
+            caller = threading.Thread(target=lambda: answers.append(_outcome(
+                lambda: store.reserve(KEY, FIRST, timeout_s=PATIENCE_S))))
+            caller.start()
+            self.database.wait_for("agent-lab-busy-victim", waiting_for_lock=True)
+            self.assertEqual(self.database.terminate("agent-lab-busy-victim", waiting_for_lock=True), 1)
+            caller.join(PATIENCE_S)
+        self.assertEqual(answers, ["ReceiptStoreUnavailable"])
+        self.assertIsNone(store.lookup(KEY))  # the killed transaction changed nothing
+        self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
+
+    def test_a_reservation_whose_commit_was_lost_is_freed_by_the_stores_next_call(self):
+        store = PostgresReceiptStore(faulty(self.database.connect(self.schema)), clock=self.clock)
+        self.addCleanup(store.close)
+        FaultyConnection.lose_commits = 1
+        self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
+        with self.assertRaises(ReceiptStoreUnavailable):
+            store.reserve(KEY, FIRST)
+        observer = self.open()
+        self.assertIs(observer.lookup(KEY).status, ReservationStatus.IN_PROGRESS)  # it did commit
+        self.assertIsNone(store.lookup(ReceiptKey("t", "tool", "anything")))  # the next call frees it
+        self.assertIsNone(observer.lookup(KEY))
+        self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
+
+    def test_an_unreachable_server_is_unavailable_not_an_exception_of_the_driver(self):
+        import psycopg
+
+        def refused():
+            return psycopg.connect("host=127.0.0.1 port=1 connect_timeout=2")
+
+        with self.assertRaises(ReceiptStoreUnavailable):
+            PostgresReceiptStore(refused, open_timeout_s=PATIENCE_S)
+
+    def test_a_call_waits_for_a_free_pooled_connection_only_within_its_timeout(self):
+        store = self.open(pool_size=1, application_name="agent-lab-one-connection")
+        with self.database.tables_locked(self.schema):
+            holder = threading.Thread(target=lambda: _outcome(lambda: store.reserve(KEY, FIRST, timeout_s=PATIENCE_S)))
+            holder.start()
+            self.database.wait_for("agent-lab-one-connection", waiting_for_lock=True)
+            with self.assertRaisesRegex(ReceiptStoreUnavailable, "no connection"):
+                store.lookup(KEY, timeout_s=0.05)
+        holder.join(PATIENCE_S)
+        self.assertIs(store.lookup(KEY).status, ReservationStatus.IN_PROGRESS)
+
+
+class PostgresOpeningWithoutAServerTest(unittest.TestCase):
+    """Opening is bounded whatever the driver does (no server needed)."""
+
+    def test_a_connect_that_hangs_is_given_up_within_the_open_timeout(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def hangs():
+            release.wait(PATIENCE_S)
+            raise OSError("never connected")
+
+        with self.assertRaisesRegex(ReceiptStoreUnavailable, "within the timeout"):
+            PostgresReceiptStore(hangs, open_timeout_s=0.05)
+
+    def test_a_connect_that_fails_is_unavailable(self):
+        def fails():
+            raise OSError("connection refused")
+
+        with self.assertRaisesRegex(ReceiptStoreUnavailable, "could not connect"):
+            PostgresReceiptStore(fails)
+
+    def test_options_are_checked_before_connecting(self):
+        for options in ({"ttl_s": 0}, {"lease_s": float("nan")}, {"pool_size": 0}, {"pool_size": True},
+                        {"paramstyle": "percent"}, {"open_timeout_s": -1}):
+            with self.subTest(**options), self.assertRaises(ValueError):
+                PostgresReceiptStore(_never_called, **options)
+        with self.assertRaises(TypeError):
+            PostgresReceiptStore("host=localhost")  # a DSN is not a connection factory
+        with self.assertRaises(TypeError):
+            PostgresReceiptStore(_never_called, clock=1_000_000.0)
+
+
+def _never_called():
+    raise AssertionError("the store connected before checking its options")
+
+
+class ParamstyleTest(unittest.TestCase):
+    """The store's SQL is written once with :name placeholders and rendered for the driver's style."""
+
+    SQL = "UPDATE t SET a = :a, b = :b WHERE c = :a AND d::text = 'x' AND e = CAST(:now AS double precision)"
+    VALUES = {"a": 1, "b": 2, "now": 3.5, "unused": 9}
+
+    def test_every_db_api_paramstyle_gets_its_own_placeholders_in_order(self):
+        for style, sql, parameters in (
+            ("format", "a = %s, b = %s WHERE c = %s", (1, 2, 1, 3.5)),
+            ("pyformat", "a = %s, b = %s WHERE c = %s", (1, 2, 1, 3.5)),
+            ("qmark", "a = ?, b = ? WHERE c = ?", (1, 2, 1, 3.5)),
+            ("numeric", "a = :1, b = :2 WHERE c = :3", (1, 2, 1, 3.5)),
+            ("named", "a = :a, b = :b WHERE c = :a", {"a": 1, "b": 2, "now": 3.5}),
+        ):
+            with self.subTest(paramstyle=style):
+                statement = _render(self.SQL, style)
+                self.assertIn(sql, statement.sql)
+                self.assertIn("d::text = 'x'", statement.sql)  # a cast is not a placeholder
+                self.assertEqual(statement.parameters(self.VALUES), parameters)
+
+    def test_the_database_clock_is_the_statements_own_time(self):
+        self.assertEqual(DATABASE_CLOCK, "date_part('epoch', statement_timestamp())")
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class RegistryOnPostgresTest(unittest.TestCase):
+    """The registry on the PostgreSQL store: what several hosts share."""
+
+    def setUp(self) -> None:
+        self.database = ScratchDatabase()
+        self.addCleanup(self.database.drop)
+        self.schema = self.database.new_schema()
+
+    def registry(self, effects: EffectLog, **spec_options) -> Registry:
+        store = PostgresReceiptStore(self.database.connect(self.schema), lease_s=60)
+        registry = Registry(receipts=store)
+        registry.register(followup_spec(**spec_options), effects.record_followup)
+        self.addCleanup(store.close)
+        self.addCleanup(registry.close)
+        return registry
+
+    def test_two_hosts_replay_each_others_receipts(self):
+        effects = EffectLog()
+        first, second = self.registry(effects), self.registry(effects)
+        done = first.invoke(followup_call(), actor=WRITER)
+        again = second.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(done.ok)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, done.output)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_single_use_approval_spent_on_one_host_is_spent_on_every_host(self):
+        effects = EffectLog()
+        options = dict(approval="always", single_use_approval=True, idempotency_key=None, effect="destructive")
+        first, second = self.registry(effects, **options), self.registry(effects, **options)
+        call = followup_call()
+        approval = first.approval_for(call, actor=WRITER, approver="manager-7")
+        self.assertTrue(first.invoke(call, actor=WRITER, approval=approval).ok)
+        reused = second.invoke(call, actor=WRITER, approval=approval)
+        self.assertEqual(reused.error.code, "approval_used")
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_an_idempotency_key_with_nul_is_invalid_arguments_on_every_store(self):
+        stores = {"memory": InMemoryReceiptStore(),
+                  "postgres": PostgresReceiptStore(self.database.connect(self.schema))}
+        for name, store in stores.items():
+            self.addCleanup(store.close)
+            registry = Registry(receipts=store)
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(), EffectLog().record_followup)
+            with self.subTest(store=name):
+                result = registry.invoke(followup_call(action_id="act-\x00-1"), actor=WRITER)
+                self.assertEqual(result.error.code, "invalid_arguments")
+                self.assertEqual(result.error.details["violations"][0]["instance_path"], "/action_id")
+                self.assertFalse(result.error.retryable)
+
+
+def _outcome(call) -> str:
+    try:
+        call()
+    except Exception as error:
+        return type(error).__name__
+    return "ok"
+
+
+if __name__ == "__main__":
+    unittest.main()

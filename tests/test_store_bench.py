@@ -1,0 +1,43 @@
+"""The store bench runs end to end (its figures are printed, never asserted): SQLite always, PostgreSQL
+when a server is configured (tests/postgres_support.py), else it says it skipped PostgreSQL and why."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import unittest
+
+from agent_lab.bench import SECTIONS, store_bench
+
+from postgres_support import DSN, SKIP_REASON
+
+
+class StoreBenchSmokeTest(unittest.TestCase):
+    def run_bench(self, *argv: str) -> str:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            status = store_bench.main(["--quick", "--writers", "2", *argv])
+        self.assertEqual(status, 0)
+        return printed.getvalue()
+
+    def test_the_stores_section_is_part_of_the_bench(self) -> None:
+        self.assertEqual(SECTIONS["stores"], "agent_lab.bench.store_bench")
+
+    def test_a_quick_run_compares_the_sqlite_store_with_raw_sql_for_one_and_several_writers(self) -> None:
+        printed = self.run_bench("--postgres-dsn", "")
+        for label in ("SQLite raw INSERT + UPDATE, 1 writer", "SqliteReceiptStore reserve + complete, 1 writer",
+                      "SQLite raw INSERT + UPDATE, 2 writers", "SqliteReceiptStore reserve + complete, 2 writers"):
+            self.assertIn(label, printed)
+        self.assertIn("PostgreSQL receipts: skipped (no server", printed)
+
+    @unittest.skipIf(SKIP_REASON, SKIP_REASON)
+    def test_a_quick_run_compares_the_postgres_store_with_raw_sql_when_a_server_is_given(self) -> None:
+        printed = self.run_bench("--postgres-dsn", DSN)
+        for label in ("PostgreSQL raw INSERT + UPDATE, 1 writer", "PostgresReceiptStore reserve + complete, 1 writer",
+                      "PostgreSQL raw INSERT + UPDATE, 2 writers", "PostgresReceiptStore reserve + complete, 2 writers",
+                      "synchronous_commit="):
+            self.assertIn(label, printed)
+
+
+if __name__ == "__main__":
+    unittest.main()
