@@ -50,6 +50,7 @@ __all__ = [
     "StrictSchemaError",
     "anthropic_tool",
     "export_catalog",
+    "with_deferred_loading",
     "mcp_annotations",
     "mcp_tool",
     "openai_chat_tool",
@@ -624,7 +625,8 @@ def _specs_of(catalog: Any, actor: Actor | None = None) -> list[ToolSpec]:
     return specs
 
 
-def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor | None = None) -> list[dict[str, Any]]:
+def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor | None = None,
+                   deferred: Any = None, namespaces: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The catalog (ToolSpecs or a Registry) as one host's list of tools.
 
     `fmt` is one of EXPORT_FORMATS; `strict` applies to the OpenAI formats only and raises
@@ -632,7 +634,8 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
     Schemas in older dialects are converted to 2020-12 (see `host_schema`); one that has no faithful
     2020-12 form raises ExportSchemaError for the OpenAI and Anthropic formats and is kept as it is
     (with its `$schema`) for MCP.
-    With `actor`, only the tools that actor may call are exported.
+    With `actor`, only the tools that actor may call are exported. `deferred` (True, or tool names) and
+    `namespaces` mark tools for the hosts' own tool search; see `with_deferred_loading`.
     """
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
@@ -641,12 +644,77 @@ def export_catalog(catalog: Any, fmt: str, *, strict: bool = False, actor: Actor
     specs = _specs_of(catalog, actor)
     names = NameMap.from_specs(specs)
     if fmt == "openai":
-        return [openai_tool(spec, names=names, strict=strict) for spec in specs]
-    if fmt == "openai-chat":
-        return [openai_chat_tool(spec, names=names, strict=strict) for spec in specs]
-    if fmt == "anthropic":
-        return [anthropic_tool(spec, names=names) for spec in specs]
-    return [mcp_tool(spec) for spec in specs]
+        tools = [openai_tool(spec, names=names, strict=strict) for spec in specs]
+    elif fmt == "openai-chat":
+        tools = [openai_chat_tool(spec, names=names, strict=strict) for spec in specs]
+    elif fmt == "anthropic":
+        tools = [anthropic_tool(spec, names=names) for spec in specs]
+    else:
+        tools = [mcp_tool(spec) for spec in specs]
+    if deferred is None and namespaces is None:
+        return tools
+    return with_deferred_loading(specs, tools, fmt, deferred=deferred, namespaces=namespaces)
+
+
+# -- deferred loading: the hosts' own tool search -----------------------------------------------------
+
+DEFERRED_FORMATS = ("openai", "anthropic")
+OPENAI_TOOL_SEARCH: Mapping[str, Any] = {"type": "tool_search"}
+ANTHROPIC_TOOL_SEARCH: Mapping[str, Any] = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+
+
+def with_deferred_loading(specs: list[ToolSpec], tools: list[dict[str, Any]], fmt: str, *, deferred: Any = None,
+                          namespaces: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """`tools` (one host's export of `specs`, in order) with the deferred ones marked for the host's
+    tool search, as the hosts document it:
+
+    - OpenAI Responses API: `"defer_loading": true` on each deferred function, a `{"type": "tool_search"}`
+      tool added, and with `namespaces` ({name: description}) the tools named `<namespace>.<tool>` grouped
+      in `{"type": "namespace", "name", "description", "tools": [...]}` (defer_loading stays on the
+      functions inside, as OpenAI asks).
+    - Anthropic Messages API: `"defer_loading": true` on each deferred tool and the BM25 tool search
+      tool `{"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}` added.
+
+    Chat Completions and MCP document no deferred loading: a ValueError says so (expose the
+    `search_tools` meta-tool of `agent_lab.search` there instead). Returns new dicts; `tools` is unchanged.
+    """
+    if fmt not in DEFERRED_FORMATS:
+        raise ValueError(f"deferred loading is documented for OpenAI's Responses API and Anthropic's tool search, not "
+                         f"for {fmt!r}; register agent_lab.search.search_tool there instead")
+    if namespaces is not None and fmt != "openai":
+        raise ValueError("namespaces are an OpenAI Responses API feature")
+    catalog_names = [spec.name for spec in specs]
+    wanted = set(catalog_names) if deferred is True else set(deferred or ())
+    unknown = sorted(wanted - set(catalog_names))
+    if unknown:
+        raise ValueError(f"deferred names a tool that is not in the catalog: {unknown[0]!r}")
+    marked = [{**tool, "defer_loading": True} if name in wanted else dict(tool)
+              for name, tool in zip(catalog_names, tools)]
+    if namespaces:
+        marked = _grouped_in_namespaces(catalog_names, marked, namespaces)
+    if wanted:
+        marked.append(dict(OPENAI_TOOL_SEARCH if fmt == "openai" else ANTHROPIC_TOOL_SEARCH))
+    return marked
+
+
+def _grouped_in_namespaces(catalog_names: list[str], tools: list[dict[str, Any]],
+                           namespaces: Mapping[str, str]) -> list[dict[str, Any]]:
+    grouped: dict[str, dict[str, Any]] = {}
+    result: list[dict[str, Any]] = []
+    for namespace, description in namespaces.items():
+        if not HOST_NAME_PATTERN.fullmatch(namespace) or not isinstance(description, str) or not description.strip():
+            raise ValueError(f"namespace {namespace!r} needs a host-legal name and a description")
+    for name, tool in zip(catalog_names, tools):
+        namespace = name.split(".", 1)[0] if "." in name else ""
+        if namespace in namespaces:
+            if namespace not in grouped:
+                grouped[namespace] = {"type": "namespace", "name": namespace, "description": namespaces[namespace],
+                                      "tools": []}
+                result.append(grouped[namespace])
+            grouped[namespace]["tools"].append(tool)
+        else:
+            result.append(tool)
+    return result
 
 
 # -- parsing the hosts' tool calls --------------------------------------------------------------------

@@ -73,17 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.set_defaults(run=_inspect)
     _add_model_eval_parser(commands)
+    _add_lint_commands(commands)
     return parser
 
 
-def _add_source_options(command: argparse.ArgumentParser) -> None:
+def _add_source_options(command: argparse.ArgumentParser, *, surface_default: str = "its one candidate") -> None:
     source = command.add_mutually_exclusive_group()
     source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
                         help="a Lab (MODULE:ATTR or path/to/file.py:ATTR; default: [tool.agent-lab] lab, else the built-in lab)")
     source.add_argument("--registry", metavar="MODULE:ATTR", type=_text,
                         help="a Registry, or a zero-argument function returning one")
     command.add_argument("--surface", metavar="NAME", type=_text,
-                         help="which surface of the lab (default: its one candidate)")
+                         help=f"which surface of the lab (default: {surface_default})")
 
 
 def _path(text: str) -> str:
@@ -123,7 +124,7 @@ def _tool_eval(args: argparse.Namespace) -> int:
     progress = _progress_printer() if args.verbose or _is_terminal(sys.stderr) else None
     try:
         evaluation = run_tool_eval(case_files, out_dir=settings.out, junit_path=settings.junit, lab=lab,
-                                   progress=progress)
+                                   progress=progress, lint_config=settings.lint)
     except CaseFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -181,8 +182,10 @@ def _bench(args: argparse.Namespace) -> int:
 # -- export, serve-mcp, inspect: one surface or registry -----------------------------------------------
 
 
-def _open_surfaces(args: argparse.Namespace, *, every: bool = False) -> list[Any]:
-    """The registries the command works on (raises ConfigError or LabError with a one-line message)."""
+def _open_surfaces(args: argparse.Namespace, *, every: bool = False, candidates: bool = False) -> list[Any]:
+    """The registries the command works on (raises ConfigError or LabError with a one-line message):
+    `--registry`; else `--surface` of the lab; else every surface (`every`), every candidate
+    (`candidates`) or the one candidate of the lab."""
     from .lab.definition import LabError
     from .lab.inspection import open_lab_surfaces, open_registry
     from .lab.loader import BUILTIN_LAB, default_lab, load_lab
@@ -195,7 +198,7 @@ def _open_surfaces(args: argparse.Namespace, *, every: bool = False) -> list[Any
     reference = args.lab if args.lab is not None else project_table().get("lab")
     lab = default_lab() if reference is None else load_lab(reference)
     try:
-        return open_lab_surfaces(lab, args.surface, every=every)
+        return open_lab_surfaces(lab, args.surface, every=every, candidates=candidates)
     except LabError as error:
         raise LabError(f"{reference or BUILTIN_LAB}: {error}") from None
 
@@ -350,6 +353,121 @@ def _inspect(args: argparse.Namespace) -> int:
         where = f"lab {surface.lab.name}, {surface.role} {surface.name}" if surface.lab is not None else surface.name
         tables.append(render_tool_table(f"{where}: {len(tools)} tool(s)", tools))
     print("\n\n".join(tables))
+    return EXIT_OK
+
+
+# -- lint and catalog-cost (agent_lab.lint, agent_lab.catalog_cost) ---------------------------------
+
+HOSTS = ["openai", "openai-chat", "anthropic", "mcp"]
+
+
+def _add_lint_commands(commands: Any) -> None:
+    lint = commands.add_parser(
+        "lint", help="check a surface's tools against the lint rules (exit 1 on an error-level finding)",
+        description="Check each tool's model-facing definition and runtime contract against the lint rules. "
+                    "The lab comes from --lab/--registry or [tool.agent-lab] lab, the rules' configuration from "
+                    "[tool.agent-lab.lint] in ./pyproject.toml; flags beat both.")
+    _add_source_options(lint, surface_default="every candidate of the lab")
+    lint.add_argument("--format", choices=["text", "json", "sarif"], default="text", help="output format (default text)")
+    lint.add_argument("--host", action="append", choices=HOSTS,
+                      help="check per-host rules for this host (repeatable; default: [tool.agent-lab.lint] hosts, "
+                           "else all four)")
+    lint.add_argument("--select", metavar="RULES", type=_rule_list,
+                      help="comma-separated rule ids or prefixes to run, e.g. AL2,AL401 (default: all)")
+    lint.add_argument("--ignore", metavar="RULES", type=_rule_list, help="comma-separated rule ids or prefixes to skip")
+    lint.add_argument("--output", metavar="FILE", type=_path, help="write the report to FILE instead of stdout")
+    lint.set_defaults(run=_lint)
+    cost = commands.add_parser("catalog-cost", help="bytes and tokens of each tool's definition, per host")
+    _add_source_options(cost, surface_default="every candidate of the lab")
+    cost.add_argument("--host", action="append", choices=HOSTS, help="a host to measure (repeatable; default: all four)")
+    cost.add_argument("--format", choices=["text", "json"], default="text", help="output format (default text)")
+    cost.set_defaults(run=_catalog_cost)
+
+
+def _rule_list(text: str) -> list[str]:
+    rules = [part.strip() for part in text.split(",") if part.strip()]
+    if not rules:
+        raise argparse.ArgumentTypeError("no rule ids")
+    return rules
+
+
+def _surface_label(surface: Any) -> str:
+    """How lint reports name a surface: its name in the lab, or a registry's attribute name (the
+    reference as given may be an absolute path, which reports never show)."""
+    return surface.name if surface.role is not None else surface.name.rpartition(":")[2]
+
+
+def _lint(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from .lab.definition import LabError
+    from .lab.settings import ConfigError, lint_config
+    from .lint import LintConfigError, lint_surfaces, render_json, render_sarif, render_text
+
+    try:
+        config = lint_config().with_overrides(select=args.select, ignore=args.ignore, hosts=args.host)
+        surfaces = _open_surfaces(args, candidates=True)
+    except (ConfigError, LabError, LintConfigError) as error:
+        return _problem(str(error))
+    with contextlib.ExitStack() as opened:
+        for surface in surfaces:
+            opened.enter_context(surface.registry)
+        report = lint_surfaces([(_surface_label(surface), surface.registry) for surface in surfaces], config=config)
+    render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
+    if not _emit(render(report), args.output, "lint"):
+        return EXIT_BAD_INPUT
+    return EXIT_OK if report.passed else EXIT_GATE_FAILED
+
+
+def _emit(text: str, output: str | None, command: str) -> bool:
+    """Print `text`, or write it to `output` atomically (a temporary file, then a rename)."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    import contextlib
+    import os
+    import tempfile
+
+    target = Path(output)
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError as error:
+        print(f"{command}: cannot write {output}: {error.strerror or error}", file=sys.stderr)
+        return False
+    return True
+
+
+def _catalog_cost(args: argparse.Namespace) -> int:
+    import json
+
+    from .catalog_cost import catalog_costs, render_cost_table
+    from .lab.definition import LabError
+    from .lab.settings import ConfigError
+
+    hosts = args.host or HOSTS
+    try:
+        surfaces = _open_surfaces(args, candidates=True)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    measured = []
+    for surface in surfaces:
+        with surface.registry as registry:
+            specs = [registry.spec(tool) for tool in registry.names()]
+        measured.append((_surface_label(surface), catalog_costs(specs, dict.fromkeys(hosts))))
+    if args.format == "json":
+        document = [{"surface": name, "hosts": [cost.to_dict() for cost in costs]} for name, costs in measured]
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(render_cost_table(name, costs) for name, costs in measured), end="")
     return EXIT_OK
 
 

@@ -292,6 +292,23 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def handler(self, name: str) -> Callable[..., Any]:
+        """The function registered as `name`'s handler, exactly as given to `register` (KeyError if
+        there is none). For tools that read where a tool is defined: `agent_lab.lint` points a finding
+        at the file and line of its handler's source."""
+        try:
+            return self._tools[name][1].function
+        except KeyError:
+            raise KeyError(f"no tool named {name!r} is registered") from None
+
+    def search(self, query: str, *, actor: Optional[Actor] = None, limit: int = 5) -> list[dict[str, Any]]:
+        """The model-facing halves of the `limit` tools that best match `query` (BM25 over names,
+        descriptions and input properties), best first; with an actor, only tools it may call, exactly
+        as in `catalog(actor)`. See `agent_lab.search`."""
+        from .search import search_registry
+
+        return search_registry(self, query, actor=actor, limit=limit)
+
     @property
     def receipts(self) -> ReceiptStore:
         return self._receipts

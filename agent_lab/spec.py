@@ -229,28 +229,13 @@ class ToolSpec:
                 )
 
     def _lint(self) -> tuple[str, ...]:
-        found = []
-        if self.effect is not Effect.READ and self.idempotency_key is None:
-            found.append(
-                f"{self.effect.value} tool without idempotency_key: a retried call may repeat its effect"
-            )
-        if self.effect is Effect.DESTRUCTIVE and self.approval is ApprovalPolicy.NEVER:
-            found.append("destructive tool that never asks for approval")
-        for finding in self.input_validator.patterns:
-            if finding.safety.backtracking:
-                found.append(
-                    f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
-                    f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
-                    f"or client's validator of the exported schema) can take {finding.safety.backtracking} "
-                    f"time on it; rewrite it so each repetition is unambiguous"
-                )
-        for finding in self.output_validator.patterns if self.output_validator is not None else ():
-            if not finding.safety.safe:
-                found.append(
-                    f"output_schema pattern at {finding.pointer} has no linear-time guarantee "
-                    f"({finding.safety.reason}): it runs on the handler's output, which may echo model text"
-                )
-        return tuple(found)
+        """`warnings`: what the lint engine's spec rules find in this one spec (AL401 a write without an
+        idempotency key, AL402 a destructive tool that never asks for approval, AL310 an input pattern a
+        backtracking engine can make slow, AL308 an output pattern with no linear-time guarantee).
+        `agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field."""
+        from .lint.engine import spec_warnings  # the lint rules import this module: import on use
+
+        return spec_warnings(self)
 
     # -- building from a Python function -------------------------------------------------------
 

@@ -603,8 +603,9 @@ class ProjectConfigurationTest(TemporaryDirectoryTest):
                 self.assertNotIn("Traceback", done.stderr)
 
     def test_sub_tables_of_other_commands_are_left_to_them(self) -> None:
+        # [tool.agent-lab.lint] is no longer another command's: the gate reads it (tests/test_lint_config.py).
         self.write("pyproject.toml", '[tool.agent-lab]\nlab = "labs.files_lab:lab"\ncases = "cases.jsonl"\n\n'
-                                     '[tool.agent-lab.lint]\nselect = ["naming"]\nlevel = 2\n')
+                                     '[tool.agent-lab.other-command]\nselect = ["naming"]\nlevel = 2\n')
         done = self.run_in("tool-eval", "--out", "out")
         self.assertEqual(done.returncode, 0, done.stderr)
 

@@ -18,6 +18,7 @@ SECTIONS = {
     "runtime": "agent_lab.bench.runtime_bench",
     "redos": "agent_lab.bench.redos_bench",
     "stores": "agent_lab.bench.store_bench",
+    "search": "agent_lab.bench.search_bench",
 }
 
 

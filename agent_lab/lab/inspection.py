@@ -40,9 +40,11 @@ class OpenSurface:
     lab: Lab | None = None
 
 
-def open_lab_surfaces(lab: Lab, surface: str | None, *, every: bool = False) -> list[OpenSurface]:
+def open_lab_surfaces(lab: Lab, surface: str | None, *, every: bool = False,
+                      candidates: bool = False) -> list[OpenSurface]:
     """Registries for `lab`'s surfaces, each over its own fresh world: the named one; else, with
-    `every`, all of them; else the lab's one candidate (LabError when it has several)."""
+    `every`, all of them; with `candidates`, every candidate (the surfaces the gate checks); else the
+    lab's one candidate (LabError when it has several)."""
     if surface is not None:
         try:
             chosen = [lab.surface(surface)]
@@ -50,6 +52,8 @@ def open_lab_surfaces(lab: Lab, surface: str | None, *, every: bool = False) -> 
             raise LabError(str(error.args[0])) from None
     elif every:
         chosen = list(lab.surfaces)
+    elif candidates:
+        chosen = list(lab.candidates)
     elif len(lab.candidates) == 1:
         chosen = [lab.candidates[0]]
     else:

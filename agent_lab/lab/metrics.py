@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..lint import LintConfig, Severity, lint_catalog
 from ..registry import Registry
 from .cases import Case
 from .grading import Grade, case_passed
@@ -75,7 +76,7 @@ class SurfaceCatalog:
     tools: int
     catalog_bytes: int
     catalog_tokens: int
-    warnings: tuple[str, ...]  # "tool: warning", every spec lint warning
+    lint_errors: tuple[str, ...]  # "tool: RULE message", every error-level finding of the lint engine
     without_output_schema: tuple[str, ...]  # tool names
     redact_fields: frozenset[str]  # every field some tool redacts
 
@@ -97,14 +98,18 @@ def catalog_size(registry: Registry) -> tuple[int, int]:
     return size, math.ceil(size / BYTES_PER_TOKEN)
 
 
-def surface_catalog(registry: Registry) -> SurfaceCatalog:
+def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -> SurfaceCatalog:
+    """The catalog figures of one registry, and what the lint engine (`agent_lab.lint`, under
+    `lint_config`: the project's `[tool.agent-lab.lint]`, default every rule at its default severity)
+    finds at error level: the same findings `agent-lab lint` reports for this surface."""
     specs = [registry.spec(name) for name in registry.names()]
     size, tokens = catalog_size(registry)
+    errors = [finding for finding in lint_catalog(specs, config=lint_config) if finding.severity is Severity.ERROR]
     return SurfaceCatalog(
         tools=len(specs),
         catalog_bytes=size,
         catalog_tokens=tokens,
-        warnings=tuple(f"{spec.name}: {warning}" for spec in specs for warning in spec.warnings),
+        lint_errors=tuple(f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}" for finding in errors),
         without_output_schema=tuple(spec.name for spec in specs if spec.output_schema is None),
         redact_fields=frozenset(field for spec in specs for field in spec.redact),
     )
@@ -175,6 +180,7 @@ def gate_checks(name: str, metrics: Mapping[str, Any], results: Sequence[CaseRes
     checks += [
         GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
                   ", ".join(catalog.without_output_schema) or "all declared"),
-        GateCheck(f"{name} specs carry no lint warnings", not catalog.warnings, "; ".join(catalog.warnings) or "none"),
+        GateCheck(f"{name} has no error-level lint finding", not catalog.lint_errors,
+                  "; ".join(catalog.lint_errors) or "none"),
     ]
     return checks

@@ -11,19 +11,32 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
 (`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
 anywhere, the lab's own case files (`Lab.cases`) do. Paths are relative to the current directory.
+
+The `[tool.agent-lab.lint]` sub-table configures the lint rules (`agent_lab.lint.config`); `lint_config`
+reads it, and both `agent-lab lint` and the tool-eval gate use what it returns, so one table decides
+which findings fail either.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..lint.config import TABLE_KINDS, LintConfig, LintConfigError
 from .definition import Lab
 from .loader import BUILTIN_LAB, default_lab, load_lab
-from .pyproject import TABLE_NAME, ConfigError, read_agent_lab_table
+from .pyproject import LINT_TABLE_NAME, TABLE_NAME, ConfigError, read_agent_lab_table, read_lint_table
 
-__all__ = ["KNOWN_KEYS", "PYPROJECT", "ConfigError", "ToolEvalSettings", "project_table", "tool_eval_settings"]
+__all__ = [
+    "KNOWN_KEYS",
+    "PYPROJECT",
+    "ConfigError",
+    "ToolEvalSettings",
+    "lint_config",
+    "project_table",
+    "tool_eval_settings",
+]
 
 PYPROJECT = "pyproject.toml"
 KNOWN_KEYS = ("lab", "cases", "out", "junit")  # sub-tables ([tool.agent-lab.x]) belong to other commands
@@ -38,6 +51,7 @@ class ToolEvalSettings:
     cases: tuple[str, ...]  # empty: the lab's own case files
     out: str
     junit: str | None
+    lint: LintConfig = field(default_factory=LintConfig)  # the project's [tool.agent-lab.lint], for the gate
 
     @property
     def lab_name(self) -> str:
@@ -73,6 +87,18 @@ def project_table(directory: Path | None = None) -> dict[str, Any]:
     return checked
 
 
+def lint_config(directory: Path | None = None) -> LintConfig:
+    """The lint configuration of `directory`'s pyproject.toml (`[tool.agent-lab.lint]`; defaults when
+    there is no such table). ConfigError, naming the file (and on Python 3.10 the line), otherwise."""
+    path = (directory or Path.cwd()) / PYPROJECT
+    where = PYPROJECT if directory is None else str(path)
+    table = read_lint_table(path, kinds=TABLE_KINDS, where=where)
+    try:
+        return LintConfig.from_mapping(table, where=f"{where}: {LINT_TABLE_NAME}")
+    except LintConfigError as error:
+        raise ConfigError(str(error)) from None
+
+
 def _checked_value(where: str, key: str, value: Any) -> Any:
     if key == "cases":
         paths = [value] if isinstance(value, str) else value
@@ -93,4 +119,5 @@ def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = 
         cases=tuple(cases) if cases else tuple(table.get("cases", ())),
         out=out if out is not None else table.get("out", DEFAULT_OUT),
         junit=junit if junit is not None else table.get("junit"),
+        lint=lint_config(directory),
     )

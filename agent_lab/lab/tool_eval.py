@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from ..lint import LintConfig
 from .cases import Case, load_cases
 from .definition import Lab, Surface
 from .grading import grade_run
@@ -85,9 +86,13 @@ class Evaluation:
         return all(check.passed for check in self.gate)
 
 
-def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None) -> Evaluation:
+def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None,
+             lint_config: LintConfig | None = None) -> Evaluation:
     """Replay and grade every case of `case_paths` on every surface of `lab` (default: the built-in lab).
 
+    The gate's lint check runs the lint engine (`agent_lab.lint`) over each candidate under
+    `lint_config` (the project's `[tool.agent-lab.lint]`; default: every rule at its default severity)
+    and fails on any error-level finding, exactly as `agent-lab lint` would for that surface.
     Raises CaseFileError on bad case files and LabError when the lab's own code fails.
     """
     if lab is None:
@@ -95,7 +100,7 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
 
         lab = default_lab()
     cases = tuple(load_cases(case_paths, lab=lab))
-    catalogs, secrets = _inspect_surfaces(lab)  # a broken builder shows before any case runs
+    catalogs, secrets = _inspect_surfaces(lab, lint_config)  # a broken builder shows before any case runs
     rows = []
     with quiet_registry_logs():
         for case in cases:
@@ -135,8 +140,8 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
 
 def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OUT,
                   junit_path: str | Path | None = None, lab: Lab | None = None,
-                  progress: Progress | None = None) -> Evaluation:
-    """Evaluate, then replace every report or none.
+                  progress: Progress | None = None, lint_config: LintConfig | None = None) -> Evaluation:
+    """Evaluate (see `evaluate`), then replace every report or none.
 
     Raises CaseFileError for bad case files, LabError for a lab whose code fails, and ReportWriteError
     for report paths that cannot be written; an unusable path is refused before the cases run, and
@@ -149,7 +154,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
     targets["junit.xml"] = junit
     check_report_targets(targets.values(), keep=case_paths)
-    evaluation = evaluate(case_paths, lab=lab, progress=progress)
+    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()})
     return evaluation
@@ -187,7 +192,7 @@ def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
     return CaseResult(case=case, surface=surface.name, role=surface.role, run=run, grades=grade_run(case, run))
 
 
-def _inspect_surfaces(lab: Lab) -> tuple[dict[str, SurfaceCatalog], set[str]]:
+def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[str, SurfaceCatalog], set[str]]:
     """Build each surface once on a fresh world: its catalog and specs, and the world's secrets."""
     catalogs: dict[str, SurfaceCatalog] = {}
     secrets: set[str] = set()
@@ -196,7 +201,7 @@ def _inspect_surfaces(lab: Lab) -> tuple[dict[str, SurfaceCatalog], set[str]]:
         secrets |= lab.secrets_of(world)
         registry = lab.build(surface, world)
         try:
-            catalogs[surface.name] = surface_catalog(registry)
+            catalogs[surface.name] = surface_catalog(registry, lint_config)
         finally:
             registry.close()
     return catalogs, secrets

@@ -1,0 +1,220 @@
+"""Word lists and text tests the description and naming rules share.
+
+Heuristics, stated as data: a verb list for "verb-first" names and for spotting tool-like identifiers
+in prose, stop words for comparing descriptions, the code points that hide text from a reader, and the
+phrases that try to steer a model instead of describing a tool. Each list is small enough to read.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from typing import Iterator
+
+__all__ = [
+    "INJECTION_PHRASES",
+    "STOP_WORDS",
+    "VERBS",
+    "content_words",
+    "hidden_characters",
+    "injection_phrases",
+    "name_words",
+    "stem",
+]
+
+VERBS = frozenset("""
+accept acknowledge activate add adjust allocate analyze annotate append apply approve archive ask assign
+attach audit authenticate authorize backup ban batch bill block book bookmark broadcast browse build bump
+calculate call cancel capture categorize change charge chat check checkout classify clean clear clone close
+collect comment commit compare compile complete compose compute configure confirm connect convert copy count
+create crop deactivate debit decline decode decrypt deduplicate delete deny deploy deprecate describe detach
+detect diff disable disconnect dismiss dispatch download draft drop duplicate edit email embed enable encode
+encrypt end enqueue enroll escalate estimate evaluate exchange exec execute expand expire explain export
+extend extract fetch file fill filter find finish flag flush follow fork format forward freeze generate geocode
+get give grant group hide highlight hold import index inspect install invalidate invite invoice invoke issue
+join kill label launch leave like link list load locate lock log login logout look lookup make manage map mark
+measure merge message migrate mint modify monitor move mute notify open order pack page parse patch pause pay
+pin ping place plan play plot post predict prepare preview print prioritize process promote provision publish
+pull purchase purge push put query queue quote rank rate read reassign rebalance rebuild reboot recall receive
+recommend reconcile record recover redact redeem redirect refresh refund register reindex reject release
+reload remind remove rename render renew reopen reorder repair replace replay reply report request reschedule
+reserve reset resize resolve respond restart restore resume retrieve retry return reveal revert review revoke
+rollback rotate route run save scale scan schedule score search seed select sell send set settle share ship
+show shutdown sign simulate skip snooze sort split stage star start stop store stream submit subscribe suggest
+summarize suspend swap switch sync tag take terminate test throttle toggle top track trade train transcribe
+transfer transform translate trigger trim unarchive unassign unban unblock undo unfollow uninstall unlink
+unlock unmute unpin unpublish unsubscribe unwatch update upgrade upload upsert validate verify view void vote
+wait warn watch withdraw write
+""".split())
+"""Verbs a tool name can start with. A heuristic: AL102 and AL205 use it; extend it through the
+`ignore` setting rather than by renaming a tool that reads well."""
+
+STOP_WORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our
+ours out over own same she should so some such than that the their theirs them then there these they this
+those through to too under until up very was we were what when where which while who whom why will with would
+you your yours tool tools
+""".split())
+
+_WORD = re.compile(r"[A-Z]+[0-9]*(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
+"""A word of a name: an acronym before a capitalised word (HTTP in HTTPServer), a lowercase run with an
+optional capital (get, Server), an acronym (URL), or digits; digits stay with the letters before them."""
+
+
+def name_words(name: str) -> list[str]:
+    """The words of a tool name: split at `_ - . / :` and at camelCase humps (acronyms kept whole:
+    getHTTPResponse is get, http, response), lowercased."""
+    words: list[str] = []
+    for part in re.split(r"[_\-./:]+", name):
+        words.extend(word.lower() for word in _WORD.findall(part))
+    return words
+
+
+def _consonant(word: str, index: int) -> bool:
+    char = word[index]
+    if char in "aeiou":
+        return False
+    if char == "y":  # a consonant at the start or after a vowel (yes, play), else a vowel (tidy)
+        return index == 0 or not _consonant(word, index - 1)
+    return True
+
+
+def _measure(word: str) -> int:
+    """How many vowel-consonant sequences the word has (Porter's m: tr 0, tree 0, trouble 1, private 2)."""
+    shape = "".join("c" if _consonant(word, index) else "v" for index in range(len(word)))
+    return len(re.findall(r"v+c+", shape))
+
+
+def _has_vowel(word: str) -> bool:
+    return any(not _consonant(word, index) for index in range(len(word)))
+
+
+def _ends_cvc(word: str) -> bool:
+    """Consonant, vowel, consonant at the end, the last not w, x or y (hop, fil): a short syllable."""
+    size = len(word)
+    return (size >= 3 and _consonant(word, size - 3) and not _consonant(word, size - 2) and _consonant(word, size - 1)
+            and word[-1] not in "wxy")
+
+
+@functools.lru_cache(maxsize=8192)
+def stem(word: str) -> str:
+    """Fold English inflections so that every form of a word meets: plurals and third persons (-s, -es,
+    -ies), past tenses (-ed) and gerunds (-ing), and a final silent e (create, creates, created and
+    creating all give "creat"; search and searches give "search"). Porter's step 1 and step 5a,
+    written for lowercase words; words with digits and words of two letters are kept as they are."""
+    if len(word) <= 2 or not word.isalpha():
+        return word
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif not word.endswith(("ss", "us", "is")) and word.endswith("s"):  # class, status, analysis stay
+        word = word[:-1]
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:  # agreed -> agree, but need stays
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            base = word[: -len(suffix)]
+            if word.endswith(suffix) and _has_vowel(base):  # sing and bed keep theirs
+                word = base
+                if word.endswith(("at", "bl", "iz")):  # creat(ing) -> create
+                    word += "e"
+                elif len(word) > 1 and word[-1] == word[-2] and word[-1] not in "lsz" and _consonant(word, len(word) - 1):
+                    word = word[:-1]  # stopp(ed) -> stop
+                elif _measure(word) == 1 and _ends_cvc(word):  # fil(ed) -> file
+                    word += "e"
+                break
+    if word.endswith("e"):
+        base = word[:-1]
+        if _measure(base) > 1 or (_measure(base) == 1 and not _ends_cvc(base)):  # update -> updat, file stays
+            word = base
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    """Lowercased, stemmed words of `text` without stop words (for comparing descriptions)."""
+    return [stem(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in STOP_WORDS]
+
+
+# -- hidden characters ----------------------------------------------------------------------------
+
+_ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x180E, 0x2061, 0x2062, 0x2063, 0x2064, 0x00AD,
+               0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0}
+_BIDI_CONTROLS = {0x200E, 0x200F, 0x061C, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
+_ALLOWED_CONTROLS = {0x09, 0x0A, 0x0D}
+
+
+def _hidden_kind(code: int) -> str | None:
+    if code in _ZERO_WIDTH:
+        return "zero-width character"
+    if code in _BIDI_CONTROLS:
+        return "bidirectional control"
+    if 0xE0000 <= code <= 0xE007F:
+        return "tag character"
+    if 0xE0100 <= code <= 0xE01EF:
+        return "variation selector"
+    if (code < 0x20 or 0x7F <= code <= 0x9F) and code not in _ALLOWED_CONTROLS:
+        return "control character"
+    return None
+
+
+def hidden_characters(text: str) -> Iterator[tuple[int, str, str]]:
+    """(index, code point as U+XXXX with its name, kind) of every character in `text` that a person
+    reading the definition does not see but a model does: zero-width characters, bidirectional
+    controls, tag characters (U+E0000-U+E007F), variation selectors 17-256 and control characters."""
+    for index, char in enumerate(text):
+        kind = _hidden_kind(ord(char))
+        if kind is not None:
+            name = unicodedata.name(char, "")
+            label = f"U+{ord(char):04X}" + (f" {name}" if name else "")
+            yield index, label, kind
+
+
+# -- phrases that instruct the model instead of describing the tool --------------------------------
+
+_USER = r"(?:the\s+)?(?:user|human|customer|operator|developer)s?"
+INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(pattern, re.IGNORECASE))
+    for label, pattern in (
+        ("tells the model to ignore its instructions",
+         r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+)*"
+         r"(?:previous|prior|above|earlier|preceding|other|existing|system|original)\s+"
+         r"(?:instructions?|prompts?|rules|directions|guidelines|messages)"),
+        ("asks the model to hide something from the user",
+         rf"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention(?:\s+this)?\s+to|reveal(?:\s+this)?\s+to|"
+         rf"show(?:\s+this)?\s+to|notify|alert|let)\s+{_USER}"),
+        ("asks the model to act without telling the user",
+         rf"\bwithout\s+(?:telling|informing|notifying|alerting|asking|letting)\s+{_USER}"),
+        ("asks the model to keep a secret from the user",
+         rf"\b(?:keep|hide)\s+(?:this|it|that)?\s*(?:secret\s+|hidden\s+)?from\s+{_USER}|"
+         r"\b(?:this\s+is|keep\s+this)\s+(?:a\s+)?(?:secret|confidential)\b"),
+        ("poses as a system or developer message",
+         r"<\s*/?\s*(?:important|system|instructions?|admin)\s*>|\[\s*(?:system|admin)\s*\]|"
+         r"\b(?:new|updated|additional)\s+system\s+(?:prompt|instructions?)\b|\bsystem\s+prompt\b|"
+         r"\byou\s+are\s+now\b"),
+        ("claims the user already approved",
+         rf"\b{_USER}\s+(?:(?:has|have)\s+(?:already\s+)?|already\s+)(?:approved|authori[sz]ed|consented|agreed)\b"),
+        ("tells the model to skip approval or confirmation",
+         r"\b(?:do\s+not|don'?t|never|no\s+need\s+to)\s+(?:ask|wait|request)\s+(?:for\s+)?"
+         r"(?:approval|confirmation|permission|consent)"),
+        ("asks for credentials or local files",
+         r"~/\.ssh|\bid_rsa\b|\.aws/credentials|\bmcp\.json\b|"
+         r"\b(?:include|send|pass|attach|append|add|provide)\s+(?:the\s+|your\s+|all\s+)*(?:user'?s\s+)?"
+         r"(?:api[\s_-]?keys?|passwords?|credentials|private\s+keys?|access\s+tokens?|session\s+tokens?|"
+         r"secrets|conversation\s+history|chat\s+history|system\s+prompt)"),
+    )
+)
+"""(what it does, pattern) for the phrases AL206 flags in any model-visible text."""
+
+
+def injection_phrases(text: str) -> Iterator[tuple[str, str]]:
+    """(what the phrase does, the phrase) for each instruction-injection or concealment phrase."""
+    flattened = " ".join(text.split())
+    for label, pattern in INJECTION_PHRASES:
+        match = pattern.search(flattened)
+        if match is not None:
+            yield label, match.group(0)

@@ -1,0 +1,155 @@
+"""A `LintReport` as text (for people), JSON (for scripts) or SARIF 2.1.0 (for code scanning).
+
+All three are deterministic: findings in catalog order, paths relative to the current directory, no
+timestamps. SARIF declares every rule of the table in `tool.driver.rules`, also on a clean run (a rule
+turned off is declared with `enabled: false`), gives each result a physical location (file and line of
+the tool's definition) when one was found and always a logical location (`tool/<name>/<pointer>`), and
+a `partialFingerprints` value that depends on the rule, surface, tool, pointer and hosts only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .engine import LintReport
+from .model import Finding, Severity
+from .rules import RULES
+
+__all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA_URI", "render_json", "render_sarif", "render_text"]
+
+SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+FINGERPRINT_KEY = "agentLabFinding/v1"
+_SECTIONS = {"1": "naming", "2": "description", "3": "schema", "4": "runtime-contract", "5": "catalog"}
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _message(finding: Finding) -> str:
+    hosts = f" (hosts: {', '.join(finding.hosts)})" if finding.hosts else ""
+    return finding.message + hosts
+
+
+def _summary(report: LintReport) -> dict[str, Any]:
+    return {
+        "surfaces": list(report.surfaces),
+        "tools": report.tools,
+        "errors": report.count(Severity.ERROR),
+        "warnings": report.count(Severity.WARNING),
+        "notes": report.count(Severity.NOTE),
+        "passed": report.passed,
+    }
+
+
+def render_text(report: LintReport) -> str:
+    """One line per finding, `FILE:LINE: RULE severity [surface] tool: message`, then a summary line."""
+    lines = []
+    for finding in report.findings:
+        location = report.location_of(finding)
+        where = f"{location.path}:{location.line}" if location else finding.logical_location
+        surface = f"[{finding.surface}] " if finding.surface else ""
+        subject = f"{finding.tool}" if finding.tool else "catalog"
+        pointer = f" at {finding.pointer}" if finding.pointer else ""
+        lines.append(f"{where}: {finding.rule} {finding.severity.value} {surface}{subject}{pointer}: {_message(finding)}")
+    summary = _summary(report)
+    lines.append(f"{summary['tools']} tools in {len(report.surfaces) or 1} surface(s): {summary['errors']} error(s), "
+                 f"{summary['warnings']} warning(s), {summary['notes']} note(s); lint "
+                 f"{'passed' if report.passed else 'FAILED'}")
+    return "\n".join(lines) + "\n"
+
+
+def _rule_dict(rule: Any, report: LintReport) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "what": rule.what,
+        "why": rule.why,
+        "example": rule.example,
+        "default_severity": rule.severity.value,
+        "severity": report.config.severity_of(rule).value,
+        "enabled": report.config.enabled(rule),
+    }
+
+
+def render_json(report: LintReport) -> str:
+    findings = []
+    for finding in report.findings:
+        location = report.location_of(finding)
+        entry = finding.to_dict()
+        entry["location"] = {"path": location.path, "line": location.line} if location else None
+        entry["logical_location"] = finding.logical_location
+        findings.append(entry)
+    document = {
+        "tool": "agent-lab lint",
+        "version": _version(),
+        "summary": _summary(report),
+        "rules": [_rule_dict(rule, report) for rule in RULES],
+        "findings": findings,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _sarif_rule(rule: Any, report: LintReport) -> dict[str, Any]:
+    configuration: dict[str, Any] = {"level": report.config.severity_of(rule).value}
+    if not report.config.enabled(rule):
+        configuration["enabled"] = False
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.what},
+        "fullDescription": {"text": f"{rule.what} {rule.why}"},
+        "help": {"text": f"{rule.why} Example: {rule.example}",
+                 "markdown": f"{rule.why}\n\nExample: `{rule.example}`"},
+        "defaultConfiguration": configuration,
+        "properties": {"tags": ["agent-lab", _SECTIONS[rule.id[2]]]},
+    }
+
+
+def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, int]) -> dict[str, Any]:
+    location: dict[str, Any] = {}
+    source = report.location_of(finding)
+    if source is not None:
+        location["physicalLocation"] = {"artifactLocation": {"uri": source.path},
+                                        "region": {"startLine": source.line}}
+    location["logicalLocations"] = [{"fullyQualifiedName": finding.logical_location,
+                                     "kind": "member" if finding.tool else "module"}]
+    result: dict[str, Any] = {
+        "ruleId": finding.rule,
+        "ruleIndex": rule_index[finding.rule],
+        "level": finding.severity.value,
+        "message": {"text": _message(finding)},
+        "locations": [location],
+        "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint()},
+    }
+    properties: dict[str, Any] = {}
+    if finding.surface:
+        properties["surface"] = finding.surface
+    if finding.hosts:
+        properties["hosts"] = list(finding.hosts)
+    if properties:
+        result["properties"] = properties
+    return result
+
+
+def render_sarif(report: LintReport) -> str:
+    """The report as a SARIF 2.1.0 log with one run (GitHub code scanning accepts it as is)."""
+    rule_index = {rule.id: index for index, rule in enumerate(RULES)}
+    log = {
+        "$schema": SARIF_SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "agent-lab",
+                "version": _version(),
+                "rules": [_sarif_rule(rule, report) for rule in RULES],
+            }},
+            "invocations": [{"executionSuccessful": True}],
+            "results": [_sarif_result(finding, report, rule_index) for finding in report.findings],
+            "properties": {"surfaces": list(report.surfaces)},
+        }],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

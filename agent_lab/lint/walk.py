@@ -1,0 +1,86 @@
+"""Walking a tool's model-facing definition: its subschemas and every string a model reads.
+
+Pointers are JSON Pointers into `ToolSpec.model_schema()` (`/description`,
+`/input_schema/properties/city/description`, ...), so a finding says exactly where to look.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+__all__ = ["MAX_WALK_DEPTH", "model_texts", "pointer_token", "schema_nodes"]
+
+MAX_WALK_DEPTH = 64
+"""Subschemas nested deeper than this are not looked into (the validator refuses deeper instances)."""
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
+_SCHEMA_SINGLES = ("items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
+                   "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")
+
+
+def pointer_token(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def schema_nodes(schema: Any, pointer: str, *, via: str = "", depth: int = 0) -> Iterator[tuple[str, Any, str]]:
+    """(pointer, subschema, how it was reached) for `schema` and every subschema in it.
+
+    `via` is the keyword that led here: "properties" for a property's schema, "items", "anyOf", ...;
+    "" for the root. Data keywords (`const`, `enum`, `default`, `examples`) hold values, not schemas,
+    and are not walked into.
+    """
+    yield pointer, schema, via
+    if not isinstance(schema, Mapping) or depth >= MAX_WALK_DEPTH:
+        return
+    for keyword in _SCHEMA_MAPS:
+        members = schema.get(keyword)
+        if isinstance(members, Mapping):
+            for name, sub in members.items():
+                where = f"{pointer}/{keyword}/{pointer_token(str(name))}"
+                yield from schema_nodes(sub, where, via=keyword, depth=depth + 1)
+    for keyword in _SCHEMA_LISTS:
+        members = schema.get(keyword)
+        if isinstance(members, list):
+            for index, sub in enumerate(members):
+                yield from schema_nodes(sub, f"{pointer}/{keyword}/{index}", via=keyword, depth=depth + 1)
+    for keyword in _SCHEMA_SINGLES:
+        if keyword in schema and isinstance(schema[keyword], (Mapping, bool)):
+            yield from schema_nodes(schema[keyword], f"{pointer}/{keyword}", via=keyword, depth=depth + 1)
+
+
+def _data_strings(value: Any, pointer: str, depth: int = 0) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield pointer, value
+    elif depth < MAX_WALK_DEPTH and isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _data_strings(item, f"{pointer}/{index}", depth + 1)
+    elif depth < MAX_WALK_DEPTH and isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _data_strings(item, f"{pointer}/{pointer_token(str(key))}", depth + 1)
+
+
+def model_texts(spec: Any) -> Iterator[tuple[str, str]]:
+    """(pointer, text) for every string of the tool's model-facing definition a model reads: the name,
+    title and description, and in both schemas every description, title, property name and string
+    value of enum/const/default/examples."""
+    yield "/name", spec.name
+    if spec.title is not None:
+        yield "/title", spec.title
+    yield "/description", spec.description
+    for root, schema in (("/input_schema", spec.input_schema), ("/output_schema", spec.output_schema)):
+        if schema is None:
+            continue
+        for pointer, node, via in schema_nodes(schema, root):
+            if via in ("properties", "dependentSchemas"):
+                name = pointer.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~")
+                yield pointer, name
+            if not isinstance(node, Mapping):
+                continue
+            for keyword in ("description", "title"):
+                if isinstance(node.get(keyword), str):
+                    yield f"{pointer}/{keyword}", node[keyword]
+            for keyword in _DATA_KEYWORDS:
+                if keyword in node:
+                    yield from _data_strings(node[keyword], f"{pointer}/{keyword}")

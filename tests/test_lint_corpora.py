@@ -1,0 +1,51 @@
+"""The corpora: no error-level rule fires on 63 well-written tools; every hostile sample is caught."""
+
+from __future__ import annotations
+
+import unittest
+
+from agent_lab.lint import Severity, lint_catalog
+from agent_lab.lint.engine import SPEC_WARNING_RULES, spec_warnings
+from fixtures.lint.benign_tools import benign_tools
+from fixtures.lint.hostile_tools import SAMPLES
+
+
+class BenignCorpusTest(unittest.TestCase):
+    def test_the_benign_corpus_has_at_least_60_tools_across_domains(self) -> None:
+        tools = benign_tools()
+        self.assertGreaterEqual(len(tools), 60)
+        self.assertEqual(len({tool.name for tool in tools}), len(tools))
+
+    def test_no_error_level_rule_fires_on_the_benign_corpus(self) -> None:
+        errors = [f"{f.rule} {f.tool}: {f.message}" for f in lint_catalog(benign_tools()) if f.severity is Severity.ERROR]
+        self.assertEqual(errors, [])
+
+    def test_no_tool_level_warning_fires_either(self) -> None:
+        # Catalog budgets (AL501, AL504) do fire: 63 tools in one surface is more than a host should get at once.
+        warnings = [f"{f.rule} {f.tool}" for f in lint_catalog(benign_tools())
+                    if f.severity is Severity.WARNING and f.tool is not None]
+        self.assertEqual(warnings, [])
+
+
+class HostileCorpusTest(unittest.TestCase):
+    def test_every_hostile_sample_is_caught_by_its_rule_even_when_linted_together(self) -> None:
+        for rule_id, (hostile, _, config) in SAMPLES.items():
+            with self.subTest(rule=rule_id):
+                found = lint_catalog(hostile() + benign_tools()[:5], config=config)
+                self.assertIn(rule_id, {finding.rule for finding in found})
+
+
+class SpecWarningsComeFromTheEngineTest(unittest.TestCase):
+    def test_spec_warnings_are_the_messages_of_the_engines_spec_rules(self) -> None:
+        self.assertEqual(SPEC_WARNING_RULES, ("AL401", "AL402", "AL310", "AL308"))
+        for rule_id in SPEC_WARNING_RULES:
+            hostile = SAMPLES[rule_id][0]()[0]
+            with self.subTest(rule=rule_id):
+                engine = [f.message for f in lint_catalog([hostile]) if f.rule == rule_id]
+                self.assertTrue(engine)
+                self.assertEqual(hostile.warnings, spec_warnings(hostile))
+                self.assertTrue(set(engine) <= set(hostile.warnings))
+
+
+if __name__ == "__main__":
+    unittest.main()
