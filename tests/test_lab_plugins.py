@@ -210,9 +210,13 @@ class BrokenLabTest(TemporaryDirectoryTest):
         self.assert_bad_input(f"{path}:lab", f"{path}:lab: importing {path} raised ModuleNotFoundError: "
                               "No module named 'not_a_module_at_all'")
 
-    def test_a_missing_attribute(self) -> None:
+    def test_a_lab_file_that_calls_sys_exit_while_imported(self) -> None:
+        path = self.lab_file("import sys\nsys.exit(3)\n")
+        self.assert_bad_input(f"{path}:lab", f"{path}:lab: importing {path} raised SystemExit: 3")
+
+    def test_a_missing_attribute_is_named_with_the_file_the_user_gave(self) -> None:
         path = self.lab_file("lab = Lab(**PARTS)\n")
-        self.assert_bad_input(f"{path}:labb", "has no attribute 'labb'")
+        self.assert_bad_input(f"{path}:labb", f"{path}:labb: {path} has no attribute 'labb'")
 
     def test_a_value_that_is_not_a_lab(self) -> None:
         self.assert_bad_input(f"{FILES_LAB}:WORLD_OPTIONS", f"{FILES_LAB}:WORLD_OPTIONS: is a dict, not an agent_lab.lab.Lab")

@@ -49,7 +49,7 @@ def load_registry(reference: str) -> Any:
         raise LabError(f"{reference}: is {_kind(value)}, not a Registry or a function returning one")
     try:
         built = value()
-    except Exception as error:  # noqa: BLE001 - the user's factory: any failure is bad input
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's factory: any failure is bad input
         raise LabError(f"{reference}: calling it raised {describe_exception(error)}") from None
     if not isinstance(built, Registry):
         raise LabError(f"{reference}: returned {_kind(built)}, not a Registry")
@@ -67,7 +67,7 @@ def resolve_reference(reference: str) -> Any:
         try:
             value = getattr(value, part)
         except AttributeError:
-            raise LabError(f"{reference}: {module.__name__} has no attribute {attribute!r}") from None
+            raise LabError(f"{reference}: {reference.rpartition(':')[0]} has no attribute {attribute!r}") from None
         except Exception as error:  # noqa: BLE001 - a property or module __getattr__ of the user's
             raise LabError(f"{reference}: reading {attribute!r} raised {describe_exception(error)}") from None
     return value
@@ -101,7 +101,7 @@ def _import_module(reference: str, name: str) -> Any:
         if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
             raise LabError(f"{reference}: no module named {error.name!r} (from {Path.cwd()})") from None
         raise LabError(f"{reference}: importing {name} raised {describe_exception(error)}") from None
-    except Exception as error:  # noqa: BLE001 - the user's module: any failure is bad input
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's module: any failure (sys.exit too) is bad input
         raise LabError(f"{reference}: importing {name} raised {describe_exception(error)}") from None
 
 
@@ -125,7 +125,7 @@ def _import_file(reference: str, path: Path) -> Any:
         spec.loader.exec_module(module)
     except BaseException as error:
         del sys.modules[name]
-        if not isinstance(error, Exception):
+        if not isinstance(error, (Exception, SystemExit)):  # KeyboardInterrupt stops the command
             raise
         raise LabError(f"{reference}: importing {path} raised {describe_exception(error)}") from None
     return module
