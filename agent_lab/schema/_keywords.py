@@ -431,6 +431,8 @@ def _contains(cx, value, *, bounded: bool, annotates: bool) -> Kw:
     def eval_items(instance):
         return {index for index, item in enumerate(instance) if one(item)}
 
+    if annotates:
+        cx.rechecked(node)
     return Kw("contains", ARRAY, check, collect, eval_items=eval_items if annotates else None, cost=5,
               self_checking=True)
 
@@ -697,6 +699,7 @@ def _compile_unevaluated(cx, value, siblings: List[Kw], *, keyword: str, types, 
     """
     node = cx.child(value, keyword)
     one = node.check
+    cx.reads_annotations()
     evaluated = union_of([getattr(kw, annotation) for kw in siblings if getattr(kw, annotation)])
     suffix = "/" + keyword
 
@@ -896,7 +899,7 @@ def compile_dynamic_ref(cx, value) -> Kw:
 
 def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
     suffix = "/" + keyword
-    local = cx.dynamic_local
+    local = cx.scope_state
     if static_target is not None and local is None:
         target = static_target
         check = target.check  # the node's own trampoline while a reference cycle is still compiling
@@ -916,16 +919,47 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
     def entered(function):
         def call(instance, *rest):
             target = resolve()
-            stack = local.stack
-            stack.append(target.base)
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(target.base) or outer.enter(target.base)
+            if inner is outer:  # entering it changes nothing a reference could resolve to
+                return function(target, instance, *rest)
+            scopes.append(inner)
             try:
                 return function(target, instance, *rest)
             finally:
-                stack.pop()
+                scopes.pop()
 
         return call
 
-    check = entered(lambda target, instance: target.check(instance))
+    if static_target is not None:
+        target, base = static_target, static_target.base
+
+        def check(instance):  # entered() inlined: one frame less per reference on deep instances
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(base) or outer.enter(base)
+            if inner is outer:
+                return target.check(instance)
+            scopes.append(inner)
+            try:
+                return target.check(instance)
+            finally:
+                scopes.pop()
+    else:
+        def check(instance):
+            found = resolve()
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(found.base) or outer.enter(found.base)
+            if inner is outer:
+                return found.check(instance)
+            scopes.append(inner)
+            try:
+                return found.check(instance)
+            finally:
+                scopes.pop()
+
     collect_in = entered(lambda target, instance, ip, kp, out: target.collect(instance, ip, kp + suffix, out))
     eval_props = entered(lambda target, x: target.evaluated_props(x) if target.check(x) else NOTHING)
     eval_items = entered(lambda target, x: target.evaluated_items(x) if target.check(x) else NOTHING)
@@ -936,14 +970,14 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
 def compile_defs(cx, value) -> None:
     """Compile definitions eagerly, so a bad pattern in an unused definition is still a SchemaError."""
     for name, schema in value.items():
-        cx.child(schema, "$defs", name)
+        cx.definition(schema, "$defs", name)
     return None
 
 
 def compile_definitions(cx, value) -> None:
     """`definitions`, the name of `$defs` before 2019-09: compiled eagerly too."""
     for name, schema in value.items():
-        cx.child(schema, "definitions", name)
+        cx.definition(schema, "definitions", name)
     return None
 
 
