@@ -26,7 +26,7 @@ depend on, and there are finitely many, whatever the instance.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 Check = Callable[[Any], bool]
 Collect = Callable[[Any, str, str, list], None]
@@ -84,7 +84,7 @@ class CallState(threading.local):
     """Per thread, per Validator: the memo tables and dynamic scope of the call under way."""
 
     def __init__(self, outermost: Optional[Scope]) -> None:
-        self.scopes = [outermost]  # the dynamic scope, innermost last (one entry per resource entered)
+        self.scopes: List[Any] = [outermost]  # the dynamic scope (Scopes), innermost last; [None] untracked
         self.verdicts: Dict[Tuple[Any, ...], bool] = {}
         self.annotations: Dict[Tuple[Any, ...], Any] = {}
         self.reported: set = set()

@@ -34,6 +34,10 @@ class Validator:
     references may name (nothing is ever fetched). `format_assertion=True` makes `format` an assertion
     (it is an annotation by default, as the specifications say). Validators are thread-safe.
 
+    No instance makes a call's work more than polynomial in (schema size x instance size): the
+    subschemas one call could check twice on the same value (shared, recursive, or asked again by
+    `unevaluated*`) check each value once per call, see `_call_state`.
+
     Each pattern (`pattern`, `patternProperties`, `propertyNames`) runs on the engine
     `regex_safety` picks: Python's re when it is proven linear for the pattern, else the package's
     linear-time matcher. `patterns` lists every one with its JSON Pointer and verdict; a pattern
@@ -158,6 +162,10 @@ class Validator:
         With `limit`, stop once that many are found: the result is the first `limit` violations of
         the full list, and finding them costs no more than checking a valid instance of the same
         size (a caller that reports 20 asks for 21, to know whether there are more).
+
+        A subschema that several keywords apply to one place in the instance (a definition two
+        `allOf` branches both `$ref`) reports its violations there once, under the first keyword
+        path that reached it, so the list never grows with the number of paths into a recursive schema.
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
