@@ -13,7 +13,9 @@ in milliseconds instead of running for hours.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import sys
 import threading
@@ -22,6 +24,7 @@ from typing import Any, Callable, Dict, Tuple
 from unittest import mock
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec, Validator
+from agent_lab.bench import recursion_bench
 from agent_lab.schema import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, MAX_INSTANCE_DEPTH, formats
 from agent_lab.spec import DEFAULT_MAX_INPUT_BYTES
 
@@ -222,7 +225,7 @@ class RecursiveCombinatorsTest(unittest.TestCase):
             counter.calls, counter.allowance = 0, 100 * depth
             self.assertFalse(validator.is_valid(make(depth, valid=False)))
             counts[depth] = counter.calls
-        # Each level adds the same work: 3 member names, checked once per level, plus a constant.
+        # Each level adds the same work (its three member names, each checked once), nothing doubles.
         steps = {counts[16] - counts[8], (counts[32] - counts[16]) // 2}
         self.assertEqual(len(steps), 1, counts)
         self.assertEqual(counts[MAX_INSTANCE_DEPTH] - counts[32], steps.pop() * (MAX_INSTANCE_DEPTH - 32) // 8)
@@ -232,7 +235,7 @@ class RecursiveCombinatorsTest(unittest.TestCase):
         counter = CountedWork()
         with mock.patch.object(formats, "FORMAT_CHECKERS", {"counted": counter}):
             spec = ToolSpec(name="tree", description="Takes a tree.", input_schema={"type": "object", **schema})
-        arguments = make(MAX_INSTANCE_DEPTH - 1, valid=False)
+        arguments = make(MAX_INSTANCE_DEPTH, valid=False)
         counter.allowance = json_values(schema) * json_values(arguments) * 3  # is_valid, then errors(limit)
         with Registry() as registry:
             registry.register(spec, lambda _arguments: {})
@@ -448,6 +451,29 @@ class UniqueItemsTest(unittest.TestCase):
             items.append((len(items) + 1) * modulus)
         self.assertTrue(validator.is_valid(items))
         self.assertFalse(validator.is_valid(items + [items[len(items) // 2]]))
+
+
+class RecursionBenchTest(unittest.TestCase):
+    """`python run_lab.py bench --only recursion` measures the reported reproducer (figures printed only)."""
+
+    def test_the_bench_instance_is_the_reported_one_at_each_depth(self) -> None:
+        validator = Validator(recursion_bench.REPRODUCER)
+        for depth in recursion_bench.DEPTHS:
+            instance = recursion_bench.reproducer_instance(depth)
+            nested, innermost = 1, instance
+            while "x" in innermost:
+                nested, innermost = nested + 1, innermost["x"]
+            self.assertEqual((nested, innermost), (depth, {"y": 3}))
+            self.assertFalse(validator.is_valid(instance))
+            self.assertEqual([violation.keyword for violation in validator.errors(instance)], ["anyOf"])
+
+    def test_main_prints_every_depth(self) -> None:
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            self.assertEqual(recursion_bench.main(["--rounds", "1", "--give-up-after", "1e9"]), 0)
+        rows = [line.split()[0] for line in output.getvalue().splitlines() if line[:1].isdigit()]
+        self.assertEqual(rows[:len(recursion_bench.DEPTHS)], [str(depth) for depth in recursion_bench.DEPTHS])
+        self.assertNotIn("not run", output.getvalue())
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ Figures depend on the machine and its load; they are printed, never asserted. Th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..schema import MAX_INSTANCE_DEPTH, Validator
+from ._figures import json_bytes, table, worst_ms
 
 __all__ = ["REPRODUCER", "main", "reproducer_instance"]
 
@@ -47,30 +47,17 @@ def reproducer_instance(depth: int) -> Dict[str, Any]:
     return value
 
 
-def _json_bytes(value: object) -> int:
-    return len(json.dumps(value, separators=(",", ":")).encode("utf-8"))
-
-
-def _worst_ms(function: Callable[[], object], rounds: int) -> float:
-    worst = 0.0
-    for _ in range(rounds):
-        started = time.perf_counter()
-        function()
-        worst = max(worst, time.perf_counter() - started)
-    return worst * 1000.0
-
-
 def _recursion_rows(rounds: int, give_up_after: float) -> List[Tuple[str, ...]]:
     validator = Validator(REPRODUCER)
     rows: List[Tuple[str, ...]] = []
     for depth in DEPTHS:
         instance = reproducer_instance(min(depth, MAX_INSTANCE_DEPTH))
         started = time.perf_counter()
-        figures = [_worst_ms(lambda: validator.is_valid(instance), rounds),
-                   _worst_ms(lambda: validator.errors(instance, limit=21), rounds),
-                   _worst_ms(lambda: validator.errors(instance), rounds)]
+        figures = [worst_ms(lambda: validator.is_valid(instance), rounds),
+                   worst_ms(lambda: validator.errors(instance, limit=21), rounds),
+                   worst_ms(lambda: validator.errors(instance), rounds)]
         verdict = "valid" if validator.is_valid(instance) else "invalid"
-        rows.append((str(depth), f"{_json_bytes(instance):,}", verdict, *(f"{ms:,.2f}" for ms in figures)))
+        rows.append((str(depth), f"{json_bytes(instance):,}", verdict, *(f"{ms:,.2f}" for ms in figures)))
         if time.perf_counter() - started > give_up_after:
             rows.append((f"> {depth}", "-", "-", "not run", "not run", f"(depth {depth} took over {give_up_after:g} s)"))
             break
@@ -85,17 +72,9 @@ def _unique_items_rows(rounds: int) -> List[Tuple[str, ...]]:
         count = budget // len(str(budget * modulus) + ",")  # every item at most that long: fits the budget
         for label, items in (("hash alike", [index * modulus for index in range(1, count + 1)]),
                              ("ordinary", list(range(count)))):
-            ms = _worst_ms(lambda: validator.is_valid(items), rounds)
-            rows.append((f"{budget // 1024:,} KiB", label, f"{len(items):,}", f"{_json_bytes(items):,}", f"{ms:,.2f}"))
+            ms = worst_ms(lambda: validator.is_valid(items), rounds)
+            rows.append((f"{budget // 1024:,} KiB", label, f"{len(items):,}", f"{json_bytes(items):,}", f"{ms:,.2f}"))
     return rows
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(header, widths)).rstrip(),
-             "  ".join("-" * width for width in widths)]
-    lines.extend("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
-    return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -106,11 +85,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     rounds = max(1, args.rounds)
     print(f"issue 8's recursive anyOf, innermost member failing; worst of {rounds} rounds, ms")
-    print(_table(("depth", "bytes", "verdict", "is_valid", "errors(limit=21)", "errors()"),
+    print(table(("depth", "bytes", "verdict", "is_valid", "errors(limit=21)", "errors()"),
                  _recursion_rows(rounds, args.give_up_after)))
     print()
     print(f"uniqueItems over integers Python hashes alike vs ordinary ones; worst of {rounds} rounds, ms")
-    print(_table(("arguments", "integers", "count", "bytes", "is_valid"), _unique_items_rows(rounds)))
+    print(table(("arguments", "integers", "count", "bytes", "is_valid"), _unique_items_rows(rounds)))
     return 0
 
 
