@@ -24,7 +24,6 @@ from typing import Any, Callable, Dict, Tuple
 from unittest import mock
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec, Validator
-from agent_lab.bench import recursion_bench
 from agent_lab.schema import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, MAX_INSTANCE_DEPTH, formats
 from agent_lab.spec import DEFAULT_MAX_INPUT_BYTES
 
@@ -90,11 +89,12 @@ def array_chain(depth: int, *, valid: bool) -> list:
 
 
 def forest(make: Callable[..., Any], *, valid: bool, budget: int = DEFAULT_MAX_INPUT_BYTES) -> Dict[str, Any]:
-    """As many chains of 24 levels as fit the input budget, side by side under "z"."""
-    trees: list = []
-    while compact_bytes({"z": trees + [make(24, valid=valid)], "y": 2, "c": "s"}) <= budget:
-        trees.append(make(24, valid=valid))
-    return {"z": trees, "y": 2, "c": "s"}
+    """As many chains of 24 levels as fit the input budget, side by side under "z"; only the last one
+    may fail, so that nothing short of the whole instance decides the verdict."""
+    last = make(24, valid=valid)
+    tree_bytes = compact_bytes(make(24, valid=True)) + 1  # and its comma
+    room = budget - compact_bytes({"z": [last], "y": 2, "c": "s"})
+    return {"z": [make(24, valid=True) for _ in range(room // tree_bytes)] + [last], "y": 2, "c": "s"}
 
 
 def with_defs(dialect: str, definition: Dict[str, Any], defs: str = "$defs") -> Dict[str, Any]:
@@ -206,6 +206,14 @@ class RecursiveCombinatorsTest(unittest.TestCase):
                 with self.subTest(schema=name, instance=label):
                     self.assertLessEqual(compact_bytes(instance), DEFAULT_MAX_INPUT_BYTES)
                     self.assertBoundedWork(schema, instance, counter, validator)
+
+    def test_a_budget_raised_to_one_mebibyte_keeps_the_bound(self) -> None:
+        schema, make = HOSTILE_SCHEMAS["anyOf (the reported reproducer)"]
+        counter = CountedWork()
+        validator = counted_validator(schema, counter)
+        instance = forest(make, valid=False, budget=1024 * 1024)
+        self.assertGreater(compact_bytes(instance), 1000 * 1024)
+        self.assertBoundedWork(schema, instance, counter, validator)
 
     def test_the_verdicts_are_those_of_the_schemas(self) -> None:
         for name, (schema, make) in HOSTILE_SCHEMAS.items():
@@ -457,6 +465,8 @@ class RecursionBenchTest(unittest.TestCase):
     """`python run_lab.py bench --only recursion` measures the reported reproducer (figures printed only)."""
 
     def test_the_bench_instance_is_the_reported_one_at_each_depth(self) -> None:
+        from agent_lab.bench import recursion_bench
+
         validator = Validator(recursion_bench.REPRODUCER)
         for depth in recursion_bench.DEPTHS:
             instance = recursion_bench.reproducer_instance(depth)
@@ -468,6 +478,8 @@ class RecursionBenchTest(unittest.TestCase):
             self.assertEqual([violation.keyword for violation in validator.errors(instance)], ["anyOf"])
 
     def test_main_prints_every_depth(self) -> None:
+        from agent_lab.bench import recursion_bench
+
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
             self.assertEqual(recursion_bench.main(["--rounds", "1", "--give-up-after", "1e9"]), 0)
