@@ -6,6 +6,10 @@ resource the keyword table of its dialect (drafts 4 to 7: the dialect's table; 2
 vocabularies its meta-schema's `$vocabulary` names), and refuses reference cycles that never consume any
 of the instance (they would loop forever at validation time). Every dialect difference is settled here,
 once: the compiled closures never ask which dialect they belong to.
+
+It also finds the subschemas one validation call could check more than once on the same value
+(`repeated_subschemas`); when there are any, the Validator compiles the schema a second time with
+those memoised (`_call_state`), because a compiled node's callers hold its check directly.
 """
 
 from __future__ import annotations
