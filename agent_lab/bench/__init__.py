@@ -17,6 +17,7 @@ SECTIONS = {
     "schema": "agent_lab.bench.schema_bench",
     "runtime": "agent_lab.bench.runtime_bench",
     "redos": "agent_lab.bench.redos_bench",
+    "recursion": "agent_lab.bench.recursion_bench",
     "stores": "agent_lab.bench.store_bench",
     "search": "agent_lab.bench.search_bench",
 }
@@ -27,9 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="run_lab.py bench",
         description=__doc__.splitlines()[0],
         epilog="Other options go to every section run (all take --rounds; redos also takes --budget and "
-        "--skip-amplification, so give those with --only redos); see "
+        "--skip-amplification, recursion --give-up-after, so give those with --only); see "
         "`python -m agent_lab.bench.schema_bench --help`, `python -m agent_lab.bench.runtime_bench --help`, "
-        "`python -m agent_lab.bench.redos_bench --help` and `python -m agent_lab.bench.store_bench --help`.",
+        "`python -m agent_lab.bench.redos_bench --help`, `python -m agent_lab.bench.recursion_bench --help` and "
+        "`python -m agent_lab.bench.store_bench --help`.",
     )
     parser.add_argument(
         "--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)"

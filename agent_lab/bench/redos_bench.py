@@ -22,14 +22,13 @@ Figures depend on the machine and its load; they are printed, never asserted. Th
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..schema import Validator
 from ..spec import DEFAULT_MAX_INPUT_BYTES, ToolSpec
+from ._figures import json_bytes, table, worst_ms
 
 __all__ = ["REDOS_CORPUS", "ReDoSCase", "attack_arguments", "main", "spec_for"]
 
@@ -167,28 +166,15 @@ def spec_for(case: ReDoSCase, **options) -> ToolSpec:
     )
 
 
-def _json_bytes(value: object) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-
 def attack_arguments(case: ReDoSCase, budget: int) -> dict:
     """The case's attack, as long as fits the input budget (compact UTF-8 JSON of the arguments)."""
     length = budget
     while True:
         arguments = {ATTACKED_PROPERTY: case.attack(length)}
-        size = _json_bytes(arguments)
+        size = json_bytes(arguments)
         if size <= budget or length <= 1:
             return arguments
         length = max(1, min(length - 1, length * budget // size))
-
-
-def _worst_ms(function: Callable[[], object], rounds: int) -> float:
-    worst = 0.0
-    for _ in range(rounds):
-        started = time.perf_counter()
-        function()
-        worst = max(worst, time.perf_counter() - started)
-    return worst * 1000.0
 
 
 def _corpus_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
@@ -208,12 +194,12 @@ def _corpus_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
         validator = spec.input_validator
         [finding] = validator.patterns
         arguments = attack_arguments(case, budget)
-        validate_ms = _worst_ms(lambda: (validator.is_valid(arguments),
+        validate_ms = worst_ms(lambda: (validator.is_valid(arguments),
                                          validator.errors(arguments, limit=21)), rounds)
         with Registry(run_inline=True) as registry:
             registry.register(spec, lambda _arguments: {})
             call = ToolCall(spec.name, arguments)
-            invoke_ms = _worst_ms(lambda: registry.invoke(call, actor=actor), rounds)
+            invoke_ms = worst_ms(lambda: registry.invoke(call, actor=actor), rounds)
         rows.append((case.name, str(finding.safety.engine), f"{len(arguments[ATTACKED_PROPERTY]):,}",
                      f"{validate_ms:.2f}", f"{invoke_ms:.2f}", finding.safety.backtracking or "-"))
     return rows
@@ -258,11 +244,11 @@ def _format_rows(budget: int, rounds: int) -> List[Tuple[str, ...]]:
         validator = Validator({"type": "string", "format": name}, format_assertion=True)
         length = budget
         value = attack(length)
-        while _json_bytes({ATTACKED_PROPERTY: value}) > budget and length > 1:
-            length = max(1, min(length - 1, length * budget // _json_bytes({ATTACKED_PROPERTY: value})))
+        while json_bytes({ATTACKED_PROPERTY: value}) > budget and length > 1:
+            length = max(1, min(length - 1, length * budget // json_bytes({ATTACKED_PROPERTY: value})))
             value = attack(length)
         valid = validator.is_valid(value)
-        ms = _worst_ms(lambda: validator.is_valid(value), rounds)
+        ms = worst_ms(lambda: validator.is_valid(value), rounds)
         rows.append((name, f"{len(value):,}", "valid" if valid else "invalid", f"{ms:.2f}"))
     return rows
 
@@ -282,19 +268,11 @@ def _amplification_rows(rounds: int) -> List[Tuple[str, ...]]:
         ("errors() without limit, invalid input", lambda: validator.errors(invalid)),
     ):
         tracemalloc.start()
-        ms = _worst_ms(function, 1 if "without" in label else rounds)
+        ms = worst_ms(function, 1 if "without" in label else rounds)
         _current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         rows.append((label, f"{ms:,.0f}", f"{peak / 1e6:,.1f}"))
     return rows
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(header, widths)).rstrip(),
-             "  ".join("-" * width for width in widths)]
-    lines.extend("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
-    return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -307,15 +285,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rounds = max(1, args.rounds)
     print(f"ReDoS corpus: {len(REDOS_CORPUS)} patterns, attack grown to {args.budget:,} bytes of arguments; "
           f"worst of {rounds} rounds, ms")
-    print(_table(("pattern", "engine", "chars", "validate", "invoke", "backtracking elsewhere / refusal"),
+    print(table(("pattern", "engine", "chars", "validate", "invoke", "backtracking elsewhere / refusal"),
                  _corpus_rows(args.budget, rounds)))
     print()
     print(f"formats asserted at the tool boundary: hostile strings up to {args.budget:,} bytes of arguments; worst ms")
-    print(_table(("format", "chars", "verdict", "is_valid"), _format_rows(args.budget, rounds)))
+    print(table(("format", "chars", "verdict", "is_valid"), _format_rows(args.budget, rounds)))
     if not args.skip_amplification:
         print()
         print("2,000,000 failing array items (4 MB) against a valid array of the same size: ms, peak MB")
-        print(_table(("call", "ms", "peak MB"), _amplification_rows(rounds)))
+        print(table(("call", "ms", "peak MB"), _amplification_rows(rounds)))
     return 0
 
 

@@ -6,15 +6,19 @@ resource the keyword table of its dialect (drafts 4 to 7: the dialect's table; 2
 vocabularies its meta-schema's `$vocabulary` names), and refuses reference cycles that never consume any
 of the instance (they would loop forever at validation time). Every dialect difference is settled here,
 once: the compiled closures never ask which dialect they belong to.
+
+It also finds the subschemas one validation call could check more than once on the same value
+(`repeated_subschemas`); when there are any, the Validator compiles the schema a second time with
+those memoised (`_call_state`), because a compiled node's callers hold its check directly.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
+from ._call_state import CallState, ScopeTable
 from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference
 from ._nodes import Kw, Node
@@ -42,16 +46,30 @@ class Compiler:
     """Compiles schemas against one index; holds the shared state of one Validator."""
 
     def __init__(self, index: SchemaIndex, *, format_assertion: bool, dynamic: bool,
-                 on_document: Optional[Callable[[str], None]] = None) -> None:
+                 on_document: Optional[Callable[[str], None]] = None,
+                 memoised: FrozenSet[int] = frozenset()) -> None:
         self.index = index
         self.format_assertion = format_assertion
-        self.dynamic_local = threading.local() if dynamic else None
+        self.dynamic = dynamic
         self.on_document = on_document
         self.nodes: Dict[int, Node] = {}
-        self.edges: Dict[int, List[Node]] = {}
+        self.edges: Dict[int, List[Node]] = {}  # in place: the subschemas a node applies to the same value
+        self.applied: Dict[int, List[Node]] = {}  # every subschema a node applies, to the value or a part
+        self.rechecked: Dict[int, List[Node]] = {}  # subschemas a node's annotations check again (contains)
+        self.annotation_readers: List[Node] = []  # nodes with unevaluatedProperties / unevaluatedItems
+        # (node, anchor name or None for $recursiveRef, the target it names statically)
+        self.dynamic_sites: List[Tuple[Node, Optional[str], Node]] = []
         self.dynamic_names: set = set()
         self.dynamic_targets: Dict[Tuple[str, str], Node] = {}
         self.recursive_targets: Dict[str, Node] = {}
+        # The subschemas (by id) this compilation memoises, found by a first compilation's
+        # `repeated_subschemas`; the call state exists when it memoises or tracks dynamic scope.
+        self.memoised = memoised
+        self._memo_count = 0
+        scopes = ScopeTable(self.dynamic_targets, self.recursive_targets) if dynamic else None
+        self.state: Optional[CallState] = (
+            CallState(scopes.outermost if scopes is not None else None) if dynamic or memoised else None
+        )
         self.uses_recursive_anchors = False
         self._tables: Dict[str, _Table] = {}
         self._booleans: Dict[bool, Node] = {}
@@ -81,7 +99,7 @@ class Compiler:
         self.nodes[id(schema)] = node
         if not isinstance(schema, dict):
             raise SchemaError(f"schema at {place.location or '/'} must be an object or a boolean")
-        if self.dynamic_local is not None and self.index.resources.get(place.base) is schema:
+        if self.dynamic and self.index.resources.get(place.base) is schema:
             node.scope_uri = place.base
         dialect = self._keyword_table(place.dialect, place.location)
         table = dialect.keywords
@@ -106,7 +124,11 @@ class Compiler:
             kw = compile_keyword(context, value, siblings)
             if kw is not None:
                 kws.append(kw)
-        node.finish(kws, dynamic_local=self.dynamic_local)
+        memo_number = None
+        if id(schema) in self.memoised:
+            memo_number = self._memo_count
+            self._memo_count += 1
+        node.finish(kws, state=self.state, dynamic=self.dynamic, memo_number=memo_number)
         return node
 
     def _boolean_node(self, value: bool) -> Node:
@@ -174,6 +196,7 @@ class Compiler:
         target, place = self.resolve(reference, node.base, location)
         target_node = self.compile(target, place)
         self.edges.setdefault(id(node), []).append(target_node)
+        self.applied.setdefault(id(node), []).append(target_node)
         return target_node
 
     def _compile_dynamic_targets(self) -> None:
@@ -208,6 +231,79 @@ class Compiler:
             for uri in todo:
                 resource = self.index.resources[uri]
                 self.recursive_targets[uri] = self.compile(resource, self._place(resource, uri))
+
+    # -- memoisation ---------------------------------------------------------------------------
+    def repeated_subschemas(self, root: Node) -> FrozenSet[int]:
+        """The subschemas (ids of their schema objects) that one call could otherwise check again and
+        again on the same value, for a second compilation to memoise (see `_call_state`):
+
+        - a subschema applied from two or more places (two `$ref`s to one definition, the root and a
+          `$ref: "#"`) that leads to another such subschema, or back to itself: without a memo the
+          repeats would multiply down the chain (2^depth through a recursive `anyOf`). Every reference
+          cycle has one: the place where the recursion enters it is applied from two places;
+        - a subschema applied in place below an `unevaluatedProperties` or `unevaluatedItems` (which
+          asks it again for its annotations), and the `contains` subschemas there.
+
+        Only what the root reaches counts, and only subschemas that apply others: a leaf checked again
+        costs what a look-up would. A `$dynamicRef` applies every target it may land on (just the root
+        resource's, when the root has the anchor: it is the outermost of every dynamic scope), a dynamic
+        `$recursiveRef` every `$recursiveAnchor` resource. Most tool schemas have none, and pay nothing.
+        """
+        applied, in_place = self._call_graph(root)
+        calls_others = {key for key, children in applied.items() if children}
+        reachable = {id(root): root}
+        applications: Dict[int, int] = {id(root): 1}  # the call itself applies the root once
+        callers: Dict[int, List[int]] = {}
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            for child in applied.get(id(node), ()):
+                applications[id(child)] = applications.get(id(child), 0) + 1
+                callers.setdefault(id(child), []).append(id(node))
+                if id(child) not in reachable:
+                    reachable[id(child)] = child
+                    todo.append(child)
+        shared = {key for key, count in applications.items() if count >= 2 and key in calls_others}
+        leads_to_shared: set = set()  # nodes with a path of one or more applications to a shared node
+        pending = [caller for key in shared for caller in callers.get(key, ())]
+        while pending:
+            key = pending.pop()
+            if key not in leads_to_shared:
+                leads_to_shared.add(key)
+                pending.extend(callers.get(key, ()))
+        marked = shared & leads_to_shared
+
+        seen: set = set()
+        todo = [node for node in self.annotation_readers if id(node) in reachable]
+        while todo:
+            node = todo.pop()
+            for child in self.rechecked.get(id(node), ()):
+                if id(child) in calls_others:
+                    marked.add(id(child))
+            for child in in_place.get(id(node), ()):
+                if id(child) in calls_others:
+                    marked.add(id(child))
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    todo.append(child)
+        return frozenset(id(reachable[key].schema) for key in marked)
+
+    def _call_graph(self, root: Node) -> Tuple[Dict[int, List[Node]], Dict[int, List[Node]]]:
+        """Every application (node id -> nodes it applies), and those in place, dynamic references included."""
+        applied: Dict[int, List[Node]] = {key: list(children) for key, children in self.applied.items()}
+        in_place: Dict[int, List[Node]] = {key: list(children) for key, children in self.edges.items()}
+        for site, name, initial in self.dynamic_sites:
+            if name is None:
+                targets = list(self.recursive_targets.values())
+            elif root.scope_uri is not None and (root.scope_uri, name) in self.dynamic_targets:
+                targets = [self.dynamic_targets[(root.scope_uri, name)]]
+                applied[id(site)].remove(initial)  # it never lands on its initial target then
+                in_place[id(site)].remove(initial)
+            else:
+                targets = [node for (_uri, anchor), node in self.dynamic_targets.items() if anchor == name]
+            applied.setdefault(id(site), []).extend(targets)
+            in_place.setdefault(id(site), []).extend(targets)
+        return applied, in_place
 
     # -- cycles --------------------------------------------------------------------------------
     def _refuse_reference_cycles(self) -> None:
@@ -307,7 +403,8 @@ class _NodeContext:
         self.place = place
         self.format_asserts = format_asserts
         self.has_validation = has_validation
-        self.dynamic_local = compiler.dynamic_local
+        # The call state when dynamic scope is tracked (references resolve against it), else None.
+        self.scope_state = compiler.state if compiler.dynamic else None
 
     def _child_place(self, schema: Any, tokens: Tuple[Any, ...]) -> Place:
         pointer = "".join("/" + escape_pointer_token(token) for token in tokens)
@@ -325,7 +422,21 @@ class _NodeContext:
 
     def child(self, schema: Any, *tokens: Any) -> Node:
         """Compile a subschema that applies to a part of the instance (a member or an item)."""
+        child = self.compiler.compile(schema, self._child_place(schema, tokens))
+        self.compiler.applied.setdefault(id(self.node), []).append(child)
+        return child
+
+    def definition(self, schema: Any, *tokens: Any) -> Node:
+        """Compile a subschema this one only holds (`$defs`): references may apply it, this node never does."""
         return self.compiler.compile(schema, self._child_place(schema, tokens))
+
+    def rechecked(self, child: Node) -> None:
+        """Note that this node's annotations check `child` again (`contains` for unevaluatedItems)."""
+        self.compiler.rechecked.setdefault(id(self.node), []).append(child)
+
+    def reads_annotations(self) -> None:
+        """Note that this node has unevaluatedProperties / unevaluatedItems (they ask its siblings)."""
+        self.compiler.annotation_readers.append(self.node)
 
     def inplace(self, schema: Any, *tokens: Any) -> Node:
         """Compile a subschema that applies to the same instance (allOf, not, if, ...)."""
@@ -371,9 +482,10 @@ class _NodeContext:
             return None
         if not isinstance(initial.schema, dict) or initial.schema.get("$dynamicAnchor") != fragment:
             return None
-        if self.compiler.dynamic_local is None:
+        if not self.compiler.dynamic:
             return None
         self.compiler.dynamic_names.add(fragment)
+        self.compiler.dynamic_sites.append((self.node, fragment, initial))
         return fragment
 
     def recursive_resolver(self, initial: Node) -> Optional[Callable[[], Node]]:
@@ -382,37 +494,27 @@ class _NodeContext:
 
         From the innermost resource of the dynamic scope outwards, each resource that also says
         `"$recursiveAnchor": true` becomes the target; the first one that does not ends the walk."""
-        local = self.compiler.dynamic_local
+        state = self.scope_state
         schema = initial.schema
-        if local is None or not isinstance(schema, dict) or schema.get("$recursiveAnchor") is not True:
+        if state is None or not isinstance(schema, dict) or schema.get("$recursiveAnchor") is not True:
             return None
         if self.compiler.index.resources.get(initial.base) is not schema:
             return None
         self.compiler.uses_recursive_anchors = True
-        targets = self.compiler.recursive_targets
+        self.compiler.dynamic_sites.append((self.node, None, initial))
 
         def resolve() -> Node:
-            target = initial
-            for uri in reversed(local.stack):
-                found = targets.get(uri)
-                if found is None:
-                    break
-                target = found
-            return target
+            target = state.scopes[-1].recursive
+            return initial if target is None else target
 
         return resolve
 
     def dynamic_resolver(self, name: str, initial: Node) -> Callable[[], Node]:
         """Runtime look-up: the outermost resource in the dynamic scope with a matching $dynamicAnchor."""
-        local = self.compiler.dynamic_local
-        assert local is not None  # dynamic_anchor_name only names an anchor when scopes are tracked
-        targets = self.compiler.dynamic_targets
+        state = self.scope_state
+        assert state is not None  # dynamic_anchor_name only names an anchor when scopes are tracked
 
         def resolve() -> Node:
-            for uri in local.stack:
-                found = targets.get((uri, name))
-                if found is not None:
-                    return found
-            return initial
+            return state.scopes[-1].dynamic.get(name, initial)
 
         return resolve

@@ -8,6 +8,8 @@ value, and returns a `Kw` (or None for keywords that only annotate). All schema 
 from __future__ import annotations
 
 import math
+import struct
+import sys
 from fractions import Fraction
 from itertools import islice
 from typing import Any, Callable, Dict, List, Optional
@@ -272,20 +274,47 @@ def compile_min_items(cx, value) -> Kw:
               _simple_collect("minItems", f"must have at least {plural(int(limit), 'item')}"), detail=limit)
 
 
-def _frozen(value: Any) -> Any:
-    """A hashable stand-in for a JSON value with JSON equality (1 == 1.0, True != 1)."""
-    kind = json_type(value)
-    if kind == "array":
-        return ("array", tuple(_frozen(item) for item in value))
-    if kind == "object":
-        return ("object", frozenset((key, _frozen(item)) for key, item in value.items()))
-    if kind in ("integer", "number"):
-        if type(value) not in (int, float):  # int/float subclasses (IntEnum) hash differently
-            value = float(value) if isinstance(value, float) else int(value)
-        return ("number", value)
-    if kind == "string" and type(value) is not str:
-        return ("string", str.__str__(value))  # str subclasses (Enums) hash differently
-    return (kind, value)
+_DOUBLE = struct.Struct("<d")
+_HASH_MODULUS = sys.hash_info.modulus  # 2**61 - 1: Python hashes an int as its value modulo this
+
+
+def unique_key(value: Any) -> Any:
+    """A hashable stand-in for a JSON value: equal under JSON equality (1 == 1.0, True != 1, key order
+    irrelevant) exactly when the values are, with a hash a sender cannot aim at.
+
+    Why not the values themselves: Python hashes an int as its value modulo 2**61 - 1, so a model
+    can send a thousand distinct integers that all hash alike, and the set of seen items turns
+    quadratic (a 16 KiB array took 45 ms, a 1 MiB one minutes; floats can be aimed the same way).
+    Integers below the modulus hash to themselves, all distinct, and stay as they are; larger ones
+    and fractional floats become bytes, hashed like strings with the per-process random key of
+    Python's SipHash.
+    """
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int and -_HASH_MODULUS < value < _HASH_MODULUS:
+        return value  # distinct hashes here (but for -1 and -2): nothing to aim at
+    if kind is dict:
+        return ("o", frozenset([(key if type(key) is str else str.__str__(key), unique_key(item))
+                                for key, item in value.items()]))
+    if kind is list:
+        return ("a", tuple([unique_key(item) for item in value]))
+    if kind is bool or value is None:
+        return ("c", value)  # constants: tagged, so True never meets 1
+    if kind is int or kind is float or isinstance(value, (int, float)):
+        if isinstance(value, float) and not value.is_integer():
+            return ("f", _DOUBLE.pack(value))  # no integer equals it; equal floats have equal bits
+        number = int(value)  # integral floats meet the integers they equal (1.0 and 1)
+        if -_HASH_MODULUS < number < _HASH_MODULUS:
+            return number
+        return ("i", number.to_bytes(number.bit_length() // 8 + 1, "little", signed=True))
+    if isinstance(value, str):
+        return str.__str__(value)  # str subclasses (Enums) hash differently
+    if isinstance(value, dict):
+        return unique_key(dict(value))
+    if isinstance(value, list):
+        return unique_key(list(value))
+    return ("c", value)
 
 
 def compile_unique_items(cx, value) -> Optional[Kw]:
@@ -295,10 +324,10 @@ def compile_unique_items(cx, value) -> Optional[Kw]:
     def check(instance):
         seen = set()
         for item in instance:
-            frozen = _frozen(item)
-            if frozen in seen:
+            key = unique_key(item)
+            if key in seen:
                 return False
-            seen.add(frozen)
+            seen.add(key)
         return True
 
     return Kw("uniqueItems", ARRAY, check,
@@ -431,6 +460,8 @@ def _contains(cx, value, *, bounded: bool, annotates: bool) -> Kw:
     def eval_items(instance):
         return {index for index, item in enumerate(instance) if one(item)}
 
+    if annotates:
+        cx.rechecked(node)
     return Kw("contains", ARRAY, check, collect, eval_items=eval_items if annotates else None, cost=5,
               self_checking=True)
 
@@ -697,6 +728,7 @@ def _compile_unevaluated(cx, value, siblings: List[Kw], *, keyword: str, types, 
     """
     node = cx.child(value, keyword)
     one = node.check
+    cx.reads_annotations()
     evaluated = union_of([getattr(kw, annotation) for kw in siblings if getattr(kw, annotation)])
     suffix = "/" + keyword
 
@@ -896,7 +928,7 @@ def compile_dynamic_ref(cx, value) -> Kw:
 
 def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
     suffix = "/" + keyword
-    local = cx.dynamic_local
+    local = cx.scope_state
     if static_target is not None and local is None:
         target = static_target
         check = target.check  # the node's own trampoline while a reference cycle is still compiling
@@ -916,16 +948,47 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
     def entered(function):
         def call(instance, *rest):
             target = resolve()
-            stack = local.stack
-            stack.append(target.base)
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(target.base) or outer.enter(target.base)
+            if inner is outer:  # entering it changes nothing a reference could resolve to
+                return function(target, instance, *rest)
+            scopes.append(inner)
             try:
                 return function(target, instance, *rest)
             finally:
-                stack.pop()
+                scopes.pop()
 
         return call
 
-    check = entered(lambda target, instance: target.check(instance))
+    if static_target is not None:
+        target, base = static_target, static_target.base
+
+        def check(instance):  # entered() inlined: one frame less per reference on deep instances
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(base) or outer.enter(base)
+            if inner is outer:
+                return target.check(instance)
+            scopes.append(inner)
+            try:
+                return target.check(instance)
+            finally:
+                scopes.pop()
+    else:
+        def check(instance):
+            found = resolve()
+            scopes = local.scopes
+            outer = scopes[-1]
+            inner = outer.entered.get(found.base) or outer.enter(found.base)
+            if inner is outer:
+                return found.check(instance)
+            scopes.append(inner)
+            try:
+                return found.check(instance)
+            finally:
+                scopes.pop()
+
     collect_in = entered(lambda target, instance, ip, kp, out: target.collect(instance, ip, kp + suffix, out))
     eval_props = entered(lambda target, x: target.evaluated_props(x) if target.check(x) else NOTHING)
     eval_items = entered(lambda target, x: target.evaluated_items(x) if target.check(x) else NOTHING)
@@ -936,14 +999,14 @@ def _reference_kw(keyword: str, resolve, cx, static_target) -> Kw:
 def compile_defs(cx, value) -> None:
     """Compile definitions eagerly, so a bad pattern in an unused definition is still a SchemaError."""
     for name, schema in value.items():
-        cx.child(schema, "$defs", name)
+        cx.definition(schema, "$defs", name)
     return None
 
 
 def compile_definitions(cx, value) -> None:
     """`definitions`, the name of `$defs` before 2019-09: compiled eagerly too."""
     for name, schema in value.items():
-        cx.child(schema, "definitions", name)
+        cx.definition(schema, "definitions", name)
     return None
 
 

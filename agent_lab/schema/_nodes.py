@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..jsonvalue import pointer_join
+from ._call_state import memoised_annotation, memoised_check, memoised_collect
 from ._messages import sentence
 from .model import Violation, make_violation
 
@@ -124,7 +125,7 @@ class Node:
 
     __slots__ = (
         "check", "collect", "location", "base", "kws", "proves_json", "proof_depth", "scope_uri", "schema",
-        "_props_fn", "_items_fn", "_local", "__weakref__",
+        "memo_number", "_props_fn", "_items_fn", "_state", "_dynamic", "__weakref__",
     )
 
     # Declared, not defined as methods: `finish` replaces them with the assembled closures.
@@ -141,7 +142,9 @@ class Node:
         self.scope_uri: Optional[str] = None
         self._props_fn: Optional[Callable[[Any], Any]] = None
         self._items_fn: Optional[Callable[[Any], Any]] = None
-        self._local: Any = None
+        self.memo_number: Optional[int] = None  # set when the compiler memoises this node (see _call_state)
+        self._state: Any = None  # the Validator's CallState, when scopes are tracked or verdicts memoised
+        self._dynamic = False
         # Until compilation finishes (reference cycles), calls go through the node itself.
         self.check = self._pending_check
         self.collect = self._pending_collect
@@ -157,38 +160,51 @@ class Node:
         """Object members this (valid) subschema evaluated: a set of names, or ALL."""
         function = self._props_fn
         if function is None:
-            function = self._props_fn = self._scoped(union_of([kw.eval_props for kw in self.kws if kw.eval_props]))
+            function = self._props_fn = self._annotation("props", [kw.eval_props for kw in self.kws if kw.eval_props])
         return function(instance)
 
     def evaluated_items(self, instance: Any):
         """Array indexes this (valid) subschema evaluated: a set of indexes, or ALL."""
         function = self._items_fn
         if function is None:
-            function = self._items_fn = self._scoped(union_of([kw.eval_items for kw in self.kws if kw.eval_items]))
+            function = self._items_fn = self._annotation("items", [kw.eval_items for kw in self.kws if kw.eval_items])
         return function(instance)
 
-    def _scoped(self, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        if self.scope_uri is None:
-            return function
-        return scoped_call(self._local, self.scope_uri, function)
+    def _annotation(self, kind: str, functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+        function = union_of(functions)
+        if self.scope_uri is not None:
+            function = scoped_call(self._state, self.scope_uri, function)
+        if self.memo_number is not None:
+            function = memoised_annotation(self._state, self.memo_number, kind, function, dynamic=self._dynamic)
+        return function
 
     # -- assembly ------------------------------------------------------------------------------
-    def finish(self, kws: Sequence[Kw], *, dynamic_local: Any = None) -> None:
-        """Assemble check/collect from the compiled keywords (in schema order)."""
+    def finish(self, kws: Sequence[Kw], *, state: Any = None, dynamic: bool = False,
+               memo_number: Optional[int] = None) -> None:
+        """Assemble check/collect from the compiled keywords (in schema order).
+
+        `state` is the Validator's CallState when it tracks dynamic scope (`dynamic`) or memoises;
+        `memo_number` (the node's key in the memo tables) makes this node check each value once per call.
+        """
         self.kws = list(kws)
+        self._state = state
+        self._dynamic = dynamic
         check = assemble_check(self.kws)
         collect = assemble_collect(self.kws)
-        if self.scope_uri is not None and dynamic_local is not None:
-            self._local = dynamic_local
-            check = scoped_call(dynamic_local, self.scope_uri, check)
-            collect = scoped_collect(dynamic_local, self.scope_uri, collect)
-        else:
+        if self.scope_uri is None:
             from ._shapes import specialise, specialise_collect
 
             shape = specialise(self.kws, check)
             if shape is not None:
                 check, self.proves_json, self.proof_depth = shape
                 collect = specialise_collect(self.kws, collect) or collect
+        if memo_number is not None:  # it enters its resource itself, after the look-up
+            self.memo_number = memo_number
+            check = memoised_check(state, memo_number, check, dynamic=dynamic, entering=self.scope_uri)
+            collect = memoised_collect(state, memo_number, check, collect, dynamic=dynamic, entering=self.scope_uri)
+        elif self.scope_uri is not None:
+            check = scoped_call(state, self.scope_uri, check)
+            collect = scoped_collect(state, self.scope_uri, collect)
         self.check = check
         self.collect = collect
 
@@ -205,9 +221,11 @@ def _collect_false(instance: Any, instance_path: str, keyword_path: str, out: li
 
 
 def union_of(functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
-    """One annotation function returning the union of several (ALL wins)."""
+    """One annotation function returning the union of several (ALL wins, without asking the others)."""
     if not functions:
         return nothing_evaluated
+    if everything_evaluated in functions:
+        return everything_evaluated
     if len(functions) == 1:
         return functions[0]
 
@@ -223,28 +241,37 @@ def union_of(functions: List[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     return union
 
 
-def scoped_call(local: Any, uri: str, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Run `function` with schema resource `uri` pushed on the thread's dynamic scope."""
+def scoped_call(state: Any, uri: str, function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Run `function` with schema resource `uri` entered in the thread's dynamic scope."""
 
     def in_scope(instance: Any):
-        stack = local.stack
-        stack.append(uri)
+        scopes = state.scopes
+        outer = scopes[-1]
+        inner = outer.entered.get(uri) or outer.enter(uri)
+        if inner is outer:  # entering it changes nothing a reference could resolve to
+            return function(instance)
+        scopes.append(inner)
         try:
             return function(instance)
         finally:
-            stack.pop()
+            scopes.pop()
 
     return in_scope
 
 
-def scoped_collect(local: Any, uri: str, collect: Callable[[Any, str, str, list], None]):
+def scoped_collect(state: Any, uri: str, collect: Callable[[Any, str, str, list], None]):
     def in_scope(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
-        stack = local.stack
-        stack.append(uri)
+        scopes = state.scopes
+        outer = scopes[-1]
+        inner = outer.entered.get(uri) or outer.enter(uri)
+        if inner is outer:
+            collect(instance, instance_path, keyword_path, out)
+            return
+        scopes.append(inner)
         try:
             collect(instance, instance_path, keyword_path, out)
         finally:
-            stack.pop()
+            scopes.pop()
 
     return in_scope
 

@@ -34,6 +34,10 @@ class Validator:
     references may name (nothing is ever fetched). `format_assertion=True` makes `format` an assertion
     (it is an annotation by default, as the specifications say). Validators are thread-safe.
 
+    No instance makes a call's work more than polynomial in (schema size x instance size): the
+    subschemas one call could check twice on the same value (shared, recursive, or asked again by
+    `unevaluated*`) check each value once per call, see `_call_state`.
+
     Each pattern (`pattern`, `patternProperties`, `propertyNames`) runs on the engine
     `regex_safety` picks: Python's re when it is proven linear for the pattern, else the package's
     linear-time matcher. `patterns` lists every one with its JSON Pointer and verdict; a pattern
@@ -92,37 +96,43 @@ class Validator:
             checked.add(uri)
             _check_against_metaschema(user_documents[uri], index, resources, f"resource {uri!r}", root_dialect)
 
-        compiler = Compiler(index, format_assertion=format_assertion,
-                            dynamic=index.uses_dynamic_references(_ROOT_URI),
-                            on_document=check_referenced_document)
+        dynamic = index.uses_dynamic_references(_ROOT_URI)
         try:
+            compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
+                                on_document=check_referenced_document)
             node = compiler.compile_root(root, _ROOT_URI)
+            repeated = compiler.repeated_subschemas(node)
+            if repeated:  # compile again, memoising what one call could otherwise check repeatedly
+                compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
+                                    on_document=check_referenced_document, memoised=repeated)
+                node = compiler.compile_root(root, _ROOT_URI)
         except RecursionError:
             raise SchemaError("schema is nested too deeply to compile") from None
-        self._local = compiler.dynamic_local
+        self._state = compiler.state
         self.patterns = tuple(compiler.patterns.values())
         self._root = node
         self._check = node.check
-        self._proves_json = node.proves_json and self._local is None
+        self._proves_json = node.proves_json and self._state is None
         self._collect = node.collect
         # Deliberately shadows the `is_valid` method with a per-instance closure, so `v.is_valid(x)` is one
         # plain call (no bound method, no dispatch); the method stays for unbound calls and the docs.
         self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign, assignment]
 
     def _make_is_valid(self, check: Callable[[Any], bool], proves_json: bool) -> Callable[[object], bool]:
-        local = self._local
+        state = self._state
         max_depth = self._max_depth
-        if local is not None:
-            def is_valid_dynamic(instance: object) -> bool:
+        if state is not None:
+            def is_valid_with_call_state(instance: object) -> bool:
                 if not plain_json(instance, max_depth):
                     return False
-                local.stack = []
                 try:
                     return check(instance)
                 except RecursionError:
                     return False
+                finally:
+                    state.end()
 
-            return is_valid_dynamic
+            return is_valid_with_call_state
         if proves_json:
             # The compiled checks only accept plain JSON values here (exact types, bounded depth).
             return check
@@ -152,6 +162,10 @@ class Validator:
         With `limit`, stop once that many are found: the result is the first `limit` violations of
         the full list, and finding them costs no more than checking a valid instance of the same
         size (a caller that reports 20 asks for 21, to know whether there are more).
+
+        A subschema that several keywords apply to one place in the instance (a definition two
+        `allOf` branches both `$ref`) reports its violations there once, under the first keyword
+        path that reached it, so the list never grows with the number of paths into a recursive schema.
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
@@ -163,31 +177,34 @@ class Validator:
 
     def _violations(self, instance: object, limit: Optional[int] = None) -> List[Violation]:
         """`errors`, except that running out of Python stack raises RecursionError."""
-        if self._local is not None:
-            self._local.stack = []
-        max_depth = self._max_depth
-        plain = None if self._proves_json else plain_json(instance, max_depth)
-        if plain is not False and self._check(instance):
-            return []
-        if plain is None:
-            plain = plain_json(instance, max_depth)
-        problem = None if plain else find_non_json(instance, max_depth=max_depth)
-        if problem is not None:
-            pointer, reason = problem
-            return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
-        if limit is None:
-            out: List[Violation] = []
-            self._collect(instance, "", "", out)
-        else:
-            first = _FirstViolations(limit)
-            try:
-                self._collect(instance, "", "", first)
-            except _EnoughViolations:
-                pass
-            out = list(first)
-        if not out:
-            out.append(Violation("", "", "schema", "value does not satisfy the schema"))
-        return out
+        state = self._state
+        try:
+            max_depth = self._max_depth
+            plain = None if self._proves_json else plain_json(instance, max_depth)
+            if plain is not False and self._check(instance):
+                return []
+            if plain is None:
+                plain = plain_json(instance, max_depth)
+            problem = None if plain else find_non_json(instance, max_depth=max_depth)
+            if problem is not None:
+                pointer, reason = problem
+                return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
+            if limit is None:
+                out: List[Violation] = []
+                self._collect(instance, "", "", out)
+            else:
+                first = _FirstViolations(limit)
+                try:
+                    self._collect(instance, "", "", first)
+                except _EnoughViolations:
+                    pass
+                out = list(first)
+            if not out:
+                out.append(Violation("", "", "schema", "value does not satisfy the schema"))
+            return out
+        finally:
+            if state is not None:
+                state.end()
 
 
 class _EnoughViolations(Exception):
