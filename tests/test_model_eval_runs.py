@@ -90,6 +90,26 @@ class TaskFileTest(TempDirMixin, unittest.TestCase):
         self.assertNotIn("Traceback", stdout + stderr)
         self.assertFalse(out.exists())
 
+    def test_a_task_file_refuses_what_a_case_file_refuses(self) -> None:
+        """Task and case files share one reader: a number no float holds, NaN, a repeated key and a lone
+        surrogate escape are FILE:LINE problems (a task with 1e400 in a match once loaded as infinity)."""
+        directory = self.make_dir()
+        fine = json.dumps(get_task("fine"))
+        lines = [fine.replace('"fine"', '"big"', 1)[:-1] + ', "tags": [1e400]}',
+                 fine.replace('"fine"', '"nan"', 1)[:-1] + ', "tags": [NaN]}',
+                 fine.replace('"fine"', '"twice"', 1)[:-1] + ', "split": "dev"}',
+                 json.dumps({**get_task("surrogate"), "intent": "\ud800"})]
+        tasks = directory / "tasks.jsonl"
+        tasks.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        code, _, stderr = run("model-eval", "--tasks", str(tasks), "--out", str(directory / "o"))
+        self.assertEqual(code, 2)
+        self.assertEqual(stderr.splitlines(), [
+            f"{tasks}:1: a number too large to read",
+            f"{tasks}:2: NaN is not JSON",
+            f"{tasks}:3: duplicate key 'split' in one object",
+            f"{tasks}:4: 'intent' holds a lone surrogate escape (\\ud800-\\udfff), which is not Unicode text",
+        ])
+
     def test_a_task_that_cannot_fail_is_refused(self) -> None:
         directory = self.make_dir()
         vacuous = get_task(surfaces={TYPED: {}})

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -22,6 +20,7 @@ from ..jsonvalue import json_type, pointer_join
 from ..policy import Actor
 from ..schema import MAX_INSTANCE_DEPTH, Validator
 from .definition import EXPECTATION_KEYS, Lab
+from .jsonl import LineProblem, NotPlainJSON, lone_surrogate_at, read_lines, read_plain_json
 
 __all__ = ["Case", "CaseFileError", "CaseProblem", "case_schema", "load_cases"]
 
@@ -29,22 +28,12 @@ CASE_SCHEMA_PATH = Path(__file__).with_name("case_schema.json")
 MAX_VIOLATIONS_PER_LINE = 5  # a oneOf can explain itself many times over; the first few locate the fault
 MAX_PROBLEMS = 100  # reported before reading stops
 MAX_CASE_FILE_BYTES = 64 * 1024 * 1024  # far beyond any real case file; a bound on what one read holds
-BYTE_ORDER_MARK = "\ufeff"  # some editors start UTF-8 files with one; RFC 8259 lets a parser ignore it
 REFERENCE_KEYS = frozenset({"$from_call", "pointer"})
 REFERENCE_SHAPE = '{"$from_call": N, "pointer": "/json/pointer"}'
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # decoded JSON holds one only from an unpaired \\uD8xx escape
 
 
-@dataclass(frozen=True)
-class CaseProblem:
-    """One thing wrong with a case file, at a line (1-based)."""
-
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+CaseProblem = LineProblem
+"""One thing wrong with a case file, at a line (1-based)."""
 
 
 class CaseFileError(ValueError):
@@ -133,7 +122,7 @@ def load_cases(paths: Sequence[str], *, lab: Lab | None = None) -> list[Case]:
         if _given_before(path, files_read):
             problems.append(CaseProblem(path, 1, "this case file is given twice"))
             continue
-        for line_number, text in _lines(path, problems):
+        for line_number, text in read_lines(path, kind="case", max_bytes=MAX_CASE_FILE_BYTES, problems=problems):
             if len(problems) >= MAX_PROBLEMS:  # a log of a million lines helps nobody: fix these, run again
                 problems.append(CaseProblem(path, line_number, f"stopped reading after {MAX_PROBLEMS} problems"))
                 raise CaseFileError(problems)
@@ -162,50 +151,16 @@ def _given_before(path: str, files_read: set[Path]) -> bool:
     return False
 
 
-def _lines(path: str, problems: list[CaseProblem]) -> list[tuple[int, str]]:
-    """The non-blank lines of a UTF-8 file with their numbers, split at "\\n" only (JSON Lines).
-
-    `str.splitlines()` would also break at U+2028, U+0085 and other separators that JSON allows raw
-    inside a string, cutting a valid case in two. A trailing "\\r" (CRLF files) and a leading byte order
-    mark are dropped.
-    """
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CASE_FILE_BYTES + 1)  # bounded: --cases /dev/zero must not eat the memory
-    except FileNotFoundError:
-        problems.append(CaseProblem(path, 1, "no such case file"))
-        return []
-    except IsADirectoryError:
-        problems.append(CaseProblem(path, 1, "a directory, not a case file"))
-        return []
-    except OSError as exc:
-        problems.append(CaseProblem(path, 1, f"cannot read the case file ({exc.strerror or type(exc).__name__})"))
-        return []
-    if len(raw) > MAX_CASE_FILE_BYTES:
-        problems.append(CaseProblem(path, 1, f"the case file is larger than {MAX_CASE_FILE_BYTES} bytes"))
-        return []
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        problems.append(CaseProblem(path, line, "the case file is not UTF-8 text"))
-        return []
-    if text.startswith(BYTE_ORDER_MARK):
-        text = text[len(BYTE_ORDER_MARK):]
-    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
-    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip(" \t")]
-
-
 def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProblem], lab: Lab | None) -> Case | None:
     def report(message: str) -> None:
         problems.append(CaseProblem(path, line_number, message))
 
     try:
-        data = _read_json(text)
+        data = read_plain_json(text, max_depth=MAX_INSTANCE_DEPTH, kind="cases")
     except json.JSONDecodeError as exc:
         report(f"broken JSON at column {exc.colno}: {exc.msg}")
         return None
-    except _NotPlainJSON as exc:
+    except NotPlainJSON as exc:
         report(str(exc))
         return None
     violations = _case_validator().errors(data)
@@ -213,7 +168,7 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
         for violation in violations[:MAX_VIOLATIONS_PER_LINE]:
             report(violation.message)  # names the field by its path, never quotes its value
         return None
-    surrogate_at = _lone_surrogate_at(data, "")  # after validation: the nesting is bounded
+    surrogate_at = lone_surrogate_at(data)  # after validation: the nesting is bounded
     if surrogate_at is not None:
         report(f"'{surrogate_at[1:]}' holds a lone surrogate escape (\\ud800-\\udfff), which is not Unicode text")
         return None
@@ -221,63 +176,6 @@ def _parse_case(path: str, line_number: int, text: str, problems: list[CaseProbl
     for message in _consistency_problems(case) if lab is None else _lab_problems(case, lab):
         report(message)
     return case
-
-
-class _NotPlainJSON(ValueError):
-    pass
-
-
-def _read_json(text: str) -> Any:
-    """`json.loads`, refusing what is not plain JSON and turning the parser's own limits into problems."""
-    try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant,
-                          parse_int=_read_int, parse_float=_read_float)
-    except RecursionError:
-        raise _NotPlainJSON(f"JSON nested too deeply to read (cases allow {MAX_INSTANCE_DEPTH} levels)") from None
-
-
-def _read_int(digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:  # longer than sys.get_int_max_str_digits() (Python 3.10.7+)
-        raise _NotPlainJSON("a number with too many digits to read") from None
-
-
-def _read_float(digits: str) -> float:
-    number = float(digits)
-    if not math.isfinite(number):  # 1e400: valid JSON text, but no float holds it
-        raise _NotPlainJSON("a number too large to read")
-    return number
-
-
-def _lone_surrogate_at(value: Any, pointer: str) -> str | None:
-    """The JSON Pointer of the first string (or member name) holding a lone surrogate, else None."""
-    if isinstance(value, str):
-        return pointer if LONE_SURROGATE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = pointer if LONE_SURROGATE.search(key) else _lone_surrogate_at(item, pointer_join(pointer, key))
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _lone_surrogate_at(item, pointer_join(pointer, index))
-            if found is not None:
-                return found
-    return None
-
-
-def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _NotPlainJSON(f"duplicate key {key!r} in one object")
-        result[key] = value
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotPlainJSON(f"{name} is not JSON")
 
 
 def _build_case(data: Mapping[str, Any], path: str, line_number: int) -> Case:

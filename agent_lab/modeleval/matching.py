@@ -10,34 +10,10 @@ from typing import Any, Mapping
 
 from ..calls import ToolCall
 from ..jsonvalue import json_equal
+from ..lab.pointer import MISSING, resolve_pointer
 from ..schema import Validator
 
-__all__ = ["MISSING", "call_matches", "record_matches", "resolve", "value_matches"]
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-def resolve(document: Any, pointer: str) -> Any:
-    """The value at an RFC 6901 JSON Pointer, or MISSING."""
-    if pointer == "":
-        return document
-    current = document
-    for token in pointer[1:].split("/"):
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(current, dict) and token in current:
-            current = current[token]
-        elif isinstance(current, list) and token.isdigit() and (token == "0" or not token.startswith("0")) \
-                and int(token) < len(current):
-            current = current[int(token)]
-        else:
-            return MISSING
-    return current
+__all__ = ["call_matches", "record_matches", "value_matches"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -60,7 +36,7 @@ def value_matches(constraint: Mapping[str, Any], value: Any) -> bool:
 
 
 def record_matches(match: Mapping[str, Any], record: Any) -> bool:
-    return all(value_matches(constraint, resolve(record, pointer)) for pointer, constraint in match.items())
+    return all(value_matches(constraint, resolve_pointer(record, pointer)) for pointer, constraint in match.items())
 
 
 def call_matches(match: Mapping[str, Any], call: ToolCall, outcome: str | None) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import CATALOGUE
+from ..lab.jsonl import LineProblem, NotPlainJSON, lone_surrogate_at, read_lines, read_plain_json
 from ..policy import Actor
 from ..schema import MAX_INSTANCE_DEPTH, SchemaError, Validator
 
@@ -38,17 +39,10 @@ DEFAULT_STEP_LIMIT = 8
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
 MAX_VIOLATIONS_PER_LINE = 5
 MAX_PROBLEMS = 100
-BYTE_ORDER_MARK = "\ufeff"
 
 
-@dataclass(frozen=True)
-class TaskProblem:
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+TaskProblem = LineProblem
+"""One thing wrong with a task file, at a line (1-based)."""
 
 
 class TaskFileError(ValueError):
@@ -109,7 +103,7 @@ def load_tasks(paths: Sequence[str], *, surfaces: Optional[Sequence[str]] = None
     problems: list[TaskProblem] = []
     first_seen: dict[str, str] = {}
     for path in paths:
-        for number, text in _lines(path, problems):
+        for number, text in read_lines(path, kind="task", max_bytes=MAX_TASK_FILE_BYTES, problems=problems):
             if len(problems) >= MAX_PROBLEMS:
                 problems.append(TaskProblem(path, number, f"stopped reading after {MAX_PROBLEMS} problems"))
                 raise TaskFileError(problems)
@@ -129,71 +123,27 @@ def load_tasks(paths: Sequence[str], *, surfaces: Optional[Sequence[str]] = None
     return tasks
 
 
-def _lines(path: str, problems: list[TaskProblem]) -> list[tuple[int, str]]:
-    """Non-blank lines split at "\\n" only (JSON allows U+2028 inside strings), CRLF and BOM tolerated."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_TASK_FILE_BYTES + 1)
-    except FileNotFoundError:
-        problems.append(TaskProblem(path, 1, "no such task file"))
-        return []
-    except IsADirectoryError:
-        problems.append(TaskProblem(path, 1, "a directory, not a task file"))
-        return []
-    except OSError as error:
-        problems.append(TaskProblem(path, 1, f"cannot read the task file ({error.strerror or type(error).__name__})"))
-        return []
-    if len(raw) > MAX_TASK_FILE_BYTES:
-        problems.append(TaskProblem(path, 1, f"the task file is larger than {MAX_TASK_FILE_BYTES} bytes"))
-        return []
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        problems.append(TaskProblem(path, raw[: error.start].count(b"\n") + 1, "the task file is not UTF-8 text"))
-        return []
-    if text.startswith(BYTE_ORDER_MARK):
-        text = text[len(BYTE_ORDER_MARK):]
-    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
-    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip(" \t")]
-
-
-class _NotPlainJSON(ValueError):
-    pass
-
-
-def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _NotPlainJSON(f"duplicate key {key!r} in one object")
-        result[key] = value
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotPlainJSON(f"{name} is not JSON")
-
-
 def _parse_task(path: str, number: int, text: str, problems: list[TaskProblem],
                 surfaces: Optional[Sequence[str]]) -> Optional[Task]:
     def report(message: str) -> None:
         problems.append(TaskProblem(path, number, message))
 
     try:
-        data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
+        data = read_plain_json(text, max_depth=MAX_INSTANCE_DEPTH, kind="tasks")
     except json.JSONDecodeError as error:
         report(f"broken JSON at column {error.colno}: {error.msg}")
         return None
-    except _NotPlainJSON as error:
+    except NotPlainJSON as error:
         report(str(error))
         return None
-    except (RecursionError, ValueError):
-        report(f"JSON nested too deeply or a number too long to read (tasks allow {MAX_INSTANCE_DEPTH} levels)")
-        return None
-    violations = _task_validator().errors(data)
+    violations = _task_validator().errors(data, limit=MAX_VIOLATIONS_PER_LINE)
     if violations:
-        for violation in violations[:MAX_VIOLATIONS_PER_LINE]:
+        for violation in violations:
             report(violation.message)
+        return None
+    surrogate_at = lone_surrogate_at(data)  # after validation: the nesting is bounded
+    if surrogate_at is not None:
+        report(f"'{surrogate_at[1:]}' holds a lone surrogate escape (\\ud800-\\udfff), which is not Unicode text")
         return None
     task = Task(
         task_id=data["task_id"], split=data["split"], intent=data["intent"], messages=tuple(data["messages"]),
