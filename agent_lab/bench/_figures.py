@@ -1,10 +1,18 @@
-"""What the timing sections share: the worst of several rounds, and a plain-text table."""
+"""What the timing sections share: the worst of several rounds, a plain-text table, and figures.
+
+A section reports each figure a target is set for with `report` (per-round values, measured side
+by side with a peer through `interleave`); `bench --json` writes them in one stable shape and
+`bench --compare OLD.json` reads an earlier file back and names the figures that got worse."""
 
 from __future__ import annotations
 
 import json
+import math
+import platform
+import statistics
 import time
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 def json_bytes(value: object) -> int:
@@ -28,3 +36,154 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
              "  ".join("-" * width for width in widths)]
     lines.extend("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     return "\n".join(lines)
+
+
+# -- figures in a stable shape, for `bench --json` and `bench --compare` -------------------------
+
+FIGURES_FORMAT = "agent-lab-bench/1"
+"""The `format` of a `bench --json` file; a file of another format is not compared."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure. `ours` and `peer` are medians over rounds; `ratio` is the median of the
+    per-round ratios ours/peer (each round measures both side by side, so a disturbed round disturbs
+    both); `spread` is max - min of those ratios (of `ours` when there is no peer): how far one
+    round can be from another on this machine. `better` says which way is an improvement."""
+
+    name: str
+    unit: str
+    ours: float
+    peer: Optional[float] = None
+    ratio: Optional[float] = None
+    spread: float = 0.0
+    rounds: int = 1
+    target: Optional[str] = None
+    better: str = "lower"
+    note: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in
+                ("name", "unit", "ours", "peer", "ratio", "spread", "rounds", "target", "better", "note")}
+
+    @property
+    def compared(self) -> float:
+        """The number a later run is compared on: the ratio when there is a peer, else `ours`."""
+        return self.ratio if self.ratio is not None else self.ours
+
+
+FIGURES: list[Figure] = []
+"""Every figure reported in this process, in order (the front door empties it before a run)."""
+
+
+def interleave(measurements: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Call every measurement once per round, rotating which goes first, so that a slow stretch of
+    the machine falls on all of them alike; name -> one value per round."""
+    names = list(measurements)
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for round_number in range(max(1, rounds)):
+        shift = round_number % len(names) if names else 0
+        for name in names[shift:] + names[:shift]:
+            values[name].append(float(measurements[name]()))
+    return values
+
+
+def report(
+    name: str,
+    *,
+    unit: str,
+    ours: Sequence[float],
+    peer: Optional[Sequence[float]] = None,
+    target: Optional[str] = None,
+    better: str = "lower",
+    note: str = "",
+) -> Figure:
+    """Record one figure from per-round values (`peer` round i measured beside `ours` round i)."""
+    if not ours:
+        raise ValueError(f"figure {name!r} has no rounds")
+    if better not in ("lower", "higher"):
+        raise ValueError("better must be 'lower' or 'higher'")
+    if peer is not None and len(peer) != len(ours):
+        raise ValueError(f"figure {name!r}: ours and peer need one value per round each")
+    ratios = [mine / theirs for mine, theirs in zip(ours, peer) if theirs] if peer is not None else []
+    spread_of = ratios if ratios else list(ours)
+    figure = Figure(
+        name=name,
+        unit=unit,
+        ours=float(statistics.median(ours)),
+        peer=float(statistics.median(peer)) if peer is not None else None,
+        ratio=float(statistics.median(ratios)) if ratios else None,
+        spread=float(max(spread_of) - min(spread_of)),
+        rounds=len(ours),
+        target=target,
+        better=better,
+        note=note,
+    )
+    FIGURES.append(figure)
+    return figure
+
+
+def figures_document(figures: Sequence[Figure]) -> dict[str, Any]:
+    """What `bench --json` writes: the figures sorted by name, and where they were measured."""
+    return {
+        "format": FIGURES_FORMAT,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "machine": platform.machine(),
+        "figures": [figure.as_json() for figure in sorted(figures, key=lambda figure: figure.name)],
+    }
+
+
+def read_figures(path: str) -> list[Figure]:
+    """The figures of a `bench --json` file. ValueError (one line) when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            document = json.load(file)
+    except OSError as problem:
+        raise ValueError(f"{path}: cannot read it ({problem.strerror or problem})") from None
+    except (ValueError, RecursionError):
+        raise ValueError(f"{path}: not a JSON file") from None
+    if not isinstance(document, dict) or document.get("format") != FIGURES_FORMAT:
+        raise ValueError(f"{path}: not a `bench --json` file of format {FIGURES_FORMAT}")
+    figures = []
+    for index, entry in enumerate(document.get("figures") or []):
+        try:
+            figures.append(Figure(
+                name=str(entry["name"]), unit=str(entry["unit"]), ours=_number(entry["ours"]),
+                peer=_optional_number(entry.get("peer")), ratio=_optional_number(entry.get("ratio")),
+                spread=_number(entry.get("spread", 0.0)), rounds=int(entry.get("rounds", 1)),
+                target=entry.get("target"), better="higher" if entry.get("better") == "higher" else "lower",
+                note=str(entry.get("note", "")),
+            ))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}: figure {index + 1} lacks a name, unit or number") from None
+    return figures
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return float(value)
+
+
+def _optional_number(value: Any) -> Optional[float]:
+    return None if value is None else _number(value)
+
+
+def regressions(old: Sequence[Figure], new: Sequence[Figure], threshold: float) -> list[tuple[Figure, Figure, float]]:
+    """(old, new, relative change) for every figure, by name, that got worse by more than `threshold`
+    (0.10 = 10%) on the number it is compared on. A change inside the worse spread of the two runs
+    is noise, not a regression."""
+    by_name = {figure.name: figure for figure in old}
+    worse = []
+    for figure in new:
+        before = by_name.get(figure.name)
+        if before is None or before.compared == 0 or (before.ratio is None) != (figure.ratio is None):
+            continue
+        change = (figure.compared - before.compared) / abs(before.compared)
+        if figure.better == "higher":
+            change = -change
+        noise = max(before.spread, figure.spread) / abs(before.compared)
+        if change > max(threshold, noise):
+            worse.append((before, figure, change))
+    return worse
