@@ -132,9 +132,11 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
         lab = default_lab()
     workers = checked_jobs(jobs) if jobs is not None else default_jobs()
     cases = tuple(load_cases(case_paths, lab=lab))
-    catalogs, secrets = _inspect_surfaces(lab, lint_config)  # a broken builder shows before any case runs
-    with quiet_registry_logs():
-        rows = _replay_rows(lab, cases, workers, progress)
+    with quiet_registry_logs(), _Replays(lab, cases, workers) as replays:
+        # The surfaces are inspected while the first replays run; a broken builder still fails the run
+        # with the inspection's error, before any case's.
+        catalogs, secrets = _inspect_surfaces(lab, lint_config)
+        rows = _gather_rows(cases, lab.surfaces, replays.result, progress)
     roles = {surface.name: surface.role for surface in lab.surfaces}
     results = {surface.name: tuple(row[column] for row in rows) for column, surface in enumerate(lab.surfaces)}
     metrics = {surface.name: surface_metrics(surface.name, surface.role, results[surface.name], catalogs[surface.name])
@@ -215,35 +217,47 @@ def quiet_registry_logs() -> Iterator[None]:
             logging.getLogger(name).removeFilter(quiet)
 
 
-def _replay_rows(lab: Lab, cases: Sequence[Case], workers: int,
-                 progress: Progress | None) -> list[tuple[CaseResult, ...]]:
-    """One row per case (its result on each surface, in the lab's order), replayed `workers` at a time.
+class _Replays:
+    """Every (case, surface) replay of a run, `workers` at a time, as jobs numbered case by case.
 
-    Every (case, surface) replay is one job. Rows are read in case order as their jobs finish, so
-    `progress` sees the cases in order, and the first job in that order that raised raises here, as it
-    would have in a serial run; the jobs not yet started are then dropped, and those running finish
-    (each replay is bounded by its wait limits) before the error leaves, so no world outlives the run.
+    With one worker nothing starts ahead: `result(index)` replays job `index` when asked, as a serial
+    run does. Otherwise every job is handed to a bounded thread pool on entering (cases that wait on
+    their world first), and `result(index)` waits for job `index`, so results are read in the order
+    they are asked for, never in the order they finish. Leaving on an error drops the jobs not yet
+    started and waits for those running (each replay is bounded by its wait limits), so no replay
+    outlives the run.
     """
-    surfaces = tuple(lab.surfaces)
-    jobs = [(case, surface) for case in cases for surface in surfaces]
-    if workers == 1 or len(jobs) <= 1:
-        return _gather_rows(cases, surfaces, lambda index: _replay_and_grade(lab, *jobs[index]), progress)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(jobs)), thread_name_prefix="tool-eval")
-    try:
-        futures: dict[int, concurrent.futures.Future[CaseResult]] = {}
-        for index in sorted(range(len(jobs)), key=lambda index: (not _waits_on_world(jobs[index][0]), index)):
-            futures[index] = pool.submit(_replay_and_grade, lab, *jobs[index])
-        rows = _gather_rows(cases, surfaces, lambda index: futures[index].result(), progress)
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-    return rows
+
+    def __init__(self, lab: Lab, cases: Sequence[Case], workers: int) -> None:
+        self.lab = lab
+        self.jobs = [(case, surface) for case in cases for surface in lab.surfaces]
+        self.workers = min(workers, len(self.jobs))
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.futures: dict[int, concurrent.futures.Future[CaseResult]] = {}
+
+    def __enter__(self) -> _Replays:
+        if self.workers > 1:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tool-eval")
+            for index in sorted(range(len(self.jobs)), key=lambda index: (not _waits_on_world(self.jobs[index][0]), index)):
+                self.futures[index] = self.pool.submit(_replay_and_grade, self.lab, *self.jobs[index])
+        return self
+
+    def result(self, index: int) -> CaseResult:
+        """Job `index`'s result (case `index // len(surfaces)`, surface `index % len(surfaces)`)."""
+        if self.pool is None:
+            return _replay_and_grade(self.lab, *self.jobs[index])
+        return self.futures[index].result()
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=error is not None)
 
 
 def _gather_rows(cases: Sequence[Case], surfaces: Sequence[Surface], result: Callable[[int], CaseResult],
                  progress: Progress | None) -> list[tuple[CaseResult, ...]]:
-    """The rows, job `case * len(surfaces) + surface` by job, reporting each finished case to `progress`."""
+    """One row per case (its result on each surface, in the lab's order), job `case * len(surfaces) +
+    surface` by job, reporting each case to `progress` once its row is complete: in case order, and the
+    first job in that order that raised raises here, as in a serial run."""
     rows = []
     for row_index, case in enumerate(cases):
         first = row_index * len(surfaces)
