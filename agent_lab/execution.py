@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from .context import CallContext
 from .errors import ToolError, ToolFailure
@@ -38,18 +38,21 @@ __all__ = [
     "WITHHELD_MESSAGE",
     "Handler",
     "LoopThread",
+    "OverBudget",
     "PoolClosed",
     "ProcessExit",
     "Run",
     "RunKind",
     "WorkerPool",
     "describe_exception",
+    "measured_json_copy",
     "plain_deadline",
     "plain_json_copy",
     "plain_json_snapshot",
     "run_async",
     "run_async_on_loop_thread",
     "run_sync",
+    "run_sync_for",
     "seconds_left",
 ]
 
@@ -178,9 +181,9 @@ class RunKind(str, enum.Enum):
     CLOSED = "closed"  # the registry closed before the job could be handed to a worker: nothing ran
 
 
-@dataclass(frozen=True)
-class Run:
-    """The result of one handler call, as a value."""
+class Run(NamedTuple):
+    """The result of one handler call, as a value. (A named tuple: built on every call, and a frozen
+    dataclass costs several times as much to make.)"""
 
     kind: RunKind
     output: Any = None
@@ -189,15 +192,15 @@ class Run:
 
     @classmethod
     def returned(cls, output: Any) -> Run:
-        return cls(RunKind.RETURNED, output=output)
+        return cls(RunKind.RETURNED, output)
 
     @classmethod
     def failed(cls, error: ToolError) -> Run:
-        return cls(RunKind.FAILED, error=error)
+        return cls(RunKind.FAILED, None, error)
 
     @classmethod
     def raised(cls, exception: BaseException) -> Run:
-        return cls(RunKind.RAISED, exception_type=type(exception).__name__)
+        return cls(RunKind.RAISED, None, None, type(exception).__name__)
 
     @classmethod
     def timed_out(cls) -> Run:
@@ -217,20 +220,32 @@ def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
 
     The deadline is checked right before the handler starts: a job that got its worker too late
     does not run at all (NOT_STARTED), so its caller can free the key knowing nothing happened."""
-    if _too_late(ctx):
-        return Run.not_started()
+    return run_sync_for(handler, arguments, ctx.deadline, ctx.tool, ctx.call_id, ctx)
+
+
+def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], tool: str, call_id: str,
+                 ctx: Optional[CallContext]) -> Run:
+    """`run_sync` for a call whose context may not have been built: a handler that takes none is given
+    `ctx=None` (its context would only be made to be thrown away); `deadline`, `tool` and `call_id`
+    are the context's own values."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return _NOT_STARTED
     try:
-        output = handler.call(arguments, ctx)
+        output = handler.function(arguments) if ctx is None else handler.call(arguments, ctx)
     except ToolFailure as failure:
         return Run.failed(failure.error)
     except PROCESS_EXITS:
         raise
     except BaseException as exception:  # noqa: BLE001 - containing it is the point
-        return _contained(ctx, exception, handler)
+        return _contained_for(tool, call_id, exception, handler)
     if inspect.iscoroutine(output):  # a sync wrapper returned a coroutine: never leave it unawaited
         output.close()
-        return _contained(ctx, TypeError("handler returned a coroutine; register the async function itself"), handler)
-    return Run.returned(output)
+        return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
+                                                       "itself"), handler)
+    return Run(RunKind.RETURNED, output)
+
+
+_NOT_STARTED = Run.not_started()
 
 
 CANCEL_GRACE_S = 0.25
@@ -325,14 +340,19 @@ async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallCo
 
 
 def _contained(ctx: CallContext, exception: BaseException, handler: Handler) -> Run:
-    """Log an unexpected handler exception where operators can see it; the model never does.
+    """Log an unexpected handler exception where operators can see it; the model never does."""
+    return _contained_for(ctx.tool, ctx.call_id, exception, handler)
+
+
+def _contained_for(tool: str, call_id: str, exception: BaseException, handler: Handler) -> Run:
+    """`_contained` by the call's tool and id.
 
     What the logs get, at every level, is what `describe_exception` writes: never the exception
     object itself (`exc_info`), whose message and traceback text the handler wrote, possibly with a
     secret argument or output value in it."""
-    logger.warning("handler of tool %r raised %s (call %s)", ctx.tool, type(exception).__name__, ctx.call_id)
+    logger.warning("handler of tool %r raised %s (call %s)", tool, type(exception).__name__, call_id)
     if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("handler of tool %r (call %s) raised %s", ctx.tool, ctx.call_id,
+        logger.debug("handler of tool %r (call %s) raised %s", tool, call_id,
                      describe_exception(exception, show_message=not handler.redacts))
     return Run.raised(exception)
 
@@ -495,6 +515,141 @@ def _plain_copy(value: Any, depth_left: int, flaws: list[bool]) -> Any:
     if isinstance(value, float):
         return _plain_copy(float.__float__(value), depth_left, flaws)
     flaws.append(True)
+    return value
+
+
+class OverBudget(Exception):
+    """Raised by `measured_json_copy` once the value is certainly larger than its budget."""
+
+
+MEASURED_INT_LIMIT = 2**63
+"""An integer beyond this (either sign) makes `measured_json_copy` give no bound: it is measured exactly."""
+
+MEASURED_NESTING = 32
+"""A container nested this deep makes `measured_json_copy` give no bound (and no canonical promise)."""
+
+
+def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None) -> tuple[Any, bool, Optional[int]]:
+    """`plain_json_snapshot(value, max_depth)` plus an upper bound of the copy's compact UTF-8 JSON size,
+    from the same walk: `(copy, plain, bound)`.
+
+    The bound lets the size check skip the JSON encoder for the common small value: each string is at
+    most 6 bytes a character plus its quotes (an escaped control character is 6), and every other node
+    (a key's quotes, colon and comma, a number of at most 64 bits, a float's shortest repr, a literal,
+    a pair of brackets) at most 25. `bound` is None when the walk cannot bound the copy (an integer
+    beyond `MEASURED_INT_LIMIT`, nesting `MEASURED_NESTING` deep, or a dict subclass, whose own `items`
+    the JSON encoder would call): measure it exactly then. When the
+    copy is plain and `bound` is not None, the copy also has a canonical JSON form (`canonical_json`
+    accepts it: exact JSON types, finite numbers, narrow integers, shallow nesting).
+
+    With `budget`, the walk raises `OverBudget` as soon as the copy is certainly larger (one byte a node
+    and a character at least), so the walk's work stays proportional to the budget, not to the value.
+    """
+    state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
+    limit = math.inf if budget is None else budget
+    if type(value) is str:
+        state[0] = len(value)
+        copy = value
+    else:
+        copy = _measured(value, max_depth, state, limit, max_depth - MEASURED_NESTING)
+    characters, nodes, flawed, unbounded = state
+    nodes += 1
+    if characters + nodes > limit:
+        raise OverBudget()
+    return copy, not flawed, None if unbounded else 6 * characters + 25 * nodes
+
+
+def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:
+    """The copy of one value for `measured_json_copy`; scalars inside containers are handled inline
+    (no call each), which is most of a JSON value."""
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, dict)):
+        if depth_left <= 0:
+            state[2] = True
+            return value
+        if depth_left <= deep_at or kind is not dict:  # a subclass: let the encoder see what it shows
+            state[3] = True
+        count = dict.__len__(value)
+        state[1] += 2 * count + 1
+        if state[0] + state[1] > limit:
+            raise OverBudget()
+        copy = {}
+        characters = 0
+        for key, item in dict.items(value):
+            if type(key) is str:
+                characters += len(key)
+            elif isinstance(key, str):
+                key = str.__str__(key)
+                characters += len(key)
+            else:
+                state[2] = True
+            item_kind = type(item)
+            if item_kind is str:
+                characters += len(item)
+            elif item_kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    state[3] = True
+            elif item_kind is bool or item is None:
+                pass
+            elif item_kind is float:
+                if not math.isfinite(item):
+                    state[2] = True
+            else:
+                item = _measured(item, depth_left - 1, state, limit, deep_at)
+            copy[key] = item
+        state[0] += characters
+        if state[0] + state[1] > limit:
+            raise OverBudget()
+        return copy
+    if kind is list or isinstance(value, list):
+        if depth_left <= 0:
+            state[2] = True
+            return value
+        if depth_left <= deep_at:
+            state[3] = True
+        state[1] += list.__len__(value) + 1
+        if state[0] + state[1] > limit:
+            raise OverBudget()
+        items = []
+        characters = 0
+        for item in list.__iter__(value):
+            item_kind = type(item)
+            if item_kind is str:
+                characters += len(item)
+            elif item_kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    state[3] = True
+            elif item_kind is bool or item is None:
+                pass
+            elif item_kind is float:
+                if not math.isfinite(item):
+                    state[2] = True
+            else:
+                item = _measured(item, depth_left - 1, state, limit, deep_at)
+            items.append(item)
+        state[0] += characters
+        if state[0] + state[1] > limit:
+            raise OverBudget()
+        return items
+    if kind is int:
+        if not -MEASURED_INT_LIMIT <= value <= MEASURED_INT_LIMIT:
+            state[3] = True
+        return value
+    if kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            state[2] = True
+        return value
+    if isinstance(value, str):
+        plain = str.__str__(value)
+        state[0] += len(plain)
+        return plain
+    if isinstance(value, int):  # an int subclass (bool cannot be subclassed)
+        return _measured(int.__int__(value), depth_left, state, limit, deep_at)
+    if isinstance(value, float):
+        return _measured(float.__float__(value), depth_left, state, limit, deep_at)
+    state[2] = True
     return value
 
 
