@@ -22,9 +22,11 @@ import enum
 import inspect
 import logging
 import math
+import queue
 import threading
 import time
 import traceback
+from types import CoroutineType
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -238,7 +240,7 @@ def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], to
         raise
     except BaseException as exception:  # noqa: BLE001 - containing it is the point
         return _contained_for(tool, call_id, exception, handler)
-    if inspect.iscoroutine(output):  # a sync wrapper returned a coroutine: never leave it unawaited
+    if isinstance(output, CoroutineType):  # a sync wrapper returned a coroutine: never leave it unawaited
         output.close()
         return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
                                                        "itself"), handler)
@@ -686,7 +688,12 @@ class WorkerPool:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError("max_workers must be an integer of at least 1")
         self._max_workers = max_workers
-        self._slots = threading.BoundedSemaphore(max_workers)
+        # One token per worker. A SimpleQueue (C) rather than a BoundedSemaphore (Python, a Condition
+        # inside): taking and giving back a slot is on every pooled call's path. A token is only ever
+        # put back after it was taken, so there are never more than max_workers.
+        self._slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(max_workers):
+            self._slots.put(None)
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._lock = threading.Lock()
         self._closed = False
@@ -694,34 +701,43 @@ class WorkerPool:
     def submit(self, wait_s: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
         """Run `function(*arguments)` on a free worker; None if none was free within `wait_s` seconds
         (None: wait as long as it takes)."""
-        if not self._slots.acquire(timeout=wait_s):
+        try:
+            self._slots.get(timeout=wait_s)
+        except queue.Empty:
             return None
         return self._submit_holding_slot(function, arguments)
 
     async def asubmit(self, deadline: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
         """`submit` for asyncio callers: looks for a free worker without blocking the event loop."""
-        while not self._slots.acquire(blocking=False):
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(SLOT_POLL_S)
+        while True:
+            try:
+                self._slots.get(block=False)
+                break
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                await asyncio.sleep(SLOT_POLL_S)
         return self._submit_holding_slot(function, arguments)
 
     def _submit_holding_slot(self, function: Callable[..., Any], arguments: tuple) -> concurrent.futures.Future:
         try:
             future = self._started().submit(function, *arguments)
         except RuntimeError as refused:  # shut down meanwhile ("cannot schedule new futures after shutdown")
-            self._slots.release()
+            self._slots.put(None)
             raise PoolClosed("the registry is closed") from refused
         except BaseException:
-            self._slots.release()
+            self._slots.put(None)
             raise
         future.add_done_callback(self._release_slot)
         return future
 
     def _release_slot(self, future: concurrent.futures.Future) -> None:
-        self._slots.release()
+        self._slots.put(None)
 
     def _started(self) -> concurrent.futures.ThreadPoolExecutor:
+        executor = self._executor  # running already (close() sets _closed first, then drops it)
+        if executor is not None and not self._closed:
+            return executor
         with self._lock:
             if self._closed:
                 raise PoolClosed("the registry is closed")

@@ -82,7 +82,7 @@ from .jsonvalue import check_json_value, compact_json_writer, find_non_json
 from .policy import Actor, Approval, is_wall_clock_time
 from .redaction import REDACTED
 from .schema import MAX_INSTANCE_DEPTH
-from .spec import Execution, RetryPolicy, ToolSpec
+from .spec import ApprovalPolicy, Execution, RetryPolicy, ToolSpec
 
 __all__ = [
     "MAX_CLOSE_NAMES",
@@ -126,17 +126,29 @@ class _CallState:
 
     After the execute step, only the caller's thread writes it; a late-completion callback only reads
     the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, hold, redact)
-    and sets receipt_note. A plain class with slots: one is made per call, and a dataclass with
-    defaults costs several times as much to build.
+    and sets receipt_note. A plain class with class-level defaults: one is made per call, and a
+    dataclass that sets every field costs several times as much to build.
     """
 
-    __slots__ = ("call", "actor", "approval", "deadline", "call_id", "started", "started_monotonic", "arguments",
-                 "sized", "tool", "spec", "handler", "fingerprint", "step", "call_deadline", "receipt_key", "hold",
-                 "late_pending", "receipt_note", "approval_used", "interrupted_run", "redact")
+    # Class-level defaults: a call sets only what it learns (most reads never touch half of these).
+    arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
+    sized = False  # the arguments are within the tool's input budget (they may be fingerprinted)
+    spec: Optional[ToolSpec] = None
+    handler: Optional[Handler] = None
+    fingerprint: Optional[str] = None  # made when a step or the audit record needs it (`_fingerprint`)
+    step = "route"
+    call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by route
+    receipt_key: Optional[ReceiptKey] = None
+    hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
+    late_pending = False  # a late handler will complete the reservation itself
+    receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
+    approval_used: Optional[Approval] = None
+    interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
+    redact: frozenset = frozenset()
 
     def __init__(self, call: Any, actor: Any, approval: Any, deadline: Any, call_id: str, started: float,
                  started_monotonic: float, tool: str = "", spec: Optional[ToolSpec] = None,
-                 redact: frozenset = frozenset()) -> None:
+                 redact: Optional[frozenset] = None) -> None:
         self.call = call
         self.actor = actor
         self.approval = approval
@@ -144,21 +156,11 @@ class _CallState:
         self.call_id = call_id
         self.started = started
         self.started_monotonic = started_monotonic
-        self.arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
-        self.sized = False  # the arguments are within the tool's input budget (they may be fingerprinted)
         self.tool = tool
-        self.spec = spec
-        self.handler: Optional[Handler] = None
-        self.fingerprint: Optional[str] = None  # computed when a step or the audit record needs it
-        self.step = "route"
-        self.call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by route
-        self.receipt_key: Optional[ReceiptKey] = None
-        self.hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
-        self.late_pending = False  # a late handler will complete the reservation itself
-        self.receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
-        self.approval_used: Optional[Approval] = None
-        self.interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
-        self.redact = redact
+        if spec is not None:
+            self.spec = spec
+        if redact is not None:
+            self.redact = redact
 
     def result(self, *, ok: bool, outcome: Outcome, output: Any = None, error: Optional[ToolError] = None) -> ToolResult:
         return ToolResult._fast(ok, outcome, self.tool, output, error, self.call_id, self.fingerprint, self.redact)
@@ -496,7 +498,8 @@ class Registry:
         call_id = call.call_id if is_call else None
         call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else self._call_ids.next()
         # Plain text only: a str subclass could hash or compare like another tool's name.
-        tool = str.__str__(call.name) if is_call and isinstance(call.name, str) else ""
+        name = call.name if is_call else None
+        tool = name if type(name) is str else str.__str__(name) if isinstance(name, str) else ""
         return _CallState(call if is_call else _NotAToolCall(), actor, approval, deadline, call_id,
                           time.perf_counter(), time.monotonic(), tool)
 
@@ -543,9 +546,11 @@ class Registry:
         entry = tools.get(state.tool)
         if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
             return state.refusal("tool_not_found", details={"close_names": _close_names(tools, state)})
-        state.spec, state.handler = entry
-        state.redact = _redact_set(state.spec)
-        state.call_deadline = _call_deadline(state, state.spec)
+        spec, state.handler = entry
+        state.spec = spec
+        if spec.redact:
+            state.redact = frozenset(spec.redact)
+        state.call_deadline = _call_deadline(state, spec)
         return None
 
     # -- step 1: schema --------------------------------------------------------------------------
@@ -636,6 +641,8 @@ class Registry:
         """An approval must be for this tool, these exact arguments (fingerprint) and this tenant."""
         spec = state.spec
         assert spec is not None
+        if spec.approval is ApprovalPolicy.NEVER:
+            return None
         try:
             needed = spec.needs_approval(state.arguments)
         except PROCESS_EXITS:
@@ -676,10 +683,10 @@ class Registry:
     def _check_deadline(self, state: _CallState) -> Optional[ToolResult]:
         """The call's deadline (the caller's, or the tool's timeout counted from the start of invoke)
         has already passed: nothing runs."""
-        if not is_deadline(state.deadline):
+        if state.deadline is not None and not is_deadline(state.deadline):
             logger.warning("invoke() got a deadline that is not a finite number; refusing the call")
             return state.refusal("internal_error", "The caller's deadline is not a number; the tool did not run.")
-        if _passed(state.call_deadline):
+        if state.call_deadline is not None and time.monotonic() >= state.call_deadline:
             return state.refusal("deadline_exceeded")
         return None
 
@@ -771,6 +778,8 @@ class Registry:
     # -- step 6: execute -------------------------------------------------------------------------
 
     def _context(self, state: _CallState) -> CallContext:
+        """The handler's `CallContext`. A sync handler that takes none gets none: nobody else reads it
+        (its cancel event would be set for no one), so it is built only for a handler that asks."""
         spec = state.spec
         assert spec is not None
         return CallContext._fast(
@@ -782,11 +791,6 @@ class Registry:
             self.cursors,
         )
 
-    def _sync_context(self, state: _CallState, handler: Handler) -> Optional[CallContext]:
-        """The context of a sync handler's call, built only for a handler that takes one: nobody else
-        reads it (for a handler that takes none, its cancel event would be set for no one)."""
-        return None if handler.context_mode is ContextMode.NONE else self._context(state)
-
     def _execute(self, state: _CallState) -> Run:
         """Run the handler for `invoke`: on the pool (or inline), or on the loop thread if async."""
         state.step = "execute"
@@ -796,7 +800,7 @@ class Registry:
         arguments = state.arguments  # already the call's own plain copy; nothing reads it after this
         if handler.is_async:
             return self._execute_on_loop_thread(state, self._context(state), handler, arguments)
-        ctx = self._sync_context(state, handler)
+        ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
         if self._run_inline or spec.execution is Execution.INLINE:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
@@ -824,7 +828,7 @@ class Registry:
         arguments = state.arguments
         if handler.is_async:
             return await run_async(handler, arguments, self._context(state))
-        ctx = self._sync_context(state, handler)
+        ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
         if spec.execution is Execution.INLINE:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
@@ -1006,7 +1010,8 @@ class Registry:
     def _record(self, state: _CallState, result: ToolResult) -> ToolResult:
         """Settle the receipt, stamp the duration and write the audit record. Never raises."""
         try:
-            self._settle_receipt(state, result)
+            if state.hold is not None:
+                self._settle_receipt(state, result)
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
@@ -1014,8 +1019,9 @@ class Registry:
             self._holder.give_up(state.hold, "could not build its receipt")
         # The result was built for this call and nobody else holds it yet: stamp it in place
         # (dataclasses.replace would copy every field on the hot path).
-        object.__setattr__(result, "duration_ms", (time.perf_counter() - state.started) * 1000.0)
-        self._write_audit(state, result)
+        result.__dict__["duration_ms"] = (time.perf_counter() - state.started) * 1000.0
+        if self._audit is not None:
+            self._write_audit(state, result)
         return result
 
     def _settle_receipt(self, state: _CallState, result: ToolResult) -> None:
@@ -1080,7 +1086,9 @@ def _call_deadline(state: _CallState, spec: ToolSpec) -> float:
     from the start of invoke, whichever comes first. A caller deadline that is not a number is left
     for the deadline step to refuse."""
     tool_deadline = state.started_monotonic + spec.timeout_ms / 1000.0
-    if state.deadline is None or not is_deadline(state.deadline):
+    if state.deadline is None:
+        return tool_deadline
+    if not is_deadline(state.deadline):
         return tool_deadline
     state.deadline = plain_deadline(state.deadline)  # its plain value: a number subclass could compare as it likes
     return min(state.deadline, tool_deadline)
@@ -1117,14 +1125,6 @@ def _close_names(tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallStat
         return []
     callable_names = [name for name, (spec, _) in tools.items() if actor.may(spec.required_permission)]
     return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
-
-
-_NO_REDACTION: frozenset = frozenset()
-
-
-def _redact_set(spec: ToolSpec) -> frozenset:
-    """The spec's redacted field names as a set (most tools have none: one shared empty set)."""
-    return frozenset(spec.redact) if spec.redact else _NO_REDACTION
 
 
 def _frees_key(result: ToolResult) -> bool:
