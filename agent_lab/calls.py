@@ -112,18 +112,11 @@ class ToolResult:
     ) -> ToolResult:
         """Rebuild a result from a stored receipt (a replay answers with what the first call returned)."""
         error = record.get("error")
-        return cls(
-            ok=bool(record["ok"]),
-            outcome=Outcome(record["outcome"]),
-            tool=str(record["tool"]),
-            output=record.get("output"),
-            error=ToolError.from_dict(error) if error else None,
-            replayed=replayed,
-            call_id=call_id,
-            fingerprint=record.get("fingerprint"),
-            duration_ms=duration_ms,
-            redact=frozenset(redact),
-        )
+        result = cls._fast(bool(record["ok"]), Outcome(record["outcome"]), str(record["tool"]), record.get("output"),
+                           ToolError.from_dict(error) if error else None, call_id, record.get("fingerprint"),
+                           redact if isinstance(redact, frozenset) else frozenset(redact))
+        result.__dict__.update(replayed=replayed, duration_ms=duration_ms)
+        return result
 
     def _masked(self, value: Any) -> Any:
         if not self.redact:

@@ -571,9 +571,8 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             return value
         if depth_left <= deep_at or kind is not dict:  # a subclass: let the encoder see what it shows
             state[3] = True
-        count = dict.__len__(value)
-        state[1] += 2 * count + 1
-        if state[0] + state[1] > limit:
+        nodes = state[1] = state[1] + 2 * dict.__len__(value) + 1
+        if state[0] + nodes > limit:
             raise OverBudget()
         copy = {}
         characters = 0
@@ -599,8 +598,8 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             else:
                 item = _measured(item, depth_left - 1, state, limit, deep_at)
             copy[key] = item
-        state[0] += characters
-        if state[0] + state[1] > limit:
+        characters = state[0] = state[0] + characters
+        if characters + state[1] > limit:
             raise OverBudget()
         return copy
     if kind is list or isinstance(value, list):
@@ -609,8 +608,8 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             return value
         if depth_left <= deep_at:
             state[3] = True
-        state[1] += list.__len__(value) + 1
-        if state[0] + state[1] > limit:
+        nodes = state[1] = state[1] + list.__len__(value) + 1
+        if state[0] + nodes > limit:
             raise OverBudget()
         items = []
         characters = 0
@@ -629,8 +628,8 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             else:
                 item = _measured(item, depth_left - 1, state, limit, deep_at)
             items.append(item)
-        state[0] += characters
-        if state[0] + state[1] > limit:
+        characters = state[0] = state[0] + characters
+        if characters + state[1] > limit:
             raise OverBudget()
         return items
     if kind is int:

@@ -11,6 +11,7 @@ stay the same across restarts and processes), over the canonical JSON text of th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -206,8 +207,7 @@ class Fingerprinter:
         if not isinstance(tool, str):
             raise NotCanonicalJSON("", "the tool name must be a string")
         # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
-        tool_text = _escape_lone_surrogates(_write_canonical(str.__str__(tool)))
-        text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + tool_text + "}"
+        text = '{"arguments":' + canonical_json(arguments) + _tool_member(str.__str__(tool))
         inner = self._inner.copy()
         inner.update(text.encode("utf-8"))
         outer = self._outer.copy()
@@ -219,6 +219,12 @@ class Fingerprinter:
 
 
 _SHA256_BLOCK_BYTES = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _tool_member(tool: str) -> str:
+    """The end of a fingerprinted text: `,"tool":<name>}` (a registry asks for the same few names)."""
+    return ',"tool":' + _escape_lone_surrogates(_write_canonical(tool)) + "}"
 
 def _plain_value(value: object, path: List[str], depth: int) -> object:
     """Return ``value`` rebuilt from exact JSON types, or raise ``NotCanonicalJSON``.
