@@ -967,7 +967,8 @@ class Registry:
             violations = [_violation_dict(v) for v in validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1)]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
-        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=copy)
+        return ToolResult._fast(True, Outcome.SUCCEEDED, state.tool, copy, None, state.call_id, state.fingerprint,
+                                state.redact)
 
     def _output_failure(
         self,

@@ -38,7 +38,7 @@ from ..calls import ToolCall
 from ..idempotency import ReceiptKey, SqliteReceiptStore, fingerprint
 from ..policy import Actor
 from ..registry import Registry
-from ..spec import Effect, ToolSpec
+from ..spec import ApprovalPolicy, Effect, Execution, ToolSpec
 from . import _figures
 
 __all__ = ["main"]
@@ -208,12 +208,14 @@ def _raw_sqlite(path: str, receipts: int, synchronous: str, text: str, *, two_st
 
 # -- figures: side by side, interleaved rounds ---------------------------------------------------
 
-INLINE_READ_SPEC = dataclasses.replace(READ_SPEC, execution="inline")
-INLINE_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, execution="inline")
-APPROVED_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, name="close_ticket", approval="always", execution="inline")
-GUARDED_READ_SPEC = dataclasses.replace(READ_SPEC, name="get_guarded_ticket", execution="inline",
+INLINE_READ_SPEC = dataclasses.replace(READ_SPEC, execution=Execution.INLINE)
+INLINE_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, execution=Execution.INLINE)
+APPROVED_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, name="close_ticket", approval=ApprovalPolicy.ALWAYS,
+                                          execution=Execution.INLINE)
+GUARDED_READ_SPEC = dataclasses.replace(READ_SPEC, name="get_guarded_ticket", execution=Execution.INLINE,
                                         resource_guard=lambda arguments, actor: arguments["ticket_id"] != "T-9999")
-SMALL_BUDGET_SPEC = dataclasses.replace(READ_SPEC, name="get_ticket_small", execution="inline", max_input_bytes=64)
+SMALL_BUDGET_SPEC = dataclasses.replace(READ_SPEC, name="get_ticket_small", execution=Execution.INLINE,
+                                        max_input_bytes=64)
 
 
 def _figure_registry() -> Registry:
@@ -364,9 +366,11 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
             peer = pydantic_invoke
             measurements["pydantic_overhead"] = overhead(
                 "read: pydantic registry", lambda: peer("get_ticket", arguments, permissions))
+        def refused(code: str, invoke: Callable[[], Any]) -> Callable[[], float]:
+            return lambda: keep(f"refused: {code}", _per_call(invoke, calls))
+
         for code, invoke in rejections.items():
-            measurements["reject." + code] = (lambda code=code, invoke=invoke:
-                                              keep(f"refused: {code}", _per_call(invoke, calls)))
+            measurements["reject." + code] = refused(code, invoke)
         samples = _figures.interleave(measurements, rounds)
     finally:
         registry.close()
