@@ -191,9 +191,10 @@ class Registry:
     `max_workers`: size of the worker pool sync handlers run on (created on first use).
     `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
     `clock`: wall clock for approval expiry (receipt stores keep their own clock).
-    `run_inline`: run sync handlers on the caller's thread instead of the pool. Only for trusted, fast
-    handlers and for measuring overhead: the caller cannot stop waiting at the deadline, which is
-    checked after the handler returns (an overrun is then reported exactly like a timeout).
+    `run_inline`: run every sync handler on the caller's thread under `invoke`, as a tool declared
+    `ToolSpec(execution="inline")` is run (see `_execute_inline` for the deadline's meaning there);
+    for measuring overhead. Per tool, prefer the spec's option: only trusted, fast handlers belong
+    on the caller's thread, since the caller cannot stop waiting at the deadline.
     `late_completion_s`: how long past its deadline a sync write that still runs keeps its key held
     (default `LATE_COMPLETION_WINDOW_S`); after it the key is `outcome_unknown` until resolved.
     `renew_every_s`: how often the lease keeper renews held leases (default: a third of the store's lease).
