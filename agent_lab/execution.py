@@ -547,8 +547,16 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None)
     With `budget`, the walk raises `OverBudget` as soon as the copy is certainly larger (one byte a node
     and a character at least), so the walk's work stays proportional to the budget, not to the value.
     """
-    state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
     limit = math.inf if budget is None else budget
+    if type(value) is dict and len(value) <= _FLAT_FAST_ITEMS and max_depth > 0:
+        flat = _flat_copy(value)
+        if flat is not None:  # most tool arguments and outputs: one small object of strings and numbers
+            copy, characters = flat
+            nodes = 2 * len(copy) + 2
+            if characters + nodes > limit:
+                raise OverBudget()
+            return copy, True, 6 * characters + 25 * nodes
+    state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
     if type(value) is str:
         state[0] = len(value)
         copy = value
@@ -559,6 +567,35 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None)
     if characters + nodes > limit:
         raise OverBudget()
     return copy, not flawed, None if unbounded else 6 * characters + 25 * nodes
+
+
+_FLAT_FAST_ITEMS = 64
+"""`measured_json_copy` tries `_flat_copy` first on a dict of at most this many members."""
+
+
+def _flat_copy(value: dict) -> Optional[tuple[dict, int]]:
+    """A copy of an exact dict whose keys are exact strings and whose values are exact strings,
+    booleans, None, finite floats or integers within `MEASURED_INT_LIMIT`, and the characters of its
+    keys and strings; None for any other dict (the general walk takes it from the start)."""
+    copy = {}
+    characters = 0
+    for key, item in value.items():
+        if type(key) is not str:
+            return None
+        kind = type(item)
+        if kind is str:
+            characters += len(item)
+        elif kind is int:
+            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                return None
+        elif kind is float:
+            if not math.isfinite(item):
+                return None
+        elif kind is not bool and item is not None:
+            return None
+        characters += len(key)
+        copy[key] = item
+    return copy, characters
 
 
 def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:
