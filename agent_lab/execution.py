@@ -551,11 +551,11 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None)
     if type(value) is dict and len(value) <= _FLAT_FAST_ITEMS and max_depth > 0:
         flat = _flat_copy(value)
         if flat is not None:  # most tool arguments and outputs: one small object of strings and numbers
-            copy, characters = flat
-            nodes = 2 * len(copy) + 2
-            if characters + nodes > limit:
+            flat_copy, flat_characters = flat
+            flat_nodes = 2 * len(flat_copy) + 2
+            if flat_characters + flat_nodes > limit:
                 raise OverBudget()
-            return copy, True, 6 * characters + 25 * nodes
+            return flat_copy, True, 6 * flat_characters + 25 * flat_nodes
     state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
     if type(value) is str:
         state[0] = len(value)

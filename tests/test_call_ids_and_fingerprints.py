@@ -133,5 +133,37 @@ class FingerprintOnNeedTest(unittest.TestCase):
                 self.assertEqual(result.error.details["violations"][0]["keyword"], "json")
 
 
+class CanonicalFastPathTest(unittest.TestCase):
+    """canonical_json writes a value of exact JSON types without a float as it is (no copy): the text
+    and every refusal (pointer and reason) must be those of the full walk."""
+
+    def test_the_quick_path_and_the_full_walk_agree_on_hostile_values(self) -> None:
+        import json
+        import random
+
+        from agent_lab.fingerprint import NotCanonicalJSON, _escape_lone_surrogates, _plain_value, canonical_json
+        from test_measured_copy import hostile_value
+
+        def full_walk(value):
+            plain = _plain_value(value, [], 0)
+            return _escape_lone_surrogates(json.dumps(plain, sort_keys=True, separators=(",", ":"),
+                                                      ensure_ascii=False, allow_nan=False))
+
+        def outcome(function, value):
+            try:
+                return ("text", function(value))
+            except NotCanonicalJSON as problem:
+                return ("refused", problem.pointer, problem.reason)
+
+        rng = random.Random(5)
+        for _ in range(3000):
+            value = hostile_value(rng)
+            self.assertEqual(outcome(canonical_json, value), outcome(full_walk, value), value)
+        deep = []
+        for _ in range(70):
+            deep = [deep]
+        self.assertEqual(outcome(canonical_json, deep), outcome(full_walk, deep))
+
+
 if __name__ == "__main__":
     unittest.main()
