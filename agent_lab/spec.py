@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from .frozenjson import freeze, thaw
 from .policy import ResourceGuard
 
-__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "RetryPolicy", "ToolSpec"]
+__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "ToolSpec"]
 
 
 class Effect(str, enum.Enum):
@@ -52,6 +52,16 @@ class RetryPolicy(str, enum.Enum):
 
     NEVER = "never"
     TRANSIENT = "transient"  # timeouts and unavailable dependencies may be retried
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Execution(str, enum.Enum):
+    """Where a sync handler runs (see `ToolSpec.execution`)."""
+
+    POOL = "pool"  # on the registry's worker pool: the caller stops waiting at the deadline
+    INLINE = "inline"  # on the caller's thread: no hand-off, but an overrun is only found when it returns
 
     def __str__(self) -> str:
         return self.value
@@ -127,6 +137,8 @@ class ToolSpec:
     redact: tuple[str, ...] = ()
     resource_guard: ResourceGuard | None = field(default=None, compare=False)
     open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
+    # "inline": a trusted, fast sync handler runs on the caller's thread (see Registry.invoke)
+    execution: Execution = Execution.POOL
     # Derived when built.
     warnings: tuple[str, ...] = field(init=False, default=())
     input_validator: Any = field(init=False, repr=False, compare=False, default=None)
@@ -143,6 +155,7 @@ class ToolSpec:
         set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
+        set_field(self, "execution", _enum_value(Execution, self.execution, "execution"))
         set_field(self, "redact", self._checked_redact())
         self._check_runtime_half()
         formats = self.format_assertion
@@ -281,6 +294,7 @@ class ToolSpec:
             "redact": list(self.redact),
             "resource_guard": self.resource_guard is not None,
             "open_world": self.open_world,
+            "execution": self.execution.value,
             "warnings": list(self.warnings),
         }
 
