@@ -11,20 +11,23 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
-from ..fingerprint import NotCanonicalJSON, canonical_json, has_lone_surrogate
+from ..fingerprint import MAX_CANONICAL_DEPTH, MAX_INTEGER_BITS, NotCanonicalJSON, canonical_json, has_lone_surrogate
 from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus
 
 IN_FLIGHT = "in_flight"
 COMPLETED = "completed"
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One stored row. ``owner`` is None for a completed receipt (and for in-flight rows written
-    before owner tokens existed, which nobody can complete: they lapse to unknown)."""
+    before owner tokens existed, which nobody can complete: they lapse to unknown).
+
+    A receipt's record is ``record_text`` (canonical JSON, as a database stores it) or, in a store that
+    keeps rows in memory, ``record``: the value that text parses to, built once by `record_value` and
+    never handed out (`status_of` gives every reader its own copy). An immutable tuple: one is built
+    for every reserve and completion, and a frozen dataclass costs several times as much to build."""
 
     fingerprint: str
     state: str
@@ -32,6 +35,7 @@ class Entry:
     expires_at: float
     owner: Optional[str] = None
     lapse: str = Lapse.UNKNOWN.value
+    record: Any = None
 
     def is_live(self, now: float) -> bool:
         """A receipt before its ttl, a reservation before its lease ends."""
@@ -39,11 +43,14 @@ class Entry:
 
     def is_unknown(self, now: float) -> bool:
         """A write's reservation whose lease lapsed without a receipt: kept until resolved."""
-        return self.state == IN_FLIGHT and self.lapse == Lapse.UNKNOWN.value and not self.is_live(now)
+        return self.state == IN_FLIGHT and self.lapse == _UNKNOWN and not self.expires_at > now
 
     def is_purgeable(self, now: float) -> bool:
         """Expired and nothing to keep: a receipt past its ttl, a read's lapsed reservation."""
-        return not self.is_live(now) and not self.is_unknown(now)
+        return not self.expires_at > now and not self.is_unknown(now)
+
+
+_UNKNOWN = Lapse.UNKNOWN.value
 
 
 def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Optional[Reservation]:
@@ -60,7 +67,10 @@ def status_of(entry: Optional[Entry], now: float) -> Optional[Reservation]:
     if entry is None or entry.is_purgeable(now):
         return None
     if entry.state == COMPLETED:
-        record = json.loads(entry.record_text) if entry.record_text is not None else None
+        if entry.record is not None:
+            record = copy_record(entry.record)
+        else:
+            record = json.loads(entry.record_text) if entry.record_text is not None else None
         return Reservation(ReservationStatus.REPLAY, record=record, fingerprint=entry.fingerprint)
     if entry.is_live(now):
         return Reservation(ReservationStatus.IN_PROGRESS, fingerprint=entry.fingerprint)
@@ -152,3 +162,61 @@ def record_text(record: Mapping[str, Any]) -> str:
     if not isinstance(record, Mapping):
         raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     return canonical_json(dict(record))
+
+
+def record_value(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record exactly as ``json.loads(record_text(record))`` gives it back (keys sorted, integral
+    floats as integers, subclasses as their base types), for a store that keeps it in memory; raises
+    NotCanonicalJSON before anything is stored. A record of exact JSON types without floats (what the
+    registry stores) is copied in one walk; anything else takes the way through the canonical text."""
+    if not isinstance(record, Mapping):
+        raise NotCanonicalJSON("", "a receipt record must be a JSON object")
+    if type(record) is dict:
+        try:
+            return _sorted_copy(record, 0)  # type: ignore[no-any-return]
+        except _TakeTheText:
+            pass
+    return json.loads(canonical_json(dict(record)))  # type: ignore[no-any-return]
+
+
+class _TakeTheText(Exception):
+    """Raised by `_sorted_copy` for a value only the canonical text can settle."""
+
+
+def _sorted_copy(value: Any, depth: int) -> Any:
+    """A copy of a value of exact JSON types, object keys sorted (by code point, as canonical JSON
+    sorts them); `_TakeTheText` for a float (canonical JSON may rewrite it), a subclass, a non-string
+    key, an integer too wide or nesting too deep (canonical JSON refuses those, and says where)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if value.bit_length() > MAX_INTEGER_BITS:
+            raise _TakeTheText()
+        return value
+    if depth >= MAX_CANONICAL_DEPTH:
+        raise _TakeTheText()
+    if kind is dict:
+        keys = list(value)
+        for key in keys:
+            if type(key) is not str:
+                raise _TakeTheText()
+        keys.sort()
+        return {key: _sorted_copy(value[key], depth + 1) for key in keys}
+    if kind is list:
+        return [_sorted_copy(item, depth + 1) for item in value]
+    raise _TakeTheText()
+
+
+def copy_record(value: Any) -> Any:
+    """A fresh copy of a value `record_value` built (plain dicts, lists and immutable leaves): what a
+    reader gets, so nothing it does to the copy reaches the stored receipt."""
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) not in _CONTAINERS else copy_record(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) not in _CONTAINERS else copy_record(item) for item in value]
+    return value
+
+
+_CONTAINERS = (dict, list)

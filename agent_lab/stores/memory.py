@@ -20,8 +20,10 @@ full scan costs O(1) per reserve on average however large the store grows."""
 class InMemoryReceiptStore:
     """Receipts in a dict guarded by a lock: for tests, the lab and single-process apps.
 
-    Everything is lost when the process ends. Records are kept as canonical JSON text and parsed
-    again on every replay, exactly as the SQLite store does, so both stores replay identically.
+    Everything is lost when the process ends. A record is kept as the value its canonical JSON text
+    parses to (`rules.record_value`: what the SQLite store gives back from its text), built once when it
+    is stored; every replay hands out its own copy (`rules.copy_record`), so both stores replay
+    identically and no reader can change the receipt, without writing and parsing text on every call.
     ``fingerprint_key`` is random unless given (fingerprints then differ from one store to the next).
     """
 
@@ -90,14 +92,15 @@ class InMemoryReceiptStore:
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
         rules.check_owner(owner)
-        text = rules.record_text(record)
+        value = rules.record_value(record)
         address = rules.address(key)
         with self._locked(timeout_s):
             entry = self._entries.get(address)
             if not rules.held_by(entry, owner):
                 return False
             assert entry is not None
-            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, text, self._clock() + self._ttl_s)
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._clock() + self._ttl_s,
+                                                 record=value)
             return True
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
@@ -118,16 +121,16 @@ class InMemoryReceiptStore:
         timeout_s: Optional[float] = None,
     ) -> bool:
         rules.check_fingerprint(fingerprint)
-        text = rules.record_text(record) if record is not None else None
+        value = rules.record_value(record) if record is not None else None
         address = rules.address(key)
         with self._locked(timeout_s):
             now = self._clock()
             if not rules.may_resolve(self._entries.get(address), fingerprint, now):
                 return False
-            if text is None:
+            if value is None:
                 del self._entries[address]
             else:
-                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, text, now + self._ttl_s)
+                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, now + self._ttl_s, record=value)
             return True
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
