@@ -50,7 +50,8 @@ class Entry(NamedTuple):
         return not self.expires_at > now and not self.is_unknown(now)
 
 
-_UNKNOWN = Lapse.UNKNOWN.value
+_LAPSE_UNKNOWN, _LAPSE_TAKEOVER = Lapse.UNKNOWN, Lapse.TAKEOVER
+_UNKNOWN, _TAKEOVER = _LAPSE_UNKNOWN.value, _LAPSE_TAKEOVER.value
 
 
 def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Optional[Reservation]:
@@ -120,8 +121,10 @@ def check_owner(owner: object) -> None:
 
 
 def check_lapse(lapse: object) -> str:
-    if lapse is Lapse.UNKNOWN or lapse is Lapse.TAKEOVER:
-        return lapse.value
+    if lapse is _LAPSE_UNKNOWN:  # module constants: an enum member looked up on its class costs a descriptor call
+        return _UNKNOWN
+    if lapse is _LAPSE_TAKEOVER:
+        return _TAKEOVER
     try:
         return Lapse(lapse).value
     except ValueError:
@@ -168,55 +171,110 @@ def record_value(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record exactly as ``json.loads(record_text(record))`` gives it back (keys sorted, integral
     floats as integers, subclasses as their base types), for a store that keeps it in memory; raises
     NotCanonicalJSON before anything is stored. A record of exact JSON types without floats (what the
-    registry stores) is copied in one walk; anything else takes the way through the canonical text."""
+    registry stores) is copied in one walk; anything else takes the way through the canonical text.
+
+    The value is kept in a form that is quick to copy (see `copy_record`); never hand it out itself."""
     if not isinstance(record, Mapping):
         raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     if type(record) is dict:
         try:
-            return _sorted_copy(record, 0)  # type: ignore[no-any-return]
+            return _kept(record, 0, False)  # type: ignore[no-any-return]
         except _TakeTheText:
             pass
-    return json.loads(canonical_json(dict(record)))  # type: ignore[no-any-return]
+    return _kept(json.loads(canonical_json(dict(record))), 0, True)  # type: ignore[no-any-return]
 
 
 class _TakeTheText(Exception):
-    """Raised by `_sorted_copy` for a value only the canonical text can settle."""
+    """Raised by `_kept` for a value only the canonical text can settle."""
 
 
-def _sorted_copy(value: Any, depth: int) -> Any:
-    """A copy of a value of exact JSON types, object keys sorted (by code point, as canonical JSON
-    sorts them); `_TakeTheText` for a float (canonical JSON may rewrite it), a subclass, a non-string
-    key, an integer too wide or nesting too deep (canonical JSON refuses those, and says where)."""
+class _FlatObject(dict):
+    """A kept JSON object with no object or array inside: a shallow copy is a whole copy."""
+
+    __slots__ = ()
+
+
+class _FlatArray(list):
+    """A kept JSON array with no object or array inside."""
+
+    __slots__ = ()
+
+
+class _NestedObject(dict):
+    """A kept JSON object; `containers` names its members that hold an object or an array."""
+
+    __slots__ = ("containers",)
+
+
+def _kept(value: Any, depth: int, parsed: bool) -> Any:
+    """`value` (an object or an array) as `record_value` keeps it: object keys sorted (by code point,
+    as canonical JSON sorts them), every object and array one of the classes above. `_TakeTheText`
+    (unless `parsed`: a value json.loads made from canonical text, already what it should be) for a
+    float (canonical JSON may rewrite it), a subclass, a non-string key, an integer too wide or nesting
+    too deep (canonical JSON refuses those, and says where). Scalars are checked in the loop, without
+    a call each: this runs on every completion."""
     kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return value
-    if kind is int:
-        if value.bit_length() > MAX_INTEGER_BITS:
-            raise _TakeTheText()
-        return value
-    if depth >= MAX_CANONICAL_DEPTH:
+    if kind is not dict and kind is not list:
+        raise _TakeTheText()
+    if depth >= MAX_CANONICAL_DEPTH and not parsed:
         raise _TakeTheText()
     if kind is dict:
-        keys = list(value)
-        for key in keys:
-            if type(key) is not str:
+        if parsed:
+            keys = list(value)
+        else:
+            try:
+                keys = sorted(value)
+            except TypeError:  # keys of several types: not JSON
+                raise _TakeTheText() from None
+    else:
+        keys = range(len(value))
+    items = []
+    containers = []
+    for key in keys:
+        if kind is dict and type(key) is not str:
+            raise _TakeTheText()
+        item = value[key]
+        item_kind = type(item)
+        if item_kind is str or item_kind is bool or item is None:
+            pass
+        elif item_kind is int:
+            if not parsed and item.bit_length() > MAX_INTEGER_BITS:
                 raise _TakeTheText()
-        keys.sort()
-        return {key: _sorted_copy(value[key], depth + 1) for key in keys}
+        elif item_kind is float and parsed:
+            pass
+        else:
+            item = _kept(item, depth + 1, parsed)
+            containers.append(key)
+        items.append(item)
     if kind is list:
-        return [_sorted_copy(item, depth + 1) for item in value]
-    raise _TakeTheText()
+        if containers:
+            return items  # a plain list: copied item by item
+        kept_array = _FlatArray()
+        list.extend(kept_array, items)
+        return kept_array
+    if not containers:
+        return _FlatObject(zip(keys, items))
+    kept_object = _NestedObject(zip(keys, items))
+    kept_object.containers = tuple(containers)
+    return kept_object
+
+
+_KEPT_CONTAINERS = (_FlatObject, _FlatArray, _NestedObject, list)
 
 
 def copy_record(value: Any) -> Any:
-    """A fresh copy of a value `record_value` built (plain dicts, lists and immutable leaves): what a
-    reader gets, so nothing it does to the copy reaches the stored receipt."""
+    """A fresh, plain copy (dicts and lists) of a value `record_value` built: what a reader gets, so
+    nothing it does to the copy reaches the stored receipt."""
     kind = type(value)
-    if kind is dict:
-        return {key: item if type(item) not in _CONTAINERS else copy_record(item) for key, item in value.items()}
+    if kind is _FlatObject:
+        return dict(value)
+    if kind is _NestedObject:
+        copy = dict(value)
+        for key in value.containers:
+            copy[key] = copy_record(copy[key])
+        return copy
+    if kind is _FlatArray:
+        return list(value)
     if kind is list:
-        return [item if type(item) not in _CONTAINERS else copy_record(item) for item in value]
+        return [copy_record(item) for item in value]
     return value
-
-
-_CONTAINERS = (dict, list)
