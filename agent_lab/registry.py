@@ -735,7 +735,7 @@ class Registry:
                 return state.refusal("deadline_exceeded")
             return None
         if status is ReservationStatus.REPLAY and reservation.record is not None:
-            return ToolResult.from_record(reservation.record, replayed=True, call_id=state.call_id, redact=state.redact)
+            return _replayed(reservation.record, state)
         if status is ReservationStatus.CONFLICT:
             return state.refusal("idempotency_conflict")
         if status is ReservationStatus.UNKNOWN:
@@ -1104,6 +1104,23 @@ def _resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> O
     return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
 
 
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+
+
+def _replayed(record: Mapping[str, Any], state: _CallState) -> ToolResult:
+    """The replay of a stored receipt: `ToolResult.from_record`, with the common record (a success,
+    as the stores give it back: a fresh dict of plain values) built without its enum call and keyword
+    handling. The output is the store's fresh copy, so nothing done to it reaches the receipt."""
+    text = record.get("outcome") if type(record) is dict else None
+    outcome = _OUTCOMES.get(text) if type(text) is str else None
+    if outcome is None or record.get("error") or type(record.get("tool")) is not str or type(record.get("ok")) is not bool:
+        return ToolResult.from_record(record, replayed=True, call_id=state.call_id, redact=state.redact)
+    result = ToolResult._fast(record["ok"], outcome, record["tool"], record.get("output"), None, state.call_id,
+                              record.get("fingerprint"), state.redact)
+    result.__dict__["replayed"] = True
+    return result
+
+
 def _passed(deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
@@ -1290,8 +1307,13 @@ def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
         from .redaction import redact
 
         shown = redact(arguments, spec.redact)
-    parts = [f"{name}={_summary_value(value)}" for name, value in shown.items()]
-    line = f"{spec.name}({', '.join(parts)})"
+    parts = []
+    for name, value in shown.items():
+        if type(value) is str and len(value) <= SUMMARY_VALUE_CHARS and value != REDACTED:
+            parts.append(name + "=" + repr(value))  # the common value, without a call per argument
+        else:
+            parts.append(name + "=" + _summary_value(value))
+    line = spec.name + "(" + ", ".join(parts) + ")"
     if len(line) > SUMMARY_MAX_CHARS:
         line = line[: SUMMARY_MAX_CHARS - 2] + "…)"
     return line
