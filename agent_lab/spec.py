@@ -92,14 +92,23 @@ def _positive_number(value: Any, field_name: str, *, integral: bool) -> None:
 
 
 def _compile(schema: Any, field_name: str, *, format_assertion: bool) -> Any:
-    """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04)."""
-    from .schema import SchemaError, Validator, dialect_name
+    """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04),
+    shared with every spec whose schema has the same content and options (`agent_lab.schema._cache`):
+    building a spec twice compiles and meta-checks its schemas once."""
+    from .schema import SchemaError, dialect_name, shared_validator
 
     try:
-        return Validator(schema, format_assertion=format_assertion)
+        return shared_validator(schema, format_assertion=format_assertion)
     except SchemaError as exc:
         raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema {dialect_name(schema)} document: "
                          f"{exc}") from None
+
+
+def _cached(schema: Any, format_assertion: Any) -> Any:
+    """The shared Validator an equal schema was compiled into before, or None (nothing is compiled)."""
+    from .schema import validator_cache
+
+    return validator_cache.cached(schema, format_assertion=format_assertion)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,19 +146,31 @@ class ToolSpec:
         self._check_model_half()
         # Read-only deep copies: the dicts passed in may change later; these cannot (ordinarily), and
         # both the validators and model_schema() are made from them.
-        set_field(self, "input_schema", freeze(self.input_schema))
+        # When a spec with an equal schema was built before, its validator (and the frozen copy it was
+        # compiled from) is reused as it is: no copy, no compile (see `agent_lab.schema._cache`).
+        input_cached = _cached(self.input_schema, self.format_assertion)
+        set_field(self, "input_schema", freeze(self.input_schema) if input_cached is None else input_cached.schema)
+        output_cached = None
         if self.output_schema is not None:
-            set_field(self, "output_schema", freeze(self.output_schema))
+            output_cached = _cached(self.output_schema, self.format_assertion)
+            set_field(self, "output_schema",
+                      freeze(self.output_schema) if output_cached is None else output_cached.schema)
         set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
         set_field(self, "redact", self._checked_redact())
         self._check_runtime_half()
         formats = self.format_assertion
-        set_field(self, "input_validator", _compile(self.input_schema, "input_schema", format_assertion=formats))
+        # The validators are shared by content; each holds its own frozen copy of an equal schema,
+        # which the spec then keeps instead of the one frozen above: one copy, however many specs.
+        input_validator = input_cached or _compile(self.input_schema, "input_schema", format_assertion=formats)
+        set_field(self, "input_validator", input_validator)
+        set_field(self, "input_schema", input_validator.schema)
         self._refuse_slow_patterns()
         if self.output_schema is not None:
-            set_field(self, "output_validator", _compile(self.output_schema, "output_schema", format_assertion=formats))
+            output_validator = output_cached or _compile(self.output_schema, "output_schema", format_assertion=formats)
+            set_field(self, "output_validator", output_validator)
+            set_field(self, "output_schema", output_validator.schema)
         set_field(self, "warnings", self._lint())
 
     # -- construction checks -------------------------------------------------------------------

@@ -53,6 +53,7 @@ class Validator:
         self.schema = schema
         self._max_depth = MAX_INSTANCE_DEPTH
         self._build(schema, resources, format_assertion, trusted=False, dialect=dialect)
+        self._sealed = True
 
     @classmethod
     def _trusted(cls, schema: Any) -> "Validator":
@@ -61,7 +62,17 @@ class Validator:
         validator.schema = schema
         validator._max_depth = MAX_SCHEMA_DEPTH  # it validates schemas, which may nest deeper
         validator._build(schema, None, False, trusted=True)
+        validator._sealed = True
         return validator
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_sealed"):
+            raise AttributeError(f"a Validator cannot change once built (it may be shared: see "
+                                 f"agent_lab.schema.shared_validator); cannot set {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Validator cannot change once built; cannot delete {name!r}")
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, schema: Any, resources: Optional[Mapping[str, Any]], format_assertion: bool,
