@@ -7,7 +7,8 @@ state of a call lives in a thread-local), so one compiled validator can serve ev
 
 Keying. Two schemas share a validator only when their compact JSON text is the same, byte for byte
 (keys in their own order: the order decides the order `errors()` reports in), and so are the options
-that change compilation: the default `dialect` and `format_assertion`. The table is indexed by the
+that change compilation: the default `dialect`, `format_assertion` and the table of `format` checkers
+in force (`formats.FORMAT_CHECKERS`). The table is indexed by the
 SHA-256 of (options, text); a hit is then confirmed by comparing the text of the cached validator's
 own schema with the probe's, so even a hash collision cannot hand out another schema's validator.
 Python equality is not used: `{"const": 1}` and `{"const": true}` are == in Python, not in JSON. A
@@ -34,7 +35,7 @@ from ..frozenjson import freeze
 from ..jsonvalue import find_non_json
 from .model import MAX_SCHEMA_DEPTH
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "ValidatorCache", "shared_validator", "validator_cache"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "SharedTable", "ValidatorCache", "shared_validator", "validator_cache"]
 
 DEFAULT_MAX_ENTRIES = 512
 """Validators held for reuse although no spec holds them. A tool's validators are some tens of KiB,
@@ -164,8 +165,11 @@ def _probe(schema: Any, dialect: Any, format_assertion: Any) -> Optional[Tuple[b
     text = content_text(schema)
     if text is None:
         return None
-    options = (dialect, format_assertion)
-    key = f"{dialect!s}\x00{format_assertion:d}\x00{text}".encode("utf-8", "surrogatepass")
+    from .formats import FORMAT_CHECKERS
+
+    checkers = tuple(FORMAT_CHECKERS.items())  # the compiled `format` checks are looked up in this table
+    options = (dialect, format_assertion, checkers)
+    key = f"{dialect!s}\x00{format_assertion:d}\x00{hash(checkers)}\x00{text}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(key).digest(), text, options
 
 
@@ -183,3 +187,47 @@ def shared_validator(schema: Any, *, dialect: Optional[str] = None, format_asser
     """A Validator for `schema` from the process-wide cache (see the module docstring); its `schema`
     attribute is a frozen copy, shared by every caller with equal content."""
     return validator_cache.validator(schema, dialect=dialect, format_assertion=format_assertion)
+
+
+class SharedTable:
+    """A bounded, thread-safe table of shared compiled parts (see `Compiler` for the leaf subschemas it
+    shares): the `max_entries` most recently used are held, the others only while something else
+    holds them (values must be weakly referenceable)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._recent: "OrderedDict[Any, Any]" = OrderedDict()
+        self._live: "weakref.WeakValueDictionary[Any, Any]" = weakref.WeakValueDictionary()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            found = self._live.get(key)
+            if found is not None:
+                self._hold(key, found)
+            return found
+
+    def add(self, key: Any, value: Any) -> Any:
+        """Store `value` under `key` unless another thread stored one first; return the one stored."""
+        with self._lock:
+            found = self._live.get(key)
+            if found is None:
+                found = self._live[key] = value
+            self._hold(key, found)
+            return found
+
+    def _hold(self, key: Any, value: Any) -> None:
+        recent = self._recent
+        recent[key] = value
+        recent.move_to_end(key)
+        while len(recent) > self.max_entries:
+            recent.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._recent)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._recent.clear()
+            self._live.clear()

@@ -11,6 +11,7 @@ import math
 import struct
 import sys
 from fractions import Fraction
+from functools import lru_cache
 from itertools import islice
 from typing import Any, Callable, Dict, List, Optional
 
@@ -76,13 +77,7 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
     test = type_test(names, integral_floats_are_integers=integral_floats_are_integers)
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
-    # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
-    phrases: Dict[type, str] = {
-        kind: f"{phrase} (it is of type {json_type(sample)})"
-        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
-    }
-    if not integral_floats_are_integers:
-        phrases[float] = f"{phrase} (it is of type number)"
+    phrases = _type_phrases(phrase, integral_floats_are_integers)
 
     def collect(instance, instance_path, keyword_path, out):
         said = phrases.get(type(instance))
@@ -91,6 +86,19 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
         violation(out, instance_path, keyword_path + keyword_suffix, "type", said)
 
     return Kw("type", None, test, collect, cost=0, detail=names)
+
+
+@lru_cache(maxsize=256)
+def _type_phrases(phrase: str, integral_floats_are_integers: bool) -> Dict[type, str]:
+    """The whole phrase per Python type, built once per phrase and shared by every schema that says it
+    (floats differ: 1.0 is an integer, 1.5 a number). Read only."""
+    phrases: Dict[type, str] = {
+        kind: f"{phrase} (it is of type {json_type(sample)})"
+        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
+    }
+    if not integral_floats_are_integers:
+        phrases[float] = f"{phrase} (it is of type number)"
+    return phrases
 
 
 def membership_test(values: List[Any]) -> Callable[[Any], bool]:

@@ -77,7 +77,7 @@ class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
     __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail",
-                 "self_checking")
+                 "self_checking", "__weakref__")
 
     def __init__(
         self,
@@ -278,12 +278,14 @@ def scoped_collect(state: Any, uri: str, collect: Callable[[Any, str, str, list]
 
 def _checks_by_type(kws: Sequence[Kw]) -> Dict[type, Tuple[Callable[[Any], bool], ...]]:
     table = {}
+    distinct: Dict[Tuple[Callable[[Any], bool], ...], Tuple[Callable[[Any], bool], ...]] = {}
     for py_type in PY_TYPES:
         applicable = [
             kw for kw in kws if (kw.types is None or py_type in kw.types) and kw.check is not always_true
         ]
         applicable.sort(key=lambda kw: kw.cost)  # cheap keywords first: fail fast
-        table[py_type] = tuple(kw.check for kw in applicable)
+        checks = tuple(kw.check for kw in applicable)
+        table[py_type] = distinct.setdefault(checks, checks)  # equal rows share one tuple
     return table
 
 
@@ -327,22 +329,32 @@ def _all_of(checks: Tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
     return check
 
 
+def _collect_table(kws: Sequence[Kw]) -> Dict[type, Tuple[Any, ...]]:
+    """Per Python type, (check or None, collect, keyword) of each keyword that applies, in schema order."""
+    table = {}
+    distinct: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
+    for py_type in PY_TYPES:
+        row = tuple(
+            (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
+            if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+        )
+        table[py_type] = distinct.setdefault(row, row)
+    return table
+
+
 def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]:
     """Collect violations keyword by keyword, in schema order (deterministic).
 
     Self-checking keywords (applicators, properties, required, ...) run their collect directly, which
     looks at each part once; simple assertions are checked first and described only when they fail.
     """
-    table = {
-        py_type: tuple(
-            (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
-            if (kw.types is None or py_type in kw.types) and kw.check is not always_true
-        )
-        for py_type in PY_TYPES
-    }
-    get = table.get
+    kws = tuple(kws)
+    tables: List[Dict[type, Tuple[Any, ...]]] = []  # built on the first failing value: most nodes never need it
 
     def collect(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        if not tables:
+            tables.append(_collect_table(kws))  # two threads may both build it: equal tables, either serves
+        get = tables[0].get
         applicable = get(type(instance))
         if applicable is None:
             applicable = get(base_py_type(instance), ())  # type: ignore[arg-type]
