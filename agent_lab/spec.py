@@ -7,8 +7,11 @@ and output budgets, format assertion, redaction, resource guard) stays in the pr
 `schema.regex_safety`).
 
 The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
-the very read-only copy the validators are compiled from, so nothing a caller holds can make the
-catalog advertise one schema while another is enforced.
+a plain copy of the very read-only schema the validators are compiled from, and `catalog_entry()`
+(what `Registry.catalog()` lists) that read-only schema itself, so nothing a caller holds can make the
+catalog advertise one schema while another is enforced. Validators are shared by schema content
+(`agent_lab.schema.shared_validator`): a spec built again, or another spec with an equal schema,
+reuses the compiled validator and its frozen schema.
 """
 
 from __future__ import annotations
@@ -285,6 +288,20 @@ class ToolSpec:
         if self.output_schema is not None:
             exported["output_schema"] = thaw(self.output_schema)
         return exported
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """The model-facing half as `Registry.catalog()` lists it: a new top-level dict whose schemas
+        are the spec's own read-only ones (`agent_lab.frozenjson`), not copies. It serialises with
+        `json.dumps` like plain dicts and lists; changing anything inside a schema raises TypeError,
+        so no caller can change what the spec enforces. Use `model_schema()` for a copy to modify."""
+        entry: dict[str, Any] = {"name": self.name}
+        if self.title is not None:
+            entry["title"] = self.title
+        entry["description"] = self.description
+        entry["input_schema"] = self.input_schema
+        if self.output_schema is not None:
+            entry["output_schema"] = self.output_schema
+        return entry
 
     def runtime_contract(self) -> dict[str, Any]:
         """The runtime half as plain data, for documentation, linting and reports; never sent to a model."""

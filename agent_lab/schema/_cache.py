@@ -167,10 +167,23 @@ def _probe(schema: Any, dialect: Any, format_assertion: Any) -> Optional[Tuple[b
         return None
     from .formats import FORMAT_CHECKERS
 
-    checkers = tuple(FORMAT_CHECKERS.items())  # the compiled `format` checks are looked up in this table
+    checkers = _interned(tuple(FORMAT_CHECKERS.items()))  # compiled `format` checks are looked up in this table
     options = (dialect, format_assertion, checkers)
     key = f"{dialect!s}\x00{format_assertion:d}\x00{hash(checkers)}\x00{text}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(key).digest(), text, options
+
+
+_CHECKER_TABLES: dict = {}
+
+
+def _interned(checkers: tuple) -> tuple:
+    """One tuple object per state of the format-checker table, however many validators remember it."""
+    found = _CHECKER_TABLES.get(checkers)
+    if found is None:
+        if len(_CHECKER_TABLES) >= 16:
+            _CHECKER_TABLES.clear()
+        found = _CHECKER_TABLES.setdefault(checkers, checkers)
+    return found
 
 
 def _same_content(validator: Any, text: str, options: tuple) -> bool:

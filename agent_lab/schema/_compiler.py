@@ -60,6 +60,15 @@ SHARED_KEYWORDS = SharedTable(8192)
 _MAX_SHARED_VALUE = 256
 
 
+def _boolean(value: bool) -> Node:
+    node = Node(value, "", "")
+    node.finish_boolean(value)
+    return node
+
+
+_BOOLEAN_NODES = {True: _boolean(True), False: _boolean(False)}
+
+
 def _json_text(value: Any) -> Any:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -126,7 +135,6 @@ class Compiler:
         )
         self.uses_recursive_anchors = False
         self._tables: Dict[str, _Table] = {}
-        self._booleans: Dict[bool, Node] = {}
         self.patterns: Dict[str, Any] = {}  # JSON Pointer -> regex_safety.PatternFinding, for Validator.patterns
 
     # -- entry points --------------------------------------------------------------------------
@@ -289,13 +297,10 @@ class Compiler:
             if keyword in schema:
                 self._record_shared_patterns(schema[keyword], f"{location}/{keyword}")
 
-    def _boolean_node(self, value: bool) -> Node:
-        """`true` and `false` compile to two shared nodes (Python's booleans are singletons anyway)."""
-        node = self._booleans.get(value)
-        if node is None:
-            node = self._booleans[value] = Node(value, "", "")
-            node.finish_boolean(value)
-        return node
+    @staticmethod
+    def _boolean_node(value: bool) -> Node:
+        """`true` and `false` compile to two nodes every schema shares (they hold no state)."""
+        return _BOOLEAN_NODES[value]
 
     # -- references ----------------------------------------------------------------------------
     def resolve(self, reference: str, base: str, location: str) -> Tuple[Any, Place]:

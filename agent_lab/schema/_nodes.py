@@ -125,7 +125,7 @@ class Node:
 
     __slots__ = (
         "check", "collect", "location", "base", "kws", "proves_json", "proof_depth", "scope_uri", "schema",
-        "memo_number", "_props_fn", "_items_fn", "_state", "_dynamic", "__weakref__",
+        "memo_number", "_props_fn", "_items_fn", "_state", "_dynamic", "_shaped", "__weakref__",
     )
 
     # Declared, not defined as methods: `finish` replaces them with the assembled closures.
@@ -145,6 +145,7 @@ class Node:
         self.memo_number: Optional[int] = None  # set when the compiler memoises this node (see _call_state)
         self._state: Any = None  # the Validator's CallState, when scopes are tracked or verdicts memoised
         self._dynamic = False
+        self._shaped = False
         # Until compilation finishes (reference cycles), calls go through the node itself.
         self.check = self._pending_check
         self.collect = self._pending_collect
@@ -190,23 +191,41 @@ class Node:
         self._state = state
         self._dynamic = dynamic
         check = assemble_check(self.kws)
-        collect = assemble_collect(self.kws)
         if self.scope_uri is None:
-            from ._shapes import specialise, specialise_collect
+            from ._shapes import specialise
 
             shape = specialise(self.kws, check)
             if shape is not None:
                 check, self.proves_json, self.proof_depth = shape
-                collect = specialise_collect(self.kws, collect) or collect
+                self._shaped = True
         if memo_number is not None:  # it enters its resource itself, after the look-up
             self.memo_number = memo_number
             check = memoised_check(state, memo_number, check, dynamic=dynamic, entering=self.scope_uri)
-            collect = memoised_collect(state, memo_number, check, collect, dynamic=dynamic, entering=self.scope_uri)
         elif self.scope_uri is not None:
             check = scoped_call(state, self.scope_uri, check)
-            collect = scoped_collect(state, self.scope_uri, collect)
         self.check = check
-        self.collect = collect
+        # Violations are only collected after a check failed, and most nodes of most schemas never
+        # fail one: the collect closures are assembled on first use (callers look `collect` up per call).
+        self.collect = self._collect_on_first_use
+
+    def _collect_on_first_use(self, instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        if self.collect == self._collect_on_first_use:  # (equal: the same function bound to this node)
+            self.collect = self._assembled_collect()  # two threads may both assemble it: either serves
+        self.collect(instance, instance_path, keyword_path, out)
+
+    def _assembled_collect(self) -> Callable[[Any, str, str, list], None]:
+        collect = assemble_collect(self.kws)
+        if self._shaped:  # `finish` fused its check: the collect of that shape too
+            from ._shapes import specialise_collect
+
+            collect = specialise_collect(self.kws, collect) or collect
+        state = self._state
+        if self.memo_number is not None:
+            return memoised_collect(state, self.memo_number, self.check, collect, dynamic=self._dynamic,
+                                    entering=self.scope_uri)
+        if self.scope_uri is not None:
+            return scoped_collect(state, self.scope_uri, collect)
+        return collect
 
     def finish_boolean(self, value: bool) -> None:
         self.kws = []

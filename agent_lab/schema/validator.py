@@ -124,7 +124,6 @@ class Validator:
         self._root = node
         self._check = node.check
         self._proves_json = node.proves_json and self._state is None
-        self._collect = node.collect
         # Deliberately shadows the `is_valid` method with a per-instance closure, so `v.is_valid(x)` is one
         # plain call (no bound method, no dispatch); the method stays for unbound calls and the docs.
         self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign, assignment]
@@ -202,11 +201,11 @@ class Validator:
                 return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
             if limit is None:
                 out: List[Violation] = []
-                self._collect(instance, "", "", out)
+                self._root.collect(instance, "", "", out)
             else:
                 first = _FirstViolations(limit)
                 try:
-                    self._collect(instance, "", "", first)
+                    self._root.collect(instance, "", "", first)
                 except _EnoughViolations:
                     pass
                 out = list(first)
