@@ -156,7 +156,7 @@ def _invoke_timer(registry: Registry, name: str, calls: int) -> Callable[[], flo
     return per_call
 
 
-_PROBE = {"name": "get_record_probe", "description": "Read one record.", "required_permission": "records:read",
+_PROBE: Dict[str, Any] = {"name": "get_record_probe", "description": "Read one record.", "required_permission": "records:read",
           "input_schema": {"type": "object", "properties": {"id": {"type": "string", "maxLength": 20}},
                            "required": ["id"], "additionalProperties": False},
           "output_schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}

@@ -264,6 +264,10 @@ def _suite_timer(functions: List[Callable[[], Any]], min_time: float) -> Callabl
     return one_round
 
 
+def _bound_call(function: Callable[[Any], Any], instance: Any) -> Callable[[], Any]:
+    return lambda: function(instance)
+
+
 def is_valid_figures(cases: List[Tuple[str, Dict[str, Any], Tuple[Any, Any]]], peers: Dict[str, Any], rounds: int,
                      min_time: float) -> None:
     """schema.is_valid_vs_fastjsonschema and schema.is_valid_vs_jsonschema: our is_valid over the
@@ -288,8 +292,8 @@ def is_valid_figures(cases: List[Tuple[str, Dict[str, Any], Tuple[Any, Any]]], p
                 continue
             validator = Validator(schema)
             for instance in instances:
-                ours.append(lambda validator=validator, instance=instance: validator.is_valid(instance))
-                theirs.append(lambda call=peer_call, instance=instance: call(instance))
+                ours.append(_bound_call(validator.is_valid, instance))
+                theirs.append(_bound_call(peer_call, instance))
         samples = interleave({"ours": _suite_timer(ours, min_time), "peer": _suite_timer(theirs, min_time)}, rounds)
         report(figure, unit="s/suite", ours=samples["ours"], peer=samples["peer"], target=target,
                note=f"is_valid summed over {len(ours)} tool-schema instances (valid and invalid) {peer_name} compiles")
@@ -418,7 +422,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cases = [(name, schema, fixed[name] if name in fixed else sample_instances(schema)) for name, schema in schemas]
     usable = [(name, schema, instances) for name, schema, instances in cases if instances is not None]
     print()
-    is_valid_figures(usable, peers, figure_rounds, args.min_time)  # type: ignore[arg-type]
+    is_valid_figures(usable, peers, figure_rounds, args.min_time)
     large_instance_figure(figure_rounds)
     compile_figure(schemas, peers, figure_rounds)
     missing = {"jsonschema", "fastjsonschema"} - set(peers)
