@@ -285,11 +285,12 @@ class Registry:
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
         """Model-facing halves of the tools, in registration order; with an actor, only those it may call
-        (the others answer a call exactly like a tool that does not exist)."""
+        (the others answer a call exactly like a tool that does not exist). Each entry is a new dict;
+        its schemas are the specs' own read-only ones (see `ToolSpec.catalog_entry`)."""
         specs = [spec for spec, _ in self._tools.values()]
         if actor is not None:
             specs = [spec for spec in specs if actor.may(spec.required_permission)]
-        return [spec.model_schema() for spec in specs]
+        return [spec.catalog_entry() for spec in specs]  # read-only schemas, shared, not copied
 
     def spec(self, name: str) -> ToolSpec:
         """The spec registered under `name` (KeyError if there is none)."""
