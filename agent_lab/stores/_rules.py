@@ -188,87 +188,82 @@ class _TakeTheText(Exception):
     """Raised by `_kept` for a value only the canonical text can settle."""
 
 
-class _FlatObject(dict):
-    """A kept JSON object with no object or array inside: a shallow copy is a whole copy."""
-
-    __slots__ = ()
-
-
-class _FlatArray(list):
-    """A kept JSON array with no object or array inside."""
-
-    __slots__ = ()
-
-
-class _NestedObject(dict):
-    """A kept JSON object; `containers` names its members that hold an object or an array."""
+class _KeptObject(dict):
+    """A kept JSON object; `containers` names its members that hold an object or an array (none: a
+    shallow copy is a whole copy)."""
 
     __slots__ = ("containers",)
 
 
+class _FlatArray(list):
+    """A kept JSON array with no object or array inside: a shallow copy is a whole copy."""
+
+    __slots__ = ()
+
+
 def _kept(value: Any, depth: int, parsed: bool) -> Any:
     """`value` (an object or an array) as `record_value` keeps it: object keys sorted (by code point,
-    as canonical JSON sorts them), every object and array one of the classes above. `_TakeTheText`
-    (unless `parsed`: a value json.loads made from canonical text, already what it should be) for a
-    float (canonical JSON may rewrite it), a subclass, a non-string key, an integer too wide or nesting
-    too deep (canonical JSON refuses those, and says where). Scalars are checked in the loop, without
-    a call each: this runs on every completion."""
+    as canonical JSON sorts them), objects as `_KeptObject`, arrays of scalars as `_FlatArray`.
+    `_TakeTheText` (unless `parsed`: a value json.loads made from canonical text, already what it
+    should be) for a float (canonical JSON may rewrite it), a subclass, a non-string key, an integer
+    too wide or nesting too deep (canonical JSON refuses those, and says where). Scalars are checked
+    in the loop, without a call each: this runs on every completion."""
     kind = type(value)
-    if kind is not dict and kind is not list:
+    if (kind is not dict and kind is not list) or (depth >= MAX_CANONICAL_DEPTH and not parsed):
         raise _TakeTheText()
-    if depth >= MAX_CANONICAL_DEPTH and not parsed:
-        raise _TakeTheText()
-    if kind is dict:
-        if parsed:
-            keys = list(value)
-        else:
-            try:
-                keys = sorted(value)
-            except TypeError:  # keys of several types: not JSON
-                raise _TakeTheText() from None
-    else:
-        keys = range(len(value))
-    items = []
-    containers = []
-    for key in keys:
-        if kind is dict and type(key) is not str:
-            raise _TakeTheText()
-        item = value[key]
-        item_kind = type(item)
-        if item_kind is str or item_kind is bool or item is None:
-            pass
-        elif item_kind is int:
-            if not parsed and item.bit_length() > MAX_INTEGER_BITS:
-                raise _TakeTheText()
-        elif item_kind is float and parsed:
-            pass
-        else:
-            item = _kept(item, depth + 1, parsed)
-            containers.append(key)
-        items.append(item)
     if kind is list:
-        if containers:
+        items = [item if type(item) in _SCALARS and (parsed or type(item) is not float) else _kept_item(item, depth, parsed)
+                 for item in value]
+        if any(type(item) in _KEPT_CONTAINERS for item in items):
             return items  # a plain list: copied item by item
         kept_array = _FlatArray()
         list.extend(kept_array, items)
         return kept_array
-    if not containers:
-        return _FlatObject(zip(keys, items))
-    kept_object = _NestedObject(zip(keys, items))
-    kept_object.containers = tuple(containers)
-    return kept_object
+    if parsed:
+        keys = list(value)
+    else:
+        try:
+            keys = sorted(value)
+        except TypeError:  # keys of several types: not JSON
+            raise _TakeTheText() from None
+    kept = _KeptObject()
+    containers = []
+    for key in keys:
+        if type(key) is not str:
+            raise _TakeTheText()
+        item = value[key]
+        item_kind = type(item)
+        if item_kind is str or item_kind is bool or item is None or (item_kind is float and parsed):
+            kept[key] = item
+        elif item_kind is int:
+            if not parsed and item.bit_length() > MAX_INTEGER_BITS:
+                raise _TakeTheText()
+            kept[key] = item
+        else:
+            kept[key] = _kept(item, depth + 1, parsed)
+            containers.append(key)
+    kept.containers = tuple(containers)
+    return kept
 
 
-_KEPT_CONTAINERS = (_FlatObject, _FlatArray, _NestedObject, list)
+def _kept_item(item: Any, depth: int, parsed: bool) -> Any:
+    """An array item that is not a plain scalar: an integer to check, or a container to keep."""
+    if type(item) is int:
+        if not parsed and item.bit_length() > MAX_INTEGER_BITS:
+            raise _TakeTheText()
+        return item
+    return _kept(item, depth + 1, parsed)
+
+
+_SCALARS = frozenset((str, bool, type(None), float))
+_KEPT_CONTAINERS = (_KeptObject, _FlatArray, list)
 
 
 def copy_record(value: Any) -> Any:
     """A fresh, plain copy (dicts and lists) of a value `record_value` built: what a reader gets, so
     nothing it does to the copy reaches the stored receipt."""
     kind = type(value)
-    if kind is _FlatObject:
-        return dict(value)
-    if kind is _NestedObject:
+    if kind is _KeptObject:
         copy = dict(value)
         for key in value.containers:
             copy[key] = copy_record(copy[key])
