@@ -73,7 +73,7 @@ class InMemoryReceiptStore:
             self._entries[address] = rules.Entry(
                 fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner=owner, lapse=lapse_value
             )
-            return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+            return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
 
     def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
