@@ -711,7 +711,7 @@ class Registry:
         key_value = state.arguments[spec.idempotency_key]
         if has_lone_surrogate(key_value) or "\x00" in key_value:  # no database stores it as text: refused alike
             return _unstorable_key(state, spec.idempotency_key, key_value)
-        state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, key_value)
+        state.receipt_key = _receipt_key(state.actor.tenant, spec.name, key_value)
         held = self._holder.answer(state.receipt_key, fingerprint)
         if held is not None:  # a call of this process holds the key, whatever the store's lease says
             return state.refusal(held)
@@ -1103,6 +1103,19 @@ def _resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> O
     if result is None:
         return None
     return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
+
+
+def _receipt_key(tenant: str, tool: str, key_value: str) -> ReceiptKey:
+    """``ReceiptKey(tenant, tool, key_value)``. Its checks (plain text without lone surrogates or NUL)
+    are settled here already for the common case: a tool name matches TOOL_NAME_PATTERN (ASCII, no
+    NUL), the key value was checked by `_reserve_key`, and an ASCII tenant without NUL passes; so the
+    key is built without the frozen dataclass's checks and setattrs. Anything else takes the class's
+    own constructor (which refuses what it must)."""
+    if type(tenant) is str and tenant.isascii() and "\x00" not in tenant and type(tool) is str and type(key_value) is str:
+        receipt_key = object.__new__(ReceiptKey)
+        receipt_key.__dict__.update(tenant=tenant, tool=tool, key=key_value)
+        return receipt_key
+    return ReceiptKey(tenant, tool, key_value)
 
 
 _OUTCOMES = {outcome.value: outcome for outcome in Outcome}

@@ -63,9 +63,17 @@ class InMemoryReceiptStore:
         rules.check_fingerprint(fingerprint)
         lapse_value = rules.check_lapse(lapse)
         address = rules.address(key)
-        with self._locked(timeout_s):
+        wait_s = store_timeout(timeout_s)  # a bad timeout is refused before the lock is taken
+        lock = self._lock
+        if not lock.acquire(blocking=False):  # free nearly always: only then wait, within the timeout
+            acquire_within(lock, wait_s)
+        try:  # written out, not `with self._locked(...)`: every idempotent call comes here
+            if self._closed:
+                raise ValueError("the receipt store is closed")
             now = self._clock()
-            self._sweep_now_and_then(now)
+            self._reserves_since_sweep += 1
+            if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
+                self._sweep_now_and_then(now)
             answer = rules.decide_reserve(self._entries.get(address), fingerprint, now)
             if answer is not None:
                 return answer
@@ -74,6 +82,8 @@ class InMemoryReceiptStore:
                 fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner=owner, lapse=lapse_value
             )
             return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+        finally:
+            lock.release()
 
     def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -169,6 +179,7 @@ class InMemoryReceiptStore:
         tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
         with self._locked(timeout_s):
             now = self._clock()
+            self._reserves_since_sweep += 1
             self._sweep_now_and_then(now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
             if kept_until is not None and kept_until > now:
@@ -194,8 +205,7 @@ class InMemoryReceiptStore:
 
     def _sweep_now_and_then(self, now: float) -> None:
         """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
-        ones stay: they wait for the application to resolve them)."""
-        self._reserves_since_sweep += 1
+        ones stay: they wait for the application to resolve them). Callers count the reserve first."""
         if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries) + len(self._spent_approvals)):
             return
         self._reserves_since_sweep = 0
