@@ -187,10 +187,10 @@ def record_value(record: Mapping[str, Any]) -> dict[str, Any]:
         raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     if type(record) is dict:
         try:
-            return _kept(record, 0, False)  # type: ignore[no-any-return]
+            return _kept(record, 0, False)
         except _TakeTheText:
             pass
-    return _kept(json.loads(canonical_json(dict(record))), 0, True)  # type: ignore[no-any-return]
+    return _kept(json.loads(canonical_json(dict(record))), 0, True)
 
 
 class _TakeTheText(Exception):
@@ -202,6 +202,7 @@ class _KeptObject(dict):
     shallow copy is a whole copy)."""
 
     __slots__ = ("containers",)
+    containers: Tuple[str, ...]
 
 
 class _FlatArray(list):
