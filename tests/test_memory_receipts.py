@@ -129,3 +129,80 @@ def _containers(value: object) -> list:
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class QuickConstructionsTest(unittest.TestCase):
+    """The write path builds a few frozen objects without their dataclass constructors; each must be
+    the very object the constructor would have made, and refuse what the constructor refuses."""
+
+    def test_an_error_from_the_catalogue_equals_one_built_field_by_field(self) -> None:
+        from agent_lab.errors import CATALOGUE, NextAction, ToolError
+
+        for code, entry in CATALOGUE.items():
+            with self.subTest(code=code):
+                quick = ToolError.from_code(code, details={"a": 1})
+                built = ToolError(code=code, category=entry.category, message=entry.summary,
+                                  retryable=entry.retryable, next_action=entry.next_action, details={"a": 1})
+                self.assertEqual(quick, built)
+                self.assertEqual(hash(quick.code), hash(built.code))
+        given = ToolError.from_code("tool_timeout", "Slow.", retryable=True, next_action=NextAction.RETRY)
+        self.assertEqual((given.message, given.retryable, given.next_action, dict(given.details)),
+                         ("Slow.", True, NextAction.RETRY, {}))
+        with self.assertRaises(Exception):
+            given.code = "other"  # type: ignore[misc]
+
+    def test_a_replayed_failure_equals_the_result_rebuilt_from_its_record(self) -> None:
+        from agent_lab import ToolFailure
+        from agent_lab.calls import ToolResult
+
+        actor = Actor(id="u", tenant="t", permissions={"tags:write"})
+
+        def refuse(arguments: dict) -> dict:
+            raise ToolFailure("ticket_closed", "The ticket is closed.", category="conflict", details={"state": "closed"})
+
+        with Registry() as registry:
+            registry.register(WRITE_SPEC, refuse)
+            call = ToolCall("add_tags", {"action_id": "a-1"})
+            first = registry.invoke(call, actor=actor)
+            replay = registry.invoke(call, actor=actor)
+            self.assertTrue(replay.replayed)
+            self.assertEqual((first.outcome.value, first.error.code if first.error else None), ("failed", "ticket_closed"))
+            rebuilt = ToolResult.from_record(first.to_record(), replayed=True, call_id=replay.call_id)
+            self.assertEqual(replay.to_model(), rebuilt.to_model())
+            self.assertEqual((replay.error, replay.outcome, replay.fingerprint), (rebuilt.error, rebuilt.outcome,
+                                                                                  rebuilt.fingerprint))
+
+    def test_receipt_keys_are_scoped_by_tenant_whatever_text_the_tenant_is(self) -> None:
+        effects = []
+
+        def add_tags(arguments: dict) -> dict:
+            effects.append(arguments["action_id"])
+            return {"n": len(effects)}
+
+        store = InMemoryReceiptStore()
+        with Registry(receipts=store) as registry:
+            registry.register(WRITE_SPEC, add_tags)
+            call = ToolCall("add_tags", {"action_id": "a-1"})
+            for tenant in ("acme", "acmé", "ac me"):
+                actor = Actor(id="u", tenant=tenant, permissions={"tags:write"})
+                first = registry.invoke(call, actor=actor)
+                again = registry.invoke(call, actor=actor)
+                self.assertEqual((first.replayed, again.replayed, again.output), (False, True, first.output))
+                lookup = store.lookup(ReceiptKey(tenant, "add_tags", "a-1"))
+                assert lookup is not None
+                self.assertEqual(lookup.record["output"], first.output)  # under the class's own key
+            self.assertEqual(effects, ["a-1", "a-1", "a-1"])  # once per tenant, never across tenants
+            with self.assertLogs("agent_lab.registry", "ERROR"):
+                nul = registry.invoke(call, actor=Actor(id="u", tenant="a\x00b", permissions={"tags:write"}))
+            self.assertFalse(nul.ok)  # refused as ReceiptKey refuses it; nothing ran
+            self.assertEqual(len(effects), 3)
+
+    def test_a_hold_never_shows_its_owner_token(self) -> None:
+        from agent_lab.leases import KeyHolder
+
+        holder = KeyHolder(InMemoryReceiptStore(), late_completion_s=1.0, renew_every_s=None)
+        try:
+            hold = holder.hold(KEY, FINGERPRINT, "secret-owner-token", writes=True, tool="t")
+            self.assertNotIn("secret-owner-token", repr(hold))
+        finally:
+            holder.close(store_closed=True)
