@@ -195,16 +195,21 @@ class ToolError:
         next_action: NextAction | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> ToolError:
-        """Build an error for a catalogue code, with the catalogue's defaults for anything not given."""
+        """Build an error for a catalogue code, with the catalogue's defaults for anything not given.
+
+        Every refusal makes one: the same object as ``cls(...)``, built without the frozen dataclass's
+        one ``object.__setattr__`` per field (there is no check to skip; ``details`` is copied)."""
         entry = CATALOGUE[code]
-        return cls(
+        error = object.__new__(cls)
+        error.__dict__.update(
             code=code,
             category=entry.category,
             message=message or entry.summary,
             retryable=entry.retryable if retryable is None else retryable,
             next_action=entry.next_action if next_action is None else next_action,
-            details=dict(details or {}),
+            details=dict(details) if details else {},
         )
+        return error
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON form (the shape the model and the reports see)."""

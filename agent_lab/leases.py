@@ -26,7 +26,6 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional
 
 from .stores.protocol import ReceiptKey, ReceiptStore
@@ -85,15 +84,12 @@ class ReceiptNote(str, enum.Enum):
         return self.value
 
 
-@dataclass(eq=False)
 class Hold:
-    """One key held by one call. Mutable; changed under the holder's lock only."""
+    """One key held by one call. Mutable; changed under the holder's lock only.
 
-    key: ReceiptKey
-    fingerprint: str
-    owner: str
-    writes: bool
-    tool: str
+    A plain class with class-level defaults (one is made per write; a dataclass setting all its
+    fields costs several times as much): a call sets what it knows, the keeper the rest when needed."""
+
     state: HoldState = HoldState.RUNNING
     late_until: float = math.inf  # monotonic: end of the late-completion window (LATE)
     unknown_until: float = 0.0  # monotonic: when the store's lease has surely lapsed (UNKNOWN)
@@ -103,6 +99,18 @@ class Hold:
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
     fenced: bool = False  # a renewal found the key no longer ours
     dropped: bool = False  # settled or let go: no longer held
+
+    def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
+                 renew_at: float = math.inf) -> None:
+        self.key = key
+        self.fingerprint = fingerprint
+        self.owner = owner
+        self.writes = writes
+        self.tool = tool
+        self.renew_at = renew_at
+
+    def __repr__(self) -> str:  # the owner token is a capability: never in a log
+        return f"Hold(tool={self.tool!r}, state={self.state.value!r}, writes={self.writes})"
 
 
 class KeyHolder:
@@ -120,6 +128,7 @@ class KeyHolder:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the keeper: a timer moved earlier, or closing
         self._settled = threading.Condition(self._lock)  # wait_settled: a hold was settled or given up
+        self._settled_waiters = 0  # callers inside wait_settled: only then is a settled hold announced
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         self._store_closed = False
@@ -143,11 +152,11 @@ class KeyHolder:
 
     def hold(self, key: ReceiptKey, fingerprint: str, owner: str, *, writes: bool, tool: str) -> Hold:
         """Hold a key just reserved in the store, and keep its lease renewed until it is settled."""
-        hold = Hold(key=key, fingerprint=fingerprint, owner=owner, writes=writes, tool=tool,
-                    renew_at=time.monotonic() + self._renew_every_s)
+        hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[key] = hold
-            self._start_keeper_locked()
+            if self._thread is None:
+                self._start_keeper_locked()
         return hold
 
     def run_late(self, hold: Hold) -> None:
@@ -202,7 +211,11 @@ class KeyHolder:
                 left = None if give_up is None else give_up - time.monotonic()
                 if left is not None and left <= 0:
                     return False
-                self._settled.wait(left)
+                self._settled_waiters += 1
+                try:
+                    self._settled.wait(left)
+                finally:
+                    self._settled_waiters -= 1
             return True
 
     def close(self, *, store_closed: bool) -> None:
@@ -264,7 +277,8 @@ class KeyHolder:
         if self._holds.get(hold.key) is hold:
             del self._holds[hold.key]
         hold.dropped = True
-        self._settled.notify_all()
+        if self._settled_waiters:  # notify_all is Python code; every write drops a hold
+            self._settled.notify_all()
 
     # -- the keeper thread -------------------------------------------------------------------
 

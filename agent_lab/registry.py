@@ -711,7 +711,7 @@ class Registry:
         key_value = state.arguments[spec.idempotency_key]
         if has_lone_surrogate(key_value) or "\x00" in key_value:  # no database stores it as text: refused alike
             return _unstorable_key(state, spec.idempotency_key, key_value)
-        state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, key_value)
+        state.receipt_key = _receipt_key(state.actor.tenant, spec.name, key_value)
         held = self._holder.answer(state.receipt_key, fingerprint)
         if held is not None:  # a call of this process holds the key, whatever the store's lease says
             return state.refusal(held)
@@ -736,7 +736,7 @@ class Registry:
                 return state.refusal("deadline_exceeded")
             return None
         if status is ReservationStatus.REPLAY and reservation.record is not None:
-            return ToolResult.from_record(reservation.record, replayed=True, call_id=state.call_id, redact=state.redact)
+            return _replayed(reservation.record, state)
         if status is ReservationStatus.CONFLICT:
             return state.refusal("idempotency_conflict")
         if status is ReservationStatus.UNKNOWN:
@@ -1105,6 +1105,36 @@ def _resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> O
     return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
 
 
+def _receipt_key(tenant: str, tool: str, key_value: str) -> ReceiptKey:
+    """``ReceiptKey(tenant, tool, key_value)``. Its checks (plain text without lone surrogates or NUL)
+    are settled here already for the common case: a tool name matches TOOL_NAME_PATTERN (ASCII, no
+    NUL), the key value was checked by `_reserve_key`, and an ASCII tenant without NUL passes; so the
+    key is built without the frozen dataclass's checks and setattrs. Anything else takes the class's
+    own constructor (which refuses what it must)."""
+    if type(tenant) is str and tenant.isascii() and "\x00" not in tenant and type(tool) is str and type(key_value) is str:
+        receipt_key = object.__new__(ReceiptKey)
+        receipt_key.__dict__.update(tenant=tenant, tool=tool, key=key_value)
+        return receipt_key
+    return ReceiptKey(tenant, tool, key_value)
+
+
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+
+
+def _replayed(record: Mapping[str, Any], state: _CallState) -> ToolResult:
+    """The replay of a stored receipt: `ToolResult.from_record`, with the common record (a success,
+    as the stores give it back: a fresh dict of plain values) built without its enum call and keyword
+    handling. The output is the store's fresh copy, so nothing done to it reaches the receipt."""
+    text = record.get("outcome") if type(record) is dict else None
+    outcome = _OUTCOMES.get(text) if type(text) is str else None
+    if outcome is None or record.get("error") or type(record.get("tool")) is not str or type(record.get("ok")) is not bool:
+        return ToolResult.from_record(record, replayed=True, call_id=state.call_id, redact=state.redact)
+    result = ToolResult._fast(record["ok"], outcome, record["tool"], record.get("output"), None, state.call_id,
+                              record.get("fingerprint"), state.redact)
+    result.__dict__["replayed"] = True
+    return result
+
+
 def _passed(deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
@@ -1291,8 +1321,13 @@ def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
         from .redaction import redact
 
         shown = redact(arguments, spec.redact)
-    parts = [f"{name}={_summary_value(value)}" for name, value in shown.items()]
-    line = f"{spec.name}({', '.join(parts)})"
+    parts = []
+    for name, value in shown.items():
+        if type(value) is str and len(value) <= SUMMARY_VALUE_CHARS and value != REDACTED:
+            parts.append(name + "=" + repr(value))  # the common value, without a call per argument
+        else:
+            parts.append(name + "=" + _summary_value(value))
+    line = spec.name + "(" + ", ".join(parts) + ")"
     if len(line) > SUMMARY_MAX_CHARS:
         line = line[: SUMMARY_MAX_CHARS - 2] + "…)"
     return line

@@ -11,20 +11,23 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
-from ..fingerprint import NotCanonicalJSON, canonical_json, has_lone_surrogate
+from ..fingerprint import MAX_CANONICAL_DEPTH, MAX_INTEGER_BITS, NotCanonicalJSON, canonical_json, has_lone_surrogate
 from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus
 
 IN_FLIGHT = "in_flight"
 COMPLETED = "completed"
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One stored row. ``owner`` is None for a completed receipt (and for in-flight rows written
-    before owner tokens existed, which nobody can complete: they lapse to unknown)."""
+    before owner tokens existed, which nobody can complete: they lapse to unknown).
+
+    A receipt's record is ``record_text`` (canonical JSON, as a database stores it) or, in a store that
+    keeps rows in memory, ``record``: the value that text parses to, built once by `record_value` and
+    never handed out (`status_of` gives every reader its own copy). An immutable tuple: one is built
+    for every reserve and completion, and a frozen dataclass costs several times as much to build."""
 
     fingerprint: str
     state: str
@@ -32,6 +35,7 @@ class Entry:
     expires_at: float
     owner: Optional[str] = None
     lapse: str = Lapse.UNKNOWN.value
+    record: Any = None
 
     def is_live(self, now: float) -> bool:
         """A receipt before its ttl, a reservation before its lease ends."""
@@ -39,11 +43,24 @@ class Entry:
 
     def is_unknown(self, now: float) -> bool:
         """A write's reservation whose lease lapsed without a receipt: kept until resolved."""
-        return self.state == IN_FLIGHT and self.lapse == Lapse.UNKNOWN.value and not self.is_live(now)
+        return self.state == IN_FLIGHT and self.lapse == _UNKNOWN and not self.expires_at > now
 
     def is_purgeable(self, now: float) -> bool:
         """Expired and nothing to keep: a receipt past its ttl, a read's lapsed reservation."""
-        return not self.is_live(now) and not self.is_unknown(now)
+        return not self.expires_at > now and not self.is_unknown(now)
+
+
+_LAPSE_UNKNOWN, _LAPSE_TAKEOVER = Lapse.UNKNOWN, Lapse.TAKEOVER
+_UNKNOWN, _TAKEOVER = _LAPSE_UNKNOWN.value, _LAPSE_TAKEOVER.value
+
+
+def reservation(status: ReservationStatus, record: Optional[Mapping[str, Any]] = None,
+                fingerprint: Optional[str] = None, owner: Optional[str] = None) -> Reservation:
+    """``Reservation(...)``, built without the frozen dataclass's one ``object.__setattr__`` per field:
+    every reserve returns one (the same object; it has no checks to skip)."""
+    answer = object.__new__(Reservation)
+    answer.__dict__.update(status=status, record=record, fingerprint=fingerprint, owner=owner)
+    return answer
 
 
 def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Optional[Reservation]:
@@ -51,7 +68,7 @@ def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Opti
     if entry is None or entry.is_purgeable(now):
         return None
     if entry.fingerprint != fingerprint:
-        return Reservation(ReservationStatus.CONFLICT, fingerprint=entry.fingerprint)
+        return reservation(ReservationStatus.CONFLICT, fingerprint=entry.fingerprint)
     return status_of(entry, now)
 
 
@@ -60,11 +77,14 @@ def status_of(entry: Optional[Entry], now: float) -> Optional[Reservation]:
     if entry is None or entry.is_purgeable(now):
         return None
     if entry.state == COMPLETED:
-        record = json.loads(entry.record_text) if entry.record_text is not None else None
-        return Reservation(ReservationStatus.REPLAY, record=record, fingerprint=entry.fingerprint)
+        if entry.record is not None:
+            record = copy_record(entry.record)
+        else:
+            record = json.loads(entry.record_text) if entry.record_text is not None else None
+        return reservation(ReservationStatus.REPLAY, record=record, fingerprint=entry.fingerprint)
     if entry.is_live(now):
-        return Reservation(ReservationStatus.IN_PROGRESS, fingerprint=entry.fingerprint)
-    return Reservation(ReservationStatus.UNKNOWN, fingerprint=entry.fingerprint)
+        return reservation(ReservationStatus.IN_PROGRESS, fingerprint=entry.fingerprint)
+    return reservation(ReservationStatus.UNKNOWN, fingerprint=entry.fingerprint)
 
 
 def held_by(entry: Optional[Entry], owner: str) -> bool:
@@ -110,8 +130,10 @@ def check_owner(owner: object) -> None:
 
 
 def check_lapse(lapse: object) -> str:
-    if lapse is Lapse.UNKNOWN or lapse is Lapse.TAKEOVER:
-        return lapse.value
+    if lapse is _LAPSE_UNKNOWN:  # module constants: an enum member looked up on its class costs a descriptor call
+        return _UNKNOWN
+    if lapse is _LAPSE_TAKEOVER:
+        return _TAKEOVER
     try:
         return Lapse(lapse).value
     except ValueError:
@@ -152,3 +174,112 @@ def record_text(record: Mapping[str, Any]) -> str:
     if not isinstance(record, Mapping):
         raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     return canonical_json(dict(record))
+
+
+def record_value(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record exactly as ``json.loads(record_text(record))`` gives it back (keys sorted, integral
+    floats as integers, subclasses as their base types), for a store that keeps it in memory; raises
+    NotCanonicalJSON before anything is stored. A record of exact JSON types without floats (what the
+    registry stores) is copied in one walk; anything else takes the way through the canonical text.
+
+    The value is kept in a form that is quick to copy (see `copy_record`); never hand it out itself."""
+    if not isinstance(record, Mapping):
+        raise NotCanonicalJSON("", "a receipt record must be a JSON object")
+    if type(record) is dict:
+        try:
+            return _kept(record, 0, False)
+        except _TakeTheText:
+            pass
+    return _kept(json.loads(canonical_json(dict(record))), 0, True)
+
+
+class _TakeTheText(Exception):
+    """Raised by `_kept` for a value only the canonical text can settle."""
+
+
+class _KeptObject(dict):
+    """A kept JSON object; `containers` names its members that hold an object or an array (none: a
+    shallow copy is a whole copy)."""
+
+    __slots__ = ("containers",)
+    containers: Tuple[str, ...]
+
+
+class _FlatArray(list):
+    """A kept JSON array with no object or array inside: a shallow copy is a whole copy."""
+
+    __slots__ = ()
+
+
+def _kept(value: Any, depth: int, parsed: bool) -> Any:
+    """`value` (an object or an array) as `record_value` keeps it: object keys sorted (by code point,
+    as canonical JSON sorts them), objects as `_KeptObject`, arrays of scalars as `_FlatArray`.
+    `_TakeTheText` (unless `parsed`: a value json.loads made from canonical text, already what it
+    should be) for a float (canonical JSON may rewrite it), a subclass, a non-string key, an integer
+    too wide or nesting too deep (canonical JSON refuses those, and says where). Scalars are checked
+    in the loop, without a call each: this runs on every completion."""
+    kind = type(value)
+    if (kind is not dict and kind is not list) or (depth >= MAX_CANONICAL_DEPTH and not parsed):
+        raise _TakeTheText()
+    if kind is list:
+        items = [item if type(item) in _SCALARS and (parsed or type(item) is not float) else _kept_item(item, depth, parsed)
+                 for item in value]
+        if any(type(item) in _KEPT_CONTAINERS for item in items):
+            return items  # a plain list: copied item by item
+        kept_array = _FlatArray()
+        list.extend(kept_array, items)
+        return kept_array
+    if parsed:
+        keys = list(value)
+    else:
+        try:
+            keys = sorted(value)
+        except TypeError:  # keys of several types: not JSON
+            raise _TakeTheText() from None
+    kept = _KeptObject()
+    containers = []
+    for key in keys:
+        if type(key) is not str:
+            raise _TakeTheText()
+        item = value[key]
+        item_kind = type(item)
+        if item_kind is str or item_kind is bool or item is None or (item_kind is float and parsed):
+            kept[key] = item
+        elif item_kind is int:
+            if not parsed and item.bit_length() > MAX_INTEGER_BITS:
+                raise _TakeTheText()
+            kept[key] = item
+        else:
+            kept[key] = _kept(item, depth + 1, parsed)
+            containers.append(key)
+    kept.containers = tuple(containers)
+    return kept
+
+
+def _kept_item(item: Any, depth: int, parsed: bool) -> Any:
+    """An array item that is not a plain scalar: an integer to check, or a container to keep."""
+    if type(item) is int:
+        if not parsed and item.bit_length() > MAX_INTEGER_BITS:
+            raise _TakeTheText()
+        return item
+    return _kept(item, depth + 1, parsed)
+
+
+_SCALARS = frozenset((str, bool, type(None), float))
+_KEPT_CONTAINERS = (_KeptObject, _FlatArray, list)
+
+
+def copy_record(value: Any) -> Any:
+    """A fresh, plain copy (dicts and lists) of a value `record_value` built: what a reader gets, so
+    nothing it does to the copy reaches the stored receipt."""
+    kind = type(value)
+    if kind is _KeptObject:
+        copy = dict(value)
+        for key in value.containers:
+            copy[key] = copy_record(copy[key])
+        return copy
+    if kind is _FlatArray:
+        return list(value)
+    if kind is list:
+        return [copy_record(item) for item in value]
+    return value

@@ -20,8 +20,10 @@ full scan costs O(1) per reserve on average however large the store grows."""
 class InMemoryReceiptStore:
     """Receipts in a dict guarded by a lock: for tests, the lab and single-process apps.
 
-    Everything is lost when the process ends. Records are kept as canonical JSON text and parsed
-    again on every replay, exactly as the SQLite store does, so both stores replay identically.
+    Everything is lost when the process ends. A record is kept as the value its canonical JSON text
+    parses to (`rules.record_value`: what the SQLite store gives back from its text), built once when it
+    is stored; every replay hands out its own copy (`rules.copy_record`), so both stores replay
+    identically and no reader can change the receipt, without writing and parsing text on every call.
     ``fingerprint_key`` is random unless given (fingerprints then differ from one store to the next).
     """
 
@@ -61,9 +63,17 @@ class InMemoryReceiptStore:
         rules.check_fingerprint(fingerprint)
         lapse_value = rules.check_lapse(lapse)
         address = rules.address(key)
-        with self._locked(timeout_s):
+        wait_s = store_timeout(timeout_s)  # a bad timeout is refused before the lock is taken
+        lock = self._lock
+        if not lock.acquire(blocking=False):  # free nearly always: only then wait, within the timeout
+            acquire_within(lock, wait_s)
+        try:  # written out, not `with self._locked(...)`: every idempotent call comes here
+            if self._closed:
+                raise ValueError("the receipt store is closed")
             now = self._clock()
-            self._sweep_now_and_then(now)
+            self._reserves_since_sweep += 1
+            if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
+                self._sweep_now_and_then(now)
             answer = rules.decide_reserve(self._entries.get(address), fingerprint, now)
             if answer is not None:
                 return answer
@@ -71,7 +81,9 @@ class InMemoryReceiptStore:
             self._entries[address] = rules.Entry(
                 fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner=owner, lapse=lapse_value
             )
-            return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+            return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+        finally:
+            lock.release()
 
     def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -90,14 +102,15 @@ class InMemoryReceiptStore:
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
         rules.check_owner(owner)
-        text = rules.record_text(record)
+        value = rules.record_value(record)
         address = rules.address(key)
         with self._locked(timeout_s):
             entry = self._entries.get(address)
             if not rules.held_by(entry, owner):
                 return False
             assert entry is not None
-            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, text, self._clock() + self._ttl_s)
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._clock() + self._ttl_s,
+                                                 record=value)
             return True
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
@@ -118,16 +131,16 @@ class InMemoryReceiptStore:
         timeout_s: Optional[float] = None,
     ) -> bool:
         rules.check_fingerprint(fingerprint)
-        text = rules.record_text(record) if record is not None else None
+        value = rules.record_value(record) if record is not None else None
         address = rules.address(key)
         with self._locked(timeout_s):
             now = self._clock()
             if not rules.may_resolve(self._entries.get(address), fingerprint, now):
                 return False
-            if text is None:
+            if value is None:
                 del self._entries[address]
             else:
-                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, text, now + self._ttl_s)
+                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, now + self._ttl_s, record=value)
             return True
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
@@ -166,6 +179,7 @@ class InMemoryReceiptStore:
         tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
         with self._locked(timeout_s):
             now = self._clock()
+            self._reserves_since_sweep += 1
             self._sweep_now_and_then(now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
             if kept_until is not None and kept_until > now:
@@ -191,8 +205,7 @@ class InMemoryReceiptStore:
 
     def _sweep_now_and_then(self, now: float) -> None:
         """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
-        ones stay: they wait for the application to resolve them)."""
-        self._reserves_since_sweep += 1
+        ones stay: they wait for the application to resolve them). Callers count the reserve first."""
         if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries) + len(self._spent_approvals)):
             return
         self._reserves_since_sweep = 0
