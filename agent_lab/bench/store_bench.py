@@ -198,10 +198,13 @@ def _store_writer(path: str, synchronous: str, writer: int) -> Writer:
 
 def _raw_sqlite_writer(path: str, synchronous: str, writer: int) -> Writer:
     """The same two transactions by hand: an INSERT (the reservation), then an UPDATE (the receipt),
-    each autocommitted, with the record text encoded once beforehand."""
+    each autocommitted, with the record text encoded once beforehand; rows as large as the store's (a
+    real fingerprint, a 32-digit owner token)."""
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
     connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list by main()
     prefix = uuid.uuid4().hex[:8]
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=b"raw sqlite3 bench fingerprint key")
+    owner = uuid.uuid4().hex
     insert = "INSERT INTO receipts VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, 'unknown')"
     update = ("UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL"
               " WHERE tenant = ? AND tool = ? AND key = ? AND state = 'in_flight' AND owner = ?")
@@ -209,8 +212,8 @@ def _raw_sqlite_writer(path: str, synchronous: str, writer: int) -> Writer:
     def write(index: int) -> None:
         key = f"{prefix}-{writer}-{index}"
         now = time.time()
-        connection.execute(insert, ("bench", "record_ticket_followup", key, "hmac-sha256:0", now + 300, "owner-token"))
-        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "record_ticket_followup", key, "owner-token"))
+        connection.execute(insert, ("bench", "record_ticket_followup", key, call_fingerprint, now + 300, owner))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "record_ticket_followup", key, owner))
 
     return write, connection.close
 
