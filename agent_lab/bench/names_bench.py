@@ -48,7 +48,7 @@ def tool_names(count: int) -> List[str]:
 def misspell(names: List[str], count: int, seed: int = 1) -> List[str]:
     """Typos: a letter dropped, doubled, swapped or replaced, the end cut off."""
     chooser = random.Random(seed)
-    words = []
+    words: List[str] = []
     while len(words) < count:
         name = chooser.choice(names)
         at = chooser.randrange(len(name) - 1)
