@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a JSONL case file (repeatable; default: the lab's own cases)")
     tool_eval.add_argument("--out", metavar="DIR", type=_path, help="report directory (default reports/)")
     tool_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
+    tool_eval.add_argument("-j", "--jobs", metavar="N", type=_jobs,
+                           help="replay N cases at once (default: [tool.agent-lab] jobs, else the core count + 4; "
+                                "1: one at a time); the reports are the same whatever N is")
     tool_eval.add_argument("-v", "--verbose", action="store_true",
                            help="one progress line per case on stderr (also when stderr is a terminal)")
     tool_eval.set_defaults(run=_tool_eval)
@@ -94,6 +97,17 @@ def _path(text: str) -> str:
     return text
 
 
+def _jobs(text: str) -> int:
+    """An argparse type: a whole number of replays at once, at least 1."""
+    try:
+        jobs = int(text, 10)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1 (1: one case at a time)")
+    return jobs
+
+
 def _text(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("an empty value")
@@ -116,7 +130,7 @@ def _tool_eval(args: argparse.Namespace) -> int:
     from .lab.tool_eval import run_tool_eval
 
     try:
-        settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit)
+        settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit, jobs=args.jobs)
         lab = settings.load_lab()
         case_files = settings.case_files(lab)
     except (ConfigError, LabError) as error:
@@ -124,7 +138,7 @@ def _tool_eval(args: argparse.Namespace) -> int:
     progress = _progress_printer() if args.verbose or _is_terminal(sys.stderr) else None
     try:
         evaluation = run_tool_eval(case_files, out_dir=settings.out, junit_path=settings.junit, lab=lab,
-                                   progress=progress, lint_config=settings.lint)
+                                   progress=progress, lint_config=settings.lint, jobs=settings.jobs)
     except CaseFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)

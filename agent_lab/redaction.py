@@ -14,6 +14,7 @@ explicit stack, so a hostile, very deep (or cyclic) structure cannot raise Recur
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Collection, Iterable, Mapping
@@ -155,8 +156,13 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     )
     if not usable or not isinstance(text, str):
         return text
-    pattern = re.compile("|".join(re.escape(secret) for secret in usable))
-    return pattern.sub(REDACTED, text)
+    return _secrets_pattern(tuple(usable)).sub(REDACTED, text)
+
+
+@functools.lru_cache(maxsize=32)
+def _secrets_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern per set of secrets: a report masks hundreds of lines with the same ones."""
+    return re.compile("|".join(re.escape(secret) for secret in secrets))
 
 
 def collect_secrets(value: Any, fields: Collection[str], *, include_keys: bool = False) -> list[str]:

@@ -28,6 +28,7 @@ SECTIONS = {
     "recursion": "agent_lab.bench.recursion_bench",
     "stores": "agent_lab.bench.store_bench",
     "search": "agent_lab.bench.search_bench",
+    "gate": "agent_lab.bench.gate_bench",
     "names": "agent_lab.bench.names_bench",
 }
 

@@ -100,8 +100,8 @@ def replay_case(case: Case, surface: str | Surface, *, lab: Lab | None = None) -
     if steps is None:
         raise ValueError(f"case {case.case_id!r} does not run surface {target.name!r}")
     prefix = "calls" if case.shared_calls else f"calls/{target.name if target.name in case.calls else target.role}"
-    with tempfile.TemporaryDirectory(prefix="agent-lab-") as workdir:
-        session = _Session(case, lab, target, prefix, Path(workdir))
+    with _receipt_directory(case) as workdir:
+        session = _Session(case, lab, target, prefix, workdir)
         try:
             for position, step in enumerate(steps):
                 session.run_step(position, step)
@@ -112,10 +112,21 @@ def replay_case(case: Case, surface: str | Surface, *, lab: Lab | None = None) -
     return session.surface_run()
 
 
+@contextlib.contextmanager
+def _receipt_directory(case: Case) -> Iterator[Path | None]:
+    """A private temporary directory for a case's SQLite receipts, removed afterwards; None for the
+    in-memory receipts most cases use, which need no file (and so no directory to make and remove)."""
+    if case.receipts != "sqlite":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="agent-lab-") as workdir:
+        yield Path(workdir)
+
+
 class _Session:
     """The state of one replay: world, registry, receipts, background calls and results."""
 
-    def __init__(self, case: Case, lab: Lab, surface: Surface, prefix: str, workdir: Path) -> None:
+    def __init__(self, case: Case, lab: Lab, surface: Surface, prefix: str, workdir: Path | None) -> None:
         self.case = case
         self.lab = lab
         self.surface = surface
@@ -123,7 +134,7 @@ class _Session:
         self.actor = self._case_value("actor", case.actor_for_run)
         self.world = lab.new_world(case.world)
         self.secrets = set(lab.secrets_of(self.world))
-        self.receipt_path = workdir / "receipts.sqlite3"
+        self.receipt_path = workdir / "receipts.sqlite3" if workdir is not None else None
         self.results: dict[int, tuple[ToolCall, bool, Mapping[str, Any]]] = {}
         self.started: dict[int, tuple[ToolCall, bool]] = {}  # index -> (call, approved)
         self.keys: list[ReceiptKey] = []
@@ -135,7 +146,7 @@ class _Session:
         self.receipts, self.registry = self._open_registry()
 
     def _open_registry(self) -> tuple[Any, Registry]:
-        if self.case.receipts == "sqlite":
+        if self.receipt_path is not None:  # the case asked for "sqlite" receipts
             receipts: Any = SqliteReceiptStore(str(self.receipt_path), fingerprint_key=LAB_FINGERPRINT_KEY)
         else:
             receipts = InMemoryReceiptStore(fingerprint_key=LAB_FINGERPRINT_KEY)

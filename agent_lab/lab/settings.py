@@ -7,10 +7,12 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
     cases = ["tests/tool-cases.jsonl"] # a path or a list of paths
     out = "reports"
     junit = "reports/junit.xml"
+    jobs = 4                           # replays at once (default: the core count + 4; 1: serial)
 
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
 (`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
 anywhere, the lab's own case files (`Lab.cases`) do. Paths are relative to the current directory.
+`jobs` is an integer, which Python 3.10's small TOML reader does not read: there, use `--jobs`.
 
 The `[tool.agent-lab.lint]` sub-table configures the lint rules (`agent_lab.lint.config`); `lint_config`
 reads it, and both `agent-lab lint` and the tool-eval gate use what it returns, so one table decides
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 PYPROJECT = "pyproject.toml"
-KNOWN_KEYS = ("lab", "cases", "out", "junit")  # sub-tables ([tool.agent-lab.x]) belong to other commands
+KNOWN_KEYS = ("lab", "cases", "out", "junit", "jobs")  # sub-tables ([tool.agent-lab.x]) belong to other commands
 DEFAULT_OUT = "reports"
 
 
@@ -51,6 +53,7 @@ class ToolEvalSettings:
     cases: tuple[str, ...]  # empty: the lab's own case files
     out: str
     junit: str | None
+    jobs: int | None = None  # replays at once (None: the core count's default)
     lint: LintConfig = field(default_factory=LintConfig)  # the project's [tool.agent-lab.lint], for the gate
 
     @property
@@ -105,13 +108,18 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
         if not isinstance(paths, list) or not paths or not all(isinstance(path, str) and path for path in paths):
             raise ConfigError(f"{where}: {TABLE_NAME} cases must be a path or a list of paths (non-empty strings)")
         return tuple(paths)
+    if key == "jobs":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: {TABLE_NAME} jobs must be a whole number of at least 1 (1: one case at a time)")
+        return value
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: {TABLE_NAME} {key} must be a non-empty string")
     return value
 
 
 def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = None, out: str | None = None,
-                       junit: str | None = None, directory: Path | None = None) -> ToolEvalSettings:
+                       junit: str | None = None, jobs: int | None = None,
+                       directory: Path | None = None) -> ToolEvalSettings:
     """Flags (None: not given) laid over the project's table, laid over the defaults."""
     table = project_table(directory)
     return ToolEvalSettings(
@@ -119,5 +127,6 @@ def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = 
         cases=tuple(cases) if cases else tuple(table.get("cases", ())),
         out=out if out is not None else table.get("out", DEFAULT_OUT),
         junit=junit if junit is not None else table.get("junit"),
+        jobs=jobs if jobs is not None else table.get("jobs"),
         lint=lint_config(directory),
     )

@@ -3,12 +3,21 @@
 This is the one library function the CLI calls. Bad input raises `CaseFileError` (the case files) or
 `LabError` (the lab's own code) before anything is written; reports are rendered in memory, then the
 whole set replaces the old one or nothing does.
+
+Cases are independent (each replays on a fresh world and a fresh registry per surface), so `jobs`
+replays run at once on a bounded pool of threads. Threads, not processes: a replay spends its time
+waiting (deadlines, held operations, settling), which threads overlap however the GIL is held, and a
+thread shares the loaded lab, where a process would have to import it again by reference and pay an
+interpreter's start-up per worker. Results are gathered by case and surface order, never by completion,
+so the reports, the progress lines and the first error raised are those of a serial run.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
@@ -22,9 +31,12 @@ from .replay import replay_case
 
 __all__ = [
     "DEFAULT_OUT",
+    "MAX_DEFAULT_JOBS",
     "Evaluation",
     "Progress",
     "SurfaceMap",
+    "checked_jobs",
+    "default_jobs",
     "evaluate",
     "progress_line",
     "quiet_registry_logs",
@@ -32,6 +44,7 @@ __all__ = [
 ]
 
 DEFAULT_OUT = "reports"
+MAX_DEFAULT_JOBS = 32
 Value = TypeVar("Value")
 # Called after each case with its results on every surface, in the lab's surface order.
 Progress = Callable[[Case, Sequence[CaseResult]], None]
@@ -86,9 +99,27 @@ class Evaluation:
         return all(check.passed for check in self.gate)
 
 
+def default_jobs() -> int:
+    """How many replays run at once when nobody says: the core count plus four, at most 32 (the
+    standard library's default for a thread pool whose workers mostly wait, as replays do)."""
+    return min(MAX_DEFAULT_JOBS, (os.cpu_count() or 1) + 4)
+
+
+def checked_jobs(jobs: Any) -> int:
+    """`jobs` if it is a whole number of at least 1 (ValueError otherwise; 1 replays one case at a time)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number of at least 1, not {jobs!r}")
+    return jobs
+
+
 def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None,
-             lint_config: LintConfig | None = None) -> Evaluation:
+             lint_config: LintConfig | None = None, jobs: int | None = None) -> Evaluation:
     """Replay and grade every case of `case_paths` on every surface of `lab` (default: the built-in lab).
+
+    `jobs` replays run at once (None: `default_jobs()`; 1: one after another); the result is the same
+    whatever it is, and so is the error when a case or the lab's code fails (the first in case order).
+    The lab's code (world factory, builders, hooks) is then called from several threads at once, each
+    time for a world of its own; a lab whose code shares state between worlds runs with `jobs=1`.
 
     The gate's lint check runs the lint engine (`agent_lab.lint`) over each candidate under
     `lint_config` (the project's `[tool.agent-lab.lint]`; default: every rule at its default severity)
@@ -99,15 +130,13 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
         from .loader import default_lab
 
         lab = default_lab()
+    workers = checked_jobs(jobs) if jobs is not None else default_jobs()
     cases = tuple(load_cases(case_paths, lab=lab))
-    catalogs, secrets = _inspect_surfaces(lab, lint_config)  # a broken builder shows before any case runs
-    rows = []
-    with quiet_registry_logs():
-        for case in cases:
-            row = tuple(_replay_and_grade(lab, case, surface) for surface in lab.surfaces)
-            if progress is not None:
-                progress(case, row)
-            rows.append(row)
+    with quiet_registry_logs(), _Replays(lab, cases, workers) as replays:
+        # The surfaces are inspected while the first replays run; a broken builder still fails the run
+        # with the inspection's error, before any case's.
+        catalogs, secrets = _inspect_surfaces(lab, lint_config)
+        rows = _gather_rows(cases, lab.surfaces, replays.result, progress)
     roles = {surface.name: surface.role for surface in lab.surfaces}
     results = {surface.name: tuple(row[column] for row in rows) for column, surface in enumerate(lab.surfaces)}
     metrics = {surface.name: surface_metrics(surface.name, surface.role, results[surface.name], catalogs[surface.name])
@@ -140,7 +169,8 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
 
 def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OUT,
                   junit_path: str | Path | None = None, lab: Lab | None = None,
-                  progress: Progress | None = None, lint_config: LintConfig | None = None) -> Evaluation:
+                  progress: Progress | None = None, lint_config: LintConfig | None = None,
+                  jobs: int | None = None) -> Evaluation:
     """Evaluate (see `evaluate`), then replace every report or none.
 
     Raises CaseFileError for bad case files, LabError for a lab whose code fails, and ReportWriteError
@@ -153,8 +183,10 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     junit = Path(junit_path) if junit_path is not None else out / "junit.xml"
     targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
     targets["junit.xml"] = junit
+    if jobs is not None:
+        checked_jobs(jobs)  # refused before anything runs
     check_report_targets(targets.values(), keep=case_paths)
-    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config)
+    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()})
     return evaluation
@@ -183,6 +215,66 @@ def quiet_registry_logs() -> Iterator[None]:
     finally:
         for name in ("agent_lab.registry", "agent_lab.execution"):
             logging.getLogger(name).removeFilter(quiet)
+
+
+class _Replays:
+    """Every (case, surface) replay of a run, `workers` at a time, as jobs numbered case by case.
+
+    With one worker nothing starts ahead: `result(index)` replays job `index` when asked, as a serial
+    run does. Otherwise every job is handed to a bounded thread pool on entering (cases that wait on
+    their world first), and `result(index)` waits for job `index`, so results are read in the order
+    they are asked for, never in the order they finish. Leaving on an error drops the jobs not yet
+    started and waits for those running (each replay is bounded by its wait limits), so no replay
+    outlives the run.
+    """
+
+    def __init__(self, lab: Lab, cases: Sequence[Case], workers: int) -> None:
+        self.lab = lab
+        self.jobs = [(case, surface) for case in cases for surface in lab.surfaces]
+        self.workers = min(workers, len(self.jobs))
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.futures: dict[int, concurrent.futures.Future[CaseResult]] = {}
+
+    def __enter__(self) -> _Replays:
+        if self.workers > 1:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tool-eval")
+            for index in sorted(range(len(self.jobs)), key=lambda index: (not _waits_on_world(self.jobs[index][0]), index)):
+                self.futures[index] = self.pool.submit(_replay_and_grade, self.lab, *self.jobs[index])
+        return self
+
+    def result(self, index: int) -> CaseResult:
+        """Job `index`'s result (case `index // len(surfaces)`, surface `index % len(surfaces)`)."""
+        if self.pool is None:
+            return _replay_and_grade(self.lab, *self.jobs[index])
+        return self.futures[index].result()
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=error is not None)
+
+
+def _gather_rows(cases: Sequence[Case], surfaces: Sequence[Surface], result: Callable[[int], CaseResult],
+                 progress: Progress | None) -> list[tuple[CaseResult, ...]]:
+    """One row per case (its result on each surface, in the lab's order), job `case * len(surfaces) +
+    surface` by job, reporting each case to `progress` once its row is complete: in case order, and the
+    first job in that order that raised raises here, as in a serial run."""
+    rows = []
+    for row_index, case in enumerate(cases):
+        first = row_index * len(surfaces)
+        row = tuple(result(first + column) for column in range(len(surfaces)))
+        if progress is not None:
+            progress(case, row)
+        rows.append(row)
+    return rows
+
+
+def _waits_on_world(case: Case) -> bool:
+    """Whether a case configures its world (slow operations, say) or waits on it with a marker step:
+    such cases usually take longest, so they start first. The order of starting never shows in a report."""
+    if case.world:
+        return True
+    steps = [case.shared_calls, *case.calls.values()]
+    return any("do" in step or step.get("background") for surface_steps in steps for step in surface_steps)
 
 
 def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:

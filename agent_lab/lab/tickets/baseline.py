@@ -8,6 +8,7 @@ permissive spec with a long timeout), so the comparison measures the surface, no
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 from ...errors import Category, ToolFailure
@@ -37,13 +38,20 @@ _SPEC_ARGS: dict[str, Any] = {
 
 def baseline_specs() -> list[ToolSpec]:
     """The baseline's one tool spec (it carries warnings: a write without an idempotency key)."""
-    return [ToolSpec(**_SPEC_ARGS)]
+    return [_baseline_spec()]
+
+
+@functools.lru_cache(maxsize=1)
+def _baseline_spec() -> ToolSpec:
+    """Built once: the spec refers to no world (a frozen value every registry may share), so the lab
+    need not rebuild it for every case it replays."""
+    return ToolSpec(**_SPEC_ARGS)
 
 
 def build_baseline_registry(backend: TicketBackend, **registry_options: Any) -> Registry:
     """A registry exposing only `ticket_operation` over `backend`."""
     registry = Registry(**registry_options)
-    registry.register(baseline_specs()[0], _handler(backend))
+    registry.register(_baseline_spec(), _handler(backend))
     return registry
 
 

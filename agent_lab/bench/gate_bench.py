@@ -1,0 +1,169 @@
+"""The contract gate as CI runs it: `run_lab.py tool-eval` in a child process, timed from outside.
+
+Three figures, over interleaved rounds (printed, never asserted):
+- `gate.wall_s`: wall time of `tool-eval --out TMP` on this checkout's shipped cases, start-up included.
+- `gate.wall_vs_longest_case`: that wall time over the longest single case run alone the same way
+  (`tool-eval --cases ONE.jsonl`): how close running the cases together comes to the floor that the
+  slowest one sets. Every case is timed alone once to find the slowest few; each round times those again.
+- `gate.cpu_vs_base`: the child's CPU time (user + system, `getrusage(RUSAGE_CHILDREN)` deltas) over
+  that of an older checkout (`--against PATH`, e.g. today's main), each on its own shipped cases, the
+  two runs alternating which goes first. Without `--against` this figure is skipped.
+
+Every child gets the same environment: bytecode is cached under one temporary PYTHONPYCACHEPREFIX
+(a checkout may be read-only, and PYTHONDONTWRITEBYTECODE is dropped) and each command runs once
+before the rounds, so the figures measure the gate, not compiling its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import _figures
+
+__all__ = ["main"]
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # the directory holding run_lab.py and agent_lab/
+DEFAULT_ROUNDS = 5
+LONGEST_CANDIDATES = 3  # cases re-timed alone each round (the slowest of the first pass)
+SHIPPED_CASES = Path("datasets") / "tool-cases.jsonl"
+
+
+class _Runner:
+    """Runs `run_lab.py tool-eval` of one checkout in a child process and measures it."""
+
+    def __init__(self, checkout: Path, scratch: Path, environment: dict[str, str]) -> None:
+        self.checkout = checkout
+        self.scratch = scratch
+        self.environment = environment
+
+    def run(self, *arguments: str) -> tuple[float, float]:
+        """(wall seconds, CPU seconds) of one `tool-eval` run; RuntimeError unless the gate passed."""
+        out = tempfile.mkdtemp(prefix="out-", dir=self.scratch)
+        command = [sys.executable, str(self.checkout / "run_lab.py"), "tool-eval", "--out", out, *arguments]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=self.checkout, env=self.environment, capture_output=True, text=True,
+                              check=False)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"{self.checkout}: tool-eval {' '.join(arguments)} exited {done.returncode}: {last[0]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return wall, cpu
+
+
+def _child_environment(pycache: Path) -> dict[str, str]:
+    environment = dict(os.environ)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    environment["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return environment
+
+
+def _single_case_files(checkout: Path, directory: Path) -> list[tuple[str, Path]]:
+    """One file per case of the checkout's shipped cases: (case id, path)."""
+    files: list[tuple[str, Path]] = []
+    for line in (checkout / SHIPPED_CASES).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        case_id = str(json.loads(line)["case_id"])
+        path = directory / f"{len(files):03d}.jsonl"
+        path.write_text(line + "\n", encoding="utf-8")
+        files.append((case_id, path))
+    return files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="run_lab.py bench --only gate", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
+    parser.add_argument("--against", metavar="PATH", help="an older checkout to compare CPU time with "
+                        "(e.g. today's main); without it gate.cpu_vs_base is skipped")
+    args, _ = parser.parse_known_args(argv)
+    rounds = max(1, args.rounds)
+    against = Path(args.against).resolve() if args.against else None
+    if against is not None and not (against / "run_lab.py").is_file():
+        print(f"--against {args.against}: no run_lab.py there (a checkout of agent-lab is needed)")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="agent-lab-gate-bench-") as temporary:
+        scratch = Path(temporary)
+        environment = _child_environment(scratch / "pycache")
+        ours = _Runner(CHECKOUT, scratch, environment)
+        base = _Runner(against, scratch, environment) if against is not None else None
+        try:
+            return _measure(ours, base, scratch, rounds)
+        except RuntimeError as problem:
+            print(f"gate bench: {problem}")
+            return 1
+
+
+def _measure(ours: _Runner, base: _Runner | None, scratch: Path, rounds: int) -> int:
+    ours.run()  # warm-up: byte-compile into the shared cache
+    if base is not None:
+        base.run()
+    cases_dir = scratch / "cases"
+    cases_dir.mkdir()
+    singles = _single_case_files(ours.checkout, cases_dir)
+    alone = sorted(((ours.run("--cases", str(path))[0], case_id, path) for case_id, path in singles), reverse=True)
+    print(f"{len(singles)} cases, each run alone once; the slowest:")
+    print(_figures.table(("case", "wall alone"), [(case_id, f"{wall:.3f} s") for wall, case_id, _ in alone[:5]]))
+    slowest = alone[:LONGEST_CANDIDATES]
+
+    walls: dict[str, list[float]] = {"ours": [], "base": []}
+    longest: list[float] = []
+
+    def measure(name: str, runner: _Runner) -> Any:
+        def once() -> float:
+            wall, cpu = runner.run()
+            walls[name].append(wall)
+            return cpu
+        return once
+
+    def longest_alone() -> float:
+        longest.append(max(ours.run("--cases", str(path))[0] for _, _, path in slowest))
+        return longest[-1]
+
+    measurements = {"ours": measure("ours", ours), "longest": longest_alone}
+    if base is not None:
+        measurements["base"] = measure("base", base)
+    cpu = _figures.interleave(measurements, rounds)
+
+    _figures.report("gate.wall_s", unit="s", ours=walls["ours"], target="<= 1.5",
+                    note="run_lab.py tool-eval on the shipped cases, child process, start-up included")
+    _figures.report("gate.wall_vs_longest_case", unit="s", ours=walls["ours"], peer=longest, target="<= 1.5",
+                    note="peer: the slowest single case run alone the same way (tool-eval --cases ONE.jsonl)")
+    rows = [("tool-eval wall", f"{_median(walls['ours']):.3f} s", _span(walls["ours"])),
+            ("tool-eval CPU", f"{_median(cpu['ours']):.3f} s", _span(cpu["ours"])),
+            ("longest case alone, wall", f"{_median(longest):.3f} s", _span(longest))]
+    if base is not None:
+        _figures.report("gate.cpu_vs_base", unit="s CPU", ours=cpu["ours"], peer=cpu["base"], target="<= 0.5",
+                        note=f"child CPU (user+system) against {base.checkout}, each on its own shipped cases")
+        rows += [("base tool-eval wall", f"{_median(walls['base']):.3f} s", _span(walls["base"])),
+                 ("base tool-eval CPU", f"{_median(cpu['base']):.3f} s", _span(cpu["base"]))]
+    else:
+        print("gate.cpu_vs_base skipped: no --against PATH (an older checkout to compare with) was given")
+    print(f"medians over {rounds} interleaved rounds (min..max):")
+    print(_figures.table(("measured", "median", "range"), rows))
+    return 0
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _span(values: Sequence[float]) -> str:
+    return f"{min(values):.3f}..{max(values):.3f} s"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
