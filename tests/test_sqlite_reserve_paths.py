@@ -1,6 +1,6 @@
-"""The SQLite store's reserve takes a free key in one statement, answers a held key from a read, and
-decides again under the write lock when the key was freed in between; its busy timeout never
-outwaits the call's time. (The conformance suite holds the answers; these pin each path.)"""
+"""The SQLite store's reserve takes a free key in one INSERT, answers a held key from a read, and
+decides again under the write lock when the row has nothing to keep or was removed in between; its
+busy timeout never outwaits the call's time. (The conformance suite holds the answers; these pin each path.)"""
 
 from __future__ import annotations
 
@@ -52,15 +52,16 @@ class ReservePathsTest(unittest.TestCase):
         self.assertEqual(self.store.reserve(unknown, SECOND).status, ReservationStatus.CONFLICT)
         self.assertEqual(self.store.reserve(unknown, FIRST).status, ReservationStatus.UNKNOWN)
 
-    def test_an_expired_receipt_or_a_lapsed_read_is_replaced_by_the_claim_with_a_new_owner(self) -> None:
+    def test_an_expired_receipt_or_a_lapsed_read_is_replaced_under_the_write_lock_with_a_new_owner(self) -> None:
         first_owner = self.store.reserve(KEY, FIRST).owner
         self.store.complete(KEY, first_owner, RECORD)
         read_key = ReceiptKey(KEY.tenant, KEY.tool, "read")
         read_owner = self.store.reserve(read_key, FIRST, lapse=Lapse.TAKEOVER).owner
         self.clock.advance(TTL_S)
-        with mock.patch.object(sqlite_store, "_read_entry", side_effect=AssertionError("read")):
+        with mock.patch.object(sqlite_store, "_read_entry", wraps=sqlite_store._read_entry) as reads:
             again = self.store.reserve(KEY, SECOND)
             taken_over = self.store.reserve(read_key, SECOND)
+        self.assertEqual(reads.call_count, 4)  # each: the plain read, then the read under the write lock
         self.assertEqual((again.status, taken_over.status), (ReservationStatus.RESERVED, ReservationStatus.RESERVED))
         self.assertNotIn(again.owner, (first_owner, None))
         self.assertFalse(self.store.complete(read_key, read_owner, RECORD))  # the stale holder is fenced off
