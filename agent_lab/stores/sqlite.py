@@ -82,10 +82,10 @@ _SELECT_ENTRY = "SELECT fingerprint, state, record, expires_at, owner, lapse FRO
 # The purge rule (rules.Entry.is_purgeable) as SQL, for the row `receipts` at time `?`.
 _PURGEABLE = "receipts.expires_at <= ? AND NOT (receipts.state = 'in_flight' AND receipts.lapse = 'unknown')"
 # A reserve's common case in one statement: insert the reservation of a key nobody holds. A row under
-# the key (live, unknown, or expired with nothing to keep) makes it fail (IntegrityError) and change
-# nothing; plain INSERT costs what a raw insert costs (an ON CONFLICT ... DO UPDATE clause costs more).
+# the key (live, unknown, or expired with nothing to keep) makes it change nothing (no row inserted).
+# It costs what a raw INSERT costs; an ON CONFLICT ... DO UPDATE clause costs more, an exception too.
 _CLAIM = (
-    "INSERT INTO receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+    "INSERT OR IGNORE INTO receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
     " VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?)"
 )
 _UPSERT_ENTRY = (
@@ -222,11 +222,8 @@ class SqliteReceiptStore:
             now = self._clock()
             self._sweep_now_and_then(connection, now)
             # 1. Take a key no row holds, in one atomic statement.
-            try:
-                connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))
+            if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
                 return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
-            except sqlite3.IntegrityError:  # a row holds the key: nothing was written
-                pass
             # 2. Answer from the row as it is now (a replay needs no write lock).
             answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._clock())
             if answer is not None:
