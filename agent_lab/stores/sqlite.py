@@ -37,7 +37,7 @@ SWEEP_CHUNK = 256
 """Every ``SWEEP_EVERY`` reserves, the SQLite store examines the next ``SWEEP_CHUNK`` rows in key
 order (wrapping around) and deletes the expired ones (never an unknown one: it waits to be resolved).
 This bounded, incremental sweep replaces an index on the expiry time, which would cost about a third
-of the write throughput. Two rows examined per reserve, in SQL, cost a reserve about 2 us; a full pass
+of the write throughput. Two rows examined per reserve, in SQL, cost a reserve under a microsecond; a full pass
 over a table of N rows takes N / 2 reserves, so a row is deleted at most that many reserves after it
 expired."""
 
@@ -137,10 +137,13 @@ class SqliteReceiptStore:
     """Receipts in one SQLite file, shared by threads and processes and kept across restarts.
 
     Concurrency: the file uses the WAL journal, so readers never block the single writer. ``reserve``
-    is one ``BEGIN IMMEDIATE`` transaction (read the row, decide, write), which takes SQLite's write
-    lock up front: two contenders, in any threads or processes, can never both see the key free.
-    ``renew``, ``complete``, ``release`` and ``resolve`` are single conditional statements, atomic by
-    themselves. Within a process one connection is shared by all threads behind a lock. Every call
+    first tries one ``INSERT OR IGNORE`` of the reservation: atomic by itself, it takes a key no row
+    holds (the common case: one statement, like a raw insert) and changes nothing otherwise. A held
+    key is then answered from a read of its row (a replay needs no write lock); only when that row has
+    nothing left to keep (expired), or is gone, does a ``BEGIN IMMEDIATE`` transaction read, decide
+    and replace it under SQLite's write lock. Two contenders, in any threads or processes, can never
+    both take the key. ``renew``, ``complete``, ``release`` and ``resolve`` are single conditional
+    statements, atomic by themselves. Within a process one connection is shared by all threads behind a lock. Every call
     waits for that lock, and then for SQLite's (its busy timeout, set per call), only as long as its
     ``timeout_s`` allows; then it raises ``ReceiptStoreUnavailable``, having changed nothing.
     Expiry times are absolute ``clock()`` seconds, so the default wall clock (``time.time``) is the
