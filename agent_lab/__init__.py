@@ -31,7 +31,7 @@ from .registry import Registry
 from .retry import should_retry
 from .schema import SchemaError, Validator, Violation
 from .signature import Describe, Len, Pattern, Range, tool
-from .spec import ApprovalPolicy, Effect, RetryPolicy, ToolSpec
+from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
 
 __version__ = "0.1.0"
 
@@ -47,6 +47,7 @@ __all__ = [
     "CursorCodec",
     "Describe",
     "Effect",
+    "Execution",
     "InMemoryReceiptStore",
     "JsonlAuditSink",
     "Lapse",

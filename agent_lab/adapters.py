@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
+from .frozenjson import thaw
 from .policy import Actor
 from .spec import Effect, ToolSpec
 
@@ -522,7 +523,7 @@ def host_schema(spec: ToolSpec, which: str = "input_schema") -> dict[str, Any]:
     without `properties`). Raises ExportSchemaError for what has no faithful 2020-12 form."""
     from .schema.convert import SchemaConversionError, to_draft_2020_12
 
-    schema = spec.model_schema()[which]
+    schema = getattr(spec, which)  # read-only; the conversion below returns a new, plain schema
     try:
         converted: dict[str, Any] = to_draft_2020_12(schema)
     except SchemaConversionError as exc:
@@ -593,7 +594,7 @@ def _mcp_schema(spec: ToolSpec, which: str) -> dict[str, Any]:
     try:
         return host_schema(spec, which)
     except ExportSchemaError:
-        return spec.model_schema()[which]
+        return thaw(getattr(spec, which))
 
 
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:

@@ -7,12 +7,14 @@ exception. `to_model()` is the only view meant for the model; `to_record()` is t
 
 from __future__ import annotations
 
+import itertools
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 from .errors import Outcome, ToolError
 
-__all__ = ["InvalidJSONArguments", "ToolCall", "ToolResult"]
+__all__ = ["CallIds", "InvalidJSONArguments", "ToolCall", "ToolResult"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,26 @@ class ToolResult:
     # Field names whose values never leave the process; masked in every outward view.
     redact: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
+    @classmethod
+    def _fast(
+        cls,
+        ok: bool,
+        outcome: Outcome,
+        tool: str,
+        output: Any,
+        error: ToolError | None,
+        call_id: str | None,
+        fingerprint: str | None,
+        redact: frozenset[str],
+    ) -> ToolResult:
+        """`ToolResult(...)` for the registry, which makes one on every call: the same object, built
+        without the frozen dataclass's one `object.__setattr__` per field (several times faster).
+        The caller passes exactly these values; the other fields get their defaults."""
+        result = object.__new__(cls)
+        result.__dict__.update(ok=ok, outcome=outcome, tool=tool, output=output, error=error, replayed=False,
+                               call_id=call_id, fingerprint=fingerprint, duration_ms=0.0, redact=redact)
+        return result
+
     def to_model(self) -> dict[str, Any]:
         """The JSON the model should see: output or error, outcome, and whether it was a replay."""
         view: dict[str, Any] = {"ok": self.ok, "outcome": self.outcome.value}
@@ -90,18 +112,11 @@ class ToolResult:
     ) -> ToolResult:
         """Rebuild a result from a stored receipt (a replay answers with what the first call returned)."""
         error = record.get("error")
-        return cls(
-            ok=bool(record["ok"]),
-            outcome=Outcome(record["outcome"]),
-            tool=str(record["tool"]),
-            output=record.get("output"),
-            error=ToolError.from_dict(error) if error else None,
-            replayed=replayed,
-            call_id=call_id,
-            fingerprint=record.get("fingerprint"),
-            duration_ms=duration_ms,
-            redact=frozenset(redact),
-        )
+        result = cls._fast(bool(record["ok"]), Outcome(record["outcome"]), str(record["tool"]), record.get("output"),
+                           ToolError.from_dict(error) if error else None, call_id, record.get("fingerprint"),
+                           redact if isinstance(redact, frozenset) else frozenset(redact))
+        result.__dict__.update(replayed=replayed, duration_ms=duration_ms)
+        return result
 
     def _masked(self, value: Any) -> Any:
         if not self.redact:
@@ -112,3 +127,30 @@ class ToolResult:
 
     def __repr__(self) -> str:  # never show unredacted values in logs
         return f"ToolResult(tool={self.tool!r}, call_id={self.call_id!r}, {self.to_model()!r})"
+
+
+class CallIds:
+    """The ids a registry gives calls that arrive without one: `call_<16 hex digits>-<n>`.
+
+    The hex digits are 64 random bits drawn once per registry; `n` counts that registry's calls. So ids
+    are unique within a registry by construction, and across registries and processes unless two draw
+    the same 64 bits (with a million registries, about one chance in 30 million). An id cannot be
+    guessed by anyone who has not seen one of the same registry; whoever has can predict its
+    neighbours, as with any sequence number, which is why a call id is a correlation handle and never
+    a credential (nothing in agent-lab accepts one as proof of anything). One `secrets.token_hex` per
+    call would cost about a twentieth of a whole invoke; this is a counter step and a concatenation.
+    `next()` on `itertools.count` is atomic (it runs in C under the interpreter lock), so threads
+    sharing a registry never get the same id.
+    """
+
+    __slots__ = ("_prefix", "_counter")
+
+    def __init__(self) -> None:
+        self._prefix = "call_" + secrets.token_hex(8) + "-"
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        return self._prefix + str(next(self._counter))
+
+    def __repr__(self) -> str:
+        return "CallIds(...)"

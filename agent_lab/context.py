@@ -35,6 +35,16 @@ class CallContext:
     # as much to build as a tenth of a whole invoke.
     _cancel_event: threading.Event | None = field(default=None, init=False, repr=False, compare=False)
 
+    @classmethod
+    def _fast(cls, call_id: str, tool: str, actor: Actor, deadline: float | None, approval: Approval | None,
+              cursors: CursorCodec | None) -> CallContext:
+        """`CallContext(...)` for the registry, which makes one for every handler that takes it: the same
+        object, built without the frozen dataclass's one `object.__setattr__` per field."""
+        ctx = object.__new__(cls)
+        ctx.__dict__.update(call_id=call_id, tool=tool, actor=actor, deadline=deadline, approval=approval,
+                            cursors=cursors, _cancel_event=None)
+        return ctx
+
     @property
     def cancel_event(self) -> threading.Event:
         """Set once the caller has stopped waiting; a handler may `wait()` on it instead of sleeping."""

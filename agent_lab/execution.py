@@ -22,11 +22,13 @@ import enum
 import inspect
 import logging
 import math
+import queue
 import threading
 import time
 import traceback
+from types import CoroutineType
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from .context import CallContext
 from .errors import ToolError, ToolFailure
@@ -38,18 +40,21 @@ __all__ = [
     "WITHHELD_MESSAGE",
     "Handler",
     "LoopThread",
+    "OverBudget",
     "PoolClosed",
     "ProcessExit",
     "Run",
     "RunKind",
     "WorkerPool",
     "describe_exception",
+    "measured_json_copy",
     "plain_deadline",
     "plain_json_copy",
     "plain_json_snapshot",
     "run_async",
     "run_async_on_loop_thread",
     "run_sync",
+    "run_sync_for",
     "seconds_left",
 ]
 
@@ -178,9 +183,9 @@ class RunKind(str, enum.Enum):
     CLOSED = "closed"  # the registry closed before the job could be handed to a worker: nothing ran
 
 
-@dataclass(frozen=True)
-class Run:
-    """The result of one handler call, as a value."""
+class Run(NamedTuple):
+    """The result of one handler call, as a value. (A named tuple: built on every call, and a frozen
+    dataclass costs several times as much to make.)"""
 
     kind: RunKind
     output: Any = None
@@ -189,15 +194,15 @@ class Run:
 
     @classmethod
     def returned(cls, output: Any) -> Run:
-        return cls(RunKind.RETURNED, output=output)
+        return cls(RunKind.RETURNED, output)
 
     @classmethod
     def failed(cls, error: ToolError) -> Run:
-        return cls(RunKind.FAILED, error=error)
+        return cls(RunKind.FAILED, None, error)
 
     @classmethod
     def raised(cls, exception: BaseException) -> Run:
-        return cls(RunKind.RAISED, exception_type=type(exception).__name__)
+        return cls(RunKind.RAISED, None, None, type(exception).__name__)
 
     @classmethod
     def timed_out(cls) -> Run:
@@ -217,20 +222,32 @@ def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
 
     The deadline is checked right before the handler starts: a job that got its worker too late
     does not run at all (NOT_STARTED), so its caller can free the key knowing nothing happened."""
-    if _too_late(ctx):
-        return Run.not_started()
+    return run_sync_for(handler, arguments, ctx.deadline, ctx.tool, ctx.call_id, ctx)
+
+
+def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], tool: str, call_id: str,
+                 ctx: Optional[CallContext]) -> Run:
+    """`run_sync` for a call whose context may not have been built: a handler that takes none is given
+    `ctx=None` (its context would only be made to be thrown away); `deadline`, `tool` and `call_id`
+    are the context's own values."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return _NOT_STARTED
     try:
-        output = handler.call(arguments, ctx)
+        output = handler.function(arguments) if ctx is None else handler.call(arguments, ctx)
     except ToolFailure as failure:
         return Run.failed(failure.error)
     except PROCESS_EXITS:
         raise
     except BaseException as exception:  # noqa: BLE001 - containing it is the point
-        return _contained(ctx, exception, handler)
-    if inspect.iscoroutine(output):  # a sync wrapper returned a coroutine: never leave it unawaited
+        return _contained_for(tool, call_id, exception, handler)
+    if isinstance(output, CoroutineType):  # a sync wrapper returned a coroutine: never leave it unawaited
         output.close()
-        return _contained(ctx, TypeError("handler returned a coroutine; register the async function itself"), handler)
-    return Run.returned(output)
+        return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
+                                                       "itself"), handler)
+    return Run(RunKind.RETURNED, output)
+
+
+_NOT_STARTED = Run.not_started()
 
 
 CANCEL_GRACE_S = 0.25
@@ -325,14 +342,19 @@ async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallCo
 
 
 def _contained(ctx: CallContext, exception: BaseException, handler: Handler) -> Run:
-    """Log an unexpected handler exception where operators can see it; the model never does.
+    """Log an unexpected handler exception where operators can see it; the model never does."""
+    return _contained_for(ctx.tool, ctx.call_id, exception, handler)
+
+
+def _contained_for(tool: str, call_id: str, exception: BaseException, handler: Handler) -> Run:
+    """`_contained` by the call's tool and id.
 
     What the logs get, at every level, is what `describe_exception` writes: never the exception
     object itself (`exc_info`), whose message and traceback text the handler wrote, possibly with a
     secret argument or output value in it."""
-    logger.warning("handler of tool %r raised %s (call %s)", ctx.tool, type(exception).__name__, ctx.call_id)
+    logger.warning("handler of tool %r raised %s (call %s)", tool, type(exception).__name__, call_id)
     if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("handler of tool %r (call %s) raised %s", ctx.tool, ctx.call_id,
+        logger.debug("handler of tool %r (call %s) raised %s", tool, call_id,
                      describe_exception(exception, show_message=not handler.redacts))
     return Run.raised(exception)
 
@@ -498,6 +520,177 @@ def _plain_copy(value: Any, depth_left: int, flaws: list[bool]) -> Any:
     return value
 
 
+class OverBudget(Exception):
+    """Raised by `measured_json_copy` once the value is certainly larger than its budget."""
+
+
+MEASURED_INT_LIMIT = 2**63
+"""An integer beyond this (either sign) makes `measured_json_copy` give no bound: it is measured exactly."""
+
+MEASURED_NESTING = 32
+"""A container nested this deep makes `measured_json_copy` give no bound (and no canonical promise)."""
+
+
+def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None) -> tuple[Any, bool, Optional[int]]:
+    """`plain_json_snapshot(value, max_depth)` plus an upper bound of the copy's compact UTF-8 JSON size,
+    from the same walk: `(copy, plain, bound)`.
+
+    The bound lets the size check skip the JSON encoder for the common small value: each string is at
+    most 6 bytes a character plus its quotes (an escaped control character is 6), and every other node
+    (a key's quotes, colon and comma, a number of at most 64 bits, a float's shortest repr, a literal,
+    a pair of brackets) at most 25. `bound` is None when the walk cannot bound the copy (an integer
+    beyond `MEASURED_INT_LIMIT`, nesting `MEASURED_NESTING` deep, or a dict subclass, whose own `items`
+    the JSON encoder would call): measure it exactly then. When the
+    copy is plain and `bound` is not None, the copy also has a canonical JSON form (`canonical_json`
+    accepts it: exact JSON types, finite numbers, narrow integers, shallow nesting).
+
+    With `budget`, the walk raises `OverBudget` as soon as the copy is certainly larger (one byte a node
+    and a character at least), so the walk's work stays proportional to the budget, not to the value.
+    """
+    limit = math.inf if budget is None else budget
+    if type(value) is dict and len(value) <= _FLAT_FAST_ITEMS and max_depth > 0:
+        flat = _flat_copy(value)
+        if flat is not None:  # most tool arguments and outputs: one small object of strings and numbers
+            flat_copy, flat_characters = flat
+            flat_nodes = 2 * len(flat_copy) + 2
+            if flat_characters + flat_nodes > limit:
+                raise OverBudget()
+            return flat_copy, True, 6 * flat_characters + 25 * flat_nodes
+    state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
+    if type(value) is str:
+        state[0] = len(value)
+        copy = value
+    else:
+        copy = _measured(value, max_depth, state, limit, max_depth - MEASURED_NESTING)
+    characters, nodes, flawed, unbounded = state
+    nodes += 1
+    if characters + nodes > limit:
+        raise OverBudget()
+    return copy, not flawed, None if unbounded else 6 * characters + 25 * nodes
+
+
+_FLAT_FAST_ITEMS = 64
+"""`measured_json_copy` tries `_flat_copy` first on a dict of at most this many members."""
+
+
+def _flat_copy(value: dict) -> Optional[tuple[dict, int]]:
+    """A copy of an exact dict whose keys are exact strings and whose values are exact strings,
+    booleans, None, finite floats or integers within `MEASURED_INT_LIMIT`, and the characters of its
+    keys and strings; None for any other dict (the general walk takes it from the start)."""
+    copy = {}
+    characters = 0
+    for key, item in value.items():
+        if type(key) is not str:
+            return None
+        kind = type(item)
+        if kind is str:
+            characters += len(item)
+        elif kind is int:
+            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                return None
+        elif kind is float:
+            if not math.isfinite(item):
+                return None
+        elif kind is not bool and item is not None:
+            return None
+        characters += len(key)
+        copy[key] = item
+    return copy, characters
+
+
+def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:
+    """The copy of one value for `measured_json_copy`; scalars inside containers are handled inline
+    (no call each), which is most of a JSON value."""
+    kind = type(value)
+    if kind is dict or (kind is not list and isinstance(value, dict)):
+        if depth_left <= 0:
+            state[2] = True
+            return value
+        if depth_left <= deep_at or kind is not dict:  # a subclass: let the encoder see what it shows
+            state[3] = True
+        nodes = state[1] = state[1] + 2 * dict.__len__(value) + 1
+        if state[0] + nodes > limit:
+            raise OverBudget()
+        copy = {}
+        characters = 0
+        for key, item in dict.items(value):
+            if type(key) is str:
+                characters += len(key)
+            elif isinstance(key, str):
+                key = str.__str__(key)
+                characters += len(key)
+            else:
+                state[2] = True
+            item_kind = type(item)
+            if item_kind is str:
+                characters += len(item)
+            elif item_kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    state[3] = True
+            elif item_kind is bool or item is None:
+                pass
+            elif item_kind is float:
+                if not math.isfinite(item):
+                    state[2] = True
+            else:
+                item = _measured(item, depth_left - 1, state, limit, deep_at)
+            copy[key] = item
+        characters = state[0] = state[0] + characters
+        if characters + state[1] > limit:
+            raise OverBudget()
+        return copy
+    if kind is list or isinstance(value, list):
+        if depth_left <= 0:
+            state[2] = True
+            return value
+        if depth_left <= deep_at:
+            state[3] = True
+        nodes = state[1] = state[1] + list.__len__(value) + 1
+        if state[0] + nodes > limit:
+            raise OverBudget()
+        items = []
+        characters = 0
+        for item in list.__iter__(value):
+            item_kind = type(item)
+            if item_kind is str:
+                characters += len(item)
+            elif item_kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    state[3] = True
+            elif item_kind is bool or item is None:
+                pass
+            elif item_kind is float:
+                if not math.isfinite(item):
+                    state[2] = True
+            else:
+                item = _measured(item, depth_left - 1, state, limit, deep_at)
+            items.append(item)
+        characters = state[0] = state[0] + characters
+        if characters + state[1] > limit:
+            raise OverBudget()
+        return items
+    if kind is int:
+        if not -MEASURED_INT_LIMIT <= value <= MEASURED_INT_LIMIT:
+            state[3] = True
+        return value
+    if kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            state[2] = True
+        return value
+    if isinstance(value, str):
+        plain = str.__str__(value)
+        state[0] += len(plain)
+        return plain
+    if isinstance(value, int):  # an int subclass (bool cannot be subclassed)
+        return _measured(int.__int__(value), depth_left, state, limit, deep_at)
+    if isinstance(value, float):
+        return _measured(float.__float__(value), depth_left, state, limit, deep_at)
+    state[2] = True
+    return value
+
+
 def plain_deadline(value: float) -> float:
     """A deadline accepted by `is_deadline` as a plain float (an int or float subclass could override
     its comparisons and arithmetic). Raises OverflowError for an int too large to be a float."""
@@ -531,7 +724,12 @@ class WorkerPool:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError("max_workers must be an integer of at least 1")
         self._max_workers = max_workers
-        self._slots = threading.BoundedSemaphore(max_workers)
+        # One token per worker. A SimpleQueue (C) rather than a BoundedSemaphore (Python, a Condition
+        # inside): taking and giving back a slot is on every pooled call's path. A token is only ever
+        # put back after it was taken, so there are never more than max_workers.
+        self._slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(max_workers):
+            self._slots.put(None)
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._lock = threading.Lock()
         self._closed = False
@@ -539,34 +737,43 @@ class WorkerPool:
     def submit(self, wait_s: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
         """Run `function(*arguments)` on a free worker; None if none was free within `wait_s` seconds
         (None: wait as long as it takes)."""
-        if not self._slots.acquire(timeout=wait_s):
+        try:
+            self._slots.get(timeout=wait_s)
+        except queue.Empty:
             return None
         return self._submit_holding_slot(function, arguments)
 
     async def asubmit(self, deadline: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
         """`submit` for asyncio callers: looks for a free worker without blocking the event loop."""
-        while not self._slots.acquire(blocking=False):
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(SLOT_POLL_S)
+        while True:
+            try:
+                self._slots.get(block=False)
+                break
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                await asyncio.sleep(SLOT_POLL_S)
         return self._submit_holding_slot(function, arguments)
 
     def _submit_holding_slot(self, function: Callable[..., Any], arguments: tuple) -> concurrent.futures.Future:
         try:
             future = self._started().submit(function, *arguments)
         except RuntimeError as refused:  # shut down meanwhile ("cannot schedule new futures after shutdown")
-            self._slots.release()
+            self._slots.put(None)
             raise PoolClosed("the registry is closed") from refused
         except BaseException:
-            self._slots.release()
+            self._slots.put(None)
             raise
         future.add_done_callback(self._release_slot)
         return future
 
     def _release_slot(self, future: concurrent.futures.Future) -> None:
-        self._slots.release()
+        self._slots.put(None)
 
     def _started(self) -> concurrent.futures.ThreadPoolExecutor:
+        executor = self._executor  # running already (close() sets _closed first, then drops it)
+        if executor is not None and not self._closed:
+            return executor
         with self._lock:
             if self._closed:
                 raise PoolClosed("the registry is closed")

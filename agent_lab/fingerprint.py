@@ -11,13 +11,15 @@ stay the same across restarts and processes), over the canonical JSON text of th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
-import json
 import math
 import re
 import secrets
 from typing import Any, Dict, List, Mapping, Union
+
+from .jsonvalue import compact_json_writer
 
 __all__ = [
     "FINGERPRINT_KEY_BYTES",
@@ -56,7 +58,7 @@ and Python 3.11+ refuses to print much larger ones anyway."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Built once: json.dumps with options builds a new encoder on every call (a third of its cost here).
-_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_write_canonical = compact_json_writer(sort_keys=True)
 
 
 class NotCanonicalJSON(ValueError):
@@ -88,10 +90,66 @@ def canonical_json(value: object) -> str:
     other objects, non-string keys and nesting deeper than ``MAX_CANONICAL_DEPTH`` raise
     ``NotCanonicalJSON`` naming the JSON Pointer of the first offending place.
     """
-    if _is_plain(value, 0):  # the common case: already made of exact JSON types, encode it as it is
-        return _escape_lone_surrogates(_CANONICAL_ENCODER.encode(value))
+    try:
+        if not _has_float(value, 0):  # exact JSON types, nothing to rewrite: the encoder writes it as it is
+            return _escape_lone_surrogates(_write_canonical(value))
+    except (_NeedsTheFullWalk, ValueError, TypeError, RecursionError):
+        pass  # the full walk says what is wrong, where (or rewrites subclasses and integral floats)
     plain = _plain_value(value, [], 0)
-    return _escape_lone_surrogates(_CANONICAL_ENCODER.encode(plain))
+    return _escape_lone_surrogates(_write_canonical(plain))
+
+
+class _NeedsTheFullWalk(Exception):
+    """Raised by `_has_float` for anything but exact, valid JSON types."""
+
+
+def _has_float(value: object, depth: int) -> bool:
+    """Whether `value`, made of exact JSON types only and valid as canonical JSON, holds a float;
+    `_NeedsTheFullWalk` for anything else (a subclass, NaN, a non-string key, a too-wide integer,
+    nesting too deep). The common case, a value the encoder can write exactly as it is, is then one
+    quick walk with no copy, no path bookkeeping and no sorting (the encoder sorts the keys)."""
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_CANONICAL_DEPTH:
+            raise _NeedsTheFullWalk()
+        found = False
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _NeedsTheFullWalk()
+            item_kind = type(item)
+            if item_kind is str or item_kind is bool or item is None:
+                continue
+            if item_kind is int:
+                if item.bit_length() > MAX_INTEGER_BITS:
+                    raise _NeedsTheFullWalk()
+            elif _has_float(item, depth + 1):
+                found = True
+        return found
+    if kind is list:
+        if depth >= MAX_CANONICAL_DEPTH:
+            raise _NeedsTheFullWalk()
+        found = False
+        for item in value:  # type: ignore[attr-defined]
+            item_kind = type(item)
+            if item_kind is str or item_kind is bool or item is None:
+                continue
+            if item_kind is int:
+                if item.bit_length() > MAX_INTEGER_BITS:
+                    raise _NeedsTheFullWalk()
+            elif _has_float(item, depth + 1):
+                found = True
+        return found
+    if kind is str or kind is bool or value is None:
+        return False
+    if kind is int:
+        if value.bit_length() > MAX_INTEGER_BITS:  # type: ignore[attr-defined]
+            raise _NeedsTheFullWalk()
+        return False
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise _NeedsTheFullWalk()
+        return True
+    raise _NeedsTheFullWalk()
 
 
 def new_fingerprint_key() -> bytes:
@@ -149,8 +207,7 @@ class Fingerprinter:
         if not isinstance(tool, str):
             raise NotCanonicalJSON("", "the tool name must be a string")
         # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
-        tool_text = _escape_lone_surrogates(_CANONICAL_ENCODER.encode(str.__str__(tool)))
-        text = '{"arguments":' + canonical_json(arguments) + ',"tool":' + tool_text + "}"
+        text = '{"arguments":' + canonical_json(arguments) + _tool_member(str.__str__(tool))
         inner = self._inner.copy()
         inner.update(text.encode("utf-8"))
         outer = self._outer.copy()
@@ -163,34 +220,11 @@ class Fingerprinter:
 
 _SHA256_BLOCK_BYTES = 64
 
-def _is_plain(value: object, depth: int) -> bool:
-    """Whether ``_plain_value`` would return ``value`` unchanged: only exact ``dict`` (``str`` keys),
-    ``list``, ``str``, ``bool``, ``None``, ints within ``MAX_INTEGER_BITS``, finite non-integral floats,
-    nested less than ``MAX_CANONICAL_DEPTH`` deep. A check without copying or tracking a path (about a
-    third of the cost); anything else (a subclass, ``1.0``, an error to report) takes the full walk."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return value.bit_length() <= MAX_INTEGER_BITS  # type: ignore[attr-defined]
-    if kind is float:
-        return math.isfinite(value) and not value.is_integer()  # type: ignore[arg-type, attr-defined]
-    if kind is dict:
-        if depth >= MAX_CANONICAL_DEPTH:
-            return False
-        for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str or not _is_plain(item, depth + 1):
-                return False
-        return True
-    if kind is list:
-        if depth >= MAX_CANONICAL_DEPTH:
-            return False
-        for item in value:  # type: ignore[attr-defined]
-            if not _is_plain(item, depth + 1):
-                return False
-        return True
-    return False
 
+@functools.lru_cache(maxsize=1024)
+def _tool_member(tool: str) -> str:
+    """The end of a fingerprinted text: `,"tool":<name>}` (a registry asks for the same few names)."""
+    return ',"tool":' + _escape_lone_surrogates(_write_canonical(tool)) + "}"
 
 def _plain_value(value: object, path: List[str], depth: int) -> object:
     """Return ``value`` rebuilt from exact JSON types, or raise ``NotCanonicalJSON``.

@@ -8,12 +8,15 @@ place and as a boolean in another.
 
 from __future__ import annotations
 
+import json
+import json.encoder
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
     "check_json_value",
+    "compact_json_writer",
     "escape_pointer_token",
     "find_non_json",
     "json_equal",
@@ -32,6 +35,27 @@ _EXACT_TYPES = {
     list: "array",
     dict: "object",
 }
+
+
+def compact_json_writer(*, sort_keys: bool) -> Callable[[Any], str]:
+    """A function writing a value as compact JSON text (separators `,` and `:`, non-ASCII as itself,
+    no NaN or Infinity: ValueError), optionally with sorted keys.
+
+    `json.JSONEncoder.encode` builds a new C encoder on every call, a good part of its cost for the
+    small values a tool call carries; this builds it once. The C encoder is made without a table of
+    containers being written (a `JSONEncoder` keeps one per call to find cycles; one shared between
+    threads would see the other threads' containers): a cyclic value runs into the recursion limit
+    instead, RecursionError. Where the C encoder is missing, a `JSONEncoder` does the work."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - e.g. an interpreter without the _json accelerator
+        encoder = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return encoder.encode
+    write = make(None, None, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, False)
+
+    def compact_json(value: Any) -> str:
+        return "".join(write(value, 0))
+
+    return compact_json
 
 
 def json_type(value: object) -> Optional[str]:

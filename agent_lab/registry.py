@@ -48,38 +48,41 @@ import secrets
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from .audit import AuditSink, audit_record
-from .calls import InvalidJSONArguments, ToolCall, ToolResult
+from .calls import CallIds, InvalidJSONArguments, ToolCall, ToolResult
 from .context import CallContext
 from .errors import CATALOGUE, NextAction, Outcome, ToolError
 from .execution import (
     PROCESS_EXITS,
+    ContextMode,
     Handler,
     LoopThread,
+    OverBudget,
     PoolClosed,
     Run,
     RunKind,
     WorkerPool,
     describe_exception,
     is_deadline,
+    measured_json_copy,
     plain_deadline,
     plain_json_copy,
     plain_json_snapshot,
     run_async,
-    run_sync,
+    run_sync_for,
     seconds_left,
 )
 from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, new_fingerprint_key
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
 from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
-from .jsonvalue import check_json_value, find_non_json
+from .jsonvalue import check_json_value, compact_json_writer, find_non_json
 from .names import NameIndex
 from .policy import Actor, Approval, is_wall_clock_time
+from .redaction import REDACTED
 from .schema import MAX_INSTANCE_DEPTH
-from .spec import RetryPolicy, ToolSpec
+from .spec import ApprovalPolicy, Execution, RetryPolicy, ToolSpec
 
 __all__ = [
     "MAX_CLOSE_NAMES",
@@ -118,48 +121,49 @@ class _NotAToolCall:
     """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
 
 
-@dataclass
 class _CallState:
     """Everything one invoke has learned so far. Internal and mutable; one per call.
 
     After the execute step, only the caller's thread writes it; a late-completion callback only reads
     the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, hold, redact)
-    and sets receipt_note.
+    and sets receipt_note. A plain class with class-level defaults: one is made per call, and a
+    dataclass that sets every field costs several times as much to build.
     """
 
-    call: Any
-    actor: Any
-    approval: Any
-    deadline: Any
-    call_id: str
-    started: float
-    started_monotonic: float
+    # Class-level defaults: a call sets only what it learns (most reads never touch half of these).
     arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
-    tool: str = ""
+    sized = False  # the arguments are within the tool's input budget (they may be fingerprinted)
     spec: Optional[ToolSpec] = None
     handler: Optional[Handler] = None
-    fingerprint: Optional[str] = None
-    step: str = "route"
-    call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by the route step
+    fingerprint: Optional[str] = None  # made when a step or the audit record needs it (`_fingerprint`)
+    step = "route"
+    call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by route
     receipt_key: Optional[ReceiptKey] = None
     hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
-    late_pending: bool = False  # a late handler will complete the reservation itself
+    late_pending = False  # a late handler will complete the reservation itself
     receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
-    redact: frozenset = field(default_factory=frozenset)
+    redact: frozenset = frozenset()
+
+    def __init__(self, call: Any, actor: Any, approval: Any, deadline: Any, call_id: str, started: float,
+                 started_monotonic: float, tool: str = "", spec: Optional[ToolSpec] = None,
+                 redact: Optional[frozenset] = None) -> None:
+        self.call = call
+        self.actor = actor
+        self.approval = approval
+        self.deadline = deadline
+        self.call_id = call_id
+        self.started = started
+        self.started_monotonic = started_monotonic
+        self.tool = tool
+        if spec is not None:
+            self.spec = spec
+        if redact is not None:
+            self.redact = redact
 
     def result(self, *, ok: bool, outcome: Outcome, output: Any = None, error: Optional[ToolError] = None) -> ToolResult:
-        return ToolResult(
-            ok=ok,
-            outcome=outcome,
-            tool=self.tool,
-            output=output,
-            error=error,
-            call_id=self.call_id,
-            fingerprint=self.fingerprint,
-            redact=self.redact,
-        )
+        return ToolResult._fast(ok, outcome, self.tool, output, error, self.call_id, self.fingerprint, self.redact)
 
     def refusal(
         self,
@@ -187,9 +191,10 @@ class Registry:
     `max_workers`: size of the worker pool sync handlers run on (created on first use).
     `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
     `clock`: wall clock for approval expiry (receipt stores keep their own clock).
-    `run_inline`: run sync handlers on the caller's thread instead of the pool. Only for trusted, fast
-    handlers and for measuring overhead: the caller cannot stop waiting at the deadline, which is
-    checked after the handler returns (an overrun is then reported exactly like a timeout).
+    `run_inline`: run every sync handler on the caller's thread under `invoke`, as a tool declared
+    `ToolSpec(execution="inline")` is run (see `_execute_inline` for the deadline's meaning there);
+    for measuring overhead. Per tool, prefer the spec's option: only trusted, fast handlers belong
+    on the caller's thread, since the caller cannot stop waiting at the deadline.
     `late_completion_s`: how long past its deadline a sync write that still runs keeps its key held
     (default `LATE_COMPLETION_WINDOW_S`); after it the key is `outcome_unknown` until resolved.
     `renew_every_s`: how often the lease keeper renews held leases (default: a third of the store's lease).
@@ -226,6 +231,7 @@ class Registry:
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
+        self._call_ids = CallIds()
         # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
         # catalog, names) take the current one without locking and never see it change under them.
         self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
@@ -249,6 +255,9 @@ class Registry:
             raise ValueError(f"tool {spec.name!r} has single_use_approval, but the receipt store "
                              f"({type(self._receipts).__name__}) keeps no approval ledger (consume_approval)")
         wrapped = Handler.wrap(handler, redacts=bool(spec.redact))
+        if spec.execution is Execution.INLINE and wrapped.is_async:
+            raise ValueError(f"tool {spec.name!r} has execution='inline', which runs a sync handler on the caller's "
+                             f"thread; an async handler already runs without a thread hand-off (drop the option)")
         with self._lock:
             if spec.name in self._tools:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
@@ -278,11 +287,12 @@ class Registry:
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
         """Model-facing halves of the tools, in registration order; with an actor, only those it may call
-        (the others answer a call exactly like a tool that does not exist)."""
+        (the others answer a call exactly like a tool that does not exist). Each entry is a new dict;
+        its schemas are the specs' own read-only ones (see `ToolSpec.catalog_entry`)."""
         specs = [spec for spec, _ in self._tools.values()]
         if actor is not None:
             specs = [spec for spec in specs if actor.may(spec.required_permission)]
-        return [spec.model_schema() for spec in specs]
+        return [spec.catalog_entry() for spec in specs]  # read-only schemas, shared, not copied
 
     def spec(self, name: str) -> ToolSpec:
         """The spec registered under `name` (KeyError if there is none)."""
@@ -490,36 +500,36 @@ class Registry:
         """Collect the inputs; nothing here can fail, whatever the caller passed."""
         is_call = isinstance(call, ToolCall)
         call_id = call.call_id if is_call else None
-        call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else "call_" + secrets.token_hex(8)
+        call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else self._call_ids.next()
         # Plain text only: a str subclass could hash or compare like another tool's name.
-        tool = str.__str__(call.name) if is_call and isinstance(call.name, str) else ""
-        return _CallState(
-            call=call if is_call else _NotAToolCall(),
-            actor=actor,
-            approval=approval,
-            deadline=deadline,
-            call_id=call_id,
-            started=time.perf_counter(),
-            started_monotonic=time.monotonic(),
-            tool=tool,
-        )
+        name = call.name if is_call else None
+        tool = name if type(name) is str else str.__str__(name) if isinstance(name, str) else ""
+        return _CallState(call if is_call else _NotAToolCall(), actor, approval, deadline, call_id,
+                          time.perf_counter(), time.monotonic(), tool)
 
     def _admit(self, state: _CallState) -> Optional[ToolResult]:
-        """Run the pre-run steps in order; the first that answers stops the call."""
-        for step_name, step in (
-            ("route", self._route),
-            ("schema", self._check_schema),
-            ("permission", self._check_permission),
-            ("approval", self._check_approval),
-            ("deadline", self._check_deadline),
-            ("idempotency", self._reserve_key),
-            ("idempotency", self._spend_approval),
-        ):
-            state.step = step_name
-            answer = step(state)
-            if answer is not None:
-                return answer
-        return None
+        """Run the pre-run steps in order; the first that answers stops the call. (Written out, not a
+        loop over a table of steps: building that table of bound methods cost a tenth of a read call.)"""
+        state.step = "route"
+        answer = self._route(state)
+        if answer is None:
+            state.step = "schema"
+            answer = self._check_schema(state)
+        if answer is None:
+            state.step = "permission"
+            answer = self._check_permission(state)
+        if answer is None:
+            state.step = "approval"
+            answer = self._check_approval(state)
+        if answer is None:
+            state.step = "deadline"
+            answer = self._check_deadline(state)
+        if answer is None:
+            state.step = "idempotency"
+            answer = self._reserve_key(state)
+            if answer is None:
+                answer = self._spend_approval(state)
+        return answer
 
     def _route(self, state: _CallState) -> Optional[ToolResult]:
         """Find the tool. A malformed call is invalid_arguments; an unknown name is tool_not_found.
@@ -540,9 +550,11 @@ class Registry:
         entry = tools.get(state.tool)
         if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
             return state.refusal("tool_not_found", details={"close_names": _close_names(self._name_index, tools, state)})
-        state.spec, state.handler = entry
-        state.redact = frozenset(state.spec.redact)
-        state.call_deadline = _call_deadline(state, state.spec)
+        spec, state.handler = entry
+        state.spec = spec
+        if spec.redact:
+            state.redact = frozenset(spec.redact)
+        state.call_deadline = _call_deadline(state, spec)
         return None
 
     # -- step 1: schema --------------------------------------------------------------------------
@@ -550,35 +562,57 @@ class Registry:
     def _check_schema(self, state: _CallState) -> Optional[ToolResult]:
         """Arguments against the input schema: the first violations (capped), each with its JSON Pointers.
 
-        The size comes first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON, measured
-        by the C encoder, as outputs are) are refused before any fingerprint or validation work, so a
-        call's cost is bounded by the budget. Validation stops once it has one violation more than it
-        reports (`violations_truncated` then says there may be more), so invalid input costs no more
-        than valid input; and the patterns it runs are ones a model cannot make slow (`regex_safety`).
-        The fingerprint is computed here, once, whenever the arguments are JSON (also when they break
-        the schema, so that audit records of refused calls can be correlated)."""
+        One walk copies the arguments (see `plain_json_copy`) and bounds their size. The size comes
+        first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON; measured exactly by
+        the C encoder whenever the walk's bound does not already prove them within budget) are refused
+        before any fingerprint or validation work, so a call's cost is bounded by the budget. Then
+        `is_valid`; only a call that fails it pays for `errors`, which stops once it has one violation
+        more than it reports (`violations_truncated` then says there may be more), so invalid input
+        costs no more than valid input; and the patterns it runs are ones a model cannot make slow
+        (`regex_safety`). Arguments the validator accepts must also have a canonical JSON form (the
+        one the fingerprint hashes): the walk proves that for ordinary values; others (a 5,000-digit
+        integer, say) are checked by building it. The fingerprint itself is made only when a step or
+        the audit record needs it (`_fingerprint`)."""
         spec = state.spec
         assert spec is not None
         if isinstance(state.call.arguments, InvalidJSONArguments):  # a host sent text we could not read
             return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
         # From here on every step, and the handler, sees this one copy (see plain_json_copy).
-        state.arguments = plain_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
-        size = _json_size(state.arguments)
-        if size is not None and size > spec.max_input_bytes:
-            return state.refusal("input_too_large", details={"max_input_bytes": spec.max_input_bytes, "input_bytes": size})
-        non_canonical: Optional[NotCanonicalJSON] = None
-        try:
-            state.fingerprint = self.fingerprint(spec.name, state.arguments)
-        except NotCanonicalJSON as problem:
-            non_canonical = problem
-        found = spec.input_validator.errors(state.arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
+        arguments, plain, bound = measured_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
+        state.arguments = arguments
+        if not plain or bound is None or bound > spec.max_input_bytes:
+            size = _json_size(arguments)
+            if size is not None and size > spec.max_input_bytes:
+                return state.refusal("input_too_large",
+                                     details={"max_input_bytes": spec.max_input_bytes, "input_bytes": size})
+        state.sized = True
+        if self._audit is not None:  # every audit record of a call with readable arguments carries it
+            self._fingerprint(state)
+        if plain and bound is not None and spec.input_validator.is_valid(arguments):
+            return None  # valid, and canonical by construction (see measured_json_copy)
+        found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
         violations = [_violation_dict(v) for v in found]
-        if not violations and non_canonical is not None:  # JSON the validator accepts, e.g. a 5,000-digit integer
-            violations = [_non_json_violation(non_canonical.pointer, non_canonical.reason)]
+        if not violations:  # JSON the validator accepts, e.g. a 5,000-digit integer: is it canonical?
+            try:
+                state.fingerprint = self.fingerprint(spec.name, arguments)
+            except NotCanonicalJSON as problem:
+                violations = [_non_json_violation(problem.pointer, problem.reason)]
         if not violations:
             return None
         message, details = _violation_report(state, violations)
         return state.refusal("invalid_arguments", message, details=details)
+
+    def _fingerprint(self, state: _CallState) -> Optional[str]:
+        """The call's fingerprint, made on first need: by the approval step (an approval binds to it),
+        the idempotency step (receipts are matched by it) or the audit record (it correlates a call
+        with its approval and receipt). A read with none of those never pays for it. None while the
+        arguments have not passed the size check, or have no canonical JSON form."""
+        if state.fingerprint is None and state.sized and state.spec is not None:
+            try:
+                state.fingerprint = self.fingerprint(state.spec.name, state.arguments)
+            except NotCanonicalJSON:
+                return None
+        return state.fingerprint
 
     # -- step 2: permission ----------------------------------------------------------------------
 
@@ -611,6 +645,8 @@ class Registry:
         """An approval must be for this tool, these exact arguments (fingerprint) and this tenant."""
         spec = state.spec
         assert spec is not None
+        if spec.approval is ApprovalPolicy.NEVER:
+            return None
         try:
             needed = spec.needs_approval(state.arguments)
         except PROCESS_EXITS:
@@ -621,6 +657,7 @@ class Registry:
         if not needed:
             return None
         approval = state.approval
+        self._fingerprint(state)  # the approval binds to it, and a refusal shows it
         if approval is None:
             return state.refusal("approval_required", details=self._approval_request(state))
         if not isinstance(approval, Approval) or not _approval_matches(approval, state):
@@ -650,10 +687,10 @@ class Registry:
     def _check_deadline(self, state: _CallState) -> Optional[ToolResult]:
         """The call's deadline (the caller's, or the tool's timeout counted from the start of invoke)
         has already passed: nothing runs."""
-        if not is_deadline(state.deadline):
+        if state.deadline is not None and not is_deadline(state.deadline):
             logger.warning("invoke() got a deadline that is not a finite number; refusing the call")
             return state.refusal("internal_error", "The caller's deadline is not a number; the tool did not run.")
-        if _passed(state.call_deadline):
+        if state.call_deadline is not None and time.monotonic() >= state.call_deadline:
             return state.refusal("deadline_exceeded")
         return None
 
@@ -667,14 +704,17 @@ class Registry:
         (`deadline_exceeded`), so no handler ever starts late or without a reservation.
         """
         spec = state.spec
-        assert spec is not None and state.fingerprint is not None
+        assert spec is not None
         if spec.idempotency_key is None:
             return None
+        fingerprint = self._fingerprint(state)
+        if fingerprint is None:
+            raise AssertionError("a call that passed the schema step has a fingerprint")
         key_value = state.arguments[spec.idempotency_key]
         if has_lone_surrogate(key_value) or "\x00" in key_value:  # no database stores it as text: refused alike
             return _unstorable_key(state, spec.idempotency_key, key_value)
         state.receipt_key = ReceiptKey(state.actor.tenant, spec.name, key_value)
-        held = self._holder.answer(state.receipt_key, state.fingerprint)
+        held = self._holder.answer(state.receipt_key, fingerprint)
         if held is not None:  # a call of this process holds the key, whatever the store's lease says
             return state.refusal(held)
         timeout_s = seconds_left(state.call_deadline)
@@ -682,7 +722,7 @@ class Registry:
             return state.refusal("deadline_exceeded")
         lapse = Lapse.UNKNOWN if spec.writes else Lapse.TAKEOVER
         try:
-            reservation = self._receipts.reserve(state.receipt_key, state.fingerprint, lapse=lapse, timeout_s=timeout_s)
+            reservation = self._receipts.reserve(state.receipt_key, fingerprint, lapse=lapse, timeout_s=timeout_s)
         except PROCESS_EXITS:
             raise
         except (ReceiptStoreUnavailable, OSError) as exception:
@@ -692,7 +732,7 @@ class Registry:
         if status is ReservationStatus.RESERVED:
             if not isinstance(reservation.owner, str):
                 raise TypeError("the receipt store reserved a key without an owner token")
-            state.hold = self._holder.hold(state.receipt_key, state.fingerprint, reservation.owner,
+            state.hold = self._holder.hold(state.receipt_key, fingerprint, reservation.owner,
                                            writes=spec.writes, tool=spec.name)
             if _passed(state.call_deadline):  # the reserve returned too late for the handler to start
                 return state.refusal("deadline_exceeded")
@@ -742,51 +782,63 @@ class Registry:
     # -- step 6: execute -------------------------------------------------------------------------
 
     def _context(self, state: _CallState) -> CallContext:
+        """The handler's `CallContext`. A sync handler that takes none gets none: nobody else reads it
+        (its cancel event would be set for no one), so it is built only for a handler that asks."""
         spec = state.spec
         assert spec is not None
-        return CallContext(
-            call_id=state.call_id,
-            tool=spec.name,
-            actor=state.actor,
-            deadline=state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
-            approval=state.approval_used,
-            cursors=self.cursors,
+        return CallContext._fast(
+            state.call_id,
+            spec.name,
+            state.actor,
+            state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
+            state.approval_used,
+            self.cursors,
         )
 
     def _execute(self, state: _CallState) -> Run:
         """Run the handler for `invoke`: on the pool (or inline), or on the loop thread if async."""
         state.step = "execute"
-        ctx = self._context(state)
         handler = state.handler
-        assert handler is not None
+        spec = state.spec
+        assert handler is not None and spec is not None
         arguments = state.arguments  # already the call's own plain copy; nothing reads it after this
         if handler.is_async:
-            return self._execute_on_loop_thread(state, ctx, handler, arguments)
-        if self._run_inline:
+            return self._execute_on_loop_thread(state, self._context(state), handler, arguments)
+        ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
+        if self._run_inline or spec.execution is Execution.INLINE:
             return self._execute_inline(state, ctx, handler, arguments)
+        deadline = state.call_deadline
         try:
-            future = self._pool.submit(seconds_left(ctx.deadline), run_sync, handler, arguments, ctx)
+            future = self._pool.submit(seconds_left(deadline), run_sync_for, handler, arguments, deadline,
+                                       spec.name, state.call_id, ctx)
         except PoolClosed:
             return Run.closed()
         if future is None:
             return Run.not_started()  # no worker was free before the deadline: nothing ran
         try:
-            future.result(timeout=seconds_left(ctx.deadline))  # the caller waits at most until the deadline
+            future.result(timeout=seconds_left(deadline))  # the caller waits at most until the deadline
         except concurrent.futures.TimeoutError:
             pass
         return self._settle(state, ctx, future)
 
     async def _aexecute(self, state: _CallState) -> Run:
-        """Run the handler for `ainvoke`: async handlers on the caller's loop, sync ones on the pool."""
+        """Run the handler for `ainvoke`: async handlers on the caller's loop, sync ones on the pool, or
+        on the caller's thread for a tool declared `execution="inline"` (a hand-off to the pool would
+        cost more than such a handler; it blocks the loop only while it runs)."""
         state.step = "execute"
-        ctx = self._context(state)
         handler = state.handler
-        assert handler is not None
+        spec = state.spec
+        assert handler is not None and spec is not None
         arguments = state.arguments
         if handler.is_async:
-            return await run_async(handler, arguments, ctx)
+            return await run_async(handler, arguments, self._context(state))
+        ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
+        if spec.execution is Execution.INLINE:
+            return self._execute_inline(state, ctx, handler, arguments)
+        deadline = state.call_deadline
         try:
-            future = await self._pool.asubmit(ctx.deadline, run_sync, handler, arguments, ctx)
+            future = await self._pool.asubmit(deadline, run_sync_for, handler, arguments, deadline, spec.name,
+                                              state.call_id, ctx)
         except PoolClosed:
             return Run.closed()
         except asyncio.CancelledError:
@@ -795,19 +847,27 @@ class Registry:
         if future is None:
             return Run.not_started()
         try:
-            await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(ctx.deadline))
+            await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(deadline))
         except asyncio.CancelledError:
             # Stop waiting as at a deadline: a queued job is dropped, a running write still completes.
             state.interrupted_run = self._settle(state, ctx, future)
             raise
         return self._settle(state, ctx, future)
 
-    def _execute_inline(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
-        """run_inline: the caller's thread runs the handler; an overrun is found only after it returns."""
-        run = run_sync(handler, arguments, ctx)
-        if run.kind is RunKind.NOT_STARTED or ctx.deadline is None or time.monotonic() <= ctx.deadline:
+    def _execute_inline(self, state: _CallState, ctx: Optional[CallContext], handler: Handler, arguments: Any) -> Run:
+        """An inline handler (`ToolSpec(execution="inline")`, or `Registry(run_inline=True)`): the
+        caller's thread runs it, so nobody can stop waiting at the deadline. The deadline is checked
+        right before it starts (too late: nothing runs, `deadline_exceeded`), and again when it
+        returns: an overrun is then reported exactly like a timeout on the pool (`tool_timeout`; a
+        read's key is released, and a write's outcome is `unknown` while its real result becomes the
+        receipt, so the same key replays it and the effect happens once)."""
+        deadline = state.call_deadline
+        assert state.spec is not None
+        run = run_sync_for(handler, arguments, deadline, state.spec.name, state.call_id, ctx)
+        if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
             return run
-        ctx.cancel_event.set()
+        if ctx is not None:
+            ctx.cancel_event.set()
         if self._completes_late(state):
             state.late_pending = True
             self._complete_late(state, run)  # the effect happened: its result is the receipt
@@ -821,13 +881,14 @@ class Registry:
         except PoolClosed:
             return Run.closed()
 
-    def _settle(self, state: _CallState, ctx: CallContext, future: concurrent.futures.Future) -> Run:
+    def _settle(self, state: _CallState, ctx: Optional[CallContext], future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
         if future.done():
             return future.result()
         if future.cancel():
             return Run.not_started()  # never left the queue: nothing ran
-        ctx.cancel_event.set()
+        if ctx is not None:
+            ctx.cancel_event.set()
         if self._completes_late(state):
             state.late_pending = True
             assert state.hold is not None
@@ -878,32 +939,40 @@ class Registry:
     def _output_result(self, state: _CallState, output: Any) -> ToolResult:
         """The output must be JSON, within the byte budget, and match the output schema.
 
-        The size is measured first, by the C JSON encoder, so a huge output is refused without being
-        walked in Python (several times faster) or validated; only then is it checked to be strict
-        JSON (no tuples, NaN or non-string keys, which the encoder would write anyway) and bounded.
-        A broken output of a *write* is reported with outcome unknown (the handler returned, so its
-        effect may well have happened, but we cannot tell what it was); of a read, outcome failed.
+        One walk takes the plain copy that is checked and kept (the handler may still hold, and
+        change, the object it returned, and a container subclass could show the checks other contents
+        than the copy) and bounds its size. It stops as soon as the output is certainly over budget,
+        so a huge output costs no more than the budget to refuse; the size in the refusal, and any
+        size the bound cannot settle, is measured exactly by the C JSON encoder. Then `is_valid`, and
+        `errors` only for an output that fails it. A broken output of a *write* is reported with
+        outcome unknown (the handler returned, so its effect may well have happened, but we cannot
+        tell what it was); of a read, outcome failed.
         """
         spec = state.spec
         assert spec is not None
-        size = _json_size(output)
-        if size is not None and size > spec.max_output_bytes:
-            return self._output_failure(
-                state,
-                "output_too_large",
-                details={"max_output_bytes": spec.max_output_bytes, "output_bytes": size},
-            )
-        # Checked and kept: a plain copy. The handler may still hold (and change) the object it
-        # returned, and a container subclass could show the checks other contents than the copy.
-        output, plain = plain_json_snapshot(output, MAX_OUTPUT_DEPTH)
-        if not plain or size is None:
-            return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(output)])
-        if spec.output_validator is not None:
-            found = spec.output_validator.errors(output, limit=MAX_REPORTED_VIOLATIONS + 1)
-            violations = [_violation_dict(v) for v in found]
+        budget = spec.max_output_bytes
+        try:
+            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget)
+        except OverBudget:  # certainly too large, unless a container subclass lied to the walk
+            copy, plain, bound = None, False, None
+        if not plain or bound is None or bound > budget:
+            size = _json_size(output)  # what the encoder makes of what the handler returned
+            if size is not None and size > budget:
+                return self._output_failure(state, "output_too_large",
+                                            details={"max_output_bytes": budget, "output_bytes": size})
+            if copy is None:
+                copy, plain = plain_json_snapshot(output, MAX_OUTPUT_DEPTH)
+            if plain and bound is None:  # the copy itself must be writable (e.g. no 5,000-digit integer)
+                plain = _json_size(copy) is not None
+            if not plain or size is None:
+                return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(copy)])
+        validator = spec.output_validator
+        if validator is not None and not validator.is_valid(copy):
+            violations = [_violation_dict(v) for v in validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1)]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
-        return state.result(ok=True, outcome=Outcome.SUCCEEDED, output=output)
+        return ToolResult._fast(True, Outcome.SUCCEEDED, state.tool, copy, None, state.call_id, state.fingerprint,
+                                state.redact)
 
     def _output_failure(
         self,
@@ -946,7 +1015,8 @@ class Registry:
     def _record(self, state: _CallState, result: ToolResult) -> ToolResult:
         """Settle the receipt, stamp the duration and write the audit record. Never raises."""
         try:
-            self._settle_receipt(state, result)
+            if state.hold is not None:
+                self._settle_receipt(state, result)
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
@@ -954,8 +1024,9 @@ class Registry:
             self._holder.give_up(state.hold, "could not build its receipt")
         # The result was built for this call and nobody else holds it yet: stamp it in place
         # (dataclasses.replace would copy every field on the hot path).
-        object.__setattr__(result, "duration_ms", (time.perf_counter() - state.started) * 1000.0)
-        self._write_audit(state, result)
+        result.__dict__["duration_ms"] = (time.perf_counter() - state.started) * 1000.0
+        if self._audit is not None:
+            self._write_audit(state, result)
         return result
 
     def _settle_receipt(self, state: _CallState, result: ToolResult) -> None:
@@ -1020,7 +1091,9 @@ def _call_deadline(state: _CallState, spec: ToolSpec) -> float:
     from the start of invoke, whichever comes first. A caller deadline that is not a number is left
     for the deadline step to refuse."""
     tool_deadline = state.started_monotonic + spec.timeout_ms / 1000.0
-    if state.deadline is None or not is_deadline(state.deadline):
+    if state.deadline is None:
+        return tool_deadline
+    if not is_deadline(state.deadline):
         return tool_deadline
     state.deadline = plain_deadline(state.deadline)  # its plain value: a number subclass could compare as it likes
     return min(state.deadline, tool_deadline)
@@ -1072,14 +1145,14 @@ def _frees_key(result: ToolResult) -> bool:
     return False
 
 
-_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # built once
+_write_compact = compact_json_writer(sort_keys=False)
 
 
 def _json_size(value: Any) -> Optional[int]:
     """Bytes of the compact UTF-8 JSON text of a (checked) JSON value; None if it cannot be written
-    (e.g. an integer too long for Python to print)."""
+    (e.g. an integer too long for Python to print, or a cycle)."""
     try:
-        text = _COMPACT_ENCODER.encode(value)
+        text = _write_compact(value)
     except (ValueError, TypeError, RecursionError):
         return None
     return len(text.encode("utf-8", "surrogatepass"))
@@ -1233,9 +1306,7 @@ def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
 
 
 def _summary_value(value: Any) -> str:
-    from .redaction import REDACTED
-
-    if value == REDACTED and isinstance(value, str):
+    if isinstance(value, str) and value == REDACTED:
         return REDACTED
     if isinstance(value, str):
         text = value if len(value) <= SUMMARY_VALUE_CHARS else value[:SUMMARY_VALUE_CHARS] + "…"

@@ -7,8 +7,11 @@ and output budgets, format assertion, redaction, resource guard) stays in the pr
 `schema.regex_safety`).
 
 The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
-the very read-only copy the validators are compiled from, so nothing a caller holds can make the
-catalog advertise one schema while another is enforced.
+a plain copy of the very read-only schema the validators are compiled from, and `catalog_entry()`
+(what `Registry.catalog()` lists) that read-only schema itself, so nothing a caller holds can make the
+catalog advertise one schema while another is enforced. Validators are shared by schema content
+(`agent_lab.schema.shared_validator`): a spec built again, or another spec with an equal schema,
+reuses the compiled validator and its frozen schema.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any, Callable, Mapping
 from .frozenjson import freeze, thaw
 from .policy import ResourceGuard
 
-__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "RetryPolicy", "ToolSpec"]
+__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "ToolSpec"]
 
 
 class Effect(str, enum.Enum):
@@ -52,6 +55,16 @@ class RetryPolicy(str, enum.Enum):
 
     NEVER = "never"
     TRANSIENT = "transient"  # timeouts and unavailable dependencies may be retried
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Execution(str, enum.Enum):
+    """Where a sync handler runs (see `ToolSpec.execution`)."""
+
+    POOL = "pool"  # on the registry's worker pool: the caller stops waiting at the deadline
+    INLINE = "inline"  # on the caller's thread: no hand-off, but an overrun is only found when it returns
 
     def __str__(self) -> str:
         return self.value
@@ -92,14 +105,23 @@ def _positive_number(value: Any, field_name: str, *, integral: bool) -> None:
 
 
 def _compile(schema: Any, field_name: str, *, format_assertion: bool) -> Any:
-    """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04)."""
-    from .schema import SchemaError, Validator, dialect_name
+    """A Validator for the schema in its own dialect (`$schema`: 2020-12, 2019-09, draft-07, -06 or -04),
+    shared with every spec whose schema has the same content and options (`agent_lab.schema._cache`):
+    building a spec twice compiles and meta-checks its schemas once."""
+    from .schema import SchemaError, dialect_name, shared_validator
 
     try:
-        return Validator(schema, format_assertion=format_assertion)
+        return shared_validator(schema, format_assertion=format_assertion)
     except SchemaError as exc:
         raise ValueError(f"ToolSpec.{field_name} is not a valid JSON Schema {dialect_name(schema)} document: "
                          f"{exc}") from None
+
+
+def _cached(schema: Any, format_assertion: Any) -> Any:
+    """The shared Validator an equal schema was compiled into before, or None (nothing is compiled)."""
+    from .schema import validator_cache
+
+    return validator_cache.cached(schema, format_assertion=format_assertion)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +149,8 @@ class ToolSpec:
     redact: tuple[str, ...] = ()
     resource_guard: ResourceGuard | None = field(default=None, compare=False)
     open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
+    # "inline": a trusted, fast sync handler runs on the caller's thread (see Registry.invoke)
+    execution: Execution = Execution.POOL
     # Derived when built.
     warnings: tuple[str, ...] = field(init=False, default=())
     input_validator: Any = field(init=False, repr=False, compare=False, default=None)
@@ -137,19 +161,32 @@ class ToolSpec:
         self._check_model_half()
         # Read-only deep copies: the dicts passed in may change later; these cannot (ordinarily), and
         # both the validators and model_schema() are made from them.
-        set_field(self, "input_schema", freeze(self.input_schema))
+        # When a spec with an equal schema was built before, its validator (and the frozen copy it was
+        # compiled from) is reused as it is: no copy, no compile (see `agent_lab.schema._cache`).
+        input_cached = _cached(self.input_schema, self.format_assertion)
+        set_field(self, "input_schema", freeze(self.input_schema) if input_cached is None else input_cached.schema)
+        output_cached = None
         if self.output_schema is not None:
-            set_field(self, "output_schema", freeze(self.output_schema))
+            output_cached = _cached(self.output_schema, self.format_assertion)
+            set_field(self, "output_schema",
+                      freeze(self.output_schema) if output_cached is None else output_cached.schema)
         set_field(self, "effect", _enum_value(Effect, self.effect, "effect"))
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
+        set_field(self, "execution", _enum_value(Execution, self.execution, "execution"))
         set_field(self, "redact", self._checked_redact())
         self._check_runtime_half()
         formats = self.format_assertion
-        set_field(self, "input_validator", _compile(self.input_schema, "input_schema", format_assertion=formats))
+        # The validators are shared by content; each holds its own frozen copy of an equal schema,
+        # which the spec then keeps instead of the one frozen above: one copy, however many specs.
+        input_validator = input_cached or _compile(self.input_schema, "input_schema", format_assertion=formats)
+        set_field(self, "input_validator", input_validator)
+        set_field(self, "input_schema", input_validator.schema)
         self._refuse_slow_patterns()
         if self.output_schema is not None:
-            set_field(self, "output_validator", _compile(self.output_schema, "output_schema", format_assertion=formats))
+            output_validator = output_cached or _compile(self.output_schema, "output_schema", format_assertion=formats)
+            set_field(self, "output_validator", output_validator)
+            set_field(self, "output_schema", output_validator.schema)
         set_field(self, "warnings", self._lint())
 
     # -- construction checks -------------------------------------------------------------------
@@ -265,6 +302,20 @@ class ToolSpec:
             exported["output_schema"] = thaw(self.output_schema)
         return exported
 
+    def catalog_entry(self) -> dict[str, Any]:
+        """The model-facing half as `Registry.catalog()` lists it: a new top-level dict whose schemas
+        are the spec's own read-only ones (`agent_lab.frozenjson`), not copies. It serialises with
+        `json.dumps` like plain dicts and lists; changing anything inside a schema raises TypeError,
+        so no caller can change what the spec enforces. Use `model_schema()` for a copy to modify."""
+        entry: dict[str, Any] = {"name": self.name}
+        if self.title is not None:
+            entry["title"] = self.title
+        entry["description"] = self.description
+        entry["input_schema"] = self.input_schema
+        if self.output_schema is not None:
+            entry["output_schema"] = self.output_schema
+        return entry
+
     def runtime_contract(self) -> dict[str, Any]:
         """The runtime half as plain data, for documentation, linting and reports; never sent to a model."""
         return {
@@ -281,6 +332,7 @@ class ToolSpec:
             "redact": list(self.redact),
             "resource_guard": self.resource_guard is not None,
             "open_world": self.open_world,
+            "execution": self.execution.value,
             "warnings": list(self.warnings),
         }
 

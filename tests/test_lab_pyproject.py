@@ -43,6 +43,7 @@ cases = [
 ]
 out = "r\\u00e9ports\\tx"
 junit = 'ci/junit.xml'
+jobs = 4
 
 [tool.agent-lab.lint]
 select = ["naming"]
@@ -59,7 +60,8 @@ x = 1
 }
 
 REFUSED = {
-    '[tool.agent-lab]\njobs = 4\n': "pyproject.toml:2: the value of 'jobs' must be a string",
+    '[tool.agent-lab]\nlab = 4\n': "pyproject.toml:2: the value of 'lab' must be a string",
+    '[tool.agent-lab]\njobs = "4"\n': "pyproject.toml:2: the value of 'jobs' must be an integer",
     '[tool]\nagent-lab = {lab = "x:y"}\n': "pyproject.toml:2: [tool.agent-lab] written as dotted keys or an inline table",
     'tool.agent-lab.lab = "x:y"\n': "pyproject.toml:1: [tool.agent-lab] written as dotted keys",
     '[tool.agent-lab]\nlab = """x:y"""\n': "pyproject.toml:2: the value of 'lab' is a multi-line string",
@@ -78,7 +80,7 @@ class SmallReaderTest(unittest.TestCase):
         expected = {
             "a project with the table between others": {
                 "lab": "shop.lab:lab", "cases": ["tests/cases.jsonl", "tests\\literal.jsonl"],
-                "out": "r\u00e9ports\tx", "junit": "ci/junit.xml"},
+                "out": "r\u00e9ports\tx", "junit": "ci/junit.xml", "jobs": 4},
             "a quoted table name": {"lab": "a:b"},
             "spaces around the dots": {"cases": []},
             "no table at all": {},

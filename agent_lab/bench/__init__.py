@@ -29,6 +29,7 @@ SECTIONS = {
     "stores": "agent_lab.bench.store_bench",
     "search": "agent_lab.bench.search_bench",
     "gate": "agent_lab.bench.gate_bench",
+    "scale": "agent_lab.bench.scale_bench",
     "names": "agent_lab.bench.names_bench",
 }
 

@@ -7,22 +7,36 @@ Measured (each the best of several rounds, per call):
 
 SQLite receipt throughput against raw sqlite3 is the `stores` section (store_bench.py).
 
+Figures (issue 11), each over interleaved rounds and reported through `_figures` (`bench --json`):
+  * runtime.read_vs_pydantic: invoke's overhead on a read (invoke minus the handler called directly;
+    the tool is `execution="inline"`) against a typical pydantic registry's overhead on the same read
+    (a dict lookup, a permission check, `model_validate` of an input model, the handler called with
+    its `model_dump()`, `model_validate` of an output model and its `model_dump()`, minus the same
+    direct call). Skipped, with the reason printed, when pydantic is not installed;
+  * runtime.write_first_vs_read, runtime.replay_vs_read and runtime.reject.<code>_vs_read: a whole
+    invoke of a write with a fresh key, of a replay, and of each refusal, against a whole read invoke;
+  * runtime.pool_vs_threadpool: invoke's overhead on the worker pool (the default) against a bare
+    `ThreadPoolExecutor` round trip (submit a no-op, wait for its result) measured beside it.
+
 Figures depend on the machine; they are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import dataclasses
 import os
 import tempfile
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..calls import ToolCall
 from ..idempotency import SqliteReceiptStore
 from ..policy import Actor
 from ..registry import Registry
-from ..spec import Effect, ToolSpec
+from ..spec import ApprovalPolicy, Effect, Execution, ToolSpec
+from . import _figures
 
 __all__ = ["main"]
 
@@ -128,6 +142,211 @@ def measure_replay(directory: str, calls: int, rounds: int) -> list[tuple[str, f
     return rows
 
 
+# -- figures: side by side, interleaved rounds ---------------------------------------------------
+
+INLINE_READ_SPEC = dataclasses.replace(READ_SPEC, execution=Execution.INLINE)
+INLINE_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, execution=Execution.INLINE)
+APPROVED_WRITE_SPEC = dataclasses.replace(WRITE_SPEC, name="close_ticket", approval=ApprovalPolicy.ALWAYS,
+                                          execution=Execution.INLINE)
+GUARDED_READ_SPEC = dataclasses.replace(READ_SPEC, name="get_guarded_ticket", execution=Execution.INLINE,
+                                        resource_guard=lambda arguments, actor: arguments["ticket_id"] != "T-9999")
+SMALL_BUDGET_SPEC = dataclasses.replace(READ_SPEC, name="get_ticket_small", execution=Execution.INLINE,
+                                        max_input_bytes=64)
+
+
+def _figure_registry() -> Registry:
+    """The tools the figures call, every one inline (the pool is measured on its own)."""
+    registry = Registry()
+    for spec, handler in ((INLINE_READ_SPEC, get_ticket), (INLINE_WRITE_SPEC, record_followup),
+                          (APPROVED_WRITE_SPEC, record_followup), (GUARDED_READ_SPEC, get_ticket),
+                          (SMALL_BUDGET_SPEC, get_ticket)):
+        registry.register(spec, handler)
+    return registry
+
+
+def _rejections(registry: Registry) -> dict[str, Callable[[], Any]]:
+    """One invoke per refusal code, each refused at its own step (the code it answers is checked)."""
+    other = registry.approval_for(ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "x", "action_id": "a-9"}),
+                                  actor=ACTOR, approver="bench")
+    conflicting = ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Other note.", "action_id": "a-1"})
+    cases: dict[str, Callable[[], Any]] = {
+        "tool_not_found": lambda: registry.invoke(ToolCall("get_tiket", READ_CALL.arguments), actor=ACTOR),
+        "invalid_arguments": lambda: registry.invoke(ToolCall("get_ticket", {"ticket_id": "X-1"}), actor=ACTOR),
+        "input_too_large": lambda: registry.invoke(ToolCall("get_ticket_small", {"ticket_id": "T-1001" * 20}),
+                                                   actor=ACTOR),
+        # An Actor without the scope is answered tool_not_found (the tool is hidden from it), so the
+        # permission step's own refusal is reached by an actor the application failed to authenticate.
+        "permission_denied": lambda: registry.invoke(READ_CALL, actor=None),  # type: ignore[arg-type]
+        "not_found": lambda: registry.invoke(ToolCall("get_guarded_ticket", {"ticket_id": "T-9999"}), actor=ACTOR),
+        "approval_required": lambda: registry.invoke(
+            ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "Closing.", "action_id": "a-2"}), actor=ACTOR),
+        "approval_mismatch": lambda: registry.invoke(
+            ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "Closing.", "action_id": "a-2"}), actor=ACTOR,
+            approval=other),
+        "deadline_exceeded": lambda: registry.invoke(READ_CALL, actor=ACTOR, deadline=0.0),
+        "idempotency_conflict": lambda: registry.invoke(conflicting, actor=ACTOR),
+    }
+    for code, invoke in cases.items():
+        result = invoke()
+        if result.error is None or result.error.code != code:
+            raise AssertionError(f"the {code} case answered {result.error.code if result.error else 'ok'}")
+    return cases
+
+
+def _per_call(function: Callable[[], Any], calls: int) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        function()
+    return (time.perf_counter() - started) / calls
+
+
+def _pydantic_registry() -> tuple[Optional[Callable[[str, Any, frozenset], dict[str, Any]]], str]:
+    """A typical pydantic tool registry for the read tool, or None and why there is none.
+
+    One input and one output BaseModel per tool (strict, extra fields forbidden: the schema's
+    `additionalProperties: false`, its pattern and its enum), a dict of tools, a permission check,
+    `model_validate` in, the handler called with `model_dump()`, `model_validate` out and
+    `model_dump()`: the checks agent-lab's read path makes, minus what pydantic does not offer."""
+    try:
+        from typing import Literal
+
+        from pydantic import BaseModel, ConfigDict, Field, ValidationError
+    except ImportError as missing:
+        return None, f"pydantic is not installed ({missing})"
+
+    class GetTicketInput(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        ticket_id: str = Field(pattern=r"^T-[0-9]{4}$")
+
+    class GetTicketOutput(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
+        ticket_id: str
+        status: Literal["open", "closed"]
+        subject: str
+
+    tools: dict[str, tuple[Any, Any, Callable[[Any], Any], str]] = {
+        "get_ticket": (GetTicketInput, GetTicketOutput, get_ticket, "tickets:read"),
+    }
+
+    def invoke(name: str, arguments: Any, permissions: frozenset) -> dict[str, Any]:
+        tool = tools.get(name)
+        if tool is None or tool[3] not in permissions:
+            return {"ok": False, "error": {"code": "tool_not_found"}}
+        input_model, output_model, handler, _ = tool
+        try:
+            checked = input_model.model_validate(arguments)
+        except ValidationError as problem:
+            return {"ok": False, "error": {"code": "invalid_arguments", "violations": problem.errors(include_url=False)}}
+        try:
+            output = handler(checked.model_dump())
+        except Exception:  # noqa: BLE001
+            return {"ok": False, "error": {"code": "handler_exception"}}
+        try:
+            returned = output_model.model_validate(output)
+        except ValidationError:
+            return {"ok": False, "error": {"code": "invalid_tool_output"}}
+        return {"ok": True, "output": returned.model_dump()}
+
+    return invoke, ""
+
+
+def _noop() -> None:
+    return None
+
+
+def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
+    """Report the runtime figures of issue 11 (see the module docstring) and print their raw times."""
+    registry, pooled = _figure_registry(), _registry()
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=8)
+    pydantic_invoke, missing = _pydantic_registry()
+    permissions = frozenset(ACTOR.permissions)
+    arguments = READ_CALL.arguments
+    try:
+        assert registry.invoke(READ_CALL, actor=ACTOR).ok and pooled.invoke(READ_CALL, actor=ACTOR).ok
+        assert registry.invoke(WRITE_CALL, actor=ACTOR).ok
+        assert registry.invoke(WRITE_CALL, actor=ACTOR).replayed
+        executor.submit(_noop).result()
+        rejections = _rejections(registry)
+        fresh_keys = iter(range(10**12))
+        raw: dict[str, list[float]] = {}
+
+        def keep(name: str, seconds: float) -> float:
+            raw.setdefault(name, []).append(seconds)
+            return seconds
+
+        def overhead(name: str, invoke: Callable[[], Any]) -> Callable[[], float]:
+            def measure() -> float:
+                direct = keep("handler called directly", _per_call(lambda: get_ticket(arguments), calls))
+                return keep(name, _per_call(invoke, calls)) - direct
+            return measure
+
+        def write_first() -> float:
+            batch = [ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Called back.",
+                                                         "action_id": f"w-{next(fresh_keys)}"}) for _ in range(calls)]
+            started = time.perf_counter()
+            for call in batch:
+                registry.invoke(call, actor=ACTOR)
+            return keep("write, first call (fresh key)", (time.perf_counter() - started) / calls)
+
+        measurements: dict[str, Callable[[], float]] = {
+            "read_overhead": overhead("read: invoke, execution=inline", lambda: registry.invoke(READ_CALL, actor=ACTOR)),
+            "read": lambda: keep("read: invoke (whole call)", _per_call(lambda: registry.invoke(READ_CALL, actor=ACTOR), calls)),
+            "write_first": write_first,
+            "replay": lambda: keep("replay (in-memory store)", _per_call(lambda: registry.invoke(WRITE_CALL, actor=ACTOR), calls)),
+            "pool_overhead": overhead("read: invoke on the worker pool",
+                                      lambda: pooled.invoke(READ_CALL, actor=ACTOR, deadline=time.monotonic() + 5)),
+            "threadpool": lambda: keep("ThreadPoolExecutor submit+result (no-op)",
+                                       _per_call(lambda: executor.submit(_noop).result(), calls)),
+        }
+        if pydantic_invoke is not None:
+            peer = pydantic_invoke
+            measurements["pydantic_overhead"] = overhead(
+                "read: pydantic registry", lambda: peer("get_ticket", arguments, permissions))
+        def refused(code: str, invoke: Callable[[], Any]) -> Callable[[], float]:
+            return lambda: keep(f"refused: {code}", _per_call(invoke, calls))
+
+        for code, invoke in rejections.items():
+            measurements["reject." + code] = refused(code, invoke)
+        samples = _figures.interleave(measurements, rounds)
+    finally:
+        registry.close()
+        pooled.close()
+        executor.shutdown()
+
+    figures = []
+    if pydantic_invoke is None:
+        print(f"runtime.read_vs_pydantic skipped: {missing}")
+    else:
+        figures.append(_figures.report(
+            "runtime.read_vs_pydantic", unit="s/call", ours=samples["read_overhead"], peer=samples["pydantic_overhead"],
+            target="<= 1.3", note="overhead per read: invoke (execution=inline) minus the handler called directly, "
+                                  "vs a pydantic registry (model_validate in and out, model_dump) minus the same call"))
+    figures.append(_figures.report(
+        "runtime.write_first_vs_read", unit="s/call", ours=samples["write_first"], peer=samples["read"], target="<= 2",
+        note="a write with a fresh idempotency key (fingerprint, reserve, receipt) vs a read, whole invokes, inline"))
+    figures.append(_figures.report(
+        "runtime.replay_vs_read", unit="s/call", ours=samples["replay"], peer=samples["read"], target="<= 1",
+        note="a replayed receipt (in-memory store) vs a read, whole invokes"))
+    for code in rejections:
+        figures.append(_figures.report(
+            f"runtime.reject.{code}_vs_read", unit="s/call", ours=samples["reject." + code], peer=samples["read"],
+            target="<= 1", note=f"a call refused with {code} vs a read, whole invokes"))
+    figures.append(_figures.report(
+        "runtime.pool_vs_threadpool", unit="s/call", ours=samples["pool_overhead"], peer=samples["threadpool"],
+        target="<= 2", note="invoke on the worker pool minus the handler called directly vs a bare "
+                            "ThreadPoolExecutor submit+result of a no-op"))
+    print(f"Raw per-call times (median of {rounds} interleaved rounds of {calls} calls)")
+    width = max(len(label) for label in raw)
+    for label, values in raw.items():
+        values = sorted(values)
+        print(f"  {label:<{width}}  {values[len(values) // 2] * 1e6:8.2f}us  (rounds {values[0] * 1e6:.2f}-{values[-1] * 1e6:.2f})")
+    print()
+    print(_figures.table(["figure", "target", "ratio", "spread", "rounds"],
+                         [[f.name, f.target or "", f"{f.ratio:.2f}" if f.ratio is not None else "-", f"{f.spread:.2f}",
+                           str(f.rounds)] for f in figures]))
+    return figures
+
+
 def print_table(title: str, rows: list[tuple[str, float]], baseline_label: str) -> None:
     """One table; the last column compares each row with the row named `baseline_label`."""
     baseline = dict(rows)[baseline_label]
@@ -152,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     direct = calls_rows[0][1]
     print(f"  invoke overhead over a direct call: inline {(calls_rows[1][1] - direct) * 1e6:.1f}us, "
           f"worker pool + deadline {(calls_rows[2][1] - direct) * 1e6:.1f}us")
+    print()
+    measure_figures(calls, rounds)
     return 0
 
 

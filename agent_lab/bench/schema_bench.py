@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import time
 import timeit
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -108,7 +109,10 @@ def _lab_schemas() -> List[Tuple[str, Dict[str, Any]]]:
         from ..lab.candidate import candidate_specs
     except ImportError:
         return []
-    return [(spec.name, dict(spec.input_schema)) for spec in candidate_specs()]
+    from ..frozenjson import thaw
+
+    # plain copies: a peer that compiles a schema to source code writes its constants with repr()
+    return [(spec.name, thaw(spec.input_schema)) for spec in candidate_specs()]
 
 
 WARM_UP_CALLS = 20
@@ -239,6 +243,160 @@ def format_table(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(text)
 
 
+# -- figures: interleaved rounds, one ratio per round (reported through `_figures`) ----------------
+
+
+def _calibrated(function: Callable[[], Any], min_time: float) -> Tuple[timeit.Timer, int]:
+    timer = timeit.Timer(function)
+    probe = 50
+    per_call = max(timer.timeit(probe) / probe, 1e-9)
+    return timer, max(probe, int(min_time / per_call))
+
+
+def _suite_timer(functions: List[Callable[[], Any]], min_time: float) -> Callable[[], float]:
+    """Seconds for one call of every function (each timed over about `min_time`), summed: one round."""
+    warm_up(dict(enumerate(functions)))  # type: ignore[arg-type]
+    timers = [_calibrated(function, min_time) for function in functions]
+
+    def one_round() -> float:
+        return sum(timer.timeit(number) / number for timer, number in timers)
+
+    return one_round
+
+
+def _bound_call(function: Callable[[Any], Any], instance: Any) -> Callable[[], Any]:
+    return lambda: function(instance)
+
+
+def is_valid_figures(cases: List[Tuple[str, Dict[str, Any], Tuple[Any, Any]]], peers: Dict[str, Any], rounds: int,
+                     min_time: float) -> None:
+    """schema.is_valid_vs_fastjsonschema and schema.is_valid_vs_jsonschema: our is_valid over the
+    peer's, summed over every tool schema (valid and invalid instance) both can compile."""
+    from ._figures import interleave, report
+
+    for peer_name, figure, target in (("fastjsonschema", "schema.is_valid_vs_fastjsonschema", "<= 0.6"),
+                                      ("jsonschema", "schema.is_valid_vs_jsonschema", "<= 0.05")):
+        if peer_name not in peers:
+            print(f"(no {figure}: {peer_name} is not installed)")
+            continue
+        ours: List[Callable[[], Any]] = []
+        theirs: List[Callable[[], Any]] = []
+        for _name, schema, instances in cases:
+            if peer_name == "fastjsonschema":
+                peer_call = _fast_call(peers["fastjsonschema"], schema)
+            else:
+                jsonschema = peers["jsonschema"]
+                peer_call = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
+                    schema).is_valid
+            if peer_call is None:
+                continue
+            validator = Validator(schema)
+            for instance in instances:
+                ours.append(_bound_call(validator.is_valid, instance))
+                theirs.append(_bound_call(peer_call, instance))
+        samples = interleave({"ours": _suite_timer(ours, min_time), "peer": _suite_timer(theirs, min_time)}, rounds)
+        report(figure, unit="s/suite", ours=samples["ours"], peer=samples["peer"], target=target,
+               note=f"is_valid summed over {len(ours)} tool-schema instances (valid and invalid) {peer_name} compiles")
+
+
+LARGE_PROPERTIES = 60
+LARGE_RECORDS = 1_000
+
+
+def large_instance_case() -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """A 1,000-record array of a 60-property object (strings, integers, numbers, booleans, enums,
+    nullable strings, short arrays), every record valid."""
+    kinds: List[Tuple[Dict[str, Any], Callable[[int], Any]]] = [
+        ({"type": "string", "maxLength": 64}, lambda row: f"value {row}"),
+        ({"type": "integer", "minimum": 0}, lambda row: row),
+        ({"type": "number", "minimum": 0}, lambda row: row * 0.5),
+        ({"type": "boolean"}, lambda row: row % 2 == 0),
+        ({"enum": ["open", "pending", "closed"]}, lambda row: ("open", "pending", "closed")[row % 3]),
+        ({"type": ["string", "null"]}, lambda row: None if row % 2 else "x"),
+        ({"type": "array", "items": {"type": "integer"}, "maxItems": 5}, lambda row: [row, row + 1]),
+    ]
+    properties = {}
+    makers = {}
+    for index in range(LARGE_PROPERTIES):
+        schema, make = kinds[index % len(kinds)]
+        properties[f"field_{index:02d}"] = schema
+        makers[f"field_{index:02d}"] = make
+    record_schema = {"type": "object", "properties": properties, "required": list(properties)[:20],
+                     "additionalProperties": False}
+    schema = {"type": "array", "items": record_schema}
+    records = [{name: make(row) for name, make in makers.items()} for row in range(LARGE_RECORDS)]
+    return schema, records
+
+
+def large_instance_figure(rounds: int) -> None:
+    """schema.large_instance_vs_jsonschema_rs: is_valid on the large instance, ours over jsonschema-rs."""
+    from ._figures import interleave, report
+
+    try:
+        import jsonschema_rs
+    except ImportError:
+        print("(no schema.large_instance_vs_jsonschema_rs: jsonschema-rs is not installed)")
+        return
+    schema, records = large_instance_case()
+    ours = Validator(schema)
+    native = jsonschema_rs.validator_for(schema)
+    if not (ours.is_valid(records) and native.is_valid(records)):
+        print("(no schema.large_instance_vs_jsonschema_rs: the implementations disagree on the instance)")
+        return
+    samples = interleave({"ours": _suite_timer([lambda: ours.is_valid(records)], 0.05),
+                          "native": _suite_timer([lambda: native.is_valid(records)], 0.05)}, rounds)
+    print(f"large instance ({LARGE_RECORDS:,} records x {LARGE_PROPERTIES} properties): ours "
+          f"{sorted(samples['ours'])[len(samples['ours']) // 2] * 1e3:.2f} ms, jsonschema-rs "
+          f"{sorted(samples['native'])[len(samples['native']) // 2] * 1e3:.2f} ms per is_valid")
+    report("schema.large_instance_vs_jsonschema_rs", unit="s/call", ours=samples["ours"], peer=samples["native"],
+           note=f"is_valid on a {LARGE_RECORDS}-record array of a {LARGE_PROPERTIES}-property object; "
+                "jsonschema-rs is native code (Rust)")
+
+
+def compile_figure(schemas: List[Tuple[str, Dict[str, Any]]], peers: Dict[str, Any], rounds: int) -> None:
+    """schema.compile_vs_jsonschema: building a Validator (meta-schema check, compilation) with every
+    shared table of compiled parts emptied first, over python-jsonschema's `check_schema` plus
+    validator construction, per schema."""
+    from ..schema import validator_cache
+    from ..schema._compiler import SHARED_KEYWORDS, SHARED_LEAVES
+    from ._figures import interleave, report
+
+    if "jsonschema" not in peers:
+        print("(no schema.compile_vs_jsonschema: jsonschema is not installed)")
+        return
+    jsonschema = peers["jsonschema"]
+    pairs = [(schema, jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
+             for _name, schema in schemas]
+    repeats = 5
+
+    def ours_cold() -> float:
+        total = 0.0
+        for schema, _cls in pairs:
+            for _ in range(repeats):
+                validator_cache.clear()
+                SHARED_LEAVES.clear()
+                SHARED_KEYWORDS.clear()
+                started = time.perf_counter()
+                Validator(schema)
+                total += time.perf_counter() - started
+        return total / (len(pairs) * repeats)
+
+    def theirs() -> float:
+        started = time.perf_counter()
+        for schema, cls in pairs:
+            for _ in range(repeats):
+                cls.check_schema(schema)
+                cls(schema)
+        return (time.perf_counter() - started) / (len(pairs) * repeats)
+
+    samples = interleave({"ours": ours_cold, "jsonschema": theirs}, rounds)
+    print(f"compile per schema ({len(pairs)} tool schemas): ours {sorted(samples['ours'])[rounds // 2] * 1e6:,.0f} us "
+          f"(no shared parts), jsonschema check_schema + construction "
+          f"{sorted(samples['jsonschema'])[rounds // 2] * 1e6:,.0f} us")
+    report("schema.compile_vs_jsonschema", unit="s/schema", ours=samples["ours"], peer=samples["jsonschema"],
+           note="Validator(schema) with empty shared tables against jsonschema's check_schema + validator construction")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="schema_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="timing rounds per figure (best is kept)")
@@ -260,6 +418,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows.extend(measure(name, schema, instances, peers, args.rounds, args.min_time))
     print("ns per call, best of", args.rounds, "rounds;", ", ".join(sorted(peers)) or "no peers installed")
     print(format_table(rows))
+    figure_rounds = max(5, min(args.rounds, 7))
+    cases = [(name, schema, fixed[name] if name in fixed else sample_instances(schema)) for name, schema in schemas]
+    usable = [(name, schema, instances) for name, schema, instances in cases if instances is not None]
+    print()
+    is_valid_figures(usable, peers, figure_rounds, args.min_time)
+    large_instance_figure(figure_rounds)
+    compile_figure(schemas, peers, figure_rounds)
     missing = {"jsonschema", "fastjsonschema"} - set(peers)
     if missing:
         print("not installed (no figures): " + ", ".join(sorted(missing)))

@@ -58,7 +58,9 @@ class TableKind(str, enum.Enum):
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _INTEGER = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)(?![0-9A-Za-z_.:-])")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
-_WAY_OUT = "Python 3.10 reads only strings and arrays of strings there; use Python 3.11+ or the command-line flags"
+_WAY_OUT = ("Python 3.10 reads only strings, arrays of strings and the integer jobs there; use Python 3.11+ or the "
+            "command-line flags")
+_INTEGER_KEYS = ("jobs",)  # [tool.agent-lab] keys whose value is a decimal integer
 _LINT_WAY_OUT = ("Python 3.10 reads only the documented keys there, each of its kind; use Python 3.11+ or the "
                  "command-line flags")
 
@@ -197,7 +199,9 @@ class _Reader:
             self.fail(f"dotted key {'.'.join(key)!r} in {TABLE_NAME}; {_WAY_OUT}")
         if key[0] in found:
             self.fail(f"{key[0]!r} is given twice in {TABLE_NAME}")
-        if self.peek() == "[":
+        if key[0] in _INTEGER_KEYS:
+            found[key[0]] = self.integer(f"the value of {key[0]!r}", TableKind.INTEGER)
+        elif self.peek() == "[":
             found[key[0]] = self.string_array()
         else:
             found[key[0]] = self.string(f"the value of {key[0]!r}")

@@ -12,7 +12,6 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
 (`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
 anywhere, the lab's own case files (`Lab.cases`) do. Paths are relative to the current directory.
-`jobs` is an integer, which Python 3.10's small TOML reader does not read: there, use `--jobs`.
 
 The `[tool.agent-lab.lint]` sub-table configures the lint rules (`agent_lab.lint.config`); `lint_config`
 reads it, and both `agent-lab lint` and the tool-eval gate use what it returns, so one table decides

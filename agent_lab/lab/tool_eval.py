@@ -221,9 +221,14 @@ class _Replays:
     """Every (case, surface) replay of a run, `workers` at a time, as jobs numbered case by case.
 
     With one worker nothing starts ahead: `result(index)` replays job `index` when asked, as a serial
-    run does. Otherwise every job is handed to a bounded thread pool on entering (cases that wait on
-    their world first), and `result(index)` waits for job `index`, so results are read in the order
-    they are asked for, never in the order they finish. Leaving on an error drops the jobs not yet
+    run does. Otherwise, on entering, the jobs of cases that wait on their world (slow operations,
+    held writes, marker steps) go to a pool of `workers` threads, and all other jobs to one thread of
+    their own, in case order: Python threads share one interpreter lock, so busy replays gain nothing
+    from running side by side, and several of them at once would starve each other's calls of the
+    time their deadlines give (a 150 ms write refused as `deadline_exceeded` on a loaded machine).
+    So a run costs about the longest waiting case or the busy cases one after another, whichever is
+    longer. `result(index)` waits for job `index`, so results are read in the order they are asked
+    for, never in the order they finish. Leaving on an error drops the jobs not yet
     started and waits for those running (each replay is bounded by its wait limits), so no replay
     outlives the run.
     """
@@ -232,25 +237,28 @@ class _Replays:
         self.lab = lab
         self.jobs = [(case, surface) for case in cases for surface in lab.surfaces]
         self.workers = min(workers, len(self.jobs))
-        self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.pools: list[concurrent.futures.ThreadPoolExecutor] = []
         self.futures: dict[int, concurrent.futures.Future[CaseResult]] = {}
 
     def __enter__(self) -> _Replays:
         if self.workers > 1:
-            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tool-eval")
-            for index in sorted(range(len(self.jobs)), key=lambda index: (not _waits_on_world(self.jobs[index][0]), index)):
-                self.futures[index] = self.pool.submit(_replay_and_grade, self.lab, *self.jobs[index])
+            waiting = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="tool-eval-wait")
+            busy = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tool-eval-busy")
+            self.pools = [waiting, busy]
+            for index, (case, surface) in enumerate(self.jobs):
+                pool = waiting if _waits_on_world(case) else busy
+                self.futures[index] = pool.submit(_replay_and_grade, self.lab, case, surface)
         return self
 
     def result(self, index: int) -> CaseResult:
         """Job `index`'s result (case `index // len(surfaces)`, surface `index % len(surfaces)`)."""
-        if self.pool is None:
+        if not self.pools:
             return _replay_and_grade(self.lab, *self.jobs[index])
         return self.futures[index].result()
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=error is not None)
+        for pool in self.pools:
+            pool.shutdown(wait=True, cancel_futures=error is not None)
 
 
 def _gather_rows(cases: Sequence[Case], surfaces: Sequence[Surface], result: Callable[[int], CaseResult],
@@ -270,7 +278,8 @@ def _gather_rows(cases: Sequence[Case], surfaces: Sequence[Surface], result: Cal
 
 def _waits_on_world(case: Case) -> bool:
     """Whether a case configures its world (slow operations, say) or waits on it with a marker step:
-    such cases usually take longest, so they start first. The order of starting never shows in a report."""
+    such cases spend their time waiting, so they run side by side. Where a case runs never shows in a
+    report."""
     if case.world:
         return True
     steps = [case.shared_calls, *case.calls.values()]

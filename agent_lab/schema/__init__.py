@@ -14,6 +14,7 @@ an engine a hostile string cannot make slow: `regex_safety` decides which, `Vali
 from ._dialects import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, dialect_name
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, SchemaError, Violation
 from .regex_safety import PatternEngine, PatternFinding, PatternSafety, analyze_pattern
+from ._cache import ValidatorCache, shared_validator, validator_cache
 from .validator import Validator
 
 __all__ = [
@@ -30,7 +31,10 @@ __all__ = [
     "PatternSafety",
     "SchemaError",
     "Validator",
+    "ValidatorCache",
     "Violation",
     "analyze_pattern",
     "dialect_name",
+    "shared_validator",
+    "validator_cache",
 ]

@@ -14,10 +14,13 @@ those memoised (`_call_state`), because a compiled node's callers hold its check
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
+from ._cache import SharedTable
 from ._call_state import CallState, ScopeTable
 from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference
@@ -26,7 +29,67 @@ from ._uri import pointer_tokens, resolve_uri, split_fragment
 from .model import MAX_SCHEMA_NODES, SchemaError
 
 KeywordTable = Dict[str, Callable[..., Optional[Kw]]]
+
+LEAF_KEYWORDS = frozenset({
+    "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxProperties",
+    "minProperties", "required", "dependentRequired",
+})
+"""Keywords whose compiled form depends only on their own value (and siblings in this set)."""
+_NOT_SHARED = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$schema", "$vocabulary",
+                         "$ref", "$dynamicRef", "$recursiveRef", "patternProperties", "prefixItems"})
+"""Keywords that make a subschema a resource, an anchor or a reference, or that a shared keyword
+would read as a sibling (`additionalProperties` reads `patternProperties`, `items` `prefixItems`)."""
+_DESCENDING = ("items", "additionalProperties")
+"""Single-subschema keywords that apply their subschema to parts of the value (items, members)."""
+_MAX_SHARED_DEPTH = 32
+SHARED_LEAVES = SharedTable(4096)
+"""Compiled leaf subschemas shared by every Validator (see `Compiler._leaf_key`)."""
 _MAX_METASCHEMA_CHAIN = 16  # custom meta-schemas followed through their own $schema, at most
+
+
+_SHARED_KEYWORDS = frozenset({
+    "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "maxLength", "minLength", "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties", "required",
+    "dependentRequired",
+})
+"""Keywords whose compile function reads nothing but the keyword's own value: one compiled `Kw` per
+(compile function, value) serves every schema (`SHARED_KEYWORDS`)."""
+_READS_SIBLINGS = frozenset({keywords.compile_minimum_draft4, keywords.compile_maximum_draft4})
+SHARED_KEYWORDS = SharedTable(8192)
+_MAX_SHARED_VALUE = 256
+
+
+def _boolean(value: bool) -> Node:
+    node = Node(value, "", "")
+    node.finish_boolean(value)
+    return node
+
+
+_BOOLEAN_NODES = {True: _boolean(True), False: _boolean(False)}
+
+
+def _json_text(value: Any) -> Any:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _shared_keyword(compile_keyword: Callable[..., Optional[Kw]], context: Any, value: Any) -> Optional[Kw]:
+    """The compiled keyword for this value, shared with every schema that says the same (by JSON text:
+    1, 1.0 and true stay apart)."""
+    text = _json_text(value)
+    if text is None or len(text) > _MAX_SHARED_VALUE:  # (a long enum is kept apart: its key would be as long)
+        return compile_keyword(context, value)
+    key = (compile_keyword, text)
+    kw = SHARED_KEYWORDS.get(key)
+    if kw is None:
+        kw = compile_keyword(context, value)
+        if kw is None:
+            return None
+        kw = SHARED_KEYWORDS.add(key, kw)
+    return kw
 
 
 class _Table:
@@ -72,7 +135,6 @@ class Compiler:
         )
         self.uses_recursive_anchors = False
         self._tables: Dict[str, _Table] = {}
-        self._booleans: Dict[bool, Node] = {}
         self.patterns: Dict[str, Any] = {}  # JSON Pointer -> regex_safety.PatternFinding, for Validator.patterns
 
     # -- entry points --------------------------------------------------------------------------
@@ -95,13 +157,21 @@ class Compiler:
             raise SchemaError(
                 f"schema is too large: more than {MAX_SCHEMA_NODES} subschemas (at {place.location or '/'})"
             )
+        if not isinstance(schema, dict):
+            self.nodes[id(schema)] = Node(schema, place.base, place.location)
+            raise SchemaError(f"schema at {place.location or '/'} must be an object or a boolean")
+        dialect = self._keyword_table(place.dialect, place.location)
+        leaf_key = self._leaf_key(schema, place, dialect)
+        if leaf_key is not None:
+            shared = self._shared_node(leaf_key, dialect)
+            if shared is not None:
+                self.nodes[id(schema)] = shared
+                self._record_shared_patterns(schema, place.location)
+                return shared
         node = Node(schema, place.base, place.location)
         self.nodes[id(schema)] = node
-        if not isinstance(schema, dict):
-            raise SchemaError(f"schema at {place.location or '/'} must be an object or a boolean")
         if self.dynamic and self.index.resources.get(place.base) is schema:
             node.scope_uri = place.base
-        dialect = self._keyword_table(place.dialect, place.location)
         table = dialect.keywords
         context = _NodeContext(self, node, schema, place, dialect.format_asserts, dialect.has_validation)
         kws: List[Kw] = []
@@ -116,7 +186,10 @@ class Compiler:
             if keyword in keywords.LATE_KEYWORDS:
                 late.append((compile_keyword, value))
                 continue
-            kw = compile_keyword(context, value)
+            if keyword in _SHARED_KEYWORDS and compile_keyword not in _READS_SIBLINGS:
+                kw = _shared_keyword(compile_keyword, context, value)
+            else:
+                kw = compile_keyword(context, value)
             if kw is not None:
                 kws.append(kw)
         siblings = list(kws)
@@ -128,16 +201,106 @@ class Compiler:
         if id(schema) in self.memoised:
             memo_number = self._memo_count
             self._memo_count += 1
+        if leaf_key is not None:  # no call state: it never memoises and enters no resource
+            node.finish(kws)
+            node = self.nodes[id(schema)] = SHARED_LEAVES.add(leaf_key[:5], node)
+            return node
         node.finish(kws, state=self.state, dynamic=self.dynamic, memo_number=memo_number)
         return node
 
-    def _boolean_node(self, value: bool) -> Node:
-        """`true` and `false` compile to two shared nodes (Python's booleans are singletons anyway)."""
-        node = self._booleans.get(value)
-        if node is None:
-            node = self._booleans[value] = Node(value, "", "")
-            node.finish_boolean(value)
-        return node
+    def _leaf_key(self, schema: dict, place: Place, dialect: _Table) -> Optional[Tuple[Any, ...]]:
+        """The key a self-contained subschema is shared by (`SHARED_LEAVES`), or None when it is not one.
+
+        Self-contained: its keywords compile from their own values (`type`, bounds, `enum`,
+        `pattern`, `format`, `required`, ...) or descend into parts of the instance through
+        subschemas that are self-contained too (`properties`, a single-schema `items`,
+        `additionalProperties` without `patternProperties`); it names no resource, anchor or
+        reference, and is read in a built-in dialect by a compiler that tracks no dynamic scope. Its
+        compiled node then depends on nothing but those keywords' values (in order) and the dialect's
+        flags, never on where it sits or in which schema, so every equal one in every schema can share
+        one node; and since nothing in it applies a subschema to the value it was given, it never
+        needs the per-call memo (`repeated_subschemas`). Words the dialect does not compile
+        (`description`, `title`, unknown keywords) are left out of the key; the `format` checkers it
+        was compiled with are in it (the table of checkers can change)."""
+        if self.dynamic or builtin_dialect(place.dialect) is None:
+            return None
+        checkers: List[Any] = []
+        text = self._content_key(schema, dialect, checkers, 0)
+        if text is None:
+            return None
+        # Indexed by the text's digest (the text itself could be as long as the schema); a hit is
+        # confirmed against the found node's own schema (`_shared_node`).
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        return (place.dialect, dialect.format_asserts, dialect.has_validation, digest, tuple(checkers), text)
+
+    def _shared_node(self, key: Tuple[Any, ...], dialect: _Table) -> Optional[Node]:
+        """The shared node for `key` (from `_leaf_key`), once its own content is confirmed equal."""
+        found = SHARED_LEAVES.get(key[:5])
+        if found is None or self._content_key(found.schema, dialect, [], 0) != key[5]:
+            return None
+        return found
+
+    def _content_key(self, schema: Any, dialect: _Table, checkers: List[Any], depth: int) -> Optional[str]:
+        if isinstance(schema, bool):
+            return "true" if schema else "false"
+        if not isinstance(schema, dict) or depth > _MAX_SHARED_DEPTH or not _NOT_SHARED.isdisjoint(schema.keys()):
+            return None
+        table = dialect.keywords
+        parts: List[Any] = []
+        for keyword, value in schema.items():
+            if keyword in LEAF_KEYWORDS:  # (draft-04's `maximum` reads `exclusiveMaximum`, which has no entry)
+                parts.append((keyword, value))
+                if keyword == "format" and dialect.format_asserts:
+                    from .formats import FORMAT_CHECKERS
+
+                    checkers.append(FORMAT_CHECKERS.get(value) if isinstance(value, str) else None)
+            elif keyword not in table:
+                continue  # not compiled: an annotation or an unknown word
+            elif keyword == "properties" and isinstance(value, dict):
+                members = []
+                for name, child in value.items():
+                    key = self._content_key(child, dialect, checkers, depth + 1)
+                    if key is None:
+                        return None
+                    members.append(_json_text(name) + ":" + key)
+                parts.append('["properties",{' + ",".join(members) + "}]")
+                continue
+            elif keyword in _DESCENDING and isinstance(value, (dict, bool)):
+                key = self._content_key(value, dialect, checkers, depth + 1)
+                if key is None:
+                    return None
+                parts.append(f'["{keyword}",{key}]')
+                continue
+            else:
+                return None
+            text = _json_text([keyword, value])
+            if text is None:
+                return None
+            parts[-1] = text
+        return "[" + ",".join(parts) + "]"  # JSON, whose nested parts are the children's own texts
+
+    def _record_shared_patterns(self, schema: Any, location: str) -> None:
+        """A shared node's patterns are still listed in this validator's `patterns`, each at its own pointer."""
+        if not isinstance(schema, dict):
+            return
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            from .regex_safety import PatternFinding, compile_pattern
+
+            where = location + "/pattern"
+            self.patterns.setdefault(where, PatternFinding(where, pattern, compile_pattern(pattern)[1]))
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            for name, child in properties.items():
+                self._record_shared_patterns(child, f"{location}/properties/{escape_pointer_token(name)}")
+        for keyword in _DESCENDING:
+            if keyword in schema:
+                self._record_shared_patterns(schema[keyword], f"{location}/{keyword}")
+
+    @staticmethod
+    def _boolean_node(value: bool) -> Node:
+        """`true` and `false` compile to two nodes every schema shares (they hold no state)."""
+        return _BOOLEAN_NODES[value]
 
     # -- references ----------------------------------------------------------------------------
     def resolve(self, reference: str, base: str, location: str) -> Tuple[Any, Place]:

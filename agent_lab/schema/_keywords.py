@@ -11,6 +11,7 @@ import math
 import struct
 import sys
 from fractions import Fraction
+from functools import lru_cache
 from itertools import islice
 from typing import Any, Callable, Dict, List, Optional
 
@@ -76,13 +77,7 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
     test = type_test(names, integral_floats_are_integers=integral_floats_are_integers)
     phrase = "must be of type " + " or ".join(names)
     keyword_suffix = "/type"
-    # The whole phrase per Python type, built once (floats differ: 1.0 is an integer, 1.5 a number).
-    phrases: Dict[type, str] = {
-        kind: f"{phrase} (it is of type {json_type(sample)})"
-        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
-    }
-    if not integral_floats_are_integers:
-        phrases[float] = f"{phrase} (it is of type number)"
+    phrases = _type_phrases(phrase, integral_floats_are_integers)
 
     def collect(instance, instance_path, keyword_path, out):
         said = phrases.get(type(instance))
@@ -91,6 +86,19 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
         violation(out, instance_path, keyword_path + keyword_suffix, "type", said)
 
     return Kw("type", None, test, collect, cost=0, detail=names)
+
+
+@lru_cache(maxsize=256)
+def _type_phrases(phrase: str, integral_floats_are_integers: bool) -> Dict[type, str]:
+    """The whole phrase per Python type, built once per phrase and shared by every schema that says it
+    (floats differ: 1.0 is an integer, 1.5 a number). Read only."""
+    phrases: Dict[type, str] = {
+        kind: f"{phrase} (it is of type {json_type(sample)})"
+        for kind, sample in ((type(None), None), (bool, True), (int, 0), (str, ""), (list, []), (dict, {}))
+    }
+    if not integral_floats_are_integers:
+        phrases[float] = f"{phrase} (it is of type number)"
+    return phrases
 
 
 def membership_test(values: List[Any]) -> Callable[[Any], bool]:
@@ -540,10 +548,26 @@ def compile_dependent_required(cx, value) -> Optional[Kw]:
     return Kw("dependentRequired", OBJECT, check, collect, cost=1, self_checking=True)
 
 
+_NAME_SETS: Dict[frozenset, frozenset] = {}
+_MAX_NAME_SETS = 4096
+
+
+def _names(names: Any) -> frozenset:
+    """The set of these property names, one object for equal sets (`properties` and the
+    `additionalProperties` beside it both keep one; so do equal schemas)."""
+    key = frozenset(names)
+    found = _NAME_SETS.get(key)
+    if found is None:
+        if len(_NAME_SETS) >= _MAX_NAME_SETS:
+            _NAME_SETS.clear()  # a bound, not a cache policy: the sets already handed out stay valid
+        found = _NAME_SETS.setdefault(key, key)
+    return found
+
+
 def compile_properties(cx, value) -> Kw:
     nodes = {name: cx.child(schema, "properties", name) for name, schema in value.items()}
     pairs = tuple((name, node.check) for name, node in nodes.items())
-    names = frozenset(nodes)
+    names = _names(nodes)
 
     def check(instance):
         for name, one in pairs:
@@ -551,17 +575,18 @@ def compile_properties(cx, value) -> Kw:
                 return False
         return True
 
-    located = tuple((name, node.check, node, "/" + escape_pointer_token(name)) for name, node in nodes.items())
+    located: List[Any] = []  # built on the first failing value: most schemas never report one
 
     def collect(instance, instance_path, keyword_path, out):
-        for name, one, node, token in located:
+        if not located:
+            located.append(tuple((name, node.check, node, "/" + escape_pointer_token(name))
+                                 for name, node in nodes.items()))
+        for name, one, node, token in located[0]:
             if name in instance and not one(instance[name]):
                 node.collect(instance[name], instance_path + token, keyword_path + "/properties" + token, out)
 
-    def eval_props(instance):
-        return names.intersection(instance)
-
-    return Kw("properties", OBJECT, check, collect, eval_props=eval_props, cost=5, detail=nodes, self_checking=True)
+    return Kw("properties", OBJECT, check, collect, eval_props=names.intersection, cost=5, detail=nodes,
+              self_checking=True)
 
 
 def compile_pattern_properties(cx, value) -> Kw:
@@ -594,7 +619,7 @@ def compile_pattern_properties(cx, value) -> Kw:
 def compile_additional_properties(cx, value) -> Kw:
     node = cx.child(value, "additionalProperties")
     one = node.check
-    known = frozenset(cx.schema.get("properties", {}) if isinstance(cx.schema.get("properties"), dict) else ())
+    known = _names(cx.schema.get("properties", {}) if isinstance(cx.schema.get("properties"), dict) else ())
     patterns = cx.schema.get("patternProperties")
     searches = tuple(cx.regex(p, "patternProperties", p).search for p in patterns) if isinstance(patterns, dict) else ()
 

@@ -77,7 +77,7 @@ class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
     __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail",
-                 "self_checking")
+                 "self_checking", "__weakref__")
 
     def __init__(
         self,
@@ -125,7 +125,7 @@ class Node:
 
     __slots__ = (
         "check", "collect", "location", "base", "kws", "proves_json", "proof_depth", "scope_uri", "schema",
-        "memo_number", "_props_fn", "_items_fn", "_state", "_dynamic", "__weakref__",
+        "memo_number", "_props_fn", "_items_fn", "_state", "_dynamic", "_shaped", "__weakref__",
     )
 
     # Declared, not defined as methods: `finish` replaces them with the assembled closures.
@@ -145,6 +145,7 @@ class Node:
         self.memo_number: Optional[int] = None  # set when the compiler memoises this node (see _call_state)
         self._state: Any = None  # the Validator's CallState, when scopes are tracked or verdicts memoised
         self._dynamic = False
+        self._shaped = False
         # Until compilation finishes (reference cycles), calls go through the node itself.
         self.check = self._pending_check
         self.collect = self._pending_collect
@@ -190,23 +191,41 @@ class Node:
         self._state = state
         self._dynamic = dynamic
         check = assemble_check(self.kws)
-        collect = assemble_collect(self.kws)
         if self.scope_uri is None:
-            from ._shapes import specialise, specialise_collect
+            from ._shapes import specialise
 
             shape = specialise(self.kws, check)
             if shape is not None:
                 check, self.proves_json, self.proof_depth = shape
-                collect = specialise_collect(self.kws, collect) or collect
+                self._shaped = True
         if memo_number is not None:  # it enters its resource itself, after the look-up
             self.memo_number = memo_number
             check = memoised_check(state, memo_number, check, dynamic=dynamic, entering=self.scope_uri)
-            collect = memoised_collect(state, memo_number, check, collect, dynamic=dynamic, entering=self.scope_uri)
         elif self.scope_uri is not None:
             check = scoped_call(state, self.scope_uri, check)
-            collect = scoped_collect(state, self.scope_uri, collect)
         self.check = check
-        self.collect = collect
+        # Violations are only collected after a check failed, and most nodes of most schemas never
+        # fail one: the collect closures are assembled on first use (callers look `collect` up per call).
+        self.collect = self._collect_on_first_use
+
+    def _collect_on_first_use(self, instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        if self.collect == self._collect_on_first_use:  # (equal: the same function bound to this node)
+            self.collect = self._assembled_collect()  # two threads may both assemble it: either serves
+        self.collect(instance, instance_path, keyword_path, out)
+
+    def _assembled_collect(self) -> Callable[[Any, str, str, list], None]:
+        collect = assemble_collect(self.kws)
+        if self._shaped:  # `finish` fused its check: the collect of that shape too
+            from ._shapes import specialise_collect
+
+            collect = specialise_collect(self.kws, collect) or collect
+        state = self._state
+        if self.memo_number is not None:
+            return memoised_collect(state, self.memo_number, self.check, collect, dynamic=self._dynamic,
+                                    entering=self.scope_uri)
+        if self.scope_uri is not None:
+            return scoped_collect(state, self.scope_uri, collect)
+        return collect
 
     def finish_boolean(self, value: bool) -> None:
         self.kws = []
@@ -278,12 +297,14 @@ def scoped_collect(state: Any, uri: str, collect: Callable[[Any, str, str, list]
 
 def _checks_by_type(kws: Sequence[Kw]) -> Dict[type, Tuple[Callable[[Any], bool], ...]]:
     table = {}
+    distinct: Dict[Tuple[Callable[[Any], bool], ...], Tuple[Callable[[Any], bool], ...]] = {}
     for py_type in PY_TYPES:
         applicable = [
             kw for kw in kws if (kw.types is None or py_type in kw.types) and kw.check is not always_true
         ]
         applicable.sort(key=lambda kw: kw.cost)  # cheap keywords first: fail fast
-        table[py_type] = tuple(kw.check for kw in applicable)
+        checks = tuple(kw.check for kw in applicable)
+        table[py_type] = distinct.setdefault(checks, checks)  # equal rows share one tuple
     return table
 
 
@@ -327,22 +348,32 @@ def _all_of(checks: Tuple[Callable[[Any], bool], ...]) -> Callable[[Any], bool]:
     return check
 
 
+def _collect_table(kws: Sequence[Kw]) -> Dict[type, Tuple[Any, ...]]:
+    """Per Python type, (check or None, collect, keyword) of each keyword that applies, in schema order."""
+    table = {}
+    distinct: Dict[Tuple[Any, ...], Tuple[Any, ...]] = {}
+    for py_type in PY_TYPES:
+        row = tuple(
+            (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
+            if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+        )
+        table[py_type] = distinct.setdefault(row, row)
+    return table
+
+
 def assemble_collect(kws: Sequence[Kw]) -> Callable[[Any, str, str, list], None]:
     """Collect violations keyword by keyword, in schema order (deterministic).
 
     Self-checking keywords (applicators, properties, required, ...) run their collect directly, which
     looks at each part once; simple assertions are checked first and described only when they fail.
     """
-    table = {
-        py_type: tuple(
-            (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
-            if (kw.types is None or py_type in kw.types) and kw.check is not always_true
-        )
-        for py_type in PY_TYPES
-    }
-    get = table.get
+    kws = tuple(kws)
+    tables: List[Dict[type, Tuple[Any, ...]]] = []  # built on the first failing value: most nodes never need it
 
     def collect(instance: Any, instance_path: str, keyword_path: str, out: list) -> None:
+        if not tables:
+            tables.append(_collect_table(kws))  # two threads may both build it: equal tables, either serves
+        get = tables[0].get
         applicable = get(type(instance))
         if applicable is None:
             applicable = get(base_py_type(instance), ())  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
+from ..frozenjson import FrozenObject, thaw
 from ..jsonvalue import escape_pointer_token
 from ._dialects import DIALECTS, DRAFT_04, DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, normalize_uri
 from ._keywords import DEFAULT_VOCABULARIES, VOCABULARIES
@@ -69,6 +70,8 @@ def to_draft_2020_12(schema: Any, *, dialect: Optional[str] = None) -> Any:
     rules = builtin_dialect(source)
     if rules is None:
         raise SchemaError(f"cannot convert from $schema {source!r}: not a dialect this package knows")
+    if isinstance(schema, FrozenObject) and rules.uri == DRAFT_2020_12:
+        return thaw(schema)  # a spec's read-only schema: plain dicts and lists all the way down
     if rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
         return copy.deepcopy(schema if not isinstance(schema, Mapping) else dict(schema))
     return _Conversion(schema, rules).run()

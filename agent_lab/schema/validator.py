@@ -53,6 +53,7 @@ class Validator:
         self.schema = schema
         self._max_depth = MAX_INSTANCE_DEPTH
         self._build(schema, resources, format_assertion, trusted=False, dialect=dialect)
+        self._sealed = True
 
     @classmethod
     def _trusted(cls, schema: Any) -> "Validator":
@@ -61,7 +62,17 @@ class Validator:
         validator.schema = schema
         validator._max_depth = MAX_SCHEMA_DEPTH  # it validates schemas, which may nest deeper
         validator._build(schema, None, False, trusted=True)
+        validator._sealed = True
         return validator
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_sealed"):
+            raise AttributeError(f"a Validator cannot change once built (it may be shared: see "
+                                 f"agent_lab.schema.shared_validator); cannot set {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Validator cannot change once built; cannot delete {name!r}")
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, schema: Any, resources: Optional[Mapping[str, Any]], format_assertion: bool,
@@ -113,7 +124,6 @@ class Validator:
         self._root = node
         self._check = node.check
         self._proves_json = node.proves_json and self._state is None
-        self._collect = node.collect
         # Deliberately shadows the `is_valid` method with a per-instance closure, so `v.is_valid(x)` is one
         # plain call (no bound method, no dispatch); the method stays for unbound calls and the docs.
         self.is_valid = self._make_is_valid(node.check, node.proves_json)  # type: ignore[method-assign, assignment]
@@ -191,11 +201,11 @@ class Validator:
                 return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
             if limit is None:
                 out: List[Violation] = []
-                self._collect(instance, "", "", out)
+                self._root.collect(instance, "", "", out)
             else:
                 first = _FirstViolations(limit)
                 try:
-                    self._collect(instance, "", "", first)
+                    self._root.collect(instance, "", "", first)
                 except _EnoughViolations:
                     pass
                 out = list(first)
