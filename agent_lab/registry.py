@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import difflib
 import functools
 import json
 import logging
@@ -79,6 +78,7 @@ from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, ne
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
 from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
 from .jsonvalue import check_json_value, compact_json_writer, find_non_json
+from .names import NameIndex
 from .policy import Actor, Approval, is_wall_clock_time
 from .redaction import REDACTED
 from .schema import MAX_INSTANCE_DEPTH
@@ -235,6 +235,7 @@ class Registry:
         # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
         # catalog, names) take the current one without locking and never see it change under them.
         self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
+        self._name_index = NameIndex()  # every name in any `_tools` snapshot is in it (added first)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -262,6 +263,7 @@ class Registry:
                 raise ValueError(f"a tool named {spec.name!r} is already registered")
             tools = dict(self._tools)
             tools[spec.name] = (spec, wrapped)
+            self._name_index.add(spec.name)
             self._tools = tools
 
     def _check_lease_covers(self, spec: ToolSpec) -> None:
@@ -547,7 +549,7 @@ class Registry:
         tools = self._tools
         entry = tools.get(state.tool)
         if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
-            return state.refusal("tool_not_found", details={"close_names": _close_names(tools, state)})
+            return state.refusal("tool_not_found", details={"close_names": _close_names(self._name_index, tools, state)})
         spec, state.handler = entry
         state.spec = spec
         if spec.redact:
@@ -1151,13 +1153,18 @@ def _unstorable_key(state: _CallState, key_name: str, key_value: str) -> ToolRes
     return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
 
 
-def _close_names(tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
-    """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen)."""
+def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
+    """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen),
+    from this call's snapshot of the tools; found through the name index (agent_lab/names.py)."""
     actor = state.actor
     if not isinstance(actor, Actor):
         return []
-    callable_names = [name for name, (spec, _) in tools.items() if actor.may(spec.required_permission)]
-    return difflib.get_close_matches(state.tool, callable_names, n=MAX_CLOSE_NAMES)
+
+    def may_call(name: str) -> bool:
+        entry = tools.get(name)
+        return entry is not None and actor.may(entry[0].required_permission)
+
+    return index.close_names(state.tool, may_call, n=MAX_CLOSE_NAMES)
 
 
 def _frees_key(result: ToolResult) -> bool:

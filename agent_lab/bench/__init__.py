@@ -30,6 +30,7 @@ SECTIONS = {
     "search": "agent_lab.bench.search_bench",
     "gate": "agent_lab.bench.gate_bench",
     "scale": "agent_lab.bench.scale_bench",
+    "names": "agent_lab.bench.names_bench",
 }
 
 

@@ -3,10 +3,9 @@
 Measured (each the best of several rounds, per call):
   * a read call: the handler called directly, `invoke` with `run_inline=True`, and `invoke` on the
     worker pool under a deadline (the default path);
-  * replaying a stored receipt (same key, same arguments) from the in-memory and the SQLite store;
-  * SQLite receipts per second (reserve + complete, each its own transaction) against raw sqlite3
-    with the same table and index, WAL journal and the same `synchronous` level: one INSERT per receipt, and
-    an INSERT plus an UPDATE per receipt (the same two transactions the store runs).
+  * replaying a stored receipt (same key, same arguments) from the in-memory and the SQLite store.
+
+SQLite receipt throughput against raw sqlite3 is the `stores` section (store_bench.py).
 
 Figures (issue 11), each over interleaved rounds and reported through `_figures` (`bench --json`):
   * runtime.read_vs_pydantic: invoke's overhead on a read (invoke minus the handler called directly;
@@ -27,15 +26,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
-import json
 import os
-import sqlite3
 import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence
 
 from ..calls import ToolCall
-from ..idempotency import ReceiptKey, SqliteReceiptStore, fingerprint
+from ..idempotency import SqliteReceiptStore
 from ..policy import Actor
 from ..registry import Registry
 from ..spec import ApprovalPolicy, Effect, Execution, ToolSpec
@@ -143,67 +140,6 @@ def measure_replay(directory: str, calls: int, rounds: int) -> list[tuple[str, f
         on_sqlite.close()
         sqlite_store.close()
     return rows
-
-
-def measure_sqlite(directory: str, receipts: int, synchronous: str, rounds: int) -> list[tuple[str, float]]:
-    """Seconds per receipt, best of `rounds` runs, each on a fresh file."""
-    record = {"ok": True, "outcome": "succeeded", "tool": "record_ticket_followup",
-              "output": {"followup_id": "F-1", "ticket_id": "T-1001"}, "error": None, "fingerprint": "sha256:0"}
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    timings: dict[str, list[float]] = {"store": [], "one": [], "two": []}
-    for round_number in range(rounds):
-        def fresh(name: str) -> str:
-            return os.path.join(directory, f"{name}-{round_number}.sqlite3")
-
-        timings["store"].append(_store_sqlite(fresh("store"), receipts, synchronous, record))
-        timings["one"].append(_raw_sqlite(fresh("raw1"), receipts, synchronous, text, two_steps=False))
-        timings["two"].append(_raw_sqlite(fresh("raw2"), receipts, synchronous, text, two_steps=True))
-    return [
-        (f"SqliteReceiptStore reserve+complete (synchronous={synchronous})", min(timings["store"]) / receipts),
-        (f"raw sqlite3: 1 INSERT per receipt (synchronous={synchronous})", min(timings["one"]) / receipts),
-        (f"raw sqlite3: INSERT + UPDATE per receipt (synchronous={synchronous})", min(timings["two"]) / receipts),
-    ]
-
-
-def _store_sqlite(path: str, receipts: int, synchronous: str, record: dict[str, Any]) -> float:
-    store = SqliteReceiptStore(path, synchronous=synchronous)
-    call_fingerprint = fingerprint(WRITE_CALL.name, WRITE_CALL.arguments, key=store.fingerprint_key)
-    try:
-        started = time.perf_counter()
-        for index in range(receipts):
-            key = ReceiptKey("bench", "record_ticket_followup", f"k-{index}")
-            owner = store.reserve(key, call_fingerprint).owner
-            assert owner is not None
-            store.complete(key, owner, record)
-        return time.perf_counter() - started
-    finally:
-        store.close()
-
-
-def _raw_sqlite(path: str, receipts: int, synchronous: str, text: str, *, two_steps: bool) -> float:
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute(f"PRAGMA synchronous = {synchronous}")
-        connection.execute(
-            "CREATE TABLE receipts (tenant TEXT NOT NULL, tool TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT"
-            " NOT NULL, state TEXT NOT NULL, record TEXT, expires_at REAL NOT NULL, PRIMARY KEY (tenant, tool, key))"
-            " WITHOUT ROWID"
-        )
-        connection.execute("CREATE INDEX receipts_by_expiry ON receipts (expires_at)")  # as the store has
-        insert = "INSERT INTO receipts VALUES (?, ?, ?, ?, ?, ?, ?)"
-        update = "UPDATE receipts SET state = 'completed', record = ? WHERE tenant = ? AND tool = ? AND key = ?"
-        started = time.perf_counter()
-        for index in range(receipts):
-            key = f"k-{index}"
-            if two_steps:
-                connection.execute(insert, ("bench", "tool", key, "sha256:0", "in_flight", None, 1e12))
-                connection.execute(update, (text, "bench", "tool", key))
-            else:
-                connection.execute(insert, ("bench", "tool", key, "sha256:0", "completed", text, 1e12))
-        return time.perf_counter() - started
-    finally:
-        connection.close()
 
 
 # -- figures: side by side, interleaved rounds ---------------------------------------------------
@@ -422,25 +358,19 @@ def print_table(title: str, rows: list[tuple[str, float]], baseline_label: str) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="runtime_bench", description="Registry.invoke overhead and receipts")
+    parser = argparse.ArgumentParser(prog="runtime_bench", description="Registry.invoke overhead")
     parser.add_argument("--calls", type=int, default=2000, help="calls per round (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best is reported (default 5)")
-    parser.add_argument("--receipts", type=int, default=2000, help="SQLite receipts to write (default 2000)")
-    parser.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL"],
-                        help="SQLite synchronous level for both the store and raw sqlite3 (default NORMAL)")
-    parser.add_argument("--quick", action="store_true", help="200 calls and 200 receipts per round, for a smoke run")
+    parser.add_argument("--quick", action="store_true", help="200 calls per round, for a smoke run")
     args, _unknown = parser.parse_known_args(argv)
-    calls, receipts = (200, 200) if args.quick else (args.calls, args.receipts)
+    calls = 200 if args.quick else args.calls
     rounds = max(1, args.rounds)
     with tempfile.TemporaryDirectory() as directory:
         calls_rows = measure_read(calls, rounds) + measure_replay(directory, calls, rounds)
-        receipt_rows = measure_sqlite(directory, receipts, args.synchronous, rounds)
     print_table("Calls (best of %d rounds of %d calls)" % (rounds, calls), calls_rows, calls_rows[0][0])
     direct = calls_rows[0][1]
     print(f"  invoke overhead over a direct call: inline {(calls_rows[1][1] - direct) * 1e6:.1f}us, "
           f"worker pool + deadline {(calls_rows[2][1] - direct) * 1e6:.1f}us")
-    print()
-    print_table(f"Receipts (best of {rounds} rounds of {receipts} keys, WAL, synchronous={args.synchronous})", receipt_rows, receipt_rows[1][0])
     print()
     measure_figures(calls, rounds)
     return 0

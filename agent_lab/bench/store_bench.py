@@ -3,15 +3,21 @@
 A receipt costs the registry two store calls, each its own transaction: `reserve` (the key becomes
 in flight) and `complete` (the record is stored). The raw baseline writes the same row the cheapest
 honest way with the same durability: an INSERT, then an UPDATE, each its own (autocommitted)
-transaction, on a table of the same shape and indexes. Measured with one writer and with `--writers`
-concurrent writers (threads; each writes its own keys):
+transaction, on a table of the same shape and indexes.
 
-  * SQLite: `SqliteReceiptStore` (one per process: its threads share its connection) against raw
-    sqlite3 with one connection per writer, both in WAL mode with the same `synchronous` level;
+  * SQLite: `SqliteReceiptStore` against raw sqlite3 on the store's own table (same columns, checks,
+    primary key, WITHOUT ROWID), both in WAL mode with the same `synchronous` level, in one process
+    and in `--processes` processes (spawned; each opens its own connection to one shared file, writes
+    its own keys and times its own loop; all start together, and the slowest loop is the wall time).
+    Store and raw alternate which goes first from round to round; each round uses fresh files. The
+    figures `stores.sqlite_1proc_vs_raw` and `stores.sqlite_<N>proc_vs_raw` are the store's time per
+    receipt over raw's (median of the per-round ratios, and their spread); target <= 1.25, i.e. at
+    least 0.8x raw's throughput.
   * PostgreSQL, only when a server is given (`--postgres-dsn` or AGENT_LAB_BENCH_POSTGRES_DSN, a libpq
     connection string) and psycopg is installed: `PostgresReceiptStore` (one per process, a pool of
-    `--writers` connections) against raw psycopg with one autocommit connection per writer, both under
-    the server's own durability settings (shown). Tables go in scratch schemas, dropped afterwards.
+    `--writers` connections) against raw psycopg with one autocommit connection per writer (threads),
+    both under the server's own durability settings (shown). Tables go in scratch schemas, dropped
+    afterwards.
 
 Figures depend on the machine; they are printed, never asserted.
 """
@@ -21,8 +27,10 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import multiprocessing
 import os
 import sqlite3
+import statistics
 import tempfile
 import threading
 import time
@@ -30,8 +38,10 @@ import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from ..fingerprint import fingerprint
+from ..stores import sqlite as sqlite_store
 from ..stores import ReceiptKey, SqliteReceiptStore
 from ..stores.postgres import PostgresReceiptStore
+from . import _figures
 
 __all__ = ["main"]
 
@@ -87,27 +97,131 @@ def best_per_receipt(rounds: int, writers: int, receipts: int, measure: Callable
 
 # -- SQLite -----------------------------------------------------------------------------------------
 
-def sqlite_rows(directory: str, receipts: int, writers: int, synchronous: str, rounds: int) -> List[Tuple[str, float]]:
-    rows = []
-    for count in (1, writers):
-        def store_round(round_number: int, per_writer: int, count: int = count) -> float:
-            store = SqliteReceiptStore(os.path.join(directory, f"store-{count}-{round_number}.sqlite3"),
-                                       synchronous=synchronous)
-            return timed_writers(count, per_writer, lambda writer: _store_writer(store, writer, store.close))
+def sqlite_figures(directory: str, receipts: int, processes: int, synchronous: str,
+                   rounds: int) -> List[Tuple[str, str, List[float], List[float]]]:
+    """(label, figure name, store seconds per receipt, raw seconds per receipt), one value per round,
+    for one process and for `processes` processes. The store and raw sqlite3 alternate which goes
+    first from round to round (`_figures.interleave`), each round on fresh files."""
+    measured = []
+    for count in (1, processes):
+        def store_round(count: int = count) -> float:
+            return _sqlite_round(directory, "store", count, receipts, synchronous)
 
-        def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
-            path = os.path.join(directory, f"raw-{count}-{round_number}.sqlite3")
-            _create_raw_sqlite(path, synchronous)
-            return timed_writers(count, per_writer, lambda writer: _raw_sqlite_writer(path, synchronous, writer))
+        def raw_round(count: int = count) -> float:
+            return _sqlite_round(directory, "raw", count, receipts, synchronous)
 
-        label = "1 writer" if count == 1 else f"{count} writers"
-        rows.append((f"SQLite raw INSERT + UPDATE, {label}", best_per_receipt(rounds, count, receipts, raw_round)))
-        rows.append((f"SqliteReceiptStore reserve + complete, {label}",
-                     best_per_receipt(rounds, count, receipts, store_round)))
-    return rows
+        samples = _figures.interleave({"store": store_round, "raw": raw_round}, rounds)
+        label = "1 process" if count == 1 else f"{count} processes"
+        name = "stores.sqlite_1proc_vs_raw" if count == 1 else f"stores.sqlite_{count}proc_vs_raw"
+        measured.append((label, name, samples["store"], samples["raw"]))
+    return measured
 
 
-def _store_writer(store: Any, writer: int, close: Callable[[], None]) -> Writer:
+def _sqlite_round(directory: str, kind: str, processes: int, receipts: int, synchronous: str) -> float:
+    """Seconds per receipt for `processes` processes writing `receipts` receipts each (their own
+    keys) into one new file: the slowest process's loop time over all receipts written. One process
+    runs here; several are spawned, each opens its own connection, and all start their loops together."""
+    path = os.path.join(directory, f"{kind}-{processes}-{uuid.uuid4().hex[:8]}.sqlite3")
+    _create_sqlite_file(kind, path, synchronous)
+    if processes == 1:
+        return _sqlite_loop(kind, path, synchronous, receipts, 0, None) / receipts
+    context = multiprocessing.get_context("spawn")  # a store is never used across fork
+    start = context.Barrier(processes)
+    results = context.Queue()
+    workers = [context.Process(target=_sqlite_process, args=(kind, path, synchronous, receipts, index, start, results))
+               for index in range(processes)]
+    for worker in workers:
+        worker.start()
+    try:
+        elapsed = [results.get(timeout=600) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(60)
+    failures = [value for value in elapsed if isinstance(value, str)]
+    if failures:
+        raise RuntimeError(f"a writer process failed: {failures[0]}")
+    return max(elapsed) / (receipts * processes)
+
+
+def _sqlite_process(kind: str, path: str, synchronous: str, receipts: int, index: int, start: Any, results: Any) -> None:
+    try:
+        results.put(_sqlite_loop(kind, path, synchronous, receipts, index, start))
+    except BaseException as error:  # noqa: BLE001 - reported by the parent
+        results.put(f"{type(error).__name__}: {error}")
+        raise
+
+
+def _sqlite_loop(kind: str, path: str, synchronous: str, receipts: int, index: int, start: Any) -> float:
+    """Open one connection (a store, or raw sqlite3), warm it up, wait for the others, time the loop."""
+    write, close = (_store_writer if kind == "store" else _raw_sqlite_writer)(path, synchronous, index)
+    try:
+        for warm_up in range(20):
+            write(-1 - warm_up)
+        if start is not None:
+            start.wait()
+        started = time.perf_counter()
+        for number in range(receipts):
+            write(number)
+        return time.perf_counter() - started
+    finally:
+        close()
+
+
+def _create_sqlite_file(kind: str, path: str, synchronous: str) -> None:
+    """The store makes its own file; raw sqlite3 gets the store's own table (same columns, checks,
+    primary key, WITHOUT ROWID) in a file in WAL mode."""
+    if kind == "store":
+        SqliteReceiptStore(path, synchronous=synchronous).close()
+        return
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(sqlite_store._CREATE_TABLE)  # the store's own DDL
+    finally:
+        connection.close()
+
+
+def _store_writer(path: str, synchronous: str, writer: int) -> Writer:
+    """reserve + complete through `SqliteReceiptStore`, as the registry calls them."""
+    store = SqliteReceiptStore(path, synchronous=synchronous)
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=store.fingerprint_key)
+    prefix = uuid.uuid4().hex[:8]
+
+    def write(index: int) -> None:
+        key = ReceiptKey("bench", "record_ticket_followup", f"{prefix}-{writer}-{index}")
+        owner = store.reserve(key, call_fingerprint).owner
+        if owner is None or not store.complete(key, owner, RECORD):
+            raise RuntimeError("the store did not reserve and complete a fresh key")
+
+    return write, store.close
+
+
+def _raw_sqlite_writer(path: str, synchronous: str, writer: int) -> Writer:
+    """The same two transactions by hand: an INSERT (the reservation), then an UPDATE (the receipt),
+    each autocommitted, with the record text encoded once beforehand; rows as large as the store's (a
+    real fingerprint, a 32-digit owner token)."""
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list by main()
+    prefix = uuid.uuid4().hex[:8]
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=b"raw sqlite3 bench fingerprint key")
+    owner = uuid.uuid4().hex
+    insert = "INSERT INTO receipts VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, 'unknown')"
+    update = ("UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL"
+              " WHERE tenant = ? AND tool = ? AND key = ? AND state = 'in_flight' AND owner = ?")
+
+    def write(index: int) -> None:
+        key = f"{prefix}-{writer}-{index}"
+        now = time.time()
+        connection.execute(insert, ("bench", "record_ticket_followup", key, call_fingerprint, now + 300, owner))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "record_ticket_followup", key, owner))
+
+    return write, connection.close
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------------
+
+def _pooled_store_writer(store: Any, writer: int, close: Callable[[], None]) -> Writer:
+    """One of several threads sharing one store (its connection pool)."""
     call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=store.fingerprint_key)
     prefix = uuid.uuid4().hex[:8]
 
@@ -119,37 +233,6 @@ def _store_writer(store: Any, writer: int, close: Callable[[], None]) -> Writer:
 
     return write, (close if writer == 0 else lambda: None)
 
-
-def _create_raw_sqlite(path: str, synchronous: str) -> None:
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute(
-            "CREATE TABLE receipts (tenant TEXT NOT NULL, tool TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT"
-            " NOT NULL, state TEXT NOT NULL, record TEXT, expires_at REAL NOT NULL, owner TEXT, lapse TEXT NOT NULL,"
-            " PRIMARY KEY (tenant, tool, key)) WITHOUT ROWID"
-        )
-    finally:
-        connection.close()
-
-
-def _raw_sqlite_writer(path: str, synchronous: str, writer: int) -> Writer:
-    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-    connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list by main()
-    prefix = uuid.uuid4().hex[:8]
-    insert = "INSERT INTO receipts VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, 'unknown')"
-    update = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE tenant = ? AND tool = ? AND key = ?"
-
-    def write(index: int) -> None:
-        key = f"{prefix}-{writer}-{index}"
-        now = time.time()
-        connection.execute(insert, ("bench", "tool", key, "hmac-sha256:0", now + 300, "owner-token"))
-        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "tool", key))
-
-    return write, connection.close
-
-
-# -- PostgreSQL -------------------------------------------------------------------------------------
 
 def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[str, List[Tuple[str, float]]]:
     import psycopg  # a benchmark-only peer: the library itself never imports a driver
@@ -165,7 +248,7 @@ def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[s
                 schema = new_schema()
                 store = PostgresReceiptStore(functools.partial(psycopg.connect, dsn, options=f"-c search_path={schema}"),
                                              pool_size=count)
-                return timed_writers(count, per_writer, lambda writer: _store_writer(store, writer, store.close))
+                return timed_writers(count, per_writer, lambda writer: _pooled_store_writer(store, writer, store.close))
 
             def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
                 schema = new_schema()
@@ -244,11 +327,30 @@ def print_pairs(title: str, rows: List[Tuple[str, float]]) -> None:
         print(f"  {label:<{width}}  {seconds * 1e6:>9.1f}us  {1 / seconds:>10,.0f}  {ratio:>7}")
 
 
+def print_sqlite(title: str, measured: List[Tuple[str, str, List[float], List[float]]], synchronous: str) -> None:
+    """Per setting: raw and store seconds per receipt (medians), and the store's time over raw's
+    (median of the per-round ratios, with their spread); each also reported as a figure."""
+    rows = []
+    for label, name, store, raw in measured:
+        figure = _figures.report(
+            name, unit="s/receipt", ours=store, peer=raw, target="<= 1.25", better="lower",
+            note=f"reserve + complete against raw sqlite3 INSERT + UPDATE, WAL, synchronous={synchronous}, {label}")
+        rows.append((label, f"{statistics.median(raw) * 1e6:.1f}us", f"{figure.ours * 1e6:.1f}us",
+                     f"{figure.ratio:.2f}x" if figure.ratio is not None else "-", f"{figure.spread:.2f}",
+                     f"{1 / figure.ratio:.2f}x" if figure.ratio else "-"))
+    print(title)
+    print(_figures.table(("writers", "raw sqlite3", "SqliteReceiptStore", "time vs raw", "spread",
+                          "throughput vs raw"), rows))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="store_bench", description="Receipt store throughput against raw SQL")
-    parser.add_argument("--receipts", type=int, default=2000, help="receipts per measurement (default 2000)")
-    parser.add_argument("--writers", type=int, default=8, help="concurrent writers (default 8)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds; the best is reported (default 3)")
+    parser.add_argument("--receipts", type=int, default=2000,
+                        help="receipts per measurement (SQLite: per process; default 2000)")
+    parser.add_argument("--processes", type=int, default=4, help="SQLite: concurrent writer processes (default 4)")
+    parser.add_argument("--writers", type=int, default=8, help="PostgreSQL: concurrent writer threads (default 8)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds (SQLite: the median and spread are reported; default 5)")
     parser.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL"],
                         help="SQLite synchronous level for the store and raw sqlite3 (default NORMAL)")
     parser.add_argument("--postgres-dsn", default=os.environ.get(DSN_VARIABLE),
@@ -256,11 +358,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="200 receipts, 1 round: a smoke run")
     args, _unknown = parser.parse_known_args(argv)
     receipts, rounds = (200, 1) if args.quick else (max(1, args.receipts), max(1, args.rounds))
-    writers = max(2, args.writers)
+    processes, writers = max(2, args.processes), max(2, args.writers)
     with tempfile.TemporaryDirectory() as directory:
-        rows = sqlite_rows(directory, receipts, writers, args.synchronous, rounds)
-    print_pairs(f"SQLite receipts (best of {rounds} rounds of {receipts} receipts, WAL, "
-                f"synchronous={args.synchronous})", rows)
+        measured = sqlite_figures(directory, receipts, processes, args.synchronous, rounds)
+    print_sqlite(f"SQLite receipts: reserve + complete against the same two transactions in raw sqlite3 "
+                 f"(medians of {rounds} interleaved rounds of {receipts} receipts per process, WAL, "
+                 f"synchronous={args.synchronous})", measured, args.synchronous)
     print()
     if not args.postgres_dsn:
         print(f"PostgreSQL receipts: skipped (no server: pass --postgres-dsn or set {DSN_VARIABLE})")

@@ -171,6 +171,8 @@ def approval_kept_until(expires_at: float, now: float, ttl_s: float) -> float:
 
 def record_text(record: Mapping[str, Any]) -> str:
     """The record as canonical JSON; raises NotCanonicalJSON before anything is stored."""
+    if type(record) is dict:  # the registry's case: canonical_json copies nothing it does not change
+        return canonical_json(record)
     if not isinstance(record, Mapping):
         raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     return canonical_json(dict(record))

@@ -235,8 +235,10 @@ _TIMEOUT_MAX = threading.TIMEOUT_MAX
 def acquire_within(lock: Any, timeout_s: float) -> float:
     """Take ``lock`` within ``timeout_s`` seconds and return the seconds left; raise
     ``ReceiptStoreUnavailable`` (holding nothing) when it stays taken that long."""
+    if lock.acquire(blocking=False):  # the common case: free, no time spent
+        return timeout_s
     started = time.monotonic()
-    taken = lock.acquire(timeout=timeout_s) if timeout_s > 0 else lock.acquire(blocking=False)
+    taken = lock.acquire(timeout=timeout_s) if timeout_s > 0 else False
     if not taken:
         raise ReceiptStoreUnavailable("the receipt store is busy: its lock was not free within the timeout")
     return max(0.0, timeout_s - (time.monotonic() - started))

@@ -32,12 +32,14 @@ BUSY_TIMEOUT_MS = 5000
 """How long opening a store waits for another writer (a process setting up the same new file).
 Each later call waits only as long as its own ``timeout_s`` allows."""
 
-SWEEP_EVERY = 64
+SWEEP_EVERY = 128
 SWEEP_CHUNK = 256
 """Every ``SWEEP_EVERY`` reserves, the SQLite store examines the next ``SWEEP_CHUNK`` rows in key
 order (wrapping around) and deletes the expired ones (never an unknown one: it waits to be resolved).
 This bounded, incremental sweep replaces an index on the expiry time, which would cost about a third
-of the write throughput."""
+of the write throughput. Two rows examined per reserve, in SQL, cost a reserve under a microsecond; a full pass
+over a table of N rows takes N / 2 reserves, so a row is deleted at most that many reserves after it
+expired."""
 
 _SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -77,6 +79,15 @@ _WHERE_HELD_BY = _WHERE_KEY + " AND state = 'in_flight' AND owner = ?"
 _WHERE_UNKNOWN = _WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ? AND fingerprint = ?"
 
 _SELECT_ENTRY = "SELECT fingerprint, state, record, expires_at, owner, lapse FROM receipts WHERE " + _WHERE_KEY
+# The purge rule (rules.Entry.is_purgeable) as SQL, for the row `receipts` at time `?`.
+_PURGEABLE = "receipts.expires_at <= ? AND NOT (receipts.state = 'in_flight' AND receipts.lapse = 'unknown')"
+# A reserve's common case in one statement: insert the reservation of a key nobody holds. A row under
+# the key (live, unknown, or expired with nothing to keep) makes it change nothing (no row inserted).
+# It costs what a raw INSERT costs; an ON CONFLICT ... DO UPDATE clause costs more, an exception too.
+_CLAIM = (
+    "INSERT OR IGNORE INTO receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+    " VALUES (?, ?, ?, ?, 'in_flight', NULL, ?, ?, ?)"
+)
 _UPSERT_ENTRY = (
     "INSERT OR REPLACE INTO receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -92,10 +103,18 @@ _SELECT_UNRESOLVED = (
     "SELECT tenant, tool, key FROM receipts WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ?"
     " ORDER BY tenant, tool, key LIMIT ?"
 )
-_SWEEP_COLUMNS = "SELECT tenant, tool, key, fingerprint, state, expires_at, lapse FROM receipts"
-_SELECT_FIRST_SWEEP_CHUNK = _SWEEP_COLUMNS + " ORDER BY tenant, tool, key LIMIT ?"
-_SELECT_NEXT_SWEEP_CHUNK = _SWEEP_COLUMNS + " WHERE (tenant, tool, key) > (?, ?, ?) ORDER BY tenant, tool, key LIMIT ?"
-_DELETE_EXPIRED_ENTRY = "DELETE FROM receipts WHERE " + _WHERE_KEY + " AND expires_at <= ?"
+# The sweep: where a chunk ends (its last key; none when fewer rows are left), then one DELETE of the
+# purgeable rows in the chunk's key range. Both walk the primary key; no row reaches Python.
+_AFTER = "(tenant, tool, key) > (?, ?, ?)"
+_UP_TO = "(tenant, tool, key) <= (?, ?, ?)"
+_SWEEP_END_FIRST = "SELECT tenant, tool, key FROM receipts ORDER BY tenant, tool, key LIMIT 1 OFFSET ?"
+_SWEEP_END_NEXT = "SELECT tenant, tool, key FROM receipts WHERE " + _AFTER + " ORDER BY tenant, tool, key LIMIT 1 OFFSET ?"
+_SWEEP_DELETE = {  # (has a start, has an end) -> statement; the purge rule's time comes last
+    (False, False): "DELETE FROM receipts WHERE " + _PURGEABLE,
+    (False, True): "DELETE FROM receipts WHERE " + _UP_TO + " AND " + _PURGEABLE,
+    (True, False): "DELETE FROM receipts WHERE " + _AFTER + " AND " + _PURGEABLE,
+    (True, True): "DELETE FROM receipts WHERE " + _AFTER + " AND " + _UP_TO + " AND " + _PURGEABLE,
+}
 _PURGE_RECEIPTS = (
     "DELETE FROM receipts WHERE (tenant, tool, key) IN (SELECT tenant, tool, key FROM receipts"
     " WHERE expires_at <= ? AND NOT (state = 'in_flight' AND lapse = 'unknown') LIMIT ?)"
@@ -118,10 +137,13 @@ class SqliteReceiptStore:
     """Receipts in one SQLite file, shared by threads and processes and kept across restarts.
 
     Concurrency: the file uses the WAL journal, so readers never block the single writer. ``reserve``
-    is one ``BEGIN IMMEDIATE`` transaction (read the row, decide, write), which takes SQLite's write
-    lock up front: two contenders, in any threads or processes, can never both see the key free.
-    ``renew``, ``complete``, ``release`` and ``resolve`` are single conditional statements, atomic by
-    themselves. Within a process one connection is shared by all threads behind a lock. Every call
+    first tries one ``INSERT OR IGNORE`` of the reservation: atomic by itself, it takes a key no row
+    holds (the common case: one statement, like a raw insert) and changes nothing otherwise. A held
+    key is then answered from a read of its row (a replay needs no write lock); only when that row has
+    nothing left to keep (expired), or is gone, does a ``BEGIN IMMEDIATE`` transaction read, decide
+    and replace it under SQLite's write lock. Two contenders, in any threads or processes, can never
+    both take the key. ``renew``, ``complete``, ``release`` and ``resolve`` are single conditional
+    statements, atomic by themselves. Within a process one connection is shared by all threads behind a lock. Every call
     waits for that lock, and then for SQLite's (its busy timeout, set per call), only as long as its
     ``timeout_s`` allows; then it raises ``ReceiptStoreUnavailable``, having changed nothing.
     Expiry times are absolute ``clock()`` seconds, so the default wall clock (``time.time``) is the
@@ -172,6 +194,7 @@ class SqliteReceiptStore:
         self._reserves_since_sweep = 0
         self._sweep_after: Optional[Tuple[str, str, str]] = None  # where the next sweep chunk starts
         self._busy_timeout_ms = BUSY_TIMEOUT_MS
+        self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
         connection, self._fingerprint_key = _open_connection(os.fspath(path), level, given_key)
         self._connection: Optional[sqlite3.Connection] = connection
 
@@ -196,14 +219,25 @@ class SqliteReceiptStore:
         lapse_value = rules.check_lapse(lapse)
         address = rules.address(key)
 
+        owner = rules.new_owner_token()
+
         def work(connection: sqlite3.Connection) -> Reservation:
+            now = self._clock()
+            self._sweep_now_and_then(connection, now)
+            # 1. Take a key no row holds, in one atomic statement.
+            if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
+                return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+            # 2. Answer from the row as it is now (a replay needs no write lock).
+            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._clock())
+            if answer is not None:
+                return answer
+            # 3. The row has nothing to keep (expired), or was removed after 1: decide again under the
+            #    write lock, where nothing can move, and replace it.
             with _immediate_transaction(connection):
                 now = self._clock()
-                self._sweep_now_and_then(connection, now)
                 answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
                 if answer is not None:
                     return answer
-                owner = rules.new_owner_token()
                 connection.execute(
                     _UPSERT_ENTRY,
                     (*address, fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner, lapse_value),
@@ -306,9 +340,12 @@ class SqliteReceiptStore:
         longer than ``timeout_s`` in all; a busy or failing database is ReceiptStoreUnavailable."""
         left = acquire_within(self._lock, store_timeout(timeout_s))
         try:
-            connection = self._open()
+            connection = self._connection
+            if connection is None:
+                raise ValueError("the receipt store is closed")
             try:
-                self._wait_at_most(connection, left)
+                if left != self._busy_timeout_for:
+                    self._wait_at_most(connection, left)
                 return work(connection)
             except sqlite3.OperationalError as error:  # locked, busy, disk full, I/O error
                 raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
@@ -316,11 +353,15 @@ class SqliteReceiptStore:
             self._lock.release()
 
     def _wait_at_most(self, connection: sqlite3.Connection, seconds: float) -> None:
-        """Set SQLite's busy timeout (how long a statement waits for another writer) for this call."""
-        milliseconds = min(int(seconds * 1000), 2**31 - 1)
+        """Set SQLite's busy timeout (how long a statement waits for another writer) for this call.
+
+        Rounded down to a coarse step (see `_busy_timeout_ms`), so that calls whose deadlines differ by
+        a little (every registry call: its time left) reuse the setting instead of paying a PRAGMA."""
+        milliseconds = _busy_timeout_ms(seconds)
         if milliseconds != self._busy_timeout_ms:
             connection.execute(f"PRAGMA busy_timeout = {milliseconds}")  # an int: nothing to inject
             self._busy_timeout_ms = milliseconds
+        self._busy_timeout_for = seconds
 
     def _open(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -328,23 +369,35 @@ class SqliteReceiptStore:
         return self._connection
 
     def _sweep_now_and_then(self, connection: sqlite3.Connection, now: float) -> None:
-        """Purge expired rows, a bounded chunk at a time (inside the caller's transaction)."""
+        """Purge the expired rows of the next chunk of keys, every ``SWEEP_EVERY`` reserves.
+
+        Its own statements (each atomic, applying the purge rule row by row), so a reserve's claim stays
+        one statement; where the chunk ended is only a hint for the next sweep."""
         self._reserves_since_sweep += 1
         if self._reserves_since_sweep < SWEEP_EVERY:
             return
         self._reserves_since_sweep = 0
-        if self._sweep_after is None:
-            rows = connection.execute(_SELECT_FIRST_SWEEP_CHUNK, (SWEEP_CHUNK,)).fetchall()
+        start = self._sweep_after
+        if start is None:
+            end = connection.execute(_SWEEP_END_FIRST, (SWEEP_CHUNK - 1,)).fetchone()
         else:
-            rows = connection.execute(_SELECT_NEXT_SWEEP_CHUNK, (*self._sweep_after, SWEEP_CHUNK)).fetchall()
-        self._sweep_after = tuple(rows[-1][:3]) if len(rows) == SWEEP_CHUNK else None  # None: wrap around
-        expired = [
-            (tenant, tool, key, now)
-            for tenant, tool, key, fingerprint, state, expires_at, lapse in rows
-            if rules.Entry(fingerprint, state, None, expires_at, lapse=lapse).is_purgeable(now)
-        ]
-        if expired:
-            connection.executemany(_DELETE_EXPIRED_ENTRY, expired)
+            end = connection.execute(_SWEEP_END_NEXT, (*start, SWEEP_CHUNK - 1)).fetchone()
+        bounds = (*(start or ()), *(end or ()), now)
+        connection.execute(_SWEEP_DELETE[start is not None, end is not None], bounds)
+        self._sweep_after = None if end is None else (end[0], end[1], end[2])  # None: wrap around
+
+
+def _busy_timeout_ms(seconds: float) -> int:
+    """``seconds`` in whole milliseconds, rounded down to its four leading binary digits above 16 ms.
+
+    Never more than the time given (a call must not outwait its deadline) and at most an eighth less
+    (SQLite's own busy handler sleeps in steps of up to 100 ms anyway), so nearby deadlines share one
+    value."""
+    milliseconds = min(int(seconds * 1000), 2**31 - 1)
+    if milliseconds <= 16:
+        return milliseconds
+    shift = milliseconds.bit_length() - 4
+    return (milliseconds >> shift) << shift
 
 
 def _changed(cursor: sqlite3.Cursor) -> bool:

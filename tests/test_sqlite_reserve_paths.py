@@ -1,0 +1,105 @@
+"""The SQLite store's reserve takes a free key in one INSERT, answers a held key from a read, and
+decides again under the write lock when the row has nothing to keep or was removed in between; its
+busy timeout never outwaits the call's time. (The conformance suite holds the answers; these pin each path.)"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+import unittest
+from unittest import mock
+
+from agent_lab.stores import Lapse, ReceiptKey, ReservationStatus, SqliteReceiptStore
+from agent_lab.stores import sqlite as sqlite_store
+
+from store_conformance import FIRST, KEY, LEASE_S, RECORD, SECOND, TTL_S, FakeClock
+
+
+class ReservePathsTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.clock = FakeClock()
+        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        self.addCleanup(self.store.close)
+
+    def rows(self) -> list:
+        with sqlite3.connect(self.path) as reader:
+            rows = reader.execute("SELECT key, fingerprint, state, owner, lapse FROM receipts").fetchall()
+        reader.close()
+        return rows
+
+    def test_a_free_key_is_taken_by_one_statement_and_never_read(self) -> None:
+        with mock.patch.object(sqlite_store, "_read_entry", side_effect=AssertionError("read")):
+            reservation = self.store.reserve(KEY, FIRST, lapse=Lapse.TAKEOVER)
+        self.assertEqual(reservation.status, ReservationStatus.RESERVED)
+        self.assertEqual(self.rows(), [(KEY.key, FIRST, "in_flight", reservation.owner, "takeover")])
+
+    def test_a_held_key_is_answered_from_what_holds_it_and_left_unchanged(self) -> None:
+        owner = self.store.reserve(KEY, FIRST).owner
+        before = self.rows()
+        self.assertEqual(self.store.reserve(KEY, FIRST).status, ReservationStatus.IN_PROGRESS)
+        self.assertEqual(self.store.reserve(KEY, SECOND).status, ReservationStatus.CONFLICT)
+        self.assertEqual(self.rows(), before)
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+        self.clock.advance(LEASE_S)  # an unknown key is kept as it is, whatever the arguments
+        unknown = ReceiptKey(KEY.tenant, KEY.tool, "unknown")
+        self.store.reserve(unknown, FIRST)
+        self.clock.advance(LEASE_S)
+        self.assertEqual(self.store.reserve(unknown, SECOND).status, ReservationStatus.CONFLICT)
+        self.assertEqual(self.store.reserve(unknown, FIRST).status, ReservationStatus.UNKNOWN)
+
+    def test_an_expired_receipt_or_a_lapsed_read_is_replaced_under_the_write_lock_with_a_new_owner(self) -> None:
+        first_owner = self.store.reserve(KEY, FIRST).owner
+        self.store.complete(KEY, first_owner, RECORD)
+        read_key = ReceiptKey(KEY.tenant, KEY.tool, "read")
+        read_owner = self.store.reserve(read_key, FIRST, lapse=Lapse.TAKEOVER).owner
+        self.clock.advance(TTL_S)
+        with mock.patch.object(sqlite_store, "_read_entry", wraps=sqlite_store._read_entry) as reads:
+            again = self.store.reserve(KEY, SECOND)
+            taken_over = self.store.reserve(read_key, SECOND)
+        self.assertEqual(reads.call_count, 4)  # each: the plain read, then the read under the write lock
+        self.assertEqual((again.status, taken_over.status), (ReservationStatus.RESERVED, ReservationStatus.RESERVED))
+        self.assertNotIn(again.owner, (first_owner, None))
+        self.assertFalse(self.store.complete(read_key, read_owner, RECORD))  # the stale holder is fenced off
+        self.assertTrue(self.store.complete(KEY, again.owner, RECORD))
+
+    def test_a_key_freed_between_the_claim_and_the_read_is_decided_again_under_the_write_lock(self) -> None:
+        owner = self.store.reserve(KEY, FIRST).owner
+        real_read = sqlite_store._read_entry
+        reads = []
+
+        def released_meanwhile(connection, address):
+            if not reads:  # another process releases the key right after this reserve's claim failed
+                other = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+                self.assertTrue(other.release(KEY, owner))
+                other.close()
+            reads.append(address)
+            return real_read(connection, address)
+
+        with mock.patch.object(sqlite_store, "_read_entry", side_effect=released_meanwhile):
+            reservation = self.store.reserve(KEY, SECOND)
+        self.assertEqual(len(reads), 2)  # the plain read, then the read under the write lock
+        self.assertEqual(reservation.status, ReservationStatus.RESERVED)
+        self.assertEqual(self.rows(), [(KEY.key, SECOND, "in_flight", reservation.owner, "unknown")])
+        self.assertTrue(self.store.complete(KEY, reservation.owner, RECORD))
+
+
+class BusyTimeoutTest(unittest.TestCase):
+    def test_the_busy_timeout_never_exceeds_the_time_left_and_is_at_most_an_eighth_shorter(self) -> None:
+        for milliseconds in list(range(0, 300)) + [999, 1000, 4999, 5000, 123_456, 2**31 - 1]:
+            seconds = milliseconds / 1000 + 0.0004
+            with self.subTest(seconds=seconds):
+                chosen = sqlite_store._busy_timeout_ms(seconds)
+                self.assertLessEqual(chosen, seconds * 1000)
+                self.assertGreaterEqual(chosen, int(seconds * 1000) * 7 / 8)
+
+    def test_nearby_deadlines_share_one_setting(self) -> None:
+        self.assertEqual(len({sqlite_store._busy_timeout_ms(4.9 - step / 1000) for step in range(100)}), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
