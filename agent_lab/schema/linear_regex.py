@@ -472,7 +472,7 @@ class _LeadingLookaheads:
     """``^(?=A)(?!B)...R``: lookaheads at the very start of an anchored pattern only look at position
     0, so the pattern matches exactly when ``^A`` and ``^R`` match and ``^B`` does not. Each part is a
     linear matcher of its own; the text is read once per part (the password idiom
-    ``^(?=.*\d)(?=.*[a-z]).{8,}$`` runs this way)."""
+    ``^(?=.*\\d)(?=.*[a-z]).{8,}$`` runs this way)."""
 
     def __init__(self, required: Sequence["LinearMatcher"], forbidden: Sequence["LinearMatcher"]) -> None:
         self._required = tuple(required)

@@ -43,7 +43,7 @@ The verdict also says how a backtracking engine fares with the pattern (``backtr
 same automaton: "exponential" when a choice inside a repetition has two branches that can both read
 the same character and come back round the same repetition (``(a+)+``, ``(a|aa)*``, ``(a*)*``);
 "polynomial" when a repetition can hand a run of characters over to a later repetition that reads
-them too (``\d+\d+``, ``\S+@\S+$``, ``(a+){2,5}``). Retrying an unanchored pattern at every
+them too (``\\d+\\d+``, ``\\S+@\\S+$``, ``(a+){2,5}``). Retrying an unanchored pattern at every
 position (which adds one degree) is not counted: that is how searching works, not a flaw of the
 pattern. Our runtime is safe either way; ``ToolSpec.warnings`` mentions such a pattern because the
 same schema, exported to a host or client that validates with a backtracking engine, is not.
