@@ -554,6 +554,22 @@ class LabTestCaseTest(TemporaryDirectoryTest):
         self.assertIn("__files_typed_v3", test.id())
         self.assertIn("not run: the case has no steps for this surface", message)
 
+    def test_a_test_id_names_the_users_module_and_reruns_that_one_test(self) -> None:
+        self.write("test_user_contracts.py", (
+            "from agent_lab.lab import lab_test_case\n"
+            f"from labs.files_lab import lab\n\nFilesLabTest = lab_test_case(lab, {str(FILES_CASES)!r})\n"))
+        sys.path[:0] = [str(self.dir), str(REPO / "tests")]
+        self.addCleanup(sys.modules.pop, "test_user_contracts", None)
+        self.addCleanup(sys.path.remove, str(self.dir))
+        self.addCleanup(sys.path.remove, str(REPO / "tests"))
+        loader = unittest.TestLoader()
+        ids = [test.id() for suite in loader.loadTestsFromName("test_user_contracts") for test in suite]
+        self.assertIn("test_user_contracts.FilesLabTest.test_retry_writes_once__files_typed_v2", ids)
+        again = loader.loadTestsFromName("test_user_contracts.FilesLabTest.test_retry_writes_once__files_typed_v2")
+        result = unittest.TestResult()
+        again.run(result)
+        self.assertEqual((result.testsRun, result.failures, result.errors), (1, [], []))
+
     def test_a_broken_case_file_fails_when_the_class_is_made(self) -> None:
         with self.assertRaises(CaseFileError):
             lab_test_case(files_lab.lab, self.write("broken.jsonl", "{oops\n"))

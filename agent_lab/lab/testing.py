@@ -7,7 +7,7 @@
     ToolContractTest = lab_test_case(lab, "tests/tool-cases.jsonl")
 
 gives one test per case and candidate surface, named `test_<case_id>__<surface>` (ids with `_` for
-`-`), whose failure message lists every grade that differed, expected against actual, with the
+`-`), in a class named `<Lab name>LabTest` (or `name=`) of the calling module, whose failure message lists every grade that differed, expected against actual, with the
 world's secrets masked. A case that gives a candidate no steps fails as "not run". Baselines are
 references and get no tests. Case files are read when the class is made, so a broken file fails the
 import with its `FILE:LINE` problems.
@@ -16,6 +16,7 @@ import with its `FILE:LINE` problems.
 from __future__ import annotations
 
 import re
+import sys
 import unittest
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -50,7 +51,17 @@ def lab_test_case(lab: Lab, cases: str | Path | Sequence[str | Path] | None = No
                 method += "_"
             members[method] = _case_test(lab, case, surface)
     class_name = name or f"{_camel(lab.name)}LabTest"
+    # The class belongs to the module that made it, as a class statement there would: a test id then
+    # reads `tests.test_tool_contracts.RefundsLabTest.test_...` (not agent_lab's module) and reruns
+    # that one test when the class is bound to its name.
+    members["__module__"] = _caller_module()
+    members["__qualname__"] = class_name
     return type(class_name, (unittest.TestCase,), members)
+
+
+def _caller_module() -> str:
+    frame = sys._getframe(2)  # 0: here, 1: lab_test_case, 2: its caller
+    return str(frame.f_globals.get("__name__", __name__))
 
 
 def _case_test(lab: Lab, case: Case, surface: Surface) -> Callable[[unittest.TestCase], None]:
