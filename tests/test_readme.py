@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -100,6 +101,19 @@ class GateYourOwnToolsTest(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("Ran 3 tests", done.stderr)
         self.assertIn("test_retry_refunds_once__refunds_typed_v2", done.stderr)
+
+    def test_a_test_id_of_the_test_module_reruns_that_one_case(self) -> None:
+        done = self.run_here("-m", "unittest", "tests.test_tool_contracts.RefundsLabTest.test_retry_refunds_once__refunds_typed_v2")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("Ran 1 test", done.stderr)
+
+    @unittest.skipIf(importlib.util.find_spec("pytest") is None, "pytest is not importable; pip install pytest")
+    def test_plain_pytest_collects_the_test_module(self) -> None:
+        # As the `pytest` command runs: the current directory is not put on sys.path (-I), only tests/.
+        code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests']))"
+        done = subprocess.run([sys.executable, "-I", "-c", code], cwd=self.dir, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("3 passed", done.stdout)
 
 
 if __name__ == "__main__":
