@@ -4,7 +4,8 @@ A surface comes from a lab (`--lab MODULE:ATTR [--surface NAME]`, built over a f
 team's own registry (`--registry MODULE:ATTR`: a Registry or a zero-argument function returning one).
 `inspect` shows the runtime half of every tool's contract, the half no export ever contains, so a
 reviewer can see what the registry will enforce: effect, permission, approval, idempotency key,
-timeout, output budget, redacted fields and the spec's lint warnings.
+timeout, output budget, redacted fields and the spec's own warnings (`ToolSpec.warnings`, the lint
+rules on the runtime half; `agent-lab lint` runs every rule).
 """
 
 from __future__ import annotations
