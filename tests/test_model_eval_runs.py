@@ -9,6 +9,7 @@ import json
 import re
 import unittest
 from pathlib import Path
+from typing import Any
 
 from agent_lab import cli
 from agent_lab.modeleval.cassettes import MissingRecording
@@ -187,6 +188,37 @@ class ReplayTest(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("no recording for task 'status', surface 'typed-registry-v2', trial 1, step 0", stderr)
         self.assertFalse((directory / "out").exists())
+
+    def test_a_replay_of_repeated_trials_gives_each_trial_the_answer_it_was_recorded_with(self) -> None:
+        # A real model may answer the same request differently on each trial. A cassette that kept one
+        # answer per request would replay a task that passed 1 of 2 trials as passing 2 of 2: pass^k
+        # under replay would no longer be the recorded run's.
+        directory = self.make_dir()
+        tasks = write_tasks(directory, [get_task()])
+        first_turns: list[int] = []
+
+        def answers_wrong_on_its_second_first_turn(request: Any) -> Any:
+            if len(request["messages"]) == 1:
+                first_turns.append(1)
+                if len(first_turns) == 2:
+                    return {"content": "It is open.", "tool_calls": []}
+            return reference_agent(request)
+
+        with LoopbackModelServer(answers_wrong_on_its_second_first_turn) as server:
+            spec = f"openai:stand-in@{server.base_url}"
+            recorded = run_model_eval(LAB, [tasks], out_dir=directory / "recorded", model=spec, repeats=2,
+                                      record=str(directory / "cassette"),
+                                      transport=UrllibTransport(timeout_s=5, max_attempts=1))
+        replayed = run_model_eval(LAB, [tasks], out_dir=directory / "replayed", model=spec, repeats=2,
+                                  replay=str(directory / "cassette"))
+        self.assertEqual([r.passed for r in recorded.results[TYPED]], [True, False])
+        self.assertEqual([r.passed for r in replayed.results[TYPED]], [True, False])
+        self.assertEqual(replayed.metrics[TYPED]["all"]["pass_hat_k"], {"1": 0.5, "2": 0.0})
+        self.assertEqual((directory / "recorded" / "model-eval-runs.jsonl").read_bytes(),
+                         (directory / "replayed" / "model-eval-runs.jsonl").read_bytes())
+        with self.assertRaises(MissingRecording) as caught:  # a third trial was never asked
+            evaluate_model(LAB, [tasks], model=spec, repeats=3, replay=str(directory / "cassette"))
+        self.assertEqual((caught.exception.context.trial, caught.exception.context.step), (3, 0))
 
     def test_a_replay_never_opens_a_connection(self) -> None:
         from unittest import mock
