@@ -220,6 +220,29 @@ class ReplayTest(TempDirMixin, unittest.TestCase):
             evaluate_model(LAB, [tasks], model=spec, repeats=3, replay=str(directory / "cassette"))
         self.assertEqual((caught.exception.context.trial, caught.exception.context.step), (3, 0))
 
+    def test_a_cassette_that_is_cut_short_not_json_or_not_plain_json_exits_2_at_its_line(self) -> None:
+        directory = self.make_dir()
+        committed = (CASSETTES / "openai-chat" / "cassette.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        good = committed[0]
+        broken = {
+            "cut short": (good + committed[1][:200], 2, "not a cassette recording"),
+            "not JSON": ("hello\n", 1, "not a cassette recording"),
+            "1e400": (good.replace('"status":200', '"status":1e400', 1), 1, "not plain JSON"),
+            "lone surrogate": (good + good.replace('"role":"user","content":"', '"role":"user","content":"\\ud800', 1),
+                               2, "not plain JSON"),
+        }
+        for label, (text, line, message) in broken.items():
+            with self.subTest(broken=label):
+                cassette = directory / label.replace(" ", "-")
+                cassette.mkdir()
+                (cassette / "cassette.jsonl").write_text(text, encoding="utf-8")
+                code, _, stderr = run("model-eval", "--model", CASSETTE_SPECS["openai-chat"], "--replay", str(cassette),
+                                      "--out", str(cassette / "out"))
+                self.assertEqual(code, 2)
+                self.assertTrue(stderr.startswith(f"model-eval: {cassette / 'cassette.jsonl'}:{line}: {message}"), stderr)
+                self.assertEqual(len(stderr.splitlines()), 1)
+                self.assertFalse((cassette / "out").exists())
+
     def test_a_replay_never_opens_a_connection(self) -> None:
         from unittest import mock
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..idempotency import canonical_json
+from ..lab.jsonl import NotPlainJSON, lone_surrogate_at, read_plain_json
 from .models.http import HttpRequest, HttpResponse, Transport, is_secret_header
 from .transcript import TurnContext
 
@@ -116,7 +117,15 @@ class Cassette:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = read_plain_json(line, max_depth=0, kind="cassettes")
+                if lone_surrogate_at(data) is not None:
+                    raise NotPlainJSON("a lone surrogate escape")
+            except NotPlainJSON:
+                raise CassetteError(f"{cassette.path}:{number}: not plain JSON (NaN, a number too large, "
+                                    "a repeated key or a lone surrogate escape)") from None
+            except (ValueError, RecursionError):
+                raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
+            try:
                 response = data["response"]
                 asked = data["asked"]
                 if not isinstance(asked, dict):
@@ -127,7 +136,7 @@ class Cassette:
                                           headers={str(k): str(v) for k, v in (response.get("headers") or {}).items()},
                                           latency_ms=response.get("latency_ms")),
                 )
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
                 raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
             cassette._recordings[recording.place] = recording
             cassette._keys.add(recording.key)
