@@ -190,6 +190,18 @@ class LoopbackFormatsTest(TempDirMixin, unittest.TestCase):
                     self.assertIsNone(result.grade)
                     self.assertIn("not plain JSON", result.trial.infrastructure)
 
+    def test_arguments_nested_past_any_limit_are_an_unparseable_call_and_the_stand_in_answers_400(self) -> None:
+        deep = '{"ticket_id": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        for provider, path in (("openai", "/chat/completions"), ("openai-responses", "/responses")):
+            with self.subTest(provider=provider):
+                self.server.queue(path, Reply(body=call_reply(provider, "get_ticket", deep)))
+                result = self.trial(self.run_eval(provider), "status")
+                [call] = result.trial.calls
+                self.assertTrue(call.unparseable)
+                # The next request carries the text back; the stand-in cannot read it and says so
+                # (HTTP 400) instead of dropping the connection with a traceback in its thread.
+                self.assertEqual(result.trial.infrastructure, "the endpoint answered HTTP 400")
+
     def test_an_http_error_that_retrying_cannot_fix_is_reported_at_once(self) -> None:
         sleep = NoWait()
         self.server.queue("/messages", Reply(401, {"error": {"type": "authentication_error", "message": "bad key sk-x"}}))
