@@ -140,9 +140,13 @@ class DeterminismTest(TempDirMixin, unittest.TestCase):
         self.assertEqual(files(first), files(second))
         self.assertEqual(sorted(files(first)), sorted(REPORT_FILES))
         self.assertIn("SCRIPTED AGENT, NOT A MODEL", stdout)
-        for name, text in files(first).items():
-            if name != "model-eval-runs.jsonl":
-                self.assertIn(b"SCRIPTED AGENT, NOT A MODEL" if name != "junit.xml" else b"model-eval", text, name)
+        for name, text in files(first).items():  # every report, each trial's line and each JUnit suite
+            self.assertIn(b"SCRIPTED AGENT, NOT A MODEL", text, name)
+        runs = files(first)["model-eval-runs.jsonl"].decode("utf-8").splitlines()
+        self.assertTrue(all("SCRIPTED AGENT, NOT A MODEL" in json.loads(line)["answers_from"] for line in runs))
+        junit = files(first)["junit.xml"].decode("utf-8")
+        self.assertEqual(junit.count('<property name="answers_from" value="SCRIPTED AGENT, NOT A MODEL'),
+                         junit.count("<testsuite "))
 
     def test_replaying_each_committed_cassette_is_byte_identical_across_two_runs_and_offline(self) -> None:
         directory = self.make_dir()
