@@ -231,6 +231,7 @@ class ReplayTest(TempDirMixin, unittest.TestCase):
         broken = {
             "cut short": (good + committed[1][:200], 2, "not a cassette recording"),
             "not JSON": ("hello\n", 1, "not a cassette recording"),
+            "one answer per request": (good.replace('"asked":', '"first_asked":', 1), 1, "recorded with one answer per request"),
             "1e400": (good.replace('"status":200', '"status":1e400', 1), 1, "not plain JSON"),
             "lone surrogate": (good + good.replace('"role":"user","content":"', '"role":"user","content":"\\ud800', 1),
                                2, "not plain JSON"),

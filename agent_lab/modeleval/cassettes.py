@@ -125,6 +125,9 @@ class Cassette:
                                     "a repeated key or a lone surrogate escape)") from None
             except (ValueError, RecursionError):
                 raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
+            if isinstance(data, dict) and "first_asked" in data and "asked" not in data:
+                raise CassetteError(f"{cassette.path}:{number}: recorded with one answer per request, before "
+                                    "cassettes kept one per trial: record it again with --record")
             try:
                 response = data["response"]
                 asked = data["asked"]
