@@ -32,6 +32,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -783,6 +784,13 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"{token} is not allowed in JSON")
 
 
+def _finite_float(digits: str) -> float:
+    number = float(digits)
+    if not math.isfinite(number):  # 1e400: JSON text, but it reads as Infinity, which JSON has not
+        raise ValueError("a number is too large to read")
+    return number
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -802,7 +810,8 @@ def _decode_arguments(text: Any) -> Any:
     if len(text) > MAX_ARGUMENTS_CHARS:
         return InvalidJSONArguments(f"the arguments are longer than {MAX_ARGUMENTS_CHARS} characters")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         return InvalidJSONArguments(
             f"the arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", exc.pos

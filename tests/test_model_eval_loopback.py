@@ -173,6 +173,35 @@ class LoopbackFormatsTest(TempDirMixin, unittest.TestCase):
                 self.assertEqual(figures["trials_graded"], 1)  # the other task, unaffected
                 self.assertIsNone(figures["pass_hat_k"])
 
+    def test_an_answer_that_is_json_text_but_not_plain_json_is_an_infrastructure_failure(self) -> None:
+        # A lone surrogate escape (a call name no request can carry back) or a number no float holds,
+        # in the provider's own envelope: the endpoint's fault, reported as such, never a crash.
+        broken = {
+            "lone surrogate": lambda text: text.replace('"get_ticket"', '"get_\\ud800ticket"'),
+            "1e400": lambda text: text.replace(": 11", ": 1e400"),
+        }
+        for provider, path in FORMATS.items():
+            for label, breaking in broken.items():
+                with self.subTest(provider=provider, broken=label):
+                    text = breaking(json.dumps(call_reply(provider, "get_ticket", '{"ticket_id": "T-1003"}')))
+                    self.server.queue(path, Reply(body=text.encode("ascii")))
+                    evaluation = self.run_eval(provider, record=str(self.dir / f"cassette-{provider}-{len(label)}"))
+                    result = self.trial(evaluation, "status")
+                    self.assertIsNone(result.grade)
+                    self.assertIn("not plain JSON", result.trial.infrastructure)
+
+    def test_arguments_nested_past_any_limit_are_an_unparseable_call_and_the_stand_in_answers_400(self) -> None:
+        deep = '{"ticket_id": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        for provider, path in (("openai", "/chat/completions"), ("openai-responses", "/responses")):
+            with self.subTest(provider=provider):
+                self.server.queue(path, Reply(body=call_reply(provider, "get_ticket", deep)))
+                result = self.trial(self.run_eval(provider), "status")
+                [call] = result.trial.calls
+                self.assertTrue(call.unparseable)
+                # The next request carries the text back; the stand-in cannot read it and says so
+                # (HTTP 400) instead of dropping the connection with a traceback in its thread.
+                self.assertEqual(result.trial.infrastructure, "the endpoint answered HTTP 400")
+
     def test_an_http_error_that_retrying_cannot_fix_is_reported_at_once(self) -> None:
         sleep = NoWait()
         self.server.queue("/messages", Reply(401, {"error": {"type": "authentication_error", "message": "bad key sk-x"}}))

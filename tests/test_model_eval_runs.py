@@ -9,6 +9,7 @@ import json
 import re
 import unittest
 from pathlib import Path
+from typing import Any
 
 from agent_lab import cli
 from agent_lab.modeleval.cassettes import MissingRecording
@@ -139,9 +140,13 @@ class DeterminismTest(TempDirMixin, unittest.TestCase):
         self.assertEqual(files(first), files(second))
         self.assertEqual(sorted(files(first)), sorted(REPORT_FILES))
         self.assertIn("SCRIPTED AGENT, NOT A MODEL", stdout)
-        for name, text in files(first).items():
-            if name != "model-eval-runs.jsonl":
-                self.assertIn(b"SCRIPTED AGENT, NOT A MODEL" if name != "junit.xml" else b"model-eval", text, name)
+        for name, text in files(first).items():  # every report, each trial's line and each JUnit suite
+            self.assertIn(b"SCRIPTED AGENT, NOT A MODEL", text, name)
+        runs = files(first)["model-eval-runs.jsonl"].decode("utf-8").splitlines()
+        self.assertTrue(all("SCRIPTED AGENT, NOT A MODEL" in json.loads(line)["answers_from"] for line in runs))
+        junit = files(first)["junit.xml"].decode("utf-8")
+        self.assertEqual(junit.count('<property name="answers_from" value="SCRIPTED AGENT, NOT A MODEL'),
+                         junit.count("<testsuite "))
 
     def test_replaying_each_committed_cassette_is_byte_identical_across_two_runs_and_offline(self) -> None:
         directory = self.make_dir()
@@ -187,6 +192,61 @@ class ReplayTest(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("no recording for task 'status', surface 'typed-registry-v2', trial 1, step 0", stderr)
         self.assertFalse((directory / "out").exists())
+
+    def test_a_replay_of_repeated_trials_gives_each_trial_the_answer_it_was_recorded_with(self) -> None:
+        # A real model may answer the same request differently on each trial. A cassette that kept one
+        # answer per request would replay a task that passed 1 of 2 trials as passing 2 of 2: pass^k
+        # under replay would no longer be the recorded run's.
+        directory = self.make_dir()
+        tasks = write_tasks(directory, [get_task()])
+        first_turns: list[int] = []
+
+        def answers_wrong_on_its_second_first_turn(request: Any) -> Any:
+            if len(request["messages"]) == 1:
+                first_turns.append(1)
+                if len(first_turns) == 2:
+                    return {"content": "It is open.", "tool_calls": []}
+            return reference_agent(request)
+
+        with LoopbackModelServer(answers_wrong_on_its_second_first_turn) as server:
+            spec = f"openai:stand-in@{server.base_url}"
+            recorded = run_model_eval(LAB, [tasks], out_dir=directory / "recorded", model=spec, repeats=2,
+                                      record=str(directory / "cassette"),
+                                      transport=UrllibTransport(timeout_s=5, max_attempts=1))
+        replayed = run_model_eval(LAB, [tasks], out_dir=directory / "replayed", model=spec, repeats=2,
+                                  replay=str(directory / "cassette"))
+        self.assertEqual([r.passed for r in recorded.results[TYPED]], [True, False])
+        self.assertEqual([r.passed for r in replayed.results[TYPED]], [True, False])
+        self.assertEqual(replayed.metrics[TYPED]["all"]["pass_hat_k"], {"1": 0.5, "2": 0.0})
+        self.assertEqual((directory / "recorded" / "model-eval-runs.jsonl").read_bytes(),
+                         (directory / "replayed" / "model-eval-runs.jsonl").read_bytes())
+        with self.assertRaises(MissingRecording) as caught:  # a third trial was never asked
+            evaluate_model(LAB, [tasks], model=spec, repeats=3, replay=str(directory / "cassette"))
+        self.assertEqual((caught.exception.context.trial, caught.exception.context.step), (3, 0))
+
+    def test_a_cassette_that_is_cut_short_not_json_or_not_plain_json_exits_2_at_its_line(self) -> None:
+        directory = self.make_dir()
+        committed = (CASSETTES / "openai-chat" / "cassette.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        good = committed[0]
+        broken = {
+            "cut short": (good + committed[1][:200], 2, "not a cassette recording"),
+            "not JSON": ("hello\n", 1, "not a cassette recording"),
+            "one answer per request": (good.replace('"asked":', '"first_asked":', 1), 1, "recorded with one answer per request"),
+            "1e400": (good.replace('"status":200', '"status":1e400', 1), 1, "not plain JSON"),
+            "lone surrogate": (good + good.replace('"role":"user","content":"', '"role":"user","content":"\\ud800', 1),
+                               2, "not plain JSON"),
+        }
+        for label, (text, line, message) in broken.items():
+            with self.subTest(broken=label):
+                cassette = directory / label.replace(" ", "-")
+                cassette.mkdir()
+                (cassette / "cassette.jsonl").write_text(text, encoding="utf-8")
+                code, _, stderr = run("model-eval", "--model", CASSETTE_SPECS["openai-chat"], "--replay", str(cassette),
+                                      "--out", str(cassette / "out"))
+                self.assertEqual(code, 2)
+                self.assertTrue(stderr.startswith(f"model-eval: {cassette / 'cassette.jsonl'}:{line}: {message}"), stderr)
+                self.assertEqual(len(stderr.splitlines()), 1)
+                self.assertFalse((cassette / "out").exists())
 
     def test_a_replay_never_opens_a_connection(self) -> None:
         from unittest import mock

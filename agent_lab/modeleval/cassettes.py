@@ -6,7 +6,12 @@ or the file; the base URL is not either, so a cassette recorded against one host
 that names another. The file, `CASSETTE_DIR/cassette.jsonl`, holds one recording per line, sorted by
 key, each with the request body (its tool list replaced by a digest, to keep the file small), the
 response body and the few response headers worth keeping, the latency measured when it was recorded,
-and where it was first asked (task, surface, trial, step).
+and where it was asked (task, surface, trial, step).
+
+The same request is asked once per trial (every trial starts from the same conversation), and a model
+may answer it differently each time: that is what pass^k measures. So a request is recorded once for
+each task, surface and trial that asked it, and a replay answers each trial with its own recording;
+one answer per request would replay a task that passed 1 of 3 trials as passing 3 of 3.
 
 Replaying a request that has no recording raises `MissingRecording`, which names the task, the step
 and the first message that differs from the nearest recording of the same task and surface, so the
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..idempotency import canonical_json
+from ..lab.jsonl import NotPlainJSON, lone_surrogate_at, read_plain_json
 from .models.http import HttpRequest, HttpResponse, Transport, is_secret_header
 from .transcript import TurnContext
 
@@ -69,14 +75,19 @@ class Recording:
     key: str
     request: Mapping[str, Any]
     response: HttpResponse
-    first_asked: Mapping[str, Any]
+    asked: Mapping[str, Any]  # task, surface, trial, step
+
+    @property
+    def place(self) -> tuple[str, Any, Any, Any]:
+        """(key, task, surface, trial): one recording per trial that asked the request."""
+        return (self.key, self.asked.get("task"), self.asked.get("surface"), self.asked.get("trial"))
 
     def to_line(self) -> str:
         """One line, keys in the order they were sent and received: sorting them would reorder a tool
         call's arguments object (Anthropic's `input`), and the replay would no longer be the recording."""
         return json.dumps({
             "key": self.key,
-            "first_asked": dict(self.first_asked),
+            "asked": dict(self.asked),
             "request": self.request,
             "response": {"status": self.response.status, "headers": dict(sorted(self.response.headers.items())),
                          "body": self.response.body, "latency_ms": self.response.latency_ms},
@@ -89,7 +100,8 @@ class Cassette:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.path = self.directory / CASSETTE_FILE
-        self._recordings: dict[str, Recording] = {}
+        self._recordings: dict[tuple[str, Any, Any, Any], Recording] = {}
+        self._keys: set[str] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -105,31 +117,52 @@ class Cassette:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = read_plain_json(line, max_depth=0, kind="cassettes")
+                if lone_surrogate_at(data) is not None:
+                    raise NotPlainJSON("a lone surrogate escape")
+            except NotPlainJSON:
+                raise CassetteError(f"{cassette.path}:{number}: not plain JSON (NaN, a number too large, "
+                                    "a repeated key or a lone surrogate escape)") from None
+            except (ValueError, RecursionError):
+                raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
+            if isinstance(data, dict) and "first_asked" in data and "asked" not in data:
+                raise CassetteError(f"{cassette.path}:{number}: recorded with one answer per request, before "
+                                    "cassettes kept one per trial: record it again with --record")
+            try:
                 response = data["response"]
+                asked = data["asked"]
+                if not isinstance(asked, dict):
+                    raise TypeError("asked")
                 recording = Recording(
-                    key=str(data["key"]), request=data["request"], first_asked=data.get("first_asked") or {},
+                    key=str(data["key"]), request=data["request"], asked=asked,
                     response=HttpResponse(status=int(response["status"]), body=response["body"],
                                           headers={str(k): str(v) for k, v in (response.get("headers") or {}).items()},
                                           latency_ms=response.get("latency_ms")),
                 )
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
                 raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
-            cassette._recordings[recording.key] = recording
+            cassette._recordings[recording.place] = recording
+            cassette._keys.add(recording.key)
         return cassette
 
-    def get(self, key: str) -> Optional[Recording]:
-        return self._recordings.get(key)
+    def get(self, key: str, context: TurnContext) -> Optional[Recording]:
+        """The recording of this request as the trial of `context` asked it."""
+        return self._recordings.get((key, context.task_id, context.surface, context.trial))
+
+    def holds(self, key: str) -> bool:
+        """Whether some trial asked this request."""
+        return key in self._keys
 
     def put(self, recording: Recording) -> None:
         with self._lock:
-            self._recordings.setdefault(recording.key, recording)
+            self._recordings.setdefault(recording.place, recording)
+            self._keys.add(recording.key)
 
     def __len__(self) -> int:
         return len(self._recordings)
 
     def recordings(self) -> list[Recording]:
-        return [self._recordings[key] for key in sorted(self._recordings)]
+        return [self._recordings[place] for place in sorted(self._recordings, key=_place_order)]
 
     def text(self) -> str:
         return "".join(recording.to_line() + "\n" for recording in self.recordings())
@@ -156,8 +189,12 @@ class ReplayTransport:
         self.cassette = cassette
 
     def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
-        recording = self.cassette.get(request_key(request))
+        key = request_key(request)
+        recording = self.cassette.get(key, context)
         if recording is None:
+            if self.cassette.holds(key):
+                raise MissingRecording(context, "the request was recorded, but not for this task, surface and "
+                                                "trial (record again with the same tasks and --repeats)")
             raise MissingRecording(context, self._nearest_difference(_stored_request(request), context))
         response = recording.response
         return HttpResponse(status=response.status, body=json.loads(json.dumps(response.body)),
@@ -166,7 +203,7 @@ class ReplayTransport:
     def _nearest_difference(self, wanted: Mapping[str, Any], context: TurnContext) -> str:
         """The first differing message against the recording of this task and surface that agrees longest."""
         same_place = [r for r in self.cassette.recordings()
-                      if r.first_asked.get("task") == context.task_id and r.first_asked.get("surface") == context.surface]
+                      if r.asked.get("task") == context.task_id and r.asked.get("surface") == context.surface]
         candidates = same_place or self.cassette.recordings()
         if not candidates:
             return "the cassette is empty"
@@ -177,7 +214,7 @@ class ReplayTransport:
             if shared > best_shared:
                 best, best_shared = recording, shared
         assert best is not None
-        where = best.first_asked
+        where = best.asked
         nearest = f"nearest recording: task {where.get('task')!r}, step {where.get('step')}"
         theirs = _messages(best.request)
         if best_shared < len(wanted_messages):
@@ -196,6 +233,11 @@ class ReplayTransport:
             if canonical_json(wanted["body"].get(name)) != canonical_json(best.request["body"].get(name)):
                 return f"the request's {name!r} differs ({nearest})"
         return f"the request differs in a way the comparison cannot show ({nearest})"
+
+
+def _place_order(place: tuple[str, Any, Any, Any]) -> tuple[str, str, str, int]:
+    key, task, surface, trial = place
+    return (key, str(task), str(surface), trial if isinstance(trial, int) and not isinstance(trial, bool) else -1)
 
 
 def _asked(context: TurnContext) -> dict[str, Any]:

@@ -107,7 +107,7 @@ class LoopbackModelServer:
             return Reply(500, {"error": {"type": "server_error", "message": "no agent behind this server"}})
         try:
             request = _READERS[wire](body)
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
             return Reply(400, {"error": {"type": "invalid_request_error", "message": "cannot read the request"}})
         reply = self.agent(request)
         seed = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:12]

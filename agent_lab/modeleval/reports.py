@@ -267,12 +267,15 @@ def _chart(evaluation: Any) -> str:
 
 
 def _runs(evaluation: Any) -> str:
+    """One line per trial, each saying where its answers came from (a line read alone must not pass for
+    a model's when a scripted agent gave it)."""
     lines = []
+    source = source_line(evaluation)
     for surface, results in evaluation.results.items():
         for result in results:
             trial = result.trial
             lines.append(_json_line({
-                "task_id": trial.task_id, "surface": surface, "trial": trial.trial, "status": trial.status,
+                "answers_from": source, "task_id": trial.task_id, "surface": surface, "trial": trial.trial, "status": trial.status,
                 "passed": result.passed if result.grade is not None else None,
                 "infrastructure": trial.infrastructure,
                 "failed_checks": [c.to_dict() for c in result.grade.failed_checks] if result.grade else [],
@@ -284,7 +287,10 @@ def _runs(evaluation: Any) -> str:
 
 
 def _junit(evaluation: Any) -> str:
+    """One test per task and surface; each suite's properties say where the answers came from."""
     suites = []
+    properties = f'    <properties><property name="answers_from" value={quoteattr(source_line(evaluation))}/></properties>\n'
+
     total_tests = total_failures = total_errors = total_skipped = 0
     for surface, baseline in evaluation.surfaces:
         results = evaluation.results.get(surface, ())
@@ -315,7 +321,7 @@ def _junit(evaluation: Any) -> str:
             cases.append(f"    <testcase classname={classname} name={name}>{body}</testcase>" if body
                          else f"    <testcase classname={classname} name={name}/>")
         suites.append(f'  <testsuite name={quoteattr("model-eval " + surface)} tests="{len(cases)}" '
-                      f'failures="{failures}" errors="{errors}" skipped="{skipped}">\n' + "\n".join(cases)
+                      f'failures="{failures}" errors="{errors}" skipped="{skipped}">\n' + properties + "\n".join(cases)
                       + "\n  </testsuite>")
         total_tests += len(cases)
         total_failures += failures

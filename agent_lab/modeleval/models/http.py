@@ -6,7 +6,9 @@ connection error, on a timeout and on a body that is cut short or is not JSON. I
 then twice that, and so on up to `max_backoff_s`, or what the server's `Retry-After` asks, when that
 is within `retry_after_cap_s` (a server that asks for longer is not waited for: the request fails).
 After `max_attempts` the request fails with `InfrastructureFailure`: the evaluation reports it as an
-infrastructure outcome and never grades it as something the model did.
+infrastructure outcome and never grades it as something the model did. A body that is complete JSON
+text but not plain JSON (NaN, a number no float holds such as 1e400, a repeated key, a lone surrogate
+escape) fails at once: nothing built from it could be sent back, recorded or reported.
 
 Secrets: headers that carry credentials are held apart from the public ones (`secret_headers`), are
 never part of a cassette key, a log line, an exception message or a report.
@@ -25,6 +27,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol
 
+from ...lab.jsonl import NotPlainJSON, lone_surrogate_at, read_plain_json
 from ..transcript import TurnContext
 
 __all__ = [
@@ -193,10 +196,29 @@ class UrllibTransport:
             raw = _read_body(response, deadline, self.timeout_s)
             status = response.status
         try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            body = read_plain_json(raw.decode("utf-8"), max_depth=0, kind="answers")
+        except (UnicodeDecodeError, json.JSONDecodeError):
             raise _Retry("the endpoint's answer is not complete JSON (cut short or not JSON)") from None
+        except NotPlainJSON as error:
+            raise InfrastructureFailure(f"the endpoint's answer is not plain JSON ({_why_not_plain(error)})") from None
+        try:
+            surrogate_at = lone_surrogate_at(body)
+        except RecursionError:
+            raise InfrastructureFailure("the endpoint's answer is not plain JSON (nested too deeply)") from None
+        if surrogate_at is not None:
+            raise InfrastructureFailure("the endpoint's answer is not plain JSON (a lone surrogate escape, "
+                                        "which is not Unicode text)")
         return status, body, kept
+
+
+def _why_not_plain(error: NotPlainJSON) -> str:
+    """The reason in a few words, never quoting the answer (a repeated key's name stays out of it)."""
+    text = str(error)
+    if text.startswith("duplicate key"):
+        return "an object repeats a key"
+    if text.startswith("JSON nested too deeply"):
+        return "nested too deeply"
+    return text
 
 
 def _read_body(response: Any, deadline: float, timeout_s: float) -> bytes:
