@@ -7,6 +7,7 @@ from __future__ import annotations
 import unittest
 
 from agent_lab import ToolSpec
+from agent_lab.adapters import StrictSchemaError, export_catalog
 from agent_lab.lint import lint_catalog
 from agent_lab.schema import DRAFT_07
 
@@ -61,3 +62,32 @@ class DraftSevenSubschemasAreLintedTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StrictModeVerdictsOnOlderDialectsTest(unittest.TestCase):
+    """AL307 says what `export --strict` does: it judges the schema the host receives (the 2020-12
+    conversion), and both name the keyword's place in the schema as written."""
+
+    def test_a_constraint_draft_07_ignores_beside_ref_does_not_make_the_schema_unfit_for_strict_mode(self) -> None:
+        spec = draft_07_tool(properties={"room": {"$ref": "#/definitions/room", "pattern": "^[A-Z]"}},
+                             required=["room"], definitions={"room": {"type": "string", "description": "A room."}})
+        [entry] = export_catalog([spec], "openai", strict=True)  # the ignored sibling is left out: strict works
+        self.assertIs(entry["strict"], True)
+        self.assertEqual(found(spec, "AL307"), [])
+
+    def test_the_refusal_points_into_the_schema_as_written_in_lint_and_in_export(self) -> None:
+        cases = (({"dependencies": {"room": ["floor"]},
+                   "properties": {"room": {"type": "string", "description": "R."},
+                                  "floor": {"type": "integer", "description": "F."}}},
+                  "/dependencies"),
+                 ({"properties": {"slot": {"type": "array", "description": "Hours.",
+                                           "items": [{"type": "integer", "description": "Start."}]}}},
+                  "/properties/slot/items"))
+        for keywords, pointer in cases:
+            spec = draft_07_tool(**keywords)
+            with self.subTest(pointer=pointer):
+                with self.assertRaises(StrictSchemaError) as caught:
+                    export_catalog([spec], "openai", strict=True)
+                self.assertEqual(caught.exception.path, pointer)
+                self.assertEqual(caught.exception.keyword, pointer.rsplit("/", 1)[1])
+                self.assertEqual(found(spec, "AL307"), [f"/input_schema{pointer}"])
