@@ -217,8 +217,11 @@ INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 
 def injection_phrases(text: str) -> Iterator[tuple[str, str]]:
-    """(what the phrase does, the phrase) for each instruction-injection or concealment phrase."""
-    flattened = " ".join(text.split())
+    """(what the phrase does, the phrase) for each instruction-injection or concealment phrase. The text
+    is read as a model reads it: compatibility letters folded (NFKC: fullwidth or mathematical bold
+    letters are plain ones), invisible characters dropped (AL207 reports them), whitespace runs as one."""
+    visible = "".join(char for char in unicodedata.normalize("NFKC", text) if _hidden_kind(ord(char)) is None)
+    flattened = " ".join(visible.split())
     for label, pattern in INJECTION_PHRASES:
         match = pattern.search(flattened)
         if match is not None:
