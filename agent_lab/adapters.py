@@ -65,6 +65,7 @@ __all__ = [
     "render_mcp_result",
     "render_openai_chat_result",
     "render_openai_result",
+    "strict_refusal_in_original",
     "strip_strict_nulls",
     "to_strict_schema",
 ]
@@ -542,7 +543,21 @@ def _parameters(spec: ToolSpec, strict: bool) -> dict[str, Any]:
     try:
         return to_strict_schema(schema)
     except StrictSchemaError as exc:
-        raise StrictSchemaError(exc.keyword, exc.path, exc.reason, tool=spec.name) from None
+        keyword, path = strict_refusal_in_original(spec.input_schema, exc)
+        raise StrictSchemaError(keyword, path, exc.reason, tool=spec.name) from None
+
+
+def strict_refusal_in_original(schema: Mapping[str, Any], refusal: StrictSchemaError) -> tuple[str, str]:
+    """(keyword, JSON Pointer) of a strict-mode refusal of `host_schema(...)`, read back into `schema` as
+    its author wrote it: an older dialect's converted keywords (`dependentRequired`, `prefixItems`,
+    `$defs`) are named by the keywords they came from (`dependencies`, `items`, `definitions`)."""
+    from .schema.convert import original_pointer
+
+    path = original_pointer(schema, refusal.path)
+    keyword = refusal.keyword
+    if path != refusal.path and refusal.path.rsplit("/", 1)[-1] == keyword:
+        keyword = path.rsplit("/", 1)[-1]
+    return keyword, path
 
 
 def openai_tool(spec: ToolSpec, *, names: NameMap | None = None, strict: bool = False) -> dict[str, Any]:

@@ -139,7 +139,10 @@ class DraftSevenExportTest(unittest.TestCase):
         spec = ToolSpec(name="book_room", description="Book a room.", input_schema=DRAFT_07_TOOL)
         with self.assertRaises(StrictSchemaError) as caught:
             export_catalog([spec], "openai", strict=True)
-        self.assertEqual((caught.exception.keyword, caught.exception.tool), ("dependentRequired", "book_room"))
+        # named as written (draft-07's dependencies), the reason says what it became in 2020-12
+        self.assertEqual((caught.exception.keyword, caught.exception.path, caught.exception.tool),
+                         ("dependencies", "/dependencies", "book_room"))
+        self.assertIn("dependentRequired", caught.exception.reason)
         simple = copy.deepcopy(DRAFT_07_TOOL)
         del simple["dependencies"], simple["properties"]["slot"]
         [entry] = export_catalog([ToolSpec(name="book_room", description="Book a room.", input_schema=simple)],

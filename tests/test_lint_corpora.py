@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import unittest
+from pathlib import Path
 
 from agent_lab.lint import Severity, lint_catalog
 from agent_lab.lint.engine import SPEC_WARNING_RULES, spec_warnings
-from fixtures.lint.benign_tools import benign_tools
+from fixtures.lint.benign_tools import benign_corpus, benign_tools
 from fixtures.lint.hostile_tools import SAMPLES
 
 
@@ -15,6 +17,15 @@ class BenignCorpusTest(unittest.TestCase):
         tools = benign_tools()
         self.assertGreaterEqual(len(tools), 60)
         self.assertEqual(len({tool.name for tool in tools}), len(tools))
+
+    def test_the_readme_and_the_fixture_state_the_corpus_as_it_is(self) -> None:
+        tools, domains = len(benign_tools()), len(benign_corpus())
+        self.assertTrue(all(benign_corpus().values()))  # no empty domain
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+        self.assertEqual(re.findall(r"benign corpus of (\d+)\s+tools across (\d+) domains", readme),
+                         [(str(tools), str(domains))])
+        fixture = (Path(__file__).resolve().parent / "fixtures" / "lint" / "benign_tools.py").read_text(encoding="utf-8")
+        self.assertIn(f"{tools} well-written tool definitions across {domains} domains", fixture)
 
     def test_no_error_level_rule_fires_on_the_benign_corpus(self) -> None:
         errors = [f"{f.rule} {f.tool}: {f.message}" for f in lint_catalog(benign_tools()) if f.severity is Severity.ERROR]

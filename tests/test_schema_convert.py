@@ -11,7 +11,7 @@ import json
 import unittest
 
 from agent_lab.schema import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, SchemaError, Validator
-from agent_lab.schema.convert import SchemaConversionError, to_draft_2020_12
+from agent_lab.schema.convert import SchemaConversionError, original_pointer, to_draft_2020_12
 
 import test_schema_differential as grammars
 import test_schema_suite as suite
@@ -278,6 +278,45 @@ class GeneratedFaithfulnessTests(unittest.TestCase):
                                              compared, refused)
         self.assertGreaterEqual(compared, 300, refused)
         self.assertEqual(disagreements[:3], [], f"{len(disagreements)} of {compared} verdicts differ")
+
+
+class OriginalPointerTest(unittest.TestCase):
+    """A pointer into the converted schema, read back into the schema as written (what a refusal of the
+    converted schema, such as strict mode's, names)."""
+
+    SCHEMA = {"$schema": DRAFT_07, "type": "object",
+              "properties": {"slot": {"type": "array", "items": [{"type": "integer"}],
+                                      "additionalItems": {"type": "string"}}},
+              "dependencies": {"a": ["b"], "c": {"required": ["d"]}},
+              "definitions": {"x": {"type": "string", "maxLength": 3}}}
+
+    def test_every_place_of_the_converted_schema_is_found_where_it_was_written(self) -> None:
+        converted = to_draft_2020_12(self.SCHEMA)
+        cases = {"": "", "/dependentRequired": "/dependencies", "/dependentRequired/a/0": "/dependencies/a/0",
+                 "/dependentSchemas/c/required": "/dependencies/c/required",
+                 "/properties/slot/prefixItems/0/type": "/properties/slot/items/0/type",
+                 "/properties/slot/items": "/properties/slot/additionalItems",
+                 "/$defs/x/maxLength": "/definitions/x/maxLength", "/properties/slot/type": "/properties/slot/type"}
+        for new, old in cases.items():
+            with self.subTest(pointer=new):
+                self.assertTrue(_resolves(converted, new))
+                self.assertEqual(original_pointer(self.SCHEMA, new), old)
+                self.assertTrue(_resolves(self.SCHEMA, old))
+
+    def test_a_2020_12_schema_keeps_its_pointers(self) -> None:
+        self.assertEqual(original_pointer({"prefixItems": [{}], "$defs": {}}, "/prefixItems/0"), "/prefixItems/0")
+
+
+def _resolves(document, pointer: str) -> bool:
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(document, list) and token.isdigit() and int(token) < len(document):
+            document = document[int(token)]
+        elif isinstance(document, dict) and token in document:
+            document = document[token]
+        else:
+            return False
+    return True
 
 
 if __name__ == "__main__":

@@ -143,7 +143,12 @@ def content_words(text: str) -> list[str]:
 # -- hidden characters ----------------------------------------------------------------------------
 
 _ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x180E, 0x2061, 0x2062, 0x2063, 0x2064, 0x00AD,
-               0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0}
+               0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0,
+               # format characters that render as nothing: deprecated shaping/swapping controls, the
+               # interlinear annotation marks, Mongolian free variation selectors, shorthand and musical
+               # format controls
+               *range(0x206A, 0x2070), 0xFFF9, 0xFFFA, 0xFFFB, 0x180B, 0x180C, 0x180D, 0x180F,
+               *range(0x1BCA0, 0x1BCA4), *range(0x1D173, 0x1D17B)}
 _BIDI_CONTROLS = {0x200E, 0x200F, 0x061C, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
 _ALLOWED_CONTROLS = {0x09, 0x0A, 0x0D}
 
@@ -212,8 +217,11 @@ INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 
 
 def injection_phrases(text: str) -> Iterator[tuple[str, str]]:
-    """(what the phrase does, the phrase) for each instruction-injection or concealment phrase."""
-    flattened = " ".join(text.split())
+    """(what the phrase does, the phrase) for each instruction-injection or concealment phrase. The text
+    is read as a model reads it: compatibility letters folded (NFKC: fullwidth or mathematical bold
+    letters are plain ones), invisible characters dropped (AL207 reports them), whitespace runs as one."""
+    visible = "".join(char for char in unicodedata.normalize("NFKC", text) if _hidden_kind(ord(char)) is None)
+    flattened = " ".join(visible.split())
     for label, pattern in INJECTION_PHRASES:
         match = pattern.search(flattened)
         if match is not None:

@@ -99,7 +99,8 @@ RULES: tuple[Rule, ...] = (
          "The model must guess its shape; the handler gets whatever it guesses.",
          "\"payload\": {\"type\": \"object\"}", W, T, schemas.check_free_form_objects),
     Rule("AL307", "not-strict-convertible",
-         "The input schema cannot be exported in OpenAI's strict mode (adapters.to_strict_schema refuses it).",
+         "The input schema cannot be exported in OpenAI's strict mode (export --strict refuses it: to_strict_schema "
+         "of the 2020-12 form the export sends).",
          "Without strict mode the host does not constrain the model's arguments to the schema.",
          "oneOf, patternProperties, a free-form object", W, T, schemas.check_strict_convertible,
          per_host=True, hosts=OPENAI_HOSTS),

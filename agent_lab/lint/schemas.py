@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Optional
 
-from ..adapters import StrictSchemaError, to_strict_schema
+from ..adapters import (ExportSchemaError, StrictSchemaError, host_schema, strict_refusal_in_original,
+                        to_strict_schema)
 from ..schema import PatternEngine
 from ..schema.formats import FORMAT_CHECKERS
 from .model import CatalogFacts, Hit
@@ -119,9 +120,14 @@ def check_free_form_objects(spec: Any, facts: CatalogFacts, host: Optional[str])
 
 
 def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    """Judges what `export --strict` sends (`host_schema`: an older dialect converted to 2020-12, what
+    that dialect ignores left out) and names the place in the schema as written."""
     try:
-        to_strict_schema(spec.input_schema)
+        to_strict_schema(host_schema(spec))
     except StrictSchemaError as error:
+        keyword, path = strict_refusal_in_original(spec.input_schema, error)
+        yield Hit(f"cannot be exported in OpenAI strict mode: {keyword}: {error.reason}", f"/input_schema{path}")
+    except ExportSchemaError as error:  # no faithful 2020-12 form at all (the OpenAI export refuses it too)
         yield Hit(f"cannot be exported in OpenAI strict mode: {error.keyword}: {error.reason}",
                   f"/input_schema{error.path}")
 

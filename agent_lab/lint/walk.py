@@ -1,7 +1,9 @@
 """Walking a tool's model-facing definition: its subschemas and every string a model reads.
 
 Pointers are JSON Pointers into `ToolSpec.model_schema()` (`/description`,
-`/input_schema/properties/city/description`, ...), so a finding says exactly where to look.
+`/input_schema/properties/city/description`, ...), so a finding says exactly where to look. Schemas of
+older dialects are walked as written: draft-07's list-form `items`, `additionalItems` and the schemas of
+`dependencies` reach the model too (the export turns them into 2020-12 keywords).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ __all__ = ["MAX_WALK_DEPTH", "model_texts", "pointer_token", "schema_nodes"]
 MAX_WALK_DEPTH = 64
 """Subschemas nested deeper than this are not looked into (the validator refuses deeper instances)."""
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_SCHEMA_LISTS = ("prefixItems", "items", "allOf", "anyOf", "oneOf")  # items: a list before 2020-12
 _SCHEMA_SINGLES = ("items", "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
                    "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _DATA_KEYWORDS = ("enum", "const", "default", "examples")
@@ -38,6 +40,8 @@ def schema_nodes(schema: Any, pointer: str, *, via: str = "", depth: int = 0) ->
         members = schema.get(keyword)
         if isinstance(members, Mapping):
             for name, sub in members.items():
+                if keyword == "dependencies" and not isinstance(sub, (Mapping, bool)):
+                    continue  # a list of property names (draft-07's dependentRequired), not a schema
                 where = f"{pointer}/{keyword}/{pointer_token(str(name))}"
                 yield from schema_nodes(sub, where, via=keyword, depth=depth + 1)
     for keyword in _SCHEMA_LISTS:
@@ -73,7 +77,7 @@ def model_texts(spec: Any) -> Iterator[tuple[str, str]]:
         if schema is None:
             continue
         for pointer, node, via in schema_nodes(schema, root):
-            if via in ("properties", "dependentSchemas"):
+            if via in ("properties", "dependentSchemas", "dependencies"):
                 name = pointer.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~")
                 yield pointer, name
             if not isinstance(node, Mapping):

@@ -37,7 +37,7 @@ from ._keywords import DEFAULT_VOCABULARIES, VOCABULARIES
 from ._uri import pointer_tokens, resolve_uri, split_fragment
 from .model import SchemaError
 
-__all__ = ["SchemaConversionError", "to_draft_2020_12"]
+__all__ = ["SchemaConversionError", "original_pointer", "to_draft_2020_12"]
 
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
                           "writeOnly", "contentMediaType", "contentEncoding"})
@@ -75,6 +75,49 @@ def to_draft_2020_12(schema: Any, *, dialect: Optional[str] = None) -> Any:
     if rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
         return copy.deepcopy(schema if not isinstance(schema, Mapping) else dict(schema))
     return _Conversion(schema, rules).run()
+
+
+# A keyword of the converted schema -> the keyword of the original that it came from (when the original
+# has no keyword of that name): what `original_pointer` reads the first step below a subschema as.
+_RENAMED = {"$defs": ("definitions",), "dependentRequired": ("dependencies",),
+            "dependentSchemas": ("dependencies",), "prefixItems": ("items",), "$anchor": ("$id", "id"),
+            "$id": ("id",)}
+
+
+def original_pointer(schema: Any, pointer: str, *, dialect: Optional[str] = None) -> str:
+    """Where `pointer`, a JSON Pointer into `to_draft_2020_12(schema)`, points in `schema` as written: a
+    moved subschema's own place (`/$defs/d` -> `/definitions/d`, `/dependentSchemas/a` ->
+    `/dependencies/a`), and a keyword renamed by the conversion read as its original (`prefixItems` ->
+    `items`, `items` beside it -> `additionalItems`). A 2020-12 schema's pointers are its own. So a
+    refusal of the converted schema (strict mode's, say) can name the place its author wrote."""
+    declared = schema.get("$schema") if isinstance(schema, Mapping) else None
+    rules = builtin_dialect(declared if isinstance(declared, str) else (dialect or DRAFT_2020_12))
+    if rules is None or rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
+        return pointer
+    conversion = _Conversion(schema, rules)
+    try:
+        conversion.run()
+    except SchemaError:
+        return pointer
+    origin = {new: old for old, new in conversion.moved.items()}
+    cut = len(pointer)  # the longest prefix of `pointer` that is a converted subschema's place
+    while cut > 0 and pointer[:cut] not in origin:
+        cut = pointer.rfind("/", 0, cut)
+    if cut < 0 or pointer[:cut] not in origin:
+        return pointer
+    old, rest = origin[pointer[:cut]], pointer[cut:]
+    if not rest:
+        return old
+    node: Any = schema
+    for token in pointer_tokens(old):
+        node = node[int(token)] if isinstance(node, list) else node.get(token) if isinstance(node, Mapping) else None
+    first, _, tail = rest[1:].partition("/")
+    if isinstance(node, Mapping):
+        if first == "items" and isinstance(node.get("items"), list):  # 2020-12's items: the old additionalItems
+            first = "additionalItems" if "additionalItems" in node else first
+        elif first not in node:
+            first = next((keyword for keyword in _RENAMED.get(first, ()) if keyword in node), first)
+    return f"{old}/{first}" + (f"/{tail}" if tail else "")
 
 
 class _Conversion:
