@@ -28,6 +28,7 @@ __all__ = [
     "redact",
     "redact_text",
     "redact_violations",
+    "secret_spellings",
 ]
 
 REDACTED = "[redacted]"
@@ -157,6 +158,32 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     if not usable or not isinstance(text, str):
         return text
     return _secrets_pattern(tuple(usable)).sub(REDACTED, text)
+
+
+def secret_spellings(secrets: Collection[str]) -> frozenset[str]:
+    """Each secret as text built from it may spell it, for `redact_text` to mask them all.
+
+    A report does not always show a secret as it is: a one-line cell turns its line breaks, tabs and
+    runs of spaces into one space; JSON text escapes its quotes, backslashes and control characters
+    (with or without non-ASCII escapes); a `repr` escapes them its own way; XML writes `&`, `<`, `>`
+    and quotes as entities. Masked as it is only, a PEM key or a token with a quote would be shown in
+    full in any of those. Non-strings are ignored, as `redact_text` ignores them.
+    """
+    return _spellings(frozenset(secret for secret in secrets if isinstance(secret, str)))
+
+
+@functools.lru_cache(maxsize=32)
+def _spellings(secrets: frozenset[str]) -> frozenset[str]:
+    forms: set[str] = set()
+    for secret in secrets:
+        plain = {secret, " ".join(secret.split()), json.dumps(secret, ensure_ascii=False)[1:-1],
+                 json.dumps(secret)[1:-1], repr(secret)[1:-1]}
+        forms |= plain
+        for form in plain:
+            text = form.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            attribute = text.replace('"', "&quot;").replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+            forms |= {text, attribute, text.replace('"', "&quot;").replace("'", "&apos;")}
+    return frozenset(forms)
 
 
 @functools.lru_cache(maxsize=32)

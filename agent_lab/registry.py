@@ -1264,8 +1264,9 @@ def _safe_failure(error: ToolError, state: _CallState) -> ToolError:
 
     For a tool with redacted fields, members of the details named in `spec.redact` are masked here
     already (so the error is safe even in a repr), and the call's own redacted argument values are
-    masked wherever the message or a detail string repeats them: a second line of defence, since a
-    handler's message is shown as given and must be written safe in the first place."""
+    masked wherever the message or a detail string repeats them (a detail number that shows one is
+    masked whole): a second line of defence, since a handler's message is shown as given and must be
+    written safe in the first place."""
     message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
         "The tool reported a failure.")
     details = dict(error.details) if isinstance(error.details, Mapping) else {}
@@ -1283,10 +1284,11 @@ def _safe_failure(error: ToolError, state: _CallState) -> ToolError:
 
 
 def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
-    """`value` (plain JSON) with each secret masked inside every string, keys included."""
+    """`value` (plain JSON) with each secret masked inside every string, keys included, and every number
+    whose JSON text shows a secret replaced whole (a PIN the handler copied into a detail as a number)."""
     if not secrets_in_call:
         return value
-    from .redaction import redact_text
+    from .redaction import REDACTED, redact_text
 
     if isinstance(value, str):
         return redact_text(value, secrets_in_call)
@@ -1294,6 +1296,9 @@ def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
         return {redact_text(key, secrets_in_call): _mask_strings(item, secrets_in_call) for key, item in value.items()}
     if isinstance(value, list):
         return [_mask_strings(item, secrets_in_call) for item in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = json.dumps(value)  # plain JSON: a finite number that prints
+        return REDACTED if redact_text(text, secrets_in_call) != text else value
     return value
 
 

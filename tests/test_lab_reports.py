@@ -82,3 +82,64 @@ class SecretAcrossTheCutTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+SPELLED_SECRETS = {
+    "a line break (a PEM key)": "-----BEGIN KEY-----\nMIIEsecretbody0123\n-----END KEY-----",
+    "a tab": "tab\tsecretbody0123",
+    "two spaces": "pass  secretbody0123",
+    "a quote": 'tok"secretbody0123',
+    "a backslash": "back\\secretbody0123",
+    "XML's special characters": "a<b&c>d'secretbody0123",
+}
+"""Secrets a report would spell otherwise than they are: on one line (a Markdown cell or a JUnit
+message), inside JSON text (tool-runs.jsonl, tool-comparison.json) or XML (junit.xml), or in a repr."""
+
+
+def spelling_lab(secret: str) -> Lab:
+    class World:
+        def secrets(self) -> list[str]:
+            return [secret]
+
+    def build_leaky(world: World, **options: Any) -> Registry:
+        registry = Registry(**options)
+        registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                   output_schema={"type": "object"}),
+                          lambda arguments: {"text": "a note: " + secret, "nested": {"copy": secret}})
+        return registry
+
+    return Lab(name="spelling", world=World, surfaces=[Surface("leaky", build_leaky)], effects=lambda world: [],
+               secrets=World.secrets)
+
+
+class SecretsSpelledOtherwiseTest(unittest.TestCase):
+    """A secret with white space, quotes or markup characters is masked however a report spells it."""
+
+    CASE = {"case_id": "spelled", "intent": "Read the note.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {}}],
+            "expected": {"outcome": "succeeded", "side_effects": 0,
+                         "checks": [{"path": "/output/text", "equals": "x"}, {"path": "/output/nested", "equals": "x"}]}}
+
+    def test_no_report_file_shows_the_body_of_a_secret_spelled_otherwise(self) -> None:
+        for label, secret in SPELLED_SECRETS.items():
+            with self.subTest(secret=label), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+                evaluation = run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=spelling_lab(secret))
+                self.assertFalse(evaluation.gate_passed)  # the checks failed, so the failures show the note
+                failures = (Path(tmp) / "out" / "tool-failures.md").read_text(encoding="utf-8")
+                self.assertIn("[redacted]", failures)
+                for path in sorted((Path(tmp) / "out").iterdir()):
+                    with self.subTest(report=path.name):
+                        self.assertNotIn("secretbody0123", path.read_text(encoding="utf-8"))
+
+    def test_the_unittest_helper_masks_a_secret_spelled_otherwise(self) -> None:
+        for label, secret in SPELLED_SECRETS.items():
+            with self.subTest(secret=label), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+                result = unittest.TestResult()
+                unittest.defaultTestLoader.loadTestsFromTestCase(lab_test_case(spelling_lab(secret), cases)).run(result)
+                [(_, message)] = result.failures
+                self.assertIn("[redacted]", message)
+                self.assertNotIn("secretbody0123", message)

@@ -245,6 +245,24 @@ class ToolFailureTest(SecretKeysTestCase):
         self.assertIn(REDACTED, result.error.message)
 
 
+    def test_a_tool_failure_repeating_a_secret_number_in_its_details_is_masked(self) -> None:
+        for number in (4821, 98765432.5, -70001):
+            with self.subTest(number=number):
+                def handler(arguments):
+                    pin = arguments["contacts"]["pin"]
+                    raise ToolFailure("conflict", "That PIN is taken.", details={"pin_tried": pin, "tries": [pin, 2]})
+
+                spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
+                                                                                 "contacts": {"type": "object"}},
+                                                "required": ["action_id"]})
+                outputs = Outputs(self, spec, handler)
+                result = outputs.registry.invoke(
+                    ToolCall("save_contacts", {"action_id": "a-1", "contacts": {"pin": number}}), actor=ACTOR)
+                self.assertEqual(result.error.code, "conflict")
+                self.assertEqual(result.error.details, {"pin_tried": REDACTED, "tries": [REDACTED, 2]})
+                self.assertNoSecret(json.dumps(number), result, outputs.stored_text())
+
+
 class RedactViolationsTest(unittest.TestCase):
     def violation(self, instance_path: str, keyword_path: str, keyword: str = "type") -> dict[str, str]:
         return {"instance_path": instance_path, "keyword_path": keyword_path, "keyword": keyword,

@@ -2,18 +2,21 @@
 
 `catalog()`, `names()` and invoke's route step used to iterate the tool table while `register` added
 to it, and raised `RuntimeError: dictionary changed size during iteration`. Readers race a writer
-here; the interpreter switches threads as often as it can, so the race is met on every run (without
-the fix it fails every time), and nothing here depends on timing.
+here; the interpreter switches threads as often as it can, so the race is met on most runs (without
+the fix, 1 run in 5 failed here), and nothing here depends on timing. `RegisterInTheMiddleOfAListingTest`
+meets it at one chosen instant instead, so without the fix it fails every time.
 """
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 import unittest
 
 from agent_lab.calls import ToolCall
 from agent_lab.policy import Actor
+from agent_lab import registry as registry_module
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -96,6 +99,45 @@ class RegisterWhileReadingTest(unittest.TestCase):
         for thread in threads:
             thread.join()
         self.assertEqual(sorted(outcomes), ["refused"] * 7 + ["registered"])
+
+
+class RegisterInTheMiddleOfAListingTest(unittest.TestCase):
+    """The race above, met at one chosen instant instead of by the scheduler: a trace function stops
+    `catalog()` after it has read the first tool of the table and registers another tool right there,
+    as a thread switching at that instant would. The listing is still one whole table."""
+
+    def test_a_tool_registered_while_catalog_reads_the_table_neither_breaks_nor_joins_that_listing(self) -> None:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        for index in range(3):
+            registry.register(spec(index), lambda arguments: {})
+        registered: list[str] = []
+
+        def in_catalog(frame) -> bool:
+            return frame.f_code.co_filename == registry_module.__file__ and frame.f_code.co_name in ("catalog", "<listcomp>")
+
+        def trace_opcodes(frame, event, arg):
+            if event == "opcode" and not registered:
+                instruction = frame.f_code.co_code[frame.f_lasti]
+                if dis.opname[instruction] == "FOR_ITER" and frame.f_locals.get("spec") is not None:
+                    registered.append("tool_00003")  # the loop has taken one tool: the table is being read
+                    registry.register(spec(3), lambda arguments: {})
+            return trace_opcodes
+
+        def trace_calls(frame, event, arg):
+            if event == "call" and in_catalog(frame):
+                frame.f_trace_opcodes = True
+                return trace_opcodes
+            return None
+
+        sys.settrace(trace_calls)
+        try:
+            listing = registry.catalog()
+        finally:
+            sys.settrace(None)
+        self.assertEqual(registered, ["tool_00003"], "the trace never met the loop over the table")
+        self.assertEqual([entry["name"] for entry in listing], ["tool_00000", "tool_00001", "tool_00002"])
+        self.assertEqual(len(registry.catalog()), 4)
 
 
 if __name__ == "__main__":

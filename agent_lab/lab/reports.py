@@ -2,8 +2,8 @@
 
 Reports are deterministic: no timestamps, no durations, no absolute paths, stable ordering, fixed
 call and approval ids. They name the lab and its surfaces and cover every surface, however many. Secret
-values (every secret any world of the run held) are masked in every text cell before it is cut to
-length, so no part of a secret survives a cut, and every rendered file passes through `redact_text`
+values (every secret any world of the run held) are masked in every text cell, however the cell spells
+them (on one line, as JSON text: `secret_spellings`), before it is cut to length, so no part of a secret survives a cut, and every rendered file passes through `redact_text`
 again as a last line of defence: a surface that leaks a secret to the model never leaks it into a report.
 """
 
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from ..redaction import redact, redact_text
+from ..redaction import redact, redact_text, secret_spellings
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
@@ -61,7 +61,8 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-runs.jsonl": _runs_jsonl(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
-    return {name: redact_text(text, evaluation.secrets) for name, text in rendered.items()}
+    spellings = secret_spellings(evaluation.secrets)  # as JSON and XML text spell them too
+    return {name: redact_text(text, spellings) for name, text in rendered.items()}
 
 
 class ReportWriteError(Exception):
@@ -178,9 +179,12 @@ def _cell(value: Any, secrets: Collection[str]) -> str:
     """One table cell or message fragment: on one line, secrets masked, then cut to `MAX_CELL`.
 
     Masking comes first: cut first, and a secret that crosses the cut would leave its first part behind,
-    which no later masking can recognise."""
-    text = _inline(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True))
-    text = redact_text(text, secrets)
+    which no later masking can recognise. Each secret is masked however the cell spells it (JSON text,
+    one line: `secret_spellings`), before and after the text is put on one line."""
+    spellings = secret_spellings(secrets)
+    text = redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True),
+                       spellings)
+    text = redact_text(_inline(text), spellings)
     if len(text) > MAX_CELL:
         text = text[: MAX_CELL - 1] + "…"
     return text.replace("\\", "\\\\").replace("|", "\\|")
