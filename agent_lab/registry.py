@@ -563,9 +563,11 @@ class Registry:
         """Arguments against the input schema: the first violations (capped), each with its JSON Pointers.
 
         One walk copies the arguments (see `plain_json_copy`) and bounds their size. The size comes
-        first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON; measured exactly by
-        the C encoder whenever the walk's bound does not already prove them within budget) are refused
-        before any fingerprint or validation work, so a call's cost is bounded by the budget. Then
+        first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON) are refused before any
+        fingerprint or validation work. The walk gives up as soon as it has read more than the budget
+        (a byte a node and a character at least), so a call's cost is bounded by the budget, not by
+        the value: such a refusal says `input_bytes_at_least`. Arguments the walk read to the end but
+        could not prove within budget are measured exactly by the C encoder (`input_bytes`). Then
         `is_valid`; only a call that fails it pays for `errors`, which stops once it has one violation
         more than it reports (`violations_truncated` then says there may be more), so invalid input
         costs no more than valid input; and the patterns it runs are ones a model cannot make slow
@@ -577,8 +579,14 @@ class Registry:
         assert spec is not None
         if isinstance(state.call.arguments, InvalidJSONArguments):  # a host sent text we could not read
             return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
-        # From here on every step, and the handler, sees this one copy (see plain_json_copy).
-        arguments, plain, bound = measured_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH)
+        # From here on every step, and the handler, sees this one copy (see plain_json_copy). The walk
+        # stops as soon as the copy is certainly over budget, so refusing a huge value costs the budget.
+        try:
+            arguments, plain, bound = measured_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH,
+                                                         spec.max_input_bytes)
+        except OverBudget:
+            return state.refusal("input_too_large", details={"max_input_bytes": spec.max_input_bytes,
+                                                             "input_bytes_at_least": spec.max_input_bytes + 1})
         state.arguments = arguments
         if not plain or bound is None or bound > spec.max_input_bytes:
             size = _json_size(arguments)

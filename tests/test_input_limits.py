@@ -63,8 +63,30 @@ class InputBudgetInvokeTest(unittest.TestCase):
         self.assertEqual(result.outcome, Outcome.REJECTED)
         self.assertFalse(result.error.retryable)
         self.assertEqual(result.error.next_action, NextAction.NARROW_REQUEST)
-        self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes": compact_bytes(arguments)})
+        # The walk stopped once it had read more than 100 bytes' worth: the size is a lower bound.
+        self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes_at_least": 101})
         self.assertEqual(self.calls, [])
+
+    def test_arguments_the_walk_cannot_settle_are_measured_exactly(self) -> None:
+        arguments = {"note": "\u0001" * 30}  # 34 characters read, 190 bytes once each is escaped
+        result = self.registry.invoke(ToolCall("note", arguments), actor=ACTOR)
+        self.assertEqual(result.error.code, "input_too_large")
+        self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes": compact_bytes(arguments)})
+
+    def test_refusing_a_huge_argument_takes_memory_in_proportion_to_the_budget_not_the_argument(self) -> None:
+        import tracemalloc
+
+        huge = {"items": [{"n": index, "tag": "x"} for index in range(100_000)]}  # about 2 MB of JSON
+        self.registry.invoke(ToolCall("note", {"note": "warm"}), actor=ACTOR)
+        tracemalloc.start()
+        try:
+            result = self.registry.invoke(ToolCall("note", huge), actor=ACTOR)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(result.error.code, "input_too_large")
+        # A copy of the whole argument (100,000 dicts) would take megabytes; one of the budget, kilobytes.
+        self.assertLess(peak, 256 * 1024)
 
     def test_the_budget_counts_the_compact_utf8_json_of_the_arguments(self) -> None:
         at_budget = {"note": "é" * 2 + "x" * (100 - compact_bytes({"note": "éé"}))}
