@@ -950,8 +950,9 @@ class Registry:
         One walk takes the plain copy that is checked and kept (the handler may still hold, and
         change, the object it returned, and a container subclass could show the checks other contents
         than the copy) and bounds its size. It stops as soon as the output is certainly over budget,
-        so a huge output costs no more than the budget to refuse; the size in the refusal, and any
-        size the bound cannot settle, is measured exactly by the C JSON encoder. Then `is_valid`, and
+        so a huge output costs no more than the budget to refuse (the refusal then says
+        `output_bytes_at_least`); a size the bound cannot settle is measured exactly by the C JSON
+        encoder (`output_bytes`). Then `is_valid`, and
         `errors` only for an output that fails it. A broken output of a *write* is reported with
         outcome unknown (the handler returned, so its effect may well have happened, but we cannot
         tell what it was); of a read, outcome failed.
@@ -961,8 +962,9 @@ class Registry:
         budget = spec.max_output_bytes
         try:
             copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget)
-        except OverBudget:  # certainly too large, unless a container subclass lied to the walk
-            copy, plain, bound = None, False, None
+        except OverBudget:  # what the walk read (the contents we would keep) is certainly too large
+            return self._output_failure(state, "output_too_large",
+                                        details={"max_output_bytes": budget, "output_bytes_at_least": budget + 1})
         if not plain or bound is None or bound > budget:
             size = _json_size(output)  # what the encoder makes of what the handler returned
             if size is not None and size > budget:

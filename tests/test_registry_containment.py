@@ -130,6 +130,22 @@ class HandlerContainmentTest(unittest.TestCase):
             self.assertEqual(self.invoke_with(returning({"rows": [("x", 1)]})).error.code, "invalid_tool_output")
             walk.assert_called_once()
 
+    def test_refusing_a_huge_output_takes_memory_in_proportion_to_the_budget_not_the_output(self) -> None:
+        import tracemalloc
+
+        huge = {"rows": [{"n": index, "tag": "x"} for index in range(100_000)]}  # about 2 MB of JSON
+        self.invoke_with(returning({"warm": True}), max_output_bytes=1000)
+        tracemalloc.start()
+        try:
+            result = self.invoke_with(returning(huge), max_output_bytes=1000)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(result.error.code, "output_too_large")
+        self.assertEqual(dict(result.error.details), {"max_output_bytes": 1000, "output_bytes_at_least": 1001})
+        # Encoding or copying the whole output would take megabytes; reading the budget's worth, kilobytes.
+        self.assertLess(peak, 512 * 1024)
+
     def test_output_size_counts_utf8_bytes_of_compact_json(self) -> None:
         self.assertTrue(self.invoke_with(returning("é" * 4), max_output_bytes=10).ok)  # "éééé" is 10 bytes
         self.assertEqual(self.invoke_with(returning("é" * 5), max_output_bytes=11).error.code, "output_too_large")
