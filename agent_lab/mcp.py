@@ -32,6 +32,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union, cast
 
@@ -84,8 +85,11 @@ _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
-DEFAULT_MAX_WORKERS = 4  # concurrent tools/call; ping and cancellation are answered meanwhile
+DEFAULT_MAX_WORKERS = 4  # tools/call running at once; ping and cancellation are answered meanwhile
 MAX_PENDING_CALLS = 64  # tools/call running or waiting for a worker; beyond it a call is refused at once
+# A call's deadline runs from its arrival: one waiting for a worker (all held by slow calls) is answered
+# deadline_exceeded when its tool's timeout passes, not whenever a worker frees up. So each pending call
+# has a thread of its own (at most MAX_PENDING_CALLS) that waits for one of `max_workers` run slots.
 
 # Gives the approval (if any) a person granted for exactly this call; MCP has no approval channel of its
 # own, so the application that starts the server supplies it.
@@ -244,6 +248,7 @@ class _InFlight:
     """A tools/call running on the pool; `cancelled` suppresses its response."""
 
     cancelled: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None  # time.monotonic() at arrival plus the tool's timeout (None: unknown tool)
 
 
 class _Server:
@@ -267,7 +272,9 @@ class _Server:
         self.page_size = page_size
         self.server_info = dict(server_info)
         self.session = _Session()
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mcp-call")
+        # One waiting thread per pending call (bounded by MAX_PENDING_CALLS); `run_slots` bounds how many run.
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PENDING_CALLS, thread_name_prefix="mcp-call")
+        self.run_slots = threading.BoundedSemaphore(max_workers)
         self.in_flight: dict[_RequestId, _InFlight] = {}
         self.in_flight_lock = threading.Lock()
 
@@ -524,7 +531,7 @@ class _Server:
         """Checks the request schema, then runs the call on the pool; the worker sends the response."""
         call = _tool_call(request)
         request_id: _RequestId = request.id  # type: ignore[assignment]
-        tracker = _InFlight()
+        tracker = _InFlight(deadline=self.arrival_deadline(call.name))
         with self.in_flight_lock:
             if request_id in self.in_flight:
                 raise _ProtocolError(
@@ -541,6 +548,14 @@ class _Server:
         future.add_done_callback(self.send_finished)
         return None
 
+    def arrival_deadline(self, name: str) -> float | None:
+        """When a call that arrives now must be answered: now plus its tool's timeout."""
+        try:
+            timeout_ms = self.registry.spec(name).timeout_ms
+        except Exception:  # an unknown tool: the registry answers it without running anything
+            return None
+        return time.monotonic() + timeout_ms / 1000.0
+
     def run_call(
         self,
         request_id: _RequestId,
@@ -549,7 +564,17 @@ class _Server:
         shape: Callable[[Mapping[str, Any]], dict[str, Any]],
     ) -> dict[str, Any] | None:
         try:
-            response = self.call_response(request_id, call, shape)
+            wait_s = None if tracker.deadline is None else max(0.0, tracker.deadline - time.monotonic())
+            holding = self.run_slots.acquire(timeout=wait_s)  # False: the deadline passed while waiting
+            try:
+                if holding and tracker.cancelled.is_set():
+                    return None  # cancelled before it started: it never runs
+                # Not holding a slot, the deadline has passed: the registry answers deadline_exceeded
+                # without running the handler.
+                response = self.call_response(request_id, call, shape, tracker.deadline)
+            finally:
+                if holding:
+                    self.run_slots.release()
         finally:
             with self.in_flight_lock:
                 self.in_flight.pop(request_id, None)
@@ -563,10 +588,14 @@ class _Server:
             self.writer.send(response)
 
     def call_response(
-        self, request_id: _RequestId, call: ToolCall, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
+        self,
+        request_id: _RequestId,
+        call: ToolCall,
+        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         try:
-            result = self.invoke(call)
+            result = self.invoke(call, deadline)
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
             return _result(request_id, shape(render_mcp_result(result)))
@@ -574,9 +603,9 @@ class _Server:
             logger.exception("tools/call failed outside the registry pipeline")
             return _error(request_id, INTERNAL_ERROR, "Internal error")
 
-    def invoke(self, call: ToolCall) -> ToolResult:
+    def invoke(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
         approval = self.approvals(call, self.actor) if self.approvals is not None else None
-        return self.registry.invoke(call, actor=self.actor, approval=approval)
+        return self.registry.invoke(call, actor=self.actor, approval=approval, deadline=deadline)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

@@ -534,6 +534,52 @@ class PendingLimitTest(ServerTestCase):
         self.assertEqual(sorted(answered), sorted(ids))
 
 
+class DeadlineFromArrivalTest(ServerTestCase):
+    """A call's deadline runs from its arrival, including the time it waits for a worker."""
+
+    serve_options = {"max_workers": 1}  # the slow call holds the only worker until the gate opens
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.ran: list[str] = []
+        self.registry.register(
+            ToolSpec(name="quick", description="Answers at once.", input_schema={"type": "object"}, timeout_ms=50),
+            lambda arguments: self.ran.append("quick") or {},
+        )
+        self.registry.register(
+            ToolSpec(name="count", description="Counts its runs.", input_schema={"type": "object"},
+                     timeout_ms=WAIT_S * 1000),
+            lambda arguments: self.ran.append(arguments.get("tag", "")) or {},
+        )
+        self.pipe.initialize()
+
+    def test_a_call_waiting_for_a_worker_is_answered_at_its_deadline_not_when_a_worker_frees(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "quick-1", "method": "tools/call", "params": {"name": "quick"}})
+        answered = self.pipe.receive()  # while slow-1 still holds the worker
+        self.assertEqual(answered["id"], "quick-1")
+        self.assertTrue(answered["result"]["isError"])
+        error = json.loads(answered["result"]["content"][0]["text"])["error"]
+        self.assertEqual(error["code"], "deadline_exceeded")
+        self.assertEqual(self.ran, [])  # it never ran late
+        self.gate.set()
+        finished = self.pipe.receive()
+        self.assertEqual(finished["id"], "slow-1")
+        self.assertFalse(finished["result"]["isError"])
+
+    def test_a_call_cancelled_while_waiting_for_a_worker_never_runs(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
+                        "params": {"name": "count", "arguments": {"tag": "cancelled"}}})
+        self.pipe.notify("notifications/cancelled", {"requestId": "c-1"})
+        self.assertEqual(self.pipe.request("ping")["result"], {})  # the cancellation has been read
+        self.gate.set()
+        self.assertEqual(self.pipe.receive()["id"], "slow-1")
+        self.assertEqual(self.pipe.close(), 0)  # every call has finished
+        self.assertEqual(self.ran, [])
+        self.assertTrue(self.pipe.nothing_more())
+
+
 class CancellationTest(ServerTestCase):
     serve_options = {"max_workers": 1}  # one worker: a call's response is written before the next call starts
 
