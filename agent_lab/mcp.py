@@ -40,6 +40,7 @@ from . import __version__
 from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .errors import ToolFailure
+from .execution import describe_exception
 from .policy import Actor, Approval
 
 __all__ = [
@@ -599,13 +600,30 @@ class _Server:
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
             return _result(request_id, shape(render_mcp_result(result)))
-        except Exception:
-            logger.exception("tools/call failed outside the registry pipeline")
+        except Exception as exc:  # never its message: it may quote the call's arguments
+            logger.error("tools/call failed outside the registry pipeline: %s",
+                         describe_exception(exc, show_message=False))
             return _error(request_id, INTERNAL_ERROR, "Internal error")
 
     def invoke(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
-        approval = self.approvals(call, self.actor) if self.approvals is not None else None
-        return self.registry.invoke(call, actor=self.actor, approval=approval, deadline=deadline)
+        return self.registry.invoke(call, actor=self.actor, approval=self.approval(call), deadline=deadline)
+
+    def approval(self, call: ToolCall) -> Approval | None:
+        """The application's approval for exactly this call; an approval source that fails grants none
+        (the registry then answers approval_required where one is needed). Its exception is logged as
+        the registry logs a handler's: the message only for a tool without redacted fields."""
+        if self.approvals is None:
+            return None
+        try:
+            return self.approvals(call, self.actor)
+        except Exception as exc:
+            try:
+                show_message = not self.registry.spec(call.name).redact
+            except Exception:
+                show_message = False
+            logger.error("the approval source failed; the call has no approval: %s",
+                         describe_exception(exc, show_message=show_message))
+            return None
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

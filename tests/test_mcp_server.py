@@ -580,6 +580,39 @@ class DeadlineFromArrivalTest(ServerTestCase):
         self.assertTrue(self.pipe.nothing_more())
 
 
+class FailingApprovalSourceTest(unittest.TestCase):
+    """An approval source that raises grants no approval, and its exception text never reaches a log."""
+
+    SECRET = "pin-5f8e-2c91"
+
+    def test_a_raising_approval_source_grants_nothing_and_its_message_is_not_logged(self) -> None:
+        from agent_lab.registry import Registry
+
+        def lookup(call: ToolCall, actor: Actor) -> Approval | None:
+            raise RuntimeError(f"no approval on file for {call!r}")  # quotes the secret argument
+
+        with Registry() as registry:
+            ran: list[str] = []
+            registry.register(
+                ToolSpec(name="vault.open", description="Open the vault.", input_schema={
+                    "type": "object", "properties": {"pin": {"type": "string"}}, "required": ["pin"]},
+                    required_permission="notes.write", effect=Effect.WRITE, approval="always", redact=("pin",)),
+                lambda arguments: ran.append("opened") or {},
+            )
+            with self.assertLogs("agent_lab", level="DEBUG") as logs:
+                pipe = Pipe(registry, approvals=lookup)
+                pipe.initialize()
+                response = pipe.request("tools/call", {"name": "vault.open", "arguments": {"pin": self.SECRET}})
+                pipe.close()
+        self.assertTrue(response["result"]["isError"], response)  # a tool result, not -32603
+        error = json.loads(response["result"]["content"][0]["text"])["error"]
+        self.assertEqual(error["code"], "approval_required")
+        self.assertEqual(ran, [])
+        self.assertTrue(any("approval source failed" in line for line in logs.output))
+        for line in logs.output:
+            self.assertNotIn(self.SECRET, line)
+
+
 class CancellationTest(ServerTestCase):
     serve_options = {"max_workers": 1}  # one worker: a call's response is written before the next call starts
 
