@@ -613,6 +613,38 @@ class FailingApprovalSourceTest(unittest.TestCase):
             self.assertNotIn(self.SECRET, line)
 
 
+class RedactedOutputTest(unittest.TestCase):
+    """structuredContent always fits the outputSchema the server advertised for the tool, even when
+    redaction masked part of it (clients check it against that schema)."""
+
+    def test_structured_content_fits_the_advertised_output_schema_when_a_field_is_redacted(self) -> None:
+        from agent_lab.registry import Registry
+        from agent_lab.schema import Validator
+
+        output_schema = {
+            "type": "object",
+            "properties": {"pin": {"type": "string", "pattern": "^[0-9]{4}$"}, "tries": {"type": "integer"}},
+            "required": ["pin", "tries"],
+            "additionalProperties": False,
+        }
+        with Registry() as registry:
+            registry.register(
+                ToolSpec(name="card.pin", description="Show the card's PIN.", input_schema={"type": "object"},
+                         output_schema=output_schema, required_permission="notes.read", redact=("pin",)),
+                lambda arguments: {"pin": "4821", "tries": 3},
+            )
+            pipe = Pipe(registry)
+            pipe.initialize()
+            [tool] = pipe.request("tools/list")["result"]["tools"]
+            result = pipe.request("tools/call", {"name": "card.pin", "arguments": {}})["result"]
+            pipe.close()
+        self.assertFalse(result["isError"], result)
+        self.assertNotIn("4821", json.dumps(result))
+        self.assertEqual(result["structuredContent"]["tries"], 3)
+        if "outputSchema" in tool:
+            self.assertTrue(Validator(tool["outputSchema"]).is_valid(result["structuredContent"]), (tool, result))
+
+
 class CancellationTest(ServerTestCase):
     serve_options = {"max_workers": 1}  # one worker: a call's response is written before the next call starts
 
