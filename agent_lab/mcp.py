@@ -293,9 +293,19 @@ class _Server:
         if not line.strip():
             return
         try:
-            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid UTF-8 JSON"))
+            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant,
+                                 object_pairs_hook=_unique_members)
+        except UnicodeDecodeError:
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid UTF-8"))
+            return
+        except _RepeatedKey:
+            self.writer.send(_error(None, PARSE_ERROR, _RepeatedKey.MESSAGE))
+            return
+        except RecursionError:
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the message is nested too deeply to read"))
+            return
+        except ValueError:  # not JSON, NaN or Infinity, an integer of more digits than Python reads
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid JSON"))
             return
         if isinstance(message, list):
             self.handle_batch(message)
@@ -631,6 +641,20 @@ class _Server:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+class _RepeatedKey(ValueError):
+    """An object that names one member twice: which one counts differs between readers (Python keeps
+    the last, many the first), so a gateway could check one tool name or argument and we run the other."""
+
+    MESSAGE = "Parse error: an object repeats a key, so its meaning is ambiguous"
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _RepeatedKey(_RepeatedKey.MESSAGE)
+    return members
 
 
 def _settle(item: Any) -> Any:

@@ -276,6 +276,38 @@ class JsonRpcTest(ServerTestCase):
         self.assertError(self.pipe.receive(), PARSE_ERROR)
         self.assertEqual(self.pipe.request("ping")["result"], {})
 
+    def test_a_message_that_repeats_a_key_is_a_parse_error_and_nothing_runs(self) -> None:
+        self.pipe.initialize()
+        ran: list[str] = []
+        self.registry.register(
+            ToolSpec(name="spy", description="Counts its runs.", input_schema={"type": "object"}),
+            lambda arguments: ran.append("spy") or {},
+        )
+        for line in (
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes.get","name":"spy"}}',
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"spy","arguments":{"a":1,"a":2}}}',
+            b'{"jsonrpc":"2.0","id":3,"id":4,"method":"tools/call","params":{"name":"spy"}}',
+        ):
+            self.pipe.send_raw(line + b"\n")
+            refused = self.pipe.receive()
+            self.assertError(refused, PARSE_ERROR)
+            self.assertIsNone(refused["id"])
+            self.assertIn("repeats a key", refused["error"]["message"])
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+        self.assertEqual(ran, [])
+
+    def test_each_kind_of_unreadable_line_says_what_is_wrong(self) -> None:
+        for line, says in (
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping\xff"}', "UTF-8"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+             "nested too deeply"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":NaN}}', "not valid JSON"),
+        ):
+            self.pipe.send_raw(line + b"\n")
+            refused = self.pipe.receive()
+            self.assertError(refused, PARSE_ERROR)
+            self.assertIn(says, refused["error"]["message"])
+
     def test_an_unknown_method_is_method_not_found(self) -> None:
         self.assertError(self.pipe.request("resources/list"), METHOD_NOT_FOUND)
 
