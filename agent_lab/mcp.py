@@ -329,6 +329,26 @@ class _Server:
             self.writer.send(_error(None, INVALID_REQUEST, "Invalid Request: an empty batch"))
             return
         pending = [self.handle_message(message, in_batch=True) for message in messages]
+        running = [item for item in pending if isinstance(item, concurrent.futures.Future)]
+        if not running:
+            self.send_batch(pending)
+            return
+        # The batch is answered once its last call ends, by the worker that ends it: the reader goes on
+        # reading meanwhile, so a ping is answered and a cancellation of a batch's call is seen in time.
+        left = [len(running)]
+        left_lock = threading.Lock()
+
+        def one_ended(_: concurrent.futures.Future) -> None:
+            with left_lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                self.send_batch(pending)
+
+        for future in running:
+            future.add_done_callback(one_ended)
+
+    def send_batch(self, pending: list[Any]) -> None:
         responses = [_settle(item) for item in pending]
         answered = [response for response in responses if response is not None]
         if answered:

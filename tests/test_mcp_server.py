@@ -389,6 +389,21 @@ class BatchTest(ServerTestCase):
         self.assertFalse(responses[2]["result"]["isError"])
         self.assertError(responses[3], METHOD_NOT_FOUND)
 
+    def test_a_batch_with_a_running_call_leaves_ping_and_cancellation_answered_meanwhile(self) -> None:
+        self.pipe.initialize("2025-03-26")
+        self.pipe.send([
+            {"jsonrpc": "2.0", "id": "b-slow", "method": "tools/call", "params": {"name": "slow"}},
+            {"jsonrpc": "2.0", "id": "b-ping", "method": "ping"},
+        ])
+        self.pipe.send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        self.assertEqual(self.pipe.receive()["id"], "after")  # while the batch's call still runs
+        self.pipe.notify("notifications/cancelled", {"requestId": "b-slow"})
+        self.assertEqual(self.pipe.request("ping")["result"], {})  # the cancellation has been read
+        self.gate.set()
+        batch = self.pipe.receive()
+        self.assertEqual([response["id"] for response in batch], ["b-ping"])  # b-slow was cancelled
+        self.assertTrue(self.pipe.nothing_more())
+
     def test_an_empty_batch_is_invalid_request(self) -> None:
         self.pipe.initialize("2025-03-26")
         self.pipe.send([])
