@@ -656,7 +656,9 @@ def redaction_tolerant_schema(schema: Any, redact: Collection[str]) -> Any:
             widened = dict(properties) if isinstance(properties, dict) else {}
             for name in sorted(names):
                 if name in widened or checks_extra:
-                    widened[name] = {}
+                    was = widened.get(name)  # keep what it says about the field, drop what it checks
+                    widened[name] = {key: was[key] for key in ("title", "description")
+                                     if isinstance(was, dict) and key in was}
             out["properties"] = widened
         return out
 
