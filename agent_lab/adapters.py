@@ -36,7 +36,7 @@ import math
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar, cast
+from typing import Any, Callable, Collection, Iterable, Mapping, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .frozenjson import thaw
@@ -613,10 +613,69 @@ def _mcp_schema(spec: ToolSpec, which: str) -> dict[str, Any]:
         return thaw(getattr(spec, which))
 
 
+class _NotRedactionTolerant(Exception):
+    """The schema has a keyword for which accepting more at a redacted field could accept less overall."""
+
+
+# Keywords under which widening a subschema can narrow what the whole schema accepts (or, for
+# patternProperties, where a redacted name may be checked by a pattern we do not evaluate here).
+_NARROWING_KEYWORDS = frozenset({"not", "if", "oneOf", "patternProperties", "maxContains"})
+_NOT_SCHEMAS = frozenset({"default", "examples", "description", "title", "$comment"})
+
+
+def redaction_tolerant_schema(schema: Any, redact: Collection[str]) -> Any:
+    """`schema` accepting any value at a member named in `redact` (wherever it is checked), so the
+    redacted view of an output that fits `schema` fits the result; None when that cannot be promised
+    (a keyword under which accepting more could accept less: not, if, oneOf, uniqueItems, ...)."""
+    names = frozenset(redact)
+    if not names:
+        return schema
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _NARROWING_KEYWORDS or (key == "uniqueItems" and value is True):
+                raise _NotRedactionTolerant(key)  # masked values can make distinct items equal, ...
+            if key in ("enum", "const"):
+                values = value if key == "enum" and isinstance(value, list) else [value]
+                if any(isinstance(item, (dict, list)) for item in values):
+                    raise _NotRedactionTolerant(key)
+                out[key] = value
+            elif key in _NOT_SCHEMAS:
+                out[key] = value
+            else:
+                out[key] = walk(value)
+        properties = out.get("properties")
+        extra = [out.get(keyword) for keyword in ("additionalProperties", "unevaluatedProperties")]
+        checks_extra = any(isinstance(item, dict) for item in extra)
+        if isinstance(properties, dict) or checks_extra:
+            widened = dict(properties) if isinstance(properties, dict) else {}
+            for name in sorted(names):
+                if name in widened or checks_extra:
+                    was = widened.get(name)  # keep what it says about the field, drop what it checks
+                    widened[name] = {key: was[key] for key in ("title", "description")
+                                     if isinstance(was, dict) and key in was}
+            out["properties"] = widened
+        return out
+
+    try:
+        return walk(schema)
+    except (_NotRedactionTolerant, RecursionError):
+        return None
+
+
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     """An MCP Tool (wire form, camelCase). MCP allows dotted names, so the name is unchanged.
 
     outputSchema is advertised only for object schemas, since MCP's structuredContent is an object.
+    structuredContent is the redacted view of the output, so for a tool with redacted fields the
+    advertised outputSchema accepts any value at those fields (clients check structuredContent
+    against it; "[redacted]" in place of a 4-digit PIN broke a pattern), and it is left out when
+    the schema cannot be widened that way without narrowing it elsewhere.
     """
     tool: dict[str, Any] = {"name": spec.name}
     if spec.title is not None:
@@ -624,6 +683,8 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     tool["description"] = spec.description
     tool["inputSchema"] = _mcp_schema(spec, "input_schema")
     output_schema = _mcp_schema(spec, "output_schema") if spec.output_schema is not None else None
+    if spec.redact and output_schema is not None:
+        output_schema = redaction_tolerant_schema(output_schema, spec.redact)
     if isinstance(output_schema, Mapping) and output_schema.get("type") == "object":
         tool["outputSchema"] = output_schema
     tool["annotations"] = mcp_annotations(spec)

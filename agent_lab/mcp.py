@@ -32,6 +32,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union, cast
 
@@ -39,6 +40,7 @@ from . import __version__
 from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .errors import ToolFailure
+from .execution import describe_exception
 from .policy import Actor, Approval
 
 __all__ = [
@@ -84,8 +86,11 @@ _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
-DEFAULT_MAX_WORKERS = 4  # concurrent tools/call; ping and cancellation are answered meanwhile
+DEFAULT_MAX_WORKERS = 4  # tools/call running at once; ping and cancellation are answered meanwhile
 MAX_PENDING_CALLS = 64  # tools/call running or waiting for a worker; beyond it a call is refused at once
+# A call's deadline runs from its arrival: one waiting for a worker (all held by slow calls) is answered
+# deadline_exceeded when its tool's timeout passes, not whenever a worker frees up. So each pending call
+# has a thread of its own (at most MAX_PENDING_CALLS) that waits for one of `max_workers` run slots.
 
 # Gives the approval (if any) a person granted for exactly this call; MCP has no approval channel of its
 # own, so the application that starts the server supplies it.
@@ -244,6 +249,7 @@ class _InFlight:
     """A tools/call running on the pool; `cancelled` suppresses its response."""
 
     cancelled: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None  # time.monotonic() at arrival plus the tool's timeout (None: unknown tool)
 
 
 class _Server:
@@ -267,7 +273,9 @@ class _Server:
         self.page_size = page_size
         self.server_info = dict(server_info)
         self.session = _Session()
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mcp-call")
+        # One waiting thread per pending call (bounded by MAX_PENDING_CALLS); `run_slots` bounds how many run.
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PENDING_CALLS, thread_name_prefix="mcp-call")
+        self.run_slots = threading.BoundedSemaphore(max_workers)
         self.in_flight: dict[_RequestId, _InFlight] = {}
         self.in_flight_lock = threading.Lock()
 
@@ -285,9 +293,19 @@ class _Server:
         if not line.strip():
             return
         try:
-            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid UTF-8 JSON"))
+            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant,
+                                 object_pairs_hook=_unique_members)
+        except UnicodeDecodeError:
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid UTF-8"))
+            return
+        except _RepeatedKey:
+            self.writer.send(_error(None, PARSE_ERROR, _RepeatedKey.MESSAGE))
+            return
+        except RecursionError:
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the message is nested too deeply to read"))
+            return
+        except ValueError:  # not JSON, NaN or Infinity, an integer of more digits than Python reads
+            self.writer.send(_error(None, PARSE_ERROR, "Parse error: the line is not valid JSON"))
             return
         if isinstance(message, list):
             self.handle_batch(message)
@@ -311,6 +329,26 @@ class _Server:
             self.writer.send(_error(None, INVALID_REQUEST, "Invalid Request: an empty batch"))
             return
         pending = [self.handle_message(message, in_batch=True) for message in messages]
+        running = [item for item in pending if isinstance(item, concurrent.futures.Future)]
+        if not running:
+            self.send_batch(pending)
+            return
+        # The batch is answered once its last call ends, by the worker that ends it: the reader goes on
+        # reading meanwhile, so a ping is answered and a cancellation of a batch's call is seen in time.
+        left = [len(running)]
+        left_lock = threading.Lock()
+
+        def one_ended(_: concurrent.futures.Future) -> None:
+            with left_lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                self.send_batch(pending)
+
+        for future in running:
+            future.add_done_callback(one_ended)
+
+    def send_batch(self, pending: list[Any]) -> None:
         responses = [_settle(item) for item in pending]
         answered = [response for response in responses if response is not None]
         if answered:
@@ -524,7 +562,7 @@ class _Server:
         """Checks the request schema, then runs the call on the pool; the worker sends the response."""
         call = _tool_call(request)
         request_id: _RequestId = request.id  # type: ignore[assignment]
-        tracker = _InFlight()
+        tracker = _InFlight(deadline=self.arrival_deadline(call.name))
         with self.in_flight_lock:
             if request_id in self.in_flight:
                 raise _ProtocolError(
@@ -541,6 +579,14 @@ class _Server:
         future.add_done_callback(self.send_finished)
         return None
 
+    def arrival_deadline(self, name: str) -> float | None:
+        """When a call that arrives now must be answered: now plus its tool's timeout."""
+        try:
+            timeout_ms = self.registry.spec(name).timeout_ms
+        except Exception:  # an unknown tool: the registry answers it without running anything
+            return None
+        return time.monotonic() + timeout_ms / 1000.0
+
     def run_call(
         self,
         request_id: _RequestId,
@@ -549,7 +595,17 @@ class _Server:
         shape: Callable[[Mapping[str, Any]], dict[str, Any]],
     ) -> dict[str, Any] | None:
         try:
-            response = self.call_response(request_id, call, shape)
+            wait_s = None if tracker.deadline is None else max(0.0, tracker.deadline - time.monotonic())
+            holding = self.run_slots.acquire(timeout=wait_s)  # False: the deadline passed while waiting
+            try:
+                if holding and tracker.cancelled.is_set():
+                    return None  # cancelled before it started: it never runs
+                # Not holding a slot, the deadline has passed: the registry answers deadline_exceeded
+                # without running the handler.
+                response = self.call_response(request_id, call, shape, tracker.deadline)
+            finally:
+                if holding:
+                    self.run_slots.release()
         finally:
             with self.in_flight_lock:
                 self.in_flight.pop(request_id, None)
@@ -563,20 +619,41 @@ class _Server:
             self.writer.send(response)
 
     def call_response(
-        self, request_id: _RequestId, call: ToolCall, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
+        self,
+        request_id: _RequestId,
+        call: ToolCall,
+        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         try:
-            result = self.invoke(call)
+            result = self.invoke(call, deadline)
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
             return _result(request_id, shape(render_mcp_result(result)))
-        except Exception:
-            logger.exception("tools/call failed outside the registry pipeline")
+        except Exception as exc:  # never its message: it may quote the call's arguments
+            logger.error("tools/call failed outside the registry pipeline: %s",
+                         describe_exception(exc, show_message=False))
             return _error(request_id, INTERNAL_ERROR, "Internal error")
 
-    def invoke(self, call: ToolCall) -> ToolResult:
-        approval = self.approvals(call, self.actor) if self.approvals is not None else None
-        return self.registry.invoke(call, actor=self.actor, approval=approval)
+    def invoke(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
+        return self.registry.invoke(call, actor=self.actor, approval=self.approval(call), deadline=deadline)
+
+    def approval(self, call: ToolCall) -> Approval | None:
+        """The application's approval for exactly this call; an approval source that fails grants none
+        (the registry then answers approval_required where one is needed). Its exception is logged as
+        the registry logs a handler's: the message only for a tool without redacted fields."""
+        if self.approvals is None:
+            return None
+        try:
+            return self.approvals(call, self.actor)
+        except Exception as exc:
+            try:
+                show_message = not self.registry.spec(call.name).redact
+            except Exception:
+                show_message = False
+            logger.error("the approval source failed; the call has no approval: %s",
+                         describe_exception(exc, show_message=show_message))
+            return None
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -584,6 +661,20 @@ class _Server:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+class _RepeatedKey(ValueError):
+    """An object that names one member twice: which one counts differs between readers (Python keeps
+    the last, many the first), so a gateway could check one tool name or argument and we run the other."""
+
+    MESSAGE = "Parse error: an object repeats a key, so its meaning is ambiguous"
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _RepeatedKey(_RepeatedKey.MESSAGE)
+    return members
 
 
 def _settle(item: Any) -> Any:

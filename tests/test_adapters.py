@@ -126,6 +126,30 @@ class ExportShapeTest(unittest.TestCase):
         spec = read_spec(output_schema={"type": "array", "items": {"type": "string"}})
         self.assertNotIn("outputSchema", mcp_tool(spec))
 
+    def test_the_redacted_view_of_a_valid_output_fits_the_advertised_mcp_output_schema(self):
+        from agent_lab.redaction import redact
+
+        pin = {"type": "string", "pattern": "^[0-9]{4}$"}
+        cases = [  # (output schema, an output that fits it); the tool redacts "pin"
+            ({"type": "object", "properties": {"pin": pin}, "required": ["pin"]}, {"pin": "1234"}),
+            ({"type": "object", "properties": {"cards": {"type": "array", "items": {"$ref": "#/$defs/card"}}},
+              "$defs": {"card": {"type": "object", "properties": {"pin": {"type": "integer"}}}}},
+             {"cards": [{"pin": 1234}]}),
+            ({"type": "object", "additionalProperties": {"type": "integer"}}, {"pin": 1234, "n": 1}),
+            ({"type": "object", "properties": {"cards": {"type": "array", "uniqueItems": True,
+                                                         "items": {"type": "object", "properties": {"pin": pin}}}}},
+             {"cards": [{"pin": "1111"}, {"pin": "2222"}]}),
+            ({"type": "object", "properties": {"pin": {"oneOf": [pin, {"type": "integer"}]}}}, {"pin": "1234"}),
+        ]
+        for schema, output in cases:
+            with self.subTest(schema=schema):
+                spec = read_spec(output_schema=schema, redact=("pin",))
+                self.assertTrue(Validator(schema).is_valid(output))
+                advertised = mcp_tool(spec).get("outputSchema")
+                if advertised is not None:
+                    self.assertTrue(Validator(advertised).is_valid(redact(output, {"pin"})), advertised)
+        self.assertIn("outputSchema", mcp_tool(read_spec(output_schema=cases[0][0], redact=("pin",))))
+
     def test_mcp_annotations_follow_the_runtime_contract(self):
         read = mcp_annotations(read_spec(open_world=True))
         self.assertEqual(read, {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,

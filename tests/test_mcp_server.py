@@ -276,6 +276,38 @@ class JsonRpcTest(ServerTestCase):
         self.assertError(self.pipe.receive(), PARSE_ERROR)
         self.assertEqual(self.pipe.request("ping")["result"], {})
 
+    def test_a_message_that_repeats_a_key_is_a_parse_error_and_nothing_runs(self) -> None:
+        self.pipe.initialize()
+        ran: list[str] = []
+        self.registry.register(
+            ToolSpec(name="spy", description="Counts its runs.", input_schema={"type": "object"}),
+            lambda arguments: ran.append("spy") or {},
+        )
+        for line in (
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes.get","name":"spy"}}',
+            b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"spy","arguments":{"a":1,"a":2}}}',
+            b'{"jsonrpc":"2.0","id":3,"id":4,"method":"tools/call","params":{"name":"spy"}}',
+        ):
+            self.pipe.send_raw(line + b"\n")
+            refused = self.pipe.receive()
+            self.assertError(refused, PARSE_ERROR)
+            self.assertIsNone(refused["id"])
+            self.assertIn("repeats a key", refused["error"]["message"])
+        self.assertEqual(self.pipe.request("ping")["result"], {})
+        self.assertEqual(ran, [])
+
+    def test_each_kind_of_unreadable_line_says_what_is_wrong(self) -> None:
+        for line, says in (
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping\xff"}', "UTF-8"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+             "nested too deeply"),
+            (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":NaN}}', "not valid JSON"),
+        ):
+            self.pipe.send_raw(line + b"\n")
+            refused = self.pipe.receive()
+            self.assertError(refused, PARSE_ERROR)
+            self.assertIn(says, refused["error"]["message"])
+
     def test_an_unknown_method_is_method_not_found(self) -> None:
         self.assertError(self.pipe.request("resources/list"), METHOD_NOT_FOUND)
 
@@ -356,6 +388,21 @@ class BatchTest(ServerTestCase):
         self.assertEqual(responses[1]["result"], {})
         self.assertFalse(responses[2]["result"]["isError"])
         self.assertError(responses[3], METHOD_NOT_FOUND)
+
+    def test_a_batch_with_a_running_call_leaves_ping_and_cancellation_answered_meanwhile(self) -> None:
+        self.pipe.initialize("2025-03-26")
+        self.pipe.send([
+            {"jsonrpc": "2.0", "id": "b-slow", "method": "tools/call", "params": {"name": "slow"}},
+            {"jsonrpc": "2.0", "id": "b-ping", "method": "ping"},
+        ])
+        self.pipe.send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        self.assertEqual(self.pipe.receive()["id"], "after")  # while the batch's call still runs
+        self.pipe.notify("notifications/cancelled", {"requestId": "b-slow"})
+        self.assertEqual(self.pipe.request("ping")["result"], {})  # the cancellation has been read
+        self.gate.set()
+        batch = self.pipe.receive()
+        self.assertEqual([response["id"] for response in batch], ["b-ping"])  # b-slow was cancelled
+        self.assertTrue(self.pipe.nothing_more())
 
     def test_an_empty_batch_is_invalid_request(self) -> None:
         self.pipe.initialize("2025-03-26")
@@ -532,6 +579,117 @@ class PendingLimitTest(ServerTestCase):
         self.gate.set()
         answered = [self.pipe.receive()["id"] for _ in ids]
         self.assertEqual(sorted(answered), sorted(ids))
+
+
+class DeadlineFromArrivalTest(ServerTestCase):
+    """A call's deadline runs from its arrival, including the time it waits for a worker."""
+
+    serve_options = {"max_workers": 1}  # the slow call holds the only worker until the gate opens
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.ran: list[str] = []
+        self.registry.register(
+            ToolSpec(name="quick", description="Answers at once.", input_schema={"type": "object"}, timeout_ms=50),
+            lambda arguments: self.ran.append("quick") or {},
+        )
+        self.registry.register(
+            ToolSpec(name="count", description="Counts its runs.", input_schema={"type": "object"},
+                     timeout_ms=WAIT_S * 1000),
+            lambda arguments: self.ran.append(arguments.get("tag", "")) or {},
+        )
+        self.pipe.initialize()
+
+    def test_a_call_waiting_for_a_worker_is_answered_at_its_deadline_not_when_a_worker_frees(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "quick-1", "method": "tools/call", "params": {"name": "quick"}})
+        answered = self.pipe.receive()  # while slow-1 still holds the worker
+        self.assertEqual(answered["id"], "quick-1")
+        self.assertTrue(answered["result"]["isError"])
+        error = json.loads(answered["result"]["content"][0]["text"])["error"]
+        self.assertEqual(error["code"], "deadline_exceeded")
+        self.assertEqual(self.ran, [])  # it never ran late
+        self.gate.set()
+        finished = self.pipe.receive()
+        self.assertEqual(finished["id"], "slow-1")
+        self.assertFalse(finished["result"]["isError"])
+
+    def test_a_call_cancelled_while_waiting_for_a_worker_never_runs(self) -> None:
+        self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
+                        "params": {"name": "count", "arguments": {"tag": "cancelled"}}})
+        self.pipe.notify("notifications/cancelled", {"requestId": "c-1"})
+        self.assertEqual(self.pipe.request("ping")["result"], {})  # the cancellation has been read
+        self.gate.set()
+        self.assertEqual(self.pipe.receive()["id"], "slow-1")
+        self.assertEqual(self.pipe.close(), 0)  # every call has finished
+        self.assertEqual(self.ran, [])
+        self.assertTrue(self.pipe.nothing_more())
+
+
+class FailingApprovalSourceTest(unittest.TestCase):
+    """An approval source that raises grants no approval, and its exception text never reaches a log."""
+
+    SECRET = "pin-5f8e-2c91"
+
+    def test_a_raising_approval_source_grants_nothing_and_its_message_is_not_logged(self) -> None:
+        from agent_lab.registry import Registry
+
+        def lookup(call: ToolCall, actor: Actor) -> Approval | None:
+            raise RuntimeError(f"no approval on file for {call!r}")  # quotes the secret argument
+
+        with Registry() as registry:
+            ran: list[str] = []
+            registry.register(
+                ToolSpec(name="vault.open", description="Open the vault.", input_schema={
+                    "type": "object", "properties": {"pin": {"type": "string"}}, "required": ["pin"]},
+                    required_permission="notes.write", effect=Effect.WRITE, approval="always", redact=("pin",)),
+                lambda arguments: ran.append("opened") or {},
+            )
+            with self.assertLogs("agent_lab", level="DEBUG") as logs:
+                pipe = Pipe(registry, approvals=lookup)
+                pipe.initialize()
+                response = pipe.request("tools/call", {"name": "vault.open", "arguments": {"pin": self.SECRET}})
+                pipe.close()
+        self.assertTrue(response["result"]["isError"], response)  # a tool result, not -32603
+        error = json.loads(response["result"]["content"][0]["text"])["error"]
+        self.assertEqual(error["code"], "approval_required")
+        self.assertEqual(ran, [])
+        self.assertTrue(any("approval source failed" in line for line in logs.output))
+        for line in logs.output:
+            self.assertNotIn(self.SECRET, line)
+
+
+class RedactedOutputTest(unittest.TestCase):
+    """structuredContent always fits the outputSchema the server advertised for the tool, even when
+    redaction masked part of it (clients check it against that schema)."""
+
+    def test_structured_content_fits_the_advertised_output_schema_when_a_field_is_redacted(self) -> None:
+        from agent_lab.registry import Registry
+        from agent_lab.schema import Validator
+
+        output_schema = {
+            "type": "object",
+            "properties": {"pin": {"type": "string", "pattern": "^[0-9]{4}$"}, "tries": {"type": "integer"}},
+            "required": ["pin", "tries"],
+            "additionalProperties": False,
+        }
+        with Registry() as registry:
+            registry.register(
+                ToolSpec(name="card.pin", description="Show the card's PIN.", input_schema={"type": "object"},
+                         output_schema=output_schema, required_permission="notes.read", redact=("pin",)),
+                lambda arguments: {"pin": "4821", "tries": 3},
+            )
+            pipe = Pipe(registry)
+            pipe.initialize()
+            [tool] = pipe.request("tools/list")["result"]["tools"]
+            result = pipe.request("tools/call", {"name": "card.pin", "arguments": {}})["result"]
+            pipe.close()
+        self.assertFalse(result["isError"], result)
+        self.assertNotIn("4821", json.dumps(result))
+        self.assertEqual(result["structuredContent"]["tries"], 3)
+        if "outputSchema" in tool:
+            self.assertTrue(Validator(tool["outputSchema"]).is_valid(result["structuredContent"]), (tool, result))
 
 
 class CancellationTest(ServerTestCase):
