@@ -143,3 +143,45 @@ class SecretsSpelledOtherwiseTest(unittest.TestCase):
                 [(_, message)] = result.failures
                 self.assertIn("[redacted]", message)
                 self.assertNotIn("secretbody0123", message)
+
+
+def value_lab(secret: str, shown: Any) -> Lab:
+    """A lab whose one secret the tool shows as a JSON number or literal, not as a string."""
+    class World:
+        def secrets(self) -> list[str]:
+            return [secret]
+
+    def build_leaky(world: World, **options: Any) -> Registry:
+        registry = Registry(**options)
+        registry.register(ToolSpec(name="read_pin", description="Read the PIN.", input_schema={"type": "object"},
+                                   output_schema={"type": "object"}),
+                          lambda arguments: {"value": shown, "values": [shown, {"inner": shown}]})
+        return registry
+
+    return Lab(name="values", world=World, surfaces=[Surface("leaky", build_leaky)], effects=lambda world: [],
+               secrets=World.secrets)
+
+
+class SecretsInJsonValuesTest(unittest.TestCase):
+    """A secret that is (or is inside) a JSON number or literal is masked, and the JSON reports stay JSON."""
+
+    SHOWN = {"a PIN shown as a number": ("4821", 4821), "a PIN inside a larger number": ("4821", 1482100),
+             "a secret equal to a literal": ("true", True), "a PIN inside a fraction": ("4821", 0.4821)}
+    CASE = {"case_id": "pin", "intent": "Read the PIN.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_pin", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+
+    def test_json_reports_stay_json_and_show_no_secret(self) -> None:
+        for label, (secret, shown) in self.SHOWN.items():
+            with self.subTest(secret=label), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+                out = Path(tmp) / "out"
+                run_tool_eval([str(cases)], out_dir=out, lab=value_lab(secret, shown))
+                json.loads((out / "tool-comparison.json").read_text(encoding="utf-8"))
+                lines = (out / "tool-runs.jsonl").read_text(encoding="utf-8").splitlines()
+                records = [json.loads(line) for line in lines]
+                [call] = [record for record in records if record["kind"] == "call"]
+                self.assertEqual(call["result"]["output"]["value"], "[redacted]")
+                for path in sorted(out.iterdir()):
+                    with self.subTest(report=path.name):
+                        self.assertNotIn(secret, path.read_text(encoding="utf-8"))

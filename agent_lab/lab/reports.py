@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from ..redaction import redact, redact_text, secret_spellings
+from ..redaction import REDACTED, redact, redact_text, secret_spellings
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
@@ -62,7 +62,37 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "junit.xml": _junit_xml(evaluation),
     }
     spellings = secret_spellings(evaluation.secrets)  # as JSON and XML text spell them too
-    return {name: redact_text(text, spellings) for name, text in rendered.items()}
+    return {name: redact_text(_mask_tokens(name, text, spellings), spellings) for name, text in rendered.items()}
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null')
+
+
+def _mask_tokens(name: str, text: str, spellings: Collection[str]) -> str:
+    """Mask a JSON report token by token, so it stays JSON whatever a secret is.
+
+    The last pass over the whole text masks a secret wherever it is, and alone it breaks JSON where a
+    secret is (or is inside) a number or literal: a PIN "1250" in the number 1250 (`"cents":[redacted]`
+    is not JSON), a secret "true" in `"ok":true`. Here a string is masked inside its quotes, and a
+    number or literal that shows a secret becomes the string "[redacted]". What is left for the last
+    pass is a secret that spans JSON's own syntax (`"ok":`, say), which is masked even so. XML needs no
+    such pass: masking inside an attribute value or text keeps it well-formed."""
+    if not spellings:
+        return text
+    if name.endswith((".json", ".jsonl")):
+        return _JSON_TOKEN.sub(lambda found: _masked_json_token(found.group(), spellings), text)
+    return text
+
+
+def _masked_json_token(token: str, spellings: Collection[str]) -> str:
+    if not token.startswith('"'):
+        return token if redact_text(token, spellings) == token else json.dumps(REDACTED)
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return token  # not a string the renderers wrote; the last pass still masks it
+    masked = redact_text(value, spellings)
+    return token if masked == value else json.dumps(masked, ensure_ascii=False)
 
 
 class ReportWriteError(Exception):
