@@ -185,3 +185,38 @@ class SecretsInJsonValuesTest(unittest.TestCase):
                 for path in sorted(out.iterdir()):
                     with self.subTest(report=path.name):
                         self.assertNotIn(secret, path.read_text(encoding="utf-8"))
+
+
+def html_lab() -> Lab:
+    def build(world: object, **options: Any) -> Registry:
+        registry = Registry(**options)
+        registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                   output_schema={"type": "object"}),
+                          lambda arguments: {"text": "<script>alert(1)</script><details><summary>x"})
+        return registry
+
+    return Lab(name="html", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+
+
+class MarkdownShowsHtmlAsTextTest(unittest.TestCase):
+    """HTML in an intent or a tool's output is shown in the Markdown reports, never started: an intent
+    `<!--` at the start of a line would hide every failure after it."""
+
+    CASE = {"case_id": "html", "intent": "<!-- hides the rest", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {}}],
+            "expected": {"outcome": "succeeded", "side_effects": 0, "checks": [{"path": "/output/text", "equals": "x"}]}}
+
+    def test_no_markdown_report_holds_raw_html_from_a_case_or_a_tool(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+            out = Path(tmp) / "out"
+            run_tool_eval([str(cases)], out_dir=out, lab=html_lab())
+            failures = (out / "tool-failures.md").read_text(encoding="utf-8")
+            self.assertIn("&lt;!-- hides the rest", failures)
+            self.assertIn("&lt;script&gt;", failures)
+            for name in ("tool-failures.md", "tool-comparison.md"):
+                with self.subTest(report=name):
+                    text = (out / name).read_text(encoding="utf-8")
+                    for markup in ("<!--", "<script", "<details", "<summary"):
+                        self.assertNotIn(markup, text)

@@ -205,6 +205,12 @@ def _inline(text: str) -> str:
     return " ".join(text.split())
 
 
+def _markdown(text: str) -> str:
+    """Text from a case file or a tool as Markdown shows it, not as HTML it would start: `<!--` at the
+    start of a line hides every line after it, `<details>` or `<script>` swallow what follows."""
+    return escape(text)
+
+
 def _cell(value: Any, secrets: Collection[str]) -> str:
     """One table cell or message fragment: on one line, secrets masked, then cut to `MAX_CELL`.
 
@@ -315,7 +321,7 @@ def _comparison_md(evaluation: Any) -> str:
         f"Lab: `{evaluation.lab}`. Surfaces: {listed}.",
         "",
         f"Gate: **{'PASSED' if evaluation.gate_passed else 'FAILED'}** ({passed} of {len(evaluation.gate)} checks). "
-        f"Cases: {len(evaluation.cases)} from {', '.join(_case_files(evaluation))}.",
+        f"Cases: {len(evaluation.cases)} from {_markdown(', '.join(_case_files(evaluation)))}.",
         "",
         "![Every surface side by side](tool-comparison.svg)",
         "",
@@ -337,7 +343,7 @@ def _comparison_md(evaluation: Any) -> str:
         "## Gate checklist",
         "",
     ]
-    lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {check.detail}" for check in evaluation.gate]
+    lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {_markdown(check.detail)}" for check in evaluation.gate]
     lines += ["", "## Changed cases", ""] + _changed_cases(evaluation)
     lines += ["", "## Every case", "",
               "| case | intent | " + " | ".join(surface.name for surface in surfaces) + " |",
@@ -345,7 +351,7 @@ def _comparison_md(evaluation: Any) -> str:
     by_surface = [evaluation.results[surface.name] for surface in surfaces]
     for number, case in enumerate(evaluation.cases):
         marks = " | ".join(_mark(results[number]) for results in by_surface)
-        lines.append(f"| {case.case_id} | {_cell(case.intent, evaluation.secrets)} | {marks} |")
+        lines.append(f"| {case.case_id} | {_markdown(_cell(case.intent, evaluation.secrets))} | {marks} |")
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
 
@@ -359,7 +365,7 @@ def _mark(result: CaseResult) -> str:
 def _changed_cases(evaluation: Any) -> list[str]:
     if evaluation.baseline is None:
         return ["No baseline surface: there is nothing to compare against."]
-    intents = {case.case_id: _inline(case.intent) for case in evaluation.cases}
+    intents = {case.case_id: _markdown(_inline(case.intent)) for case in evaluation.cases}
     lines: list[str] = []
     for candidate, comparison in evaluation.comparison.items():
         if len(evaluation.comparison) > 1:
@@ -469,10 +475,11 @@ def _failures_md(evaluation: Any) -> str:
 
 def _failure_block(result: CaseResult, secrets: Collection[str]) -> list[str]:
     case = result.case
-    lines = [f"### {case.case_id}", "", f"{_inline(case.intent)} ({display_path(case.source_path)}:{case.source_line})", "",
+    lines = [f"### {case.case_id}", "",
+             f"{_markdown(_inline(case.intent))} ({_markdown(display_path(case.source_path))}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
-    lines += [f"| {_cell(grade.name, secrets)} | {_cell(grade.expected, secrets)} | {_cell(grade.actual, secrets)} |"
-              for grade in _failed(result)]
+    lines += ["| " + " | ".join(_markdown(_cell(value, secrets)) for value in (grade.name, grade.expected, grade.actual))
+              + " |" for grade in _failed(result)]
     return lines + [""]
 
 
