@@ -220,3 +220,29 @@ class MarkdownShowsHtmlAsTextTest(unittest.TestCase):
                     text = (out / name).read_text(encoding="utf-8")
                     for markup in ("<!--", "<script", "<details", "<summary"):
                         self.assertNotIn(markup, text)
+
+
+class RunsAreOneLineEachTest(unittest.TestCase):
+    """tool-runs.jsonl is one record per line for any reader, even when a tool's output holds the
+    characters str.splitlines() breaks at and JSON leaves raw (U+0085, U+2028, U+2029)."""
+
+    TEXT = "one\x85two\u2028three\u2029four"
+
+    def test_every_line_is_one_record_and_the_output_survives(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": self.TEXT})
+            return registry
+
+        lab = Lab(name="breaks", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        case = {"case_id": "breaks", "intent": "Read the note.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+                "calls": [{"tool": "read_note", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            lines = (Path(tmp) / "out" / "tool-runs.jsonl").read_text(encoding="utf-8").splitlines()
+            records = [json.loads(line) for line in lines]
+            self.assertEqual([record["kind"] for record in records], ["call", "case"])
+            self.assertEqual(records[0]["result"]["output"]["text"], self.TEXT)

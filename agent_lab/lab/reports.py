@@ -196,8 +196,17 @@ def _reason(error: OSError) -> str:
 # -- shared pieces -----------------------------------------------------------------------------------
 
 
+_LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """One JSON Lines record. JSON may hold U+0085, U+2028 and U+2029 raw inside a string, but
+    `str.splitlines()` and many editors break a line there: they are written as escapes, so a record is
+    one line for every reader."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    for character, escaped in _LINE_BREAKS_JSON_KEEPS.items():
+        text = text.replace(character, escaped)
+    return text
 
 
 def _inline(text: str) -> str:
