@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab import Registry, ToolSpec
-from agent_lab.lab import Lab, Surface, lab_test_case, run_tool_eval
+from agent_lab.lab import Lab, LabError, Surface, lab_test_case, run_tool_eval
 from agent_lab.lab.reports import MAX_CELL
 from agent_lab.lab.testing import MAX_SHOWN
 
@@ -246,3 +246,44 @@ class RunsAreOneLineEachTest(unittest.TestCase):
             records = [json.loads(line) for line in lines]
             self.assertEqual([record["kind"] for record in records], ["call", "case"])
             self.assertEqual(records[0]["result"]["output"]["text"], self.TEXT)
+
+
+TOKEN = "tok-live-0123456789"
+
+
+class LabErrorsMaskTheWorldsSecretsTest(unittest.TestCase):
+    """A hook of the lab that raises with a secret in its message (a KeyError on a token) is bad input,
+    one line on stderr, a CI log: the world's secrets are masked in it."""
+
+    CASE = {"case_id": "one", "intent": "Read.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+
+    def lab(self, broken: str) -> Lab:
+        def fail(world: object, **options: Any) -> Any:
+            raise KeyError(f"no record for {TOKEN}")
+
+        def build(world: object, **options: Any) -> Registry:
+            if broken == "build":
+                fail(world)
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": "x"})
+            return registry
+
+        hooks: dict[str, Any] = {"effects": fail if broken == "effects" else (lambda world: [])}
+        if broken == "settle":
+            hooks["settle"] = fail
+        return Lab(name="broken", world=object, surfaces=[Surface("typed", build)], secrets=lambda world: [TOKEN],
+                   **hooks)
+
+    def test_the_error_line_masks_the_secret(self) -> None:
+        for broken in ("effects", "settle", "build"):
+            case = dict(self.CASE, calls=self.CASE["calls"] + [{"do": "settle"}]) if broken == "settle" else self.CASE
+            with self.subTest(hook=broken), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+                with self.assertRaises(LabError) as caught:
+                    run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=self.lab(broken))
+                self.assertIn("[redacted]", str(caught.exception))
+                self.assertNotIn(TOKEN, str(caught.exception))
+                self.assertFalse((Path(tmp) / "out").exists())

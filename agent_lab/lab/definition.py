@@ -247,7 +247,8 @@ class Lab:
         try:
             registry = surface.build(world, **options)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"surface {surface.name!r}: build(world) raised {describe_exception(error)}") from None
+            raise LabError(f"surface {surface.name!r}: build(world) raised "
+                           f"{self._masked(world, describe_exception(error))}") from None
         if not isinstance(registry, Registry):
             raise LabError(f"surface {surface.name!r}: build(world) returned {type(registry).__name__}, not a Registry")
         if "receipts" in options and registry.receipts is not options["receipts"]:
@@ -263,7 +264,7 @@ class Lab:
         try:
             records = list(self.effects(world))
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"effects(world) raised {describe_exception(error)}") from None
+            raise LabError(f"effects(world) raised {self._masked(world, describe_exception(error))}") from None
         for index, record in enumerate(records):
             try:
                 canonical_json(record)
@@ -290,12 +291,24 @@ class Lab:
                                "which reports could not mask")
         return frozenset(found)
 
+    def _masked(self, world: Any, message: str) -> str:
+        """A message about the lab's code with the world's secrets masked: the error line goes to
+        stderr, a CI log, and a hook's exception may well name a secret (a KeyError on a token, say).
+        Best effort: a world whose secrets cannot be read leaves the message as it is."""
+        from ..redaction import redact_text, secret_spellings
+
+        try:
+            secrets = self.secrets_of(world)
+        except LabError:
+            return message
+        return redact_text(message, secret_spellings(secrets))
+
     def settle_world(self, world: Any) -> None:
         """Release the world's held operations and wait until none runs (no-op without a `settle` hook)."""
         try:
             (self.settle or _no_hook)(world)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"settle(world) raised {describe_exception(error)}") from None
+            raise LabError(f"settle(world) raised {self._masked(world, describe_exception(error))}") from None
 
     def writes_started_in(self, world: Any) -> int:
         """How many writes the world has begun (LabError without the hook or for a non-integer)."""
@@ -304,7 +317,7 @@ class Lab:
         try:
             count = self.writes_started(world)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"writes_started(world) raised {describe_exception(error)}") from None
+            raise LabError(f"writes_started(world) raised {self._masked(world, describe_exception(error))}") from None
         if isinstance(count, bool) or not isinstance(count, int):
             raise LabError(f"writes_started(world) returned {type(count).__name__}, not an integer")
         return count
