@@ -153,10 +153,12 @@ def _rename_all_or_none(temporaries: Mapping[Path, Path]) -> None:
     for path, temporary in temporaries.items():
         try:
             os.replace(temporary, path)
-        except OSError as error:
+        except BaseException as error:  # an OSError, or Ctrl-C between two renames: half a set is no set
             for done in renamed:
                 _put_back(done, previous[done])
-            raise ReportWriteError(f"{path}: {_reason(error)}") from None
+            if isinstance(error, OSError):
+                raise ReportWriteError(f"{path}: {_reason(error)}") from None
+            raise
         renamed.append(path)
 
 
