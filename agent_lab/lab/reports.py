@@ -79,9 +79,11 @@ def _mask_tokens(name: str, text: str, spellings: Collection[str]) -> str:
     such pass: masking inside an attribute value or text keeps it well-formed."""
     if not spellings:
         return text
-    if name.endswith((".json", ".jsonl")):
-        return _JSON_TOKEN.sub(lambda found: _masked_json_token(found.group(), spellings), text)
-    return text
+    if not name.endswith((".json", ".jsonl")):
+        return text
+    lines = text.split("\n")  # JSON text is never cut across lines: only lines that show a secret need tokens
+    return "\n".join(_JSON_TOKEN.sub(lambda found: _masked_json_token(found.group(), spellings), line)
+                     if redact_text(line, spellings) != line else line for line in lines)
 
 
 def _masked_json_token(token: str, spellings: Collection[str]) -> str:
