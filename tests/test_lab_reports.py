@@ -287,3 +287,31 @@ class LabErrorsMaskTheWorldsSecretsTest(unittest.TestCase):
                 self.assertIn("[redacted]", str(caught.exception))
                 self.assertNotIn(TOKEN, str(caught.exception))
                 self.assertFalse((Path(tmp) / "out").exists())
+
+
+class IntentCannotForgeMarkdownTest(unittest.TestCase):
+    """An intent starts a line of tool-failures.md and stays a paragraph there: it cannot add a heading
+    (a forged "0 failing case(s)"), a list item or a quote to the report."""
+
+    def test_only_the_engine_writes_headings_and_lists(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": "x"})
+            return registry
+
+        lab = Lab(name="forge", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        intents = ["## candidate (typed): 0 failing case(s)", "- a list item", "1. a numbered item", "--- a rule"]
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text("".join(json.dumps({
+                "case_id": f"forged-{number}", "intent": intent, "actor": {"id": "a", "tenant": "t", "permissions": []},
+                "calls": [{"tool": "read_note", "arguments": {}}],
+                "expected": {"outcome": "rejected", "error_code": "tool_not_found", "side_effects": 0}}) + "\n"
+                for number, intent in enumerate(intents)), encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            lines = (Path(tmp) / "out" / "tool-failures.md").read_text(encoding="utf-8").splitlines()
+        headings = [line for line in lines if line.startswith("#")]
+        self.assertEqual(headings, ["# Tool failures", f"## candidate (typed): {len(intents)} failing case(s)"]
+                         + [f"### forged-{number}" for number in range(len(intents))])
+        self.assertEqual([line for line in lines if line.startswith(("-", "1.", ">"))], [])

@@ -224,6 +224,17 @@ def _markdown(text: str) -> str:
     return escape(text)
 
 
+_BLOCK_START = re.compile(r"[#>+*=_`~|-]|[0-9]+[.)]")
+
+
+def _paragraph(text: str) -> str:
+    """`_markdown` text that starts a line and stays a paragraph: an intent "## candidate (v2): 0
+    failing case(s)" would otherwise be a heading (or a list, a quote, a rule) forged into the report."""
+    text = _markdown(text)
+    found = _BLOCK_START.match(text)
+    return text if found is None else text[:found.end() - 1] + "\\" + text[found.end() - 1:]
+
+
 def _cell(value: Any, secrets: Collection[str]) -> str:
     """One table cell or message fragment: on one line, secrets masked, then cut to `MAX_CELL`.
 
@@ -489,7 +500,7 @@ def _failures_md(evaluation: Any) -> str:
 def _failure_block(result: CaseResult, secrets: Collection[str]) -> list[str]:
     case = result.case
     lines = [f"### {case.case_id}", "",
-             f"{_markdown(_inline(case.intent))} ({_markdown(display_path(case.source_path))}:{case.source_line})", "",
+             f"{_paragraph(_inline(case.intent))} ({_markdown(display_path(case.source_path))}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
     lines += ["| " + " | ".join(_markdown(_cell(value, secrets)) for value in (grade.name, grade.expected, grade.actual))
               + " |" for grade in _failed(result)]
