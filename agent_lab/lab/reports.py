@@ -224,7 +224,7 @@ def _markdown(text: str) -> str:
     return escape(text)
 
 
-_BLOCK_START = re.compile(r"[#>+*=_`~|-]|[0-9]+[.)]")
+_BLOCK_START = re.compile(r"(?:#{1,6}|[-+*]|[0-9]{1,9}[.)])(?=\s|$)|`{3}|~{3}")  # CommonMark block starts
 
 
 def _paragraph(text: str) -> str:
