@@ -262,9 +262,12 @@ class Lab:
         from ..idempotency import canonical_json
 
         try:
-            records = list(self.effects(world))
+            returned = self.effects(world)
+            records = None if isinstance(returned, (str, bytes, Mapping)) else list(returned)
         except Exception as error:  # noqa: BLE001
             raise LabError(f"effects(world) raised {self._masked(world, describe_exception(error))}") from None
+        if records is None:  # its characters or keys would each count as a side effect
+            raise LabError(f"effects(world) must return a list of records, not a {type(returned).__name__}")
         for index, record in enumerate(records):
             try:
                 canonical_json(record)
