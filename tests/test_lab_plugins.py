@@ -255,6 +255,11 @@ class BrokenLabTest(TemporaryDirectoryTest):
                                   f"lambda world: {returned}}})\n")
                 self.assert_bad_input(f"{path}:lab", f"effects(world) must return a list of records, not a {kind}")
 
+    def test_secrets_as_a_mapping_of_names_to_secrets(self) -> None:
+        path = self.write("mapping_secrets_lab.py", self.LAB_SOURCE + "lab = Lab(**{**PARTS, 'secrets': "
+                          "lambda world: {'card-token': 'tok_live_4242_visa'}})\n")
+        self.assert_bad_input(f"{path}:lab", "secrets(world) must return a collection of strings, not a dict")
+
     def test_a_case_that_names_a_surface_the_lab_does_not_have(self) -> None:
         case = files_cases()[0]
         case["calls"] = {"files-typed-v9": case["calls"]}

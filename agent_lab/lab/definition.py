@@ -281,11 +281,12 @@ class Lab:
             return frozenset()
         try:
             values = self.secrets(world)
-            found = list(values) if not isinstance(values, str) else None
+            found = list(values) if not isinstance(values, (str, Mapping)) else None
         except Exception as error:  # noqa: BLE001
             raise LabError(f"secrets(world) raised {describe_exception(error)}") from None
-        if found is None:
-            raise LabError("secrets(world) must return a collection of strings, not one string")
+        if found is None:  # a mapping's keys would be masked, and its values (the secrets, likely) shown
+            kind = "one string" if isinstance(values, str) else f"a {type(values).__name__} (its keys, not its values)"
+            raise LabError(f"secrets(world) must return a collection of strings, not {kind}")
         for value in found:
             if not isinstance(value, str):
                 raise LabError(f"secrets(world) returned a {type(value).__name__}; secrets are strings")
