@@ -316,3 +316,32 @@ class IntentCannotForgeMarkdownTest(unittest.TestCase):
         self.assertEqual(headings, ["# Tool failures", f"## candidate (typed): {len(intents)} failing case(s)"]
                          + [f"### forged-{number}" for number in range(len(intents))])
         self.assertEqual([line for line in lines if line.startswith(("- ", "1. ", ">", "```"))], [])
+
+
+class MarkdownHoldsNoControlCharactersTest(unittest.TestCase):
+    """Terminal control sequences in an intent or a tool's output reach the Markdown reports as
+    `\\uXXXX` text, never as the characters (a CI log that prints the report would obey them)."""
+
+    CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+    def test_no_control_character_in_a_markdown_report(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}),
+                              lambda arguments: {"text": "\x1b[2J\x1b]0;pwned\x07\x9b31m\x00"})
+            return registry
+
+        lab = Lab(name="controls", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        case = {"case_id": "controls", "intent": "Read \x1b[31mthe\x7f note.",
+                "actor": {"id": "a", "tenant": "t", "permissions": []}, "calls": [{"tool": "read_note", "arguments": {}}],
+                "expected": {"outcome": "succeeded", "side_effects": 0, "checks": [{"path": "/output/text", "equals": "x"}]}}
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            failures = (Path(tmp) / "out" / "tool-failures.md").read_text(encoding="utf-8")
+            self.assertIn("\\u001b[2J", failures)
+            for name in ("tool-failures.md", "tool-comparison.md"):
+                with self.subTest(report=name):
+                    self.assertEqual(self.CONTROLS.findall((Path(tmp) / "out" / name).read_text(encoding="utf-8")), [])

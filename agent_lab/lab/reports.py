@@ -218,10 +218,15 @@ def _inline(text: str) -> str:
     return " ".join(text.split())
 
 
+NOT_SHOWN_IN_MARKDOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # controls, lone surrogates
+
+
 def _markdown(text: str) -> str:
     """Text from a case file or a tool as Markdown shows it, not as HTML it would start: `<!--` at the
-    start of a line hides every line after it, `<details>` or `<script>` swallow what follows."""
-    return escape(text)
+    start of a line hides every line after it, `<details>` or `<script>` swallow what follows. Control
+    characters are written as `\\uXXXX` escapes, as junit.xml writes them: an ESC or CSI sequence from a
+    tool's output would otherwise drive the terminal of whoever prints the report in a CI log."""
+    return NOT_SHOWN_IN_MARKDOWN.sub(lambda found: f"\\u{ord(found.group()):04x}", escape(text))
 
 
 _BLOCK_START = re.compile(r"(?:#{1,6}|[-+*]|[0-9]{1,9}[.)])(?=\s|$)|`{3}|~{3}")  # CommonMark block starts
