@@ -106,12 +106,16 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] = 
     under a file, two reports aimed at one file, or a file in `keep` (the run's case files, which a
     mistyped --junit would otherwise overwrite). Raises ReportWriteError."""
     kept = {Path(path).resolve() for path in keep}
+    paths = list(paths)
+    directories = {parent for path in paths for parent in path.resolve().parents}  # of the reports
     seen: set[Path] = set()
     for path in paths:
         if path.resolve() in kept:
             raise ReportWriteError(f"{path}: a case file of this run")
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
+        if path.resolve() in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
+            raise ReportWriteError(f"{path}: the directory of another report, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
         if blocking_file is not None:
             raise ReportWriteError(f"{blocking_file}: a file, not a directory")
