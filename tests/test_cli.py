@@ -155,6 +155,35 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertIn("No space left on device", stderr)
         self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
 
+    def test_junit_naming_the_reports_directory_is_refused_before_any_case_runs(self) -> None:
+        out = self.dir / "out"  # not there yet: it only becomes a directory when the reports are written
+        with mock.patch("agent_lab.lab.tool_eval.evaluate", side_effect=AssertionError("a case ran")):
+            code, stdout, stderr = run("tool-eval", "--cases", self.cases, "--out", str(out), "--junit", str(out))
+        self.assertEqual((code, stdout), (2, ""))
+        self.assertEqual(stderr.splitlines(), [f"cannot write the reports: {out}: the directory of another report, "
+                                               "not a file"])
+        self.assertFalse(out.exists())
+
+    def test_ctrl_c_between_two_renames_leaves_every_earlier_report_untouched(self) -> None:
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.cases, "--out", str(out))
+        before = self.reports(out)
+        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
+        cases = self.write_cases("changed.jsonl", changed)
+        real_replace, renamed = os.replace, []
+
+        def interrupted_at_the_fourth_rename(source: object, target: object) -> None:
+            renamed.append(target)
+            if len(renamed) == 4:
+                raise KeyboardInterrupt
+            real_replace(source, target)
+
+        with mock.patch("os.replace", side_effect=interrupted_at_the_fourth_rename), \
+                self.assertRaises(KeyboardInterrupt):
+            run("tool-eval", "--cases", cases, "--out", str(out))
+        self.assertEqual(len(renamed), 4)
+        self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
+
     def test_a_directory_that_refuses_new_files_leaves_every_earlier_report_untouched(self) -> None:
         out = self.dir / "out"
         run("tool-eval", "--cases", self.cases, "--out", str(out))

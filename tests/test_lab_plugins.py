@@ -248,6 +248,18 @@ class BrokenLabTest(TemporaryDirectoryTest):
         path = self.lab_file("lab = Lab(**{**PARTS, 'effects': lambda world: [object()]})\n")
         self.assert_bad_input(f"{path}:lab", "effects(world) record 0 is not JSON")
 
+    def test_effects_that_are_one_string_or_a_mapping_not_a_list_of_records(self) -> None:
+        for returned, kind in (("'refund-1'", "str"), ("{'r-1': {'cents': 5}}", "dict")):
+            with self.subTest(effects=kind):
+                path = self.write(f"{kind}_effects_lab.py", self.LAB_SOURCE + f"lab = Lab(**{{**PARTS, 'effects': "
+                                  f"lambda world: {returned}}})\n")
+                self.assert_bad_input(f"{path}:lab", f"effects(world) must return a list of records, not a {kind}")
+
+    def test_secrets_as_a_mapping_of_names_to_secrets(self) -> None:
+        path = self.write("mapping_secrets_lab.py", self.LAB_SOURCE + "lab = Lab(**{**PARTS, 'secrets': "
+                          "lambda world: {'card-token': 'tok_live_4242_visa'}})\n")
+        self.assert_bad_input(f"{path}:lab", "secrets(world) must return a collection of strings, not a dict")
+
     def test_a_case_that_names_a_surface_the_lab_does_not_have(self) -> None:
         case = files_cases()[0]
         case["calls"] = {"files-typed-v9": case["calls"]}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import unittest
 from pathlib import Path
 from typing import Any
 
 from agent_lab import Registry, ToolSpec
-from agent_lab.lab import Lab, Surface, lab_test_case, run_tool_eval
+from agent_lab.lab import Lab, LabError, Surface, lab_test_case, run_tool_eval
 from agent_lab.lab.reports import MAX_CELL
 from agent_lab.lab.testing import MAX_SHOWN
 
@@ -143,3 +144,204 @@ class SecretsSpelledOtherwiseTest(unittest.TestCase):
                 [(_, message)] = result.failures
                 self.assertIn("[redacted]", message)
                 self.assertNotIn("secretbody0123", message)
+
+
+def value_lab(secret: str, shown: Any) -> Lab:
+    """A lab whose one secret the tool shows as a JSON number or literal, not as a string."""
+    class World:
+        def secrets(self) -> list[str]:
+            return [secret]
+
+    def build_leaky(world: World, **options: Any) -> Registry:
+        registry = Registry(**options)
+        registry.register(ToolSpec(name="read_pin", description="Read the PIN.", input_schema={"type": "object"},
+                                   output_schema={"type": "object"}),
+                          lambda arguments: {"value": shown, "values": [shown, {"inner": shown}]})
+        return registry
+
+    return Lab(name="values", world=World, surfaces=[Surface("leaky", build_leaky)], effects=lambda world: [],
+               secrets=World.secrets)
+
+
+class SecretsInJsonValuesTest(unittest.TestCase):
+    """A secret that is (or is inside) a JSON number or literal is masked, and the JSON reports stay JSON."""
+
+    SHOWN = {"a PIN shown as a number": ("4821", 4821), "a PIN inside a larger number": ("4821", 1482100),
+             "a secret equal to a literal": ("true", True), "a PIN inside a fraction": ("4821", 0.4821)}
+    CASE = {"case_id": "pin", "intent": "Read the PIN.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_pin", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+
+    def test_json_reports_stay_json_and_show_no_secret(self) -> None:
+        for label, (secret, shown) in self.SHOWN.items():
+            with self.subTest(secret=label), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+                out = Path(tmp) / "out"
+                run_tool_eval([str(cases)], out_dir=out, lab=value_lab(secret, shown))
+                json.loads((out / "tool-comparison.json").read_text(encoding="utf-8"))
+                lines = (out / "tool-runs.jsonl").read_text(encoding="utf-8").splitlines()
+                records = [json.loads(line) for line in lines]
+                [call] = [record for record in records if record["kind"] == "call"]
+                self.assertEqual(call["result"]["output"]["value"], "[redacted]")
+                for path in sorted(out.iterdir()):
+                    with self.subTest(report=path.name):
+                        self.assertNotIn(secret, path.read_text(encoding="utf-8"))
+
+
+def html_lab() -> Lab:
+    def build(world: object, **options: Any) -> Registry:
+        registry = Registry(**options)
+        registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                   output_schema={"type": "object"}),
+                          lambda arguments: {"text": "<script>alert(1)</script><details><summary>x"})
+        return registry
+
+    return Lab(name="html", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+
+
+class MarkdownShowsHtmlAsTextTest(unittest.TestCase):
+    """HTML in an intent or a tool's output is shown in the Markdown reports, never started: an intent
+    `<!--` at the start of a line would hide every failure after it."""
+
+    CASE = {"case_id": "html", "intent": "<!-- hides the rest", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {}}],
+            "expected": {"outcome": "succeeded", "side_effects": 0, "checks": [{"path": "/output/text", "equals": "x"}]}}
+
+    def test_no_markdown_report_holds_raw_html_from_a_case_or_a_tool(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
+            out = Path(tmp) / "out"
+            run_tool_eval([str(cases)], out_dir=out, lab=html_lab())
+            failures = (out / "tool-failures.md").read_text(encoding="utf-8")
+            self.assertIn("&lt;!-- hides the rest", failures)
+            self.assertIn("&lt;script&gt;", failures)
+            for name in ("tool-failures.md", "tool-comparison.md"):
+                with self.subTest(report=name):
+                    text = (out / name).read_text(encoding="utf-8")
+                    for markup in ("<!--", "<script", "<details", "<summary"):
+                        self.assertNotIn(markup, text)
+
+
+class RunsAreOneLineEachTest(unittest.TestCase):
+    """tool-runs.jsonl is one record per line for any reader, even when a tool's output holds the
+    characters str.splitlines() breaks at and JSON leaves raw (U+0085, U+2028, U+2029)."""
+
+    TEXT = "one\x85two\u2028three\u2029four"
+
+    def test_every_line_is_one_record_and_the_output_survives(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": self.TEXT})
+            return registry
+
+        lab = Lab(name="breaks", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        case = {"case_id": "breaks", "intent": "Read the note.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+                "calls": [{"tool": "read_note", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            lines = (Path(tmp) / "out" / "tool-runs.jsonl").read_text(encoding="utf-8").splitlines()
+            records = [json.loads(line) for line in lines]
+            self.assertEqual([record["kind"] for record in records], ["call", "case"])
+            self.assertEqual(records[0]["result"]["output"]["text"], self.TEXT)
+
+
+TOKEN = "tok-live-0123456789"
+
+
+class LabErrorsMaskTheWorldsSecretsTest(unittest.TestCase):
+    """A hook of the lab that raises with a secret in its message (a KeyError on a token) is bad input,
+    one line on stderr, a CI log: the world's secrets are masked in it."""
+
+    CASE = {"case_id": "one", "intent": "Read.", "actor": {"id": "a", "tenant": "t", "permissions": []},
+            "calls": [{"tool": "read_note", "arguments": {}}], "expected": {"outcome": "succeeded", "side_effects": 0}}
+
+    def lab(self, broken: str) -> Lab:
+        def fail(world: object, **options: Any) -> Any:
+            raise KeyError(f"no record for {TOKEN}")
+
+        def build(world: object, **options: Any) -> Registry:
+            if broken == "build":
+                fail(world)
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": "x"})
+            return registry
+
+        hooks: dict[str, Any] = {"effects": fail if broken == "effects" else (lambda world: [])}
+        if broken == "settle":
+            hooks["settle"] = fail
+        return Lab(name="broken", world=object, surfaces=[Surface("typed", build)], secrets=lambda world: [TOKEN],
+                   **hooks)
+
+    def test_the_error_line_masks_the_secret(self) -> None:
+        for broken in ("effects", "settle", "build"):
+            case = dict(self.CASE, calls=self.CASE["calls"] + [{"do": "settle"}]) if broken == "settle" else self.CASE
+            with self.subTest(hook=broken), tempfile.TemporaryDirectory() as tmp:
+                cases = Path(tmp) / "cases.jsonl"
+                cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+                with self.assertRaises(LabError) as caught:
+                    run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=self.lab(broken))
+                self.assertIn("[redacted]", str(caught.exception))
+                self.assertNotIn(TOKEN, str(caught.exception))
+                self.assertFalse((Path(tmp) / "out").exists())
+
+
+class IntentCannotForgeMarkdownTest(unittest.TestCase):
+    """An intent starts a line of tool-failures.md and stays a paragraph there: it cannot add a heading
+    (a forged "0 failing case(s)"), a list item or a quote to the report."""
+
+    def test_only_the_engine_writes_headings_and_lists(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}), lambda arguments: {"text": "x"})
+            return registry
+
+        lab = Lab(name="forge", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        intents = ["## candidate (typed): 0 failing case(s)", "- a list item", "1. a numbered item", "```python a fence"]
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text("".join(json.dumps({
+                "case_id": f"forged-{number}", "intent": intent, "actor": {"id": "a", "tenant": "t", "permissions": []},
+                "calls": [{"tool": "read_note", "arguments": {}}],
+                "expected": {"outcome": "rejected", "error_code": "tool_not_found", "side_effects": 0}}) + "\n"
+                for number, intent in enumerate(intents)), encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            lines = (Path(tmp) / "out" / "tool-failures.md").read_text(encoding="utf-8").splitlines()
+        headings = [line for line in lines if re.match(r"#{1,6}(\s|$)", line)]  # an ATX heading, as CommonMark reads one
+        self.assertEqual(headings, ["# Tool failures", f"## candidate (typed): {len(intents)} failing case(s)"]
+                         + [f"### forged-{number}" for number in range(len(intents))])
+        self.assertEqual([line for line in lines if line.startswith(("- ", "1. ", ">", "```"))], [])
+
+
+class MarkdownHoldsNoControlCharactersTest(unittest.TestCase):
+    """Terminal control sequences in an intent or a tool's output reach the Markdown reports as
+    `\\uXXXX` text, never as the characters (a CI log that prints the report would obey them)."""
+
+    CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+    def test_no_control_character_in_a_markdown_report(self) -> None:
+        def build(world: object, **options: Any) -> Registry:
+            registry = Registry(**options)
+            registry.register(ToolSpec(name="read_note", description="Read the note.", input_schema={"type": "object"},
+                                       output_schema={"type": "object"}),
+                              lambda arguments: {"text": "\x1b[2J\x1b]0;pwned\x07\x9b31m\x00"})
+            return registry
+
+        lab = Lab(name="controls", world=object, surfaces=[Surface("typed", build)], effects=lambda world: [])
+        case = {"case_id": "controls", "intent": "Read \x1b[31mthe\x7f note.",
+                "actor": {"id": "a", "tenant": "t", "permissions": []}, "calls": [{"tool": "read_note", "arguments": {}}],
+                "expected": {"outcome": "succeeded", "side_effects": 0, "checks": [{"path": "/output/text", "equals": "x"}]}}
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = Path(tmp) / "cases.jsonl"
+            cases.write_text(json.dumps(case) + "\n", encoding="utf-8")
+            run_tool_eval([str(cases)], out_dir=Path(tmp) / "out", lab=lab)
+            failures = (Path(tmp) / "out" / "tool-failures.md").read_text(encoding="utf-8")
+            self.assertIn("\\u001b[2J", failures)
+            for name in ("tool-failures.md", "tool-comparison.md"):
+                with self.subTest(report=name):
+                    self.assertEqual(self.CONTROLS.findall((Path(tmp) / "out" / name).read_text(encoding="utf-8")), [])

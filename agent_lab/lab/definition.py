@@ -247,7 +247,8 @@ class Lab:
         try:
             registry = surface.build(world, **options)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"surface {surface.name!r}: build(world) raised {describe_exception(error)}") from None
+            raise LabError(f"surface {surface.name!r}: build(world) raised "
+                           f"{self._masked(world, describe_exception(error))}") from None
         if not isinstance(registry, Registry):
             raise LabError(f"surface {surface.name!r}: build(world) returned {type(registry).__name__}, not a Registry")
         if "receipts" in options and registry.receipts is not options["receipts"]:
@@ -261,9 +262,12 @@ class Lab:
         from ..idempotency import canonical_json
 
         try:
-            records = list(self.effects(world))
+            returned = self.effects(world)
+            records = None if isinstance(returned, (str, bytes, Mapping)) else list(returned)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"effects(world) raised {describe_exception(error)}") from None
+            raise LabError(f"effects(world) raised {self._masked(world, describe_exception(error))}") from None
+        if records is None:  # its characters or keys would each count as a side effect
+            raise LabError(f"effects(world) must return a list of records, not a {type(returned).__name__}")
         for index, record in enumerate(records):
             try:
                 canonical_json(record)
@@ -277,11 +281,12 @@ class Lab:
             return frozenset()
         try:
             values = self.secrets(world)
-            found = list(values) if not isinstance(values, str) else None
+            found = list(values) if not isinstance(values, (str, Mapping)) else None
         except Exception as error:  # noqa: BLE001
             raise LabError(f"secrets(world) raised {describe_exception(error)}") from None
-        if found is None:
-            raise LabError("secrets(world) must return a collection of strings, not one string")
+        if found is None:  # a mapping's keys would be masked, and its values (the secrets, likely) shown
+            kind = "one string" if isinstance(values, str) else f"a {type(values).__name__} (its keys, not its values)"
+            raise LabError(f"secrets(world) must return a collection of strings, not {kind}")
         for value in found:
             if not isinstance(value, str):
                 raise LabError(f"secrets(world) returned a {type(value).__name__}; secrets are strings")
@@ -290,12 +295,24 @@ class Lab:
                                "which reports could not mask")
         return frozenset(found)
 
+    def _masked(self, world: Any, message: str) -> str:
+        """A message about the lab's code with the world's secrets masked: the error line goes to
+        stderr, a CI log, and a hook's exception may well name a secret (a KeyError on a token, say).
+        Best effort: a world whose secrets cannot be read leaves the message as it is."""
+        from ..redaction import redact_text, secret_spellings
+
+        try:
+            secrets = self.secrets_of(world)
+        except LabError:
+            return message
+        return redact_text(message, secret_spellings(secrets))
+
     def settle_world(self, world: Any) -> None:
         """Release the world's held operations and wait until none runs (no-op without a `settle` hook)."""
         try:
             (self.settle or _no_hook)(world)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"settle(world) raised {describe_exception(error)}") from None
+            raise LabError(f"settle(world) raised {self._masked(world, describe_exception(error))}") from None
 
     def writes_started_in(self, world: Any) -> int:
         """How many writes the world has begun (LabError without the hook or for a non-integer)."""
@@ -304,7 +321,7 @@ class Lab:
         try:
             count = self.writes_started(world)
         except Exception as error:  # noqa: BLE001
-            raise LabError(f"writes_started(world) raised {describe_exception(error)}") from None
+            raise LabError(f"writes_started(world) raised {self._masked(world, describe_exception(error))}") from None
         if isinstance(count, bool) or not isinstance(count, int):
             raise LabError(f"writes_started(world) returned {type(count).__name__}, not an integer")
         return count

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from ..redaction import redact, redact_text, secret_spellings
+from ..redaction import REDACTED, redact, redact_text, secret_spellings
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
@@ -62,7 +62,39 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "junit.xml": _junit_xml(evaluation),
     }
     spellings = secret_spellings(evaluation.secrets)  # as JSON and XML text spell them too
-    return {name: redact_text(text, spellings) for name, text in rendered.items()}
+    return {name: redact_text(_mask_tokens(name, text, spellings), spellings) for name, text in rendered.items()}
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null')
+
+
+def _mask_tokens(name: str, text: str, spellings: Collection[str]) -> str:
+    """Mask a JSON report token by token, so it stays JSON whatever a secret is.
+
+    The last pass over the whole text masks a secret wherever it is, and alone it breaks JSON where a
+    secret is (or is inside) a number or literal: a PIN "1250" in the number 1250 (`"cents":[redacted]`
+    is not JSON), a secret "true" in `"ok":true`. Here a string is masked inside its quotes, and a
+    number or literal that shows a secret becomes the string "[redacted]". What is left for the last
+    pass is a secret that spans JSON's own syntax (`"ok":`, say), which is masked even so. XML needs no
+    such pass: masking inside an attribute value or text keeps it well-formed."""
+    if not spellings:
+        return text
+    if not name.endswith((".json", ".jsonl")):
+        return text
+    lines = text.split("\n")  # JSON text is never cut across lines: only lines that show a secret need tokens
+    return "\n".join(_JSON_TOKEN.sub(lambda found: _masked_json_token(found.group(), spellings), line)
+                     if redact_text(line, spellings) != line else line for line in lines)
+
+
+def _masked_json_token(token: str, spellings: Collection[str]) -> str:
+    if not token.startswith('"'):
+        return token if redact_text(token, spellings) == token else json.dumps(REDACTED)
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return token  # not a string the renderers wrote; the last pass still masks it
+    masked = redact_text(value, spellings)
+    return token if masked == value else json.dumps(masked, ensure_ascii=False)
 
 
 class ReportWriteError(Exception):
@@ -74,12 +106,16 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] = 
     under a file, two reports aimed at one file, or a file in `keep` (the run's case files, which a
     mistyped --junit would otherwise overwrite). Raises ReportWriteError."""
     kept = {Path(path).resolve() for path in keep}
+    paths = list(paths)
+    directories = {parent for path in paths for parent in path.resolve().parents}  # of the reports
     seen: set[Path] = set()
     for path in paths:
         if path.resolve() in kept:
             raise ReportWriteError(f"{path}: a case file of this run")
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
+        if path.resolve() in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
+            raise ReportWriteError(f"{path}: the directory of another report, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
         if blocking_file is not None:
             raise ReportWriteError(f"{blocking_file}: a file, not a directory")
@@ -123,10 +159,12 @@ def _rename_all_or_none(temporaries: Mapping[Path, Path]) -> None:
     for path, temporary in temporaries.items():
         try:
             os.replace(temporary, path)
-        except OSError as error:
+        except BaseException as error:  # an OSError, or Ctrl-C between two renames: half a set is no set
             for done in renamed:
                 _put_back(done, previous[done])
-            raise ReportWriteError(f"{path}: {_reason(error)}") from None
+            if isinstance(error, OSError):
+                raise ReportWriteError(f"{path}: {_reason(error)}") from None
+            raise
         renamed.append(path)
 
 
@@ -166,13 +204,44 @@ def _reason(error: OSError) -> str:
 # -- shared pieces -----------------------------------------------------------------------------------
 
 
+_LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """One JSON Lines record. JSON may hold U+0085, U+2028 and U+2029 raw inside a string, but
+    `str.splitlines()` and many editors break a line there: they are written as escapes, so a record is
+    one line for every reader."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    for character, escaped in _LINE_BREAKS_JSON_KEEPS.items():
+        text = text.replace(character, escaped)
+    return text
 
 
 def _inline(text: str) -> str:
     """Text from a case file on one Markdown line: a line break in it could start a heading or a list."""
     return " ".join(text.split())
+
+
+NOT_SHOWN_IN_MARKDOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # controls, lone surrogates
+
+
+def _markdown(text: str) -> str:
+    """Text from a case file or a tool as Markdown shows it, not as HTML it would start: `<!--` at the
+    start of a line hides every line after it, `<details>` or `<script>` swallow what follows. Control
+    characters are written as `\\uXXXX` escapes, as junit.xml writes them: an ESC or CSI sequence from a
+    tool's output would otherwise drive the terminal of whoever prints the report in a CI log."""
+    return NOT_SHOWN_IN_MARKDOWN.sub(lambda found: f"\\u{ord(found.group()):04x}", escape(text))
+
+
+_BLOCK_START = re.compile(r"(?:#{1,6}|[-+*]|[0-9]{1,9}[.)])(?=\s|$)|`{3}|~{3}")  # CommonMark block starts
+
+
+def _paragraph(text: str) -> str:
+    """`_markdown` text that starts a line and stays a paragraph: an intent "## candidate (v2): 0
+    failing case(s)" would otherwise be a heading (or a list, a quote, a rule) forged into the report."""
+    text = _markdown(text)
+    found = _BLOCK_START.match(text)
+    return text if found is None else text[:found.end() - 1] + "\\" + text[found.end() - 1:]
 
 
 def _cell(value: Any, secrets: Collection[str]) -> str:
@@ -285,7 +354,7 @@ def _comparison_md(evaluation: Any) -> str:
         f"Lab: `{evaluation.lab}`. Surfaces: {listed}.",
         "",
         f"Gate: **{'PASSED' if evaluation.gate_passed else 'FAILED'}** ({passed} of {len(evaluation.gate)} checks). "
-        f"Cases: {len(evaluation.cases)} from {', '.join(_case_files(evaluation))}.",
+        f"Cases: {len(evaluation.cases)} from {_markdown(', '.join(_case_files(evaluation)))}.",
         "",
         "![Every surface side by side](tool-comparison.svg)",
         "",
@@ -307,7 +376,7 @@ def _comparison_md(evaluation: Any) -> str:
         "## Gate checklist",
         "",
     ]
-    lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {check.detail}" for check in evaluation.gate]
+    lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {_markdown(check.detail)}" for check in evaluation.gate]
     lines += ["", "## Changed cases", ""] + _changed_cases(evaluation)
     lines += ["", "## Every case", "",
               "| case | intent | " + " | ".join(surface.name for surface in surfaces) + " |",
@@ -315,7 +384,7 @@ def _comparison_md(evaluation: Any) -> str:
     by_surface = [evaluation.results[surface.name] for surface in surfaces]
     for number, case in enumerate(evaluation.cases):
         marks = " | ".join(_mark(results[number]) for results in by_surface)
-        lines.append(f"| {case.case_id} | {_cell(case.intent, evaluation.secrets)} | {marks} |")
+        lines.append(f"| {case.case_id} | {_markdown(_cell(case.intent, evaluation.secrets))} | {marks} |")
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
 
@@ -329,7 +398,7 @@ def _mark(result: CaseResult) -> str:
 def _changed_cases(evaluation: Any) -> list[str]:
     if evaluation.baseline is None:
         return ["No baseline surface: there is nothing to compare against."]
-    intents = {case.case_id: _inline(case.intent) for case in evaluation.cases}
+    intents = {case.case_id: _markdown(_inline(case.intent)) for case in evaluation.cases}
     lines: list[str] = []
     for candidate, comparison in evaluation.comparison.items():
         if len(evaluation.comparison) > 1:
@@ -439,10 +508,11 @@ def _failures_md(evaluation: Any) -> str:
 
 def _failure_block(result: CaseResult, secrets: Collection[str]) -> list[str]:
     case = result.case
-    lines = [f"### {case.case_id}", "", f"{_inline(case.intent)} ({display_path(case.source_path)}:{case.source_line})", "",
+    lines = [f"### {case.case_id}", "",
+             f"{_paragraph(_inline(case.intent))} ({_markdown(display_path(case.source_path))}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
-    lines += [f"| {_cell(grade.name, secrets)} | {_cell(grade.expected, secrets)} | {_cell(grade.actual, secrets)} |"
-              for grade in _failed(result)]
+    lines += ["| " + " | ".join(_markdown(_cell(value, secrets)) for value in (grade.name, grade.expected, grade.actual))
+              + " |" for grade in _failed(result)]
     return lines + [""]
 
 
