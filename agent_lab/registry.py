@@ -101,6 +101,12 @@ MAX_REPORTED_VIOLATIONS = 20
 """At most this many schema violations are listed in an error's details. Validation stops at one more,
 so `violation_count` is exact up to this many; past it `violations_truncated` is true (at least)."""
 
+EXACT_SIZE_FACTOR = 4
+"""Arguments or an output up to this many times the tool's byte budget (by the copying walk's lower
+bound) are measured exactly when refused (`input_bytes`, `output_bytes`: a model can narrow its request
+by the ratio); past it the walk stops reading and the refusal says `..._bytes_at_least`, so what a
+refusal costs stays proportional to the budget, never to the value."""
+
 MAX_CLOSE_NAMES = 3
 """How many near-miss tool names `tool_not_found` suggests."""
 
@@ -564,10 +570,11 @@ class Registry:
 
         One walk copies the arguments (see `plain_json_copy`) and bounds their size. The size comes
         first: arguments over the tool's `max_input_bytes` (compact UTF-8 JSON) are refused before any
-        fingerprint or validation work. The walk gives up as soon as it has read more than the budget
-        (a byte a node and a character at least), so a call's cost is bounded by the budget, not by
-        the value: such a refusal says `input_bytes_at_least`. Arguments the walk read to the end but
-        could not prove within budget are measured exactly by the C encoder (`input_bytes`). Then
+        fingerprint or validation work. The walk gives up once it has read more than
+        `EXACT_SIZE_FACTOR` times the budget (a byte a node and a character at least), so a call's
+        cost is bounded by the budget, not by the value: such a refusal says `input_bytes_at_least`.
+        Arguments the walk read to the end but could not prove within budget are measured exactly by
+        the C encoder (`input_bytes`). Then
         `is_valid`; only a call that fails it pays for `errors`, which stops once it has one violation
         more than it reports (`violations_truncated` then says there may be more), so invalid input
         costs no more than valid input; and the patterns it runs are ones a model cannot make slow
@@ -583,10 +590,11 @@ class Registry:
         # stops as soon as the copy is certainly over budget, so refusing a huge value costs the budget.
         try:
             arguments, plain, bound = measured_json_copy(state.call.arguments, MAX_ARGUMENT_COPY_DEPTH,
-                                                         spec.max_input_bytes)
+                                                         spec.max_input_bytes * EXACT_SIZE_FACTOR)
         except OverBudget:
-            return state.refusal("input_too_large", details={"max_input_bytes": spec.max_input_bytes,
-                                                             "input_bytes_at_least": spec.max_input_bytes + 1})
+            return state.refusal("input_too_large", details={
+                "max_input_bytes": spec.max_input_bytes,
+                "input_bytes_at_least": spec.max_input_bytes * EXACT_SIZE_FACTOR + 1})
         state.arguments = arguments
         if not plain or bound is None or bound > spec.max_input_bytes:
             size = _json_size(arguments)
@@ -949,11 +957,11 @@ class Registry:
 
         One walk takes the plain copy that is checked and kept (the handler may still hold, and
         change, the object it returned, and a container subclass could show the checks other contents
-        than the copy) and bounds its size. It stops as soon as the output is certainly over budget,
-        so a huge output costs no more than the budget to refuse (the refusal then says
-        `output_bytes_at_least`); a size the bound cannot settle is measured exactly by the C JSON
-        encoder (`output_bytes`). Then `is_valid`, and
-        `errors` only for an output that fails it. A broken output of a *write* is reported with
+        than the copy) and bounds its size. It stops once the output is certainly over
+        `EXACT_SIZE_FACTOR` times the budget, so a huge output costs no more than a few budgets to
+        refuse (the refusal then says `output_bytes_at_least`); a size the walk's bound cannot settle
+        is measured exactly by the C JSON encoder (`output_bytes`). Then `is_valid`, and `errors`
+        only for an output that fails it. A broken output of a *write* is reported with
         outcome unknown (the handler returned, so its effect may well have happened, but we cannot
         tell what it was); of a read, outcome failed.
         """
@@ -961,10 +969,10 @@ class Registry:
         assert spec is not None
         budget = spec.max_output_bytes
         try:
-            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget)
+            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget * EXACT_SIZE_FACTOR)
         except OverBudget:  # what the walk read (the contents we would keep) is certainly too large
-            return self._output_failure(state, "output_too_large",
-                                        details={"max_output_bytes": budget, "output_bytes_at_least": budget + 1})
+            return self._output_failure(state, "output_too_large", details={
+                "max_output_bytes": budget, "output_bytes_at_least": budget * EXACT_SIZE_FACTOR + 1})
         if not plain or bound is None or bound > budget:
             size = _json_size(output)  # what the encoder makes of what the handler returned
             if size is not None and size > budget:

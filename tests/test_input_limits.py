@@ -14,7 +14,7 @@ from unittest import mock
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec, Validator
 from agent_lab.errors import CATALOGUE, Category, NextAction, Outcome
-from agent_lab.registry import MAX_REPORTED_VIOLATIONS
+from agent_lab.registry import EXACT_SIZE_FACTOR, MAX_REPORTED_VIOLATIONS
 from agent_lab.schema import formats
 from agent_lab.spec import DEFAULT_MAX_INPUT_BYTES
 
@@ -63,12 +63,18 @@ class InputBudgetInvokeTest(unittest.TestCase):
         self.assertEqual(result.outcome, Outcome.REJECTED)
         self.assertFalse(result.error.retryable)
         self.assertEqual(result.error.next_action, NextAction.NARROW_REQUEST)
-        # The walk stopped once it had read more than 100 bytes' worth: the size is a lower bound.
-        self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes_at_least": 101})
+        self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes": compact_bytes(arguments)})
+        self.assertEqual(self.calls, [])
+
+    def test_arguments_far_over_the_budget_are_refused_without_being_read_to_the_end(self) -> None:
+        result = self.registry.invoke(ToolCall("note", {"note": "x" * 1000}), actor=ACTOR)
+        # The walk stopped past EXACT_SIZE_FACTOR budgets' worth: the size is a lower bound.
+        self.assertEqual(dict(result.error.details),
+                         {"max_input_bytes": 100, "input_bytes_at_least": 100 * EXACT_SIZE_FACTOR + 1})
         self.assertEqual(self.calls, [])
 
     def test_arguments_the_walk_cannot_settle_are_measured_exactly(self) -> None:
-        arguments = {"note": "\u0001" * 30}  # 34 characters read, 190 bytes once each is escaped
+        arguments = {"note": "\u0001" * 80}  # 84 characters read (within 4 budgets), 491 bytes once each is escaped
         result = self.registry.invoke(ToolCall("note", arguments), actor=ACTOR)
         self.assertEqual(result.error.code, "input_too_large")
         self.assertEqual(dict(result.error.details), {"max_input_bytes": 100, "input_bytes": compact_bytes(arguments)})

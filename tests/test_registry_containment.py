@@ -12,7 +12,7 @@ from agent_lab.calls import ToolCall, ToolResult
 from agent_lab.errors import Outcome, ToolFailure
 from agent_lab.jsonvalue import find_non_json
 from agent_lab.policy import Approval
-from agent_lab.registry import Registry
+from agent_lab.registry import EXACT_SIZE_FACTOR, Registry
 from agent_lab.spec import ToolSpec
 
 from test_registry_fixtures import READER, WRITER, EffectLog, followup_call, followup_spec, ticket_registry
@@ -142,7 +142,7 @@ class HandlerContainmentTest(unittest.TestCase):
         finally:
             tracemalloc.stop()
         self.assertEqual(result.error.code, "output_too_large")
-        self.assertEqual(dict(result.error.details), {"max_output_bytes": 1000, "output_bytes_at_least": 1001})
+        self.assertEqual(dict(result.error.details), {"max_output_bytes": 1000, "output_bytes_at_least": 1000 * EXACT_SIZE_FACTOR + 1})
         # Encoding or copying the whole output would take megabytes; reading the budget's worth, kilobytes.
         self.assertLess(peak, 512 * 1024)
 
