@@ -353,7 +353,9 @@ class SqliteReceiptStore:
                 if left != self._busy_timeout_for:
                     self._wait_at_most(connection, left)
                 return work(connection)
-            except sqlite3.OperationalError as error:  # locked, busy, disk full, I/O error
+            except sqlite3.ProgrammingError:  # a misuse (the statement or the connection), not the database
+                raise
+            except sqlite3.DatabaseError as error:  # locked, busy, disk full, I/O error, a corrupted file
                 raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
         finally:
             self._lock.release()
