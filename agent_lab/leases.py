@@ -155,7 +155,8 @@ class KeyHolder:
         hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[key] = hold
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # never started, or died (see `_keep`)
+                self._thread = None
                 self._start_keeper_locked()
         return hold
 
@@ -303,9 +304,9 @@ class KeyHolder:
             for hold in holds:
                 try:
                     self._tend(hold, now)
-                except _PROCESS_EXITS:
-                    raise
                 except BaseException as exception:  # noqa: BLE001 - the keeper must outlive any one key
+                    # Even SystemExit or KeyboardInterrupt: raised in this thread (by a store call) they
+                    # would only end the keeper, never the process, and every lease and late window with it.
                     logger.warning("lease keeper failed on a key of tool %r: %s", hold.tool, type(exception).__name__)
 
     def _next_wakeup_locked(self) -> float:

@@ -475,6 +475,60 @@ class LateCompletionWindowTest(unittest.TestCase):
         self.assertEqual(len(effects.effects), 1)
 
 
+class ExitingRenewStore(InMemoryReceiptStore):
+    """Its first renewal raises SystemExit (a driver calling sys.exit in the keeper's thread, say)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.first_renewal = threading.Event()
+
+    def renew(self, key, owner, **options):
+        if not self.first_renewal.is_set():
+            self.first_renewal.set()
+            raise SystemExit(1)
+        return super().renew(key, owner, **options)
+
+
+class KeeperOutlivesItsStoreTest(unittest.TestCase):
+    def test_a_process_exit_raised_by_a_renewal_does_not_end_the_keeper_and_the_late_window_still_ends(self) -> None:
+        store = ExitingRenewStore(lease_s=60)
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            store.first_renewal.wait(PATIENCE_S)  # the keeper has met the exit before the call times out
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        registry = Registry(receipts=store, renew_every_s=0.001, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=200), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING") as logs:
+            first = registry.invoke(followup_call(), actor=WRITER)
+            self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # given up after the late window, by the keeper
+        self.assertIn("SystemExit", "\n".join(logs.output))
+        self.assertEqual(registry.invoke(followup_call(), actor=WRITER).error.code, "outcome_unknown")
+        release.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_keeper_that_died_anyway_is_started_again_by_the_next_hold(self) -> None:
+        registry = Registry(receipts=InMemoryReceiptStore(lease_s=60), renew_every_s=0.001, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        holder = registry._holder
+        holder.hold(ReceiptKey("acme", "t", "k1"), "fp", "owner-1", writes=True, tool="t")
+        dead = holder._thread
+        holder._thread = threading.Thread(target=lambda: None)  # a keeper thread that has ended
+        holder._thread.start()
+        holder._thread.join()
+        holder.hold(ReceiptKey("acme", "t", "k2"), "fp", "owner-2", writes=True, tool="t")
+        self.assertTrue(holder._thread.is_alive())
+        self.assertIsNot(holder._thread, dead)
+
+
 class LoneSurrogateKeyTest(unittest.TestCase):
     def test_a_lone_surrogate_idempotency_key_is_invalid_arguments_not_retry_later_for_every_store(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
