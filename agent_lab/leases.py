@@ -98,6 +98,7 @@ class Hold:
     next_attempt: float = 0.0
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
     fenced: bool = False  # a renewal found the key no longer ours
+    still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet
     dropped: bool = False  # settled or let go: no longer held
 
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
@@ -144,7 +145,7 @@ class KeyHolder:
             if hold is None:
                 return None
             if hold.state is HoldState.UNKNOWN:
-                if time.monotonic() >= hold.unknown_until:  # the store's own lease has lapsed by now
+                if not hold.still_running and time.monotonic() >= hold.unknown_until:  # the store's lease lapsed
                     self._drop_locked(hold)
                     return None
                 return "outcome_unknown" if hold.fingerprint == fingerprint else "idempotency_conflict"
@@ -174,6 +175,9 @@ class KeyHolder:
         Tried once here; if the store fails, the keeper retries in the background and the note says
         PENDING. Never raises for a store failure.
         """
+        if hold.still_running:
+            with self._lock:
+                hold.still_running = False  # whatever ran under the key has returned
         note = self._attempt(hold, record, timeout_s)
         if note is not None:
             return note
@@ -199,7 +203,8 @@ class KeyHolder:
                 self._give_up_locked(hold, why)
 
     def owner_of_unknown(self, key: ReceiptKey) -> Optional[Hold]:
-        """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row)."""
+        """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row).
+        Its ``still_running`` says that its handler has not returned yet (the late window ended first)."""
         with self._lock:
             hold = self._holds.get(key)
             return hold if hold is not None and hold.state is HoldState.UNKNOWN else None
@@ -313,7 +318,8 @@ class KeyHolder:
         wakeup = math.inf
         for hold in self._holds.values():
             if hold.state is HoldState.UNKNOWN:
-                wakeup = min(wakeup, hold.unknown_until)
+                if not hold.still_running:  # one still running is kept until its handler returns
+                    wakeup = min(wakeup, hold.unknown_until)
                 continue
             wakeup = min(wakeup, hold.renew_at)
             if hold.state is HoldState.LATE:
@@ -325,13 +331,16 @@ class KeyHolder:
     def _tend(self, hold: Hold, now: float) -> None:
         state = hold.state
         if state is HoldState.UNKNOWN:
-            if now >= hold.unknown_until:
+            if now >= hold.unknown_until and not hold.still_running:
                 with self._lock:
                     self._drop_locked(hold)
             return
         if state is HoldState.LATE and now >= hold.late_until:
             with self._lock:
                 if hold.state is HoldState.LATE:
+                    # Kept (answering unknown) until the handler returns, so that this process knows it
+                    # still runs: resolving the key as "did not happen" meanwhile would run it twice.
+                    hold.still_running = True
                     self._give_up_locked(hold, "is still running after its late-completion window")
             return
         if state is HoldState.SETTLING and now >= hold.next_attempt:

@@ -475,6 +475,43 @@ class LateCompletionWindowTest(unittest.TestCase):
         self.assertEqual(len(effects.effects), 1)
 
 
+class StillRunningIsNotUnknownTest(unittest.TestCase):
+    def test_a_key_whose_handler_still_runs_here_past_its_late_window_cannot_be_resolved(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        store = InMemoryReceiptStore(lease_s=0.5)  # covers the 20 ms timeout and the 50 ms late window
+        registry = Registry(receipts=store, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+        [hold] = registry._holder.holds()
+        wait_for(lambda: time.monotonic() > hold.unknown_until, "the store's lease to lapse")
+        resolve = lambda happened, **output: registry.resolve_unknown(  # noqa: E731
+            "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=happened, **output)
+        self.assertFalse(resolve(False))  # "did not happen" would let a retry run it a second time
+        self.assertFalse(resolve(True, output={"followup_id": "F-9", "ticket_id": "T-1001"}))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.outcome), ("outcome_unknown", Outcome.UNKNOWN))
+        self.assertEqual(effects.effects, [])
+
+        release.set()  # the handler returns: its result is the key's receipt, and the one effect
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        after = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(after.ok and after.replayed)
+        self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
+        self.assertEqual(len(effects.effects), 1)
+        self.assertFalse(resolve(False))  # settled now: nothing to resolve
+
+
 class ExitingRenewStore(InMemoryReceiptStore):
     """Its first renewal raises SystemExit (a driver calling sys.exit in the keeper's thread, say)."""
 
