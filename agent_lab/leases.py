@@ -175,13 +175,16 @@ class KeyHolder:
         Tried once here; if the store fails, the keeper retries in the background and the note says
         PENDING. Never raises for a store failure.
         """
-        if hold.still_running:
-            with self._lock:
-                hold.still_running = False  # whatever ran under the key has returned
         note = self._attempt(hold, record, timeout_s)
         if note is not None:
+            if hold.still_running:
+                with self._lock:
+                    hold.still_running = False
             return note
         with self._lock:
+            # A late handler's key stays unresolvable (still_running) until its outcome was tried in the
+            # store, and then it is SETTLING: resolve_unknown cannot free a key whose effect just happened.
+            hold.still_running = False
             if self._holds.get(hold.key) is hold:
                 hold.state = HoldState.SETTLING
                 hold.pending = record
