@@ -512,6 +512,50 @@ class StillRunningIsNotUnknownTest(unittest.TestCase):
         self.assertFalse(resolve(False))  # settled now: nothing to resolve
 
 
+class PausedCompleteStore(InMemoryReceiptStore):
+    """Its completions wait for `go` once `pause` is set, after noting that they started."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.pause, self.started, self.go = threading.Event(), threading.Event(), threading.Event()
+
+    def complete(self, key, owner, record, **options):
+        if self.pause.is_set():
+            self.started.set()
+            self.go.wait(PATIENCE_S)
+        return super().complete(key, owner, record, **options)
+
+
+class LateOutcomeOnItsWayTest(unittest.TestCase):
+    def test_a_key_whose_late_handler_returned_cannot_be_resolved_while_its_receipt_is_being_stored(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        store = PausedCompleteStore(lease_s=60)
+        self.addCleanup(store.go.set)
+        registry = Registry(receipts=store, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+        store.pause.set()
+        release.set()  # the effect happens; its receipt is on its way to the store
+        self.assertTrue(store.started.wait(PATIENCE_S))
+        self.assertFalse(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                  happened=False))
+        store.go.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+
 class ExitingRenewStore(InMemoryReceiptStore):
     """Its first renewal raises SystemExit (a driver calling sys.exit in the keeper's thread, say)."""
 
