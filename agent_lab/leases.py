@@ -98,6 +98,7 @@ class Hold:
     next_attempt: float = 0.0
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
     fenced: bool = False  # a renewal found the key no longer ours
+    still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet
     dropped: bool = False  # settled or let go: no longer held
 
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
@@ -144,7 +145,7 @@ class KeyHolder:
             if hold is None:
                 return None
             if hold.state is HoldState.UNKNOWN:
-                if time.monotonic() >= hold.unknown_until:  # the store's own lease has lapsed by now
+                if not hold.still_running and time.monotonic() >= hold.unknown_until:  # the store's lease lapsed
                     self._drop_locked(hold)
                     return None
                 return "outcome_unknown" if hold.fingerprint == fingerprint else "idempotency_conflict"
@@ -155,7 +156,8 @@ class KeyHolder:
         hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[key] = hold
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # never started, or died (see `_keep`)
+                self._thread = None
                 self._start_keeper_locked()
         return hold
 
@@ -175,8 +177,14 @@ class KeyHolder:
         """
         note = self._attempt(hold, record, timeout_s)
         if note is not None:
+            if hold.still_running:
+                with self._lock:
+                    hold.still_running = False
             return note
         with self._lock:
+            # A late handler's key stays unresolvable (still_running) until its outcome was tried in the
+            # store, and then it is SETTLING: resolve_unknown cannot free a key whose effect just happened.
+            hold.still_running = False
             if self._holds.get(hold.key) is hold:
                 hold.state = HoldState.SETTLING
                 hold.pending = record
@@ -198,7 +206,8 @@ class KeyHolder:
                 self._give_up_locked(hold, why)
 
     def owner_of_unknown(self, key: ReceiptKey) -> Optional[Hold]:
-        """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row)."""
+        """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row).
+        Its ``still_running`` says that its handler has not returned yet (the late window ended first)."""
         with self._lock:
             hold = self._holds.get(key)
             return hold if hold is not None and hold.state is HoldState.UNKNOWN else None
@@ -303,16 +312,17 @@ class KeyHolder:
             for hold in holds:
                 try:
                     self._tend(hold, now)
-                except _PROCESS_EXITS:
-                    raise
                 except BaseException as exception:  # noqa: BLE001 - the keeper must outlive any one key
+                    # Even SystemExit or KeyboardInterrupt: raised in this thread (by a store call) they
+                    # would only end the keeper, never the process, and every lease and late window with it.
                     logger.warning("lease keeper failed on a key of tool %r: %s", hold.tool, type(exception).__name__)
 
     def _next_wakeup_locked(self) -> float:
         wakeup = math.inf
         for hold in self._holds.values():
             if hold.state is HoldState.UNKNOWN:
-                wakeup = min(wakeup, hold.unknown_until)
+                if not hold.still_running:  # one still running is kept until its handler returns
+                    wakeup = min(wakeup, hold.unknown_until)
                 continue
             wakeup = min(wakeup, hold.renew_at)
             if hold.state is HoldState.LATE:
@@ -324,13 +334,16 @@ class KeyHolder:
     def _tend(self, hold: Hold, now: float) -> None:
         state = hold.state
         if state is HoldState.UNKNOWN:
-            if now >= hold.unknown_until:
+            if now >= hold.unknown_until and not hold.still_running:
                 with self._lock:
                     self._drop_locked(hold)
             return
         if state is HoldState.LATE and now >= hold.late_until:
             with self._lock:
                 if hold.state is HoldState.LATE:
+                    # Kept (answering unknown) until the handler returns, so that this process knows it
+                    # still runs: resolving the key as "did not happen" meanwhile would run it twice.
+                    hold.still_running = True
                     self._give_up_locked(hold, "is still running after its late-completion window")
             return
         if state is HoldState.SETTLING and now >= hold.next_attempt:

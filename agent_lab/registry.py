@@ -370,7 +370,8 @@ class Registry:
         output schema; its `redact` fields are masked): later calls with the same arguments replay it.
         `happened=False`: it did not take place: the key is free, and the next call runs the tool.
         Returns False when the key is not unknown (still running, already settled, free, or unknown
-        for a store it could not reach in `timeout_s`). Say "did not happen" only when you know: a
+        for a store it could not reach in `timeout_s`), and while this registry's own handler still runs
+        under the key past its late-completion window (the key answers unknown, but nobody can know yet). Say "did not happen" only when you know: a
         handler still running somewhere would then take effect a second time.
         """
         spec = self.spec(tool)
@@ -379,6 +380,8 @@ class Registry:
         if happened:
             result = self._resolved_result(spec, output)
         held = self._holder.owner_of_unknown(receipt_key)
+        if held is not None and held.still_running:  # its handler runs here still: nobody knows yet
+            return False
         if held is not None:  # this process gave up on the key: its owner token still holds the row
             record = _resolved_record(result, held.fingerprint)
             note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)

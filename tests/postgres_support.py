@@ -178,3 +178,33 @@ class FaultyConnection:
 
 def faulty(connect: Callable[[], Any]) -> Callable[[], FaultyConnection]:
     return lambda: FaultyConnection(connect())
+
+
+class HookedConnection(FaultyConnection):
+    """A FaultyConnection that calls `before_statement(sql, connection)` (class-wide; None: nothing)
+    before each statement the store runs, with the raw psycopg connection of that transaction: a test
+    can move time on there, or read the transaction's settings."""
+
+    before_statement: Optional[Callable[[str, Any], None]] = None
+
+    def cursor(self) -> Any:
+        return _HookedCursor(self._connection)
+
+
+class _HookedCursor:
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._cursor = connection.cursor()
+
+    def execute(self, sql: Any, parameters: Any = None) -> Any:
+        hook = HookedConnection.before_statement
+        if hook is not None:
+            hook(str(sql), self._connection)
+        return self._cursor.execute(sql, parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def hooked(connect: Callable[[], Any]) -> Callable[[], HookedConnection]:
+    return lambda: HookedConnection(connect())

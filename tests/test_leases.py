@@ -475,6 +475,141 @@ class LateCompletionWindowTest(unittest.TestCase):
         self.assertEqual(len(effects.effects), 1)
 
 
+class StillRunningIsNotUnknownTest(unittest.TestCase):
+    def test_a_key_whose_handler_still_runs_here_past_its_late_window_cannot_be_resolved(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        store = InMemoryReceiptStore(lease_s=0.5)  # covers the 20 ms timeout and the 50 ms late window
+        registry = Registry(receipts=store, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+        [hold] = registry._holder.holds()
+        wait_for(lambda: time.monotonic() > hold.unknown_until, "the store's lease to lapse")
+        resolve = lambda happened, **output: registry.resolve_unknown(  # noqa: E731
+            "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=happened, **output)
+        self.assertFalse(resolve(False))  # "did not happen" would let a retry run it a second time
+        self.assertFalse(resolve(True, output={"followup_id": "F-9", "ticket_id": "T-1001"}))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.error.code, again.outcome), ("outcome_unknown", Outcome.UNKNOWN))
+        self.assertEqual(effects.effects, [])
+
+        release.set()  # the handler returns: its result is the key's receipt, and the one effect
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        after = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(after.ok and after.replayed)
+        self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
+        self.assertEqual(len(effects.effects), 1)
+        self.assertFalse(resolve(False))  # settled now: nothing to resolve
+
+
+class PausedCompleteStore(InMemoryReceiptStore):
+    """Its completions wait for `go` once `pause` is set, after noting that they started."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.pause, self.started, self.go = threading.Event(), threading.Event(), threading.Event()
+
+    def complete(self, key, owner, record, **options):
+        if self.pause.is_set():
+            self.started.set()
+            self.go.wait(PATIENCE_S)
+        return super().complete(key, owner, record, **options)
+
+
+class LateOutcomeOnItsWayTest(unittest.TestCase):
+    def test_a_key_whose_late_handler_returned_cannot_be_resolved_while_its_receipt_is_being_stored(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        store = PausedCompleteStore(lease_s=60)
+        self.addCleanup(store.go.set)
+        registry = Registry(receipts=store, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+        store.pause.set()
+        release.set()  # the effect happens; its receipt is on its way to the store
+        self.assertTrue(store.started.wait(PATIENCE_S))
+        self.assertFalse(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                  happened=False))
+        store.go.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+
+class ExitingRenewStore(InMemoryReceiptStore):
+    """Its first renewal raises SystemExit (a driver calling sys.exit in the keeper's thread, say)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.first_renewal = threading.Event()
+
+    def renew(self, key, owner, **options):
+        if not self.first_renewal.is_set():
+            self.first_renewal.set()
+            raise SystemExit(1)
+        return super().renew(key, owner, **options)
+
+
+class KeeperOutlivesItsStoreTest(unittest.TestCase):
+    def test_a_process_exit_raised_by_a_renewal_does_not_end_the_keeper_and_the_late_window_still_ends(self) -> None:
+        store = ExitingRenewStore(lease_s=60)
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            store.first_renewal.wait(PATIENCE_S)  # the keeper has met the exit before the call times out
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        registry = Registry(receipts=store, renew_every_s=0.001, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=200), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING") as logs:
+            first = registry.invoke(followup_call(), actor=WRITER)
+            self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # given up after the late window, by the keeper
+        self.assertIn("SystemExit", "\n".join(logs.output))
+        self.assertEqual(registry.invoke(followup_call(), actor=WRITER).error.code, "outcome_unknown")
+        release.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_keeper_that_died_anyway_is_started_again_by_the_next_hold(self) -> None:
+        registry = Registry(receipts=InMemoryReceiptStore(lease_s=60), renew_every_s=0.001, late_completion_s=0.05)
+        self.addCleanup(registry.close)
+        holder = registry._holder
+        holder.hold(ReceiptKey("acme", "t", "k1"), "fp", "owner-1", writes=True, tool="t")
+        dead = holder._thread
+        holder._thread = threading.Thread(target=lambda: None)  # a keeper thread that has ended
+        holder._thread.start()
+        holder._thread.join()
+        holder.hold(ReceiptKey("acme", "t", "k2"), "fp", "owner-2", writes=True, tool="t")
+        self.assertTrue(holder._thread.is_alive())
+        self.assertIsNot(holder._thread, dead)
+
+
 class LoneSurrogateKeyTest(unittest.TestCase):
     def test_a_lone_surrogate_idempotency_key_is_invalid_arguments_not_retry_later_for_every_store(self) -> None:
         with tempfile.TemporaryDirectory() as directory:

@@ -11,9 +11,12 @@ otherwise, except the tests that need no server.
 from __future__ import annotations
 
 import threading
+import time
 import unittest
+from unittest import mock
 
 from agent_lab import Registry
+from agent_lab.stores import postgres as postgres_store
 from agent_lab.stores import InMemoryReceiptStore, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
 from agent_lab.stores.postgres import (
     DATABASE_CLOCK,
@@ -22,7 +25,15 @@ from agent_lab.stores.postgres import (
     _render,
 )
 
-from postgres_support import SKIP_REASON, FaultyConnection, RowShiftingClock, ScratchDatabase, faulty
+from postgres_support import (
+    SKIP_REASON,
+    FaultyConnection,
+    HookedConnection,
+    RowShiftingClock,
+    ScratchDatabase,
+    faulty,
+    hooked,
+)
 from store_conformance import (
     FINGERPRINT_KEY,
     FIRST,
@@ -204,6 +215,52 @@ class PostgresStoreTest(unittest.TestCase):
         self.assertIsNone(store.lookup(ReceiptKey("t", "tool", "anything")))  # the next call frees it
         self.assertIsNone(observer.lookup(KEY))
         self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
+
+    def orphan_then_slow_release(self, release_takes_s: float) -> tuple:
+        """A store with one reservation whose commit was lost (freed at the start of its next call),
+        whose release then takes `release_takes_s` of the call's time (moved on by hand, as if the
+        row was locked that long); and the statements its calls start."""
+        store = PostgresReceiptStore(hooked(self.database.connect(self.schema)), clock=self.clock)
+        self.addCleanup(store.close)
+        FaultyConnection.lose_commits = 1
+        self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
+        with self.assertRaises(ReceiptStoreUnavailable):
+            store.reserve(KEY, FIRST)
+        shift = [0.0]
+        started: list = []
+        settings: list = []
+
+        def before_statement(sql: str, connection) -> None:
+            started.append(sql.split(" ", 1)[0])
+            if sql.startswith("DELETE FROM agent_lab_receipts") and "owner" in sql:  # the orphan's release
+                shift[0] += release_takes_s
+            if sql.startswith("INSERT INTO agent_lab_receipts"):
+                settings.append(int(connection.execute(
+                    "SELECT setting FROM pg_settings WHERE name = 'lock_timeout'").fetchone()[0]))
+
+        patcher = mock.patch.object(postgres_store, "_monotonic", lambda: time.monotonic() + shift[0])
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        HookedConnection.before_statement = before_statement
+        self.addCleanup(setattr, HookedConnection, "before_statement", None)
+        return store, started, settings
+
+    def test_a_call_whose_orphan_release_used_up_its_time_runs_none_of_its_own_statements(self):
+        store, started, _ = self.orphan_then_slow_release(30.0)
+        other = ReceiptKey("t", "tool", "other")
+        with self.assertRaises(ReceiptStoreUnavailable):
+            store.reserve(other, FIRST, timeout_s=30.0)
+        self.assertNotIn("INSERT", started)
+        HookedConnection.before_statement = None
+        self.assertIsNone(store.lookup(other))
+        self.assertIsNone(self.open().lookup(KEY))  # the orphan was freed by that next call after all
+
+    def test_after_an_orphan_release_the_calls_own_statements_wait_only_for_what_is_left(self):
+        store, _, settings = self.orphan_then_slow_release(29.0)
+        self.assertIs(store.reserve(ReceiptKey("t", "tool", "other"), FIRST, timeout_s=30.0).status,
+                      ReservationStatus.RESERVED)
+        [lock_timeout_ms] = settings
+        self.assertLessEqual(lock_timeout_ms, 1000)
 
     def test_an_unreachable_server_is_unavailable_not_an_exception_of_the_driver(self):
         import psycopg

@@ -23,7 +23,7 @@ from agent_lab.idempotency import (
     SqliteReceiptStore,
     fingerprint,
 )
-from agent_lab.stores import Lapse
+from agent_lab.stores import Lapse, ReceiptStoreUnavailable
 
 from store_conformance import (
     FINGERPRINT_KEY,
@@ -100,6 +100,29 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
         with self.assertRaises(ValueError) as caught:
             self.make_store(self.clock)
         self.assertIn("schema version", str(caught.exception))
+
+    def test_a_file_corrupted_under_an_open_store_is_unavailable_for_every_call_never_another_error(self):
+        for number in range(300):  # enough rows for the table to span pages of its own
+            self.store.reserve(ReceiptKey(KEY.tenant, KEY.tool, f"key-{number}"), FIRST)
+        self.store.close()
+        with sqlite3.connect(self.path) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            root_page = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'receipts'").fetchone()[0]
+            page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        connection.close()
+        self.store = self.make_store(self.clock)
+        with open(self.path, "r+b") as file:  # the disk (or another program) damages the table's root page
+            file.seek(page_size * (root_page - 1))
+            file.write(b"\xff" * page_size)
+        calls = {
+            "reserve": lambda: self.store.reserve(KEY, FIRST),
+            "lookup": lambda: self.store.lookup(ReceiptKey(KEY.tenant, KEY.tool, "key-7")),
+            "complete": lambda: self.store.complete(KEY, "0" * 32, RECORD),
+            "unresolved": lambda: self.store.unresolved(),
+        }
+        for name, call in calls.items():
+            with self.subTest(call=name), self.assertRaises(ReceiptStoreUnavailable):
+                call()
 
     def test_an_unknown_synchronous_level_is_refused(self):
         with self.assertRaises(ValueError):

@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from agent_lab.stores import Lapse, ReceiptKey, ReservationStatus, SqliteReceiptStore
+from agent_lab.stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus, SqliteReceiptStore
 from agent_lab.stores import sqlite as sqlite_store
 
 from store_conformance import FIRST, KEY, LEASE_S, RECORD, SECOND, TTL_S, FakeClock
@@ -86,6 +86,62 @@ class ReservePathsTest(unittest.TestCase):
         self.assertEqual(reservation.status, ReservationStatus.RESERVED)
         self.assertEqual(self.rows(), [(KEY.key, SECOND, "in_flight", reservation.owner, "unknown")])
         self.assertTrue(self.store.complete(KEY, reservation.owner, RECORD))
+
+
+class OneCallOneBudgetTest(unittest.TestCase):
+    """Each statement waits for SQLite's lock up to the busy timeout: a reserve of several statements
+    (sweep, claim, the write-locked decision) must share the call's time among them, not give each the
+    whole of it. The call's time is moved on by hand (`_monotonic`) while a statement runs, as if it
+    had waited that long for another process's lock."""
+
+    CALL_S = 30.0
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.clock = FakeClock()
+        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        self.addCleanup(self.store.close)
+        self.moment = 1000.0
+        self.started: list = []
+        patcher = mock.patch.object(sqlite_store, "_monotonic", lambda: self.moment, create=True)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def waits_on(self, prefix: str, seconds: float) -> None:
+        def trace(sql: str) -> None:
+            self.started.append(sql.split(" ", 2)[0])
+            if sql.startswith(prefix):
+                self.moment += seconds
+
+        self.store._connection.set_trace_callback(trace)
+        self.addCleanup(self.store._connection.set_trace_callback, None)
+
+    def test_a_claim_that_used_up_the_call_s_time_starts_no_second_wait_for_the_lock(self) -> None:
+        self.store.reserve(KEY, FIRST, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)  # a lapsed read: taking it over needs the write-locked decision
+        self.waits_on("INSERT OR IGNORE", self.CALL_S)
+        with self.assertRaises(ReceiptStoreUnavailable):
+            self.store.reserve(KEY, SECOND, lapse=Lapse.TAKEOVER, timeout_s=self.CALL_S)
+        self.assertNotIn("BEGIN", self.started)
+        self.assertEqual(self.store.lookup(KEY), None)  # the lapsed read is still there, untaken
+
+    def test_the_write_locked_decision_waits_only_for_what_the_claim_left(self) -> None:
+        self.store.reserve(KEY, FIRST, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)
+        self.waits_on("INSERT OR IGNORE", self.CALL_S - 10.0)
+        self.assertEqual(self.store.reserve(KEY, SECOND, timeout_s=self.CALL_S).status, ReservationStatus.RESERVED)
+        self.assertIn("BEGIN", self.started)
+        self.assertLessEqual(self.store._busy_timeout_ms, 10_000)
+
+    def test_a_sweep_that_used_up_the_call_s_time_starts_no_claim(self) -> None:
+        self.store._reserves_since_sweep = sqlite_store.SWEEP_EVERY - 1  # this reserve sweeps first
+        self.waits_on("DELETE FROM receipts", self.CALL_S)
+        with self.assertRaises(ReceiptStoreUnavailable):
+            self.store.reserve(KEY, FIRST, timeout_s=self.CALL_S)
+        self.assertNotIn("INSERT", self.started)
+        self.assertEqual(self.store.lookup(KEY), None)
 
 
 class BusyTimeoutTest(unittest.TestCase):

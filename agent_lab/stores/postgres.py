@@ -166,6 +166,7 @@ _SQL = {
 }
 
 _Answer = TypeVar("_Answer")
+_monotonic = time.monotonic  # a module global, so that tests can move a call's time on
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_]+)\b")
 
 
@@ -243,7 +244,7 @@ class PostgresReceiptStore:
         self._orphans: List[Tuple[Tuple[str, str, str], str]] = []  # reservations whose commit was lost
         self._orphans_lock = threading.Lock()
         self._reserves_since_purge = 0
-        deadline = time.monotonic() + open_timeout_s
+        deadline = _monotonic() + open_timeout_s
         try:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
@@ -382,7 +383,7 @@ class PostgresReceiptStore:
         return values
 
     def _call(self, timeout_s: Optional[float], work: Callable[["_Transaction"], _Answer]) -> _Answer:
-        return self._call_until(time.monotonic() + store_timeout(timeout_s), work)
+        return self._call_until(_monotonic() + store_timeout(timeout_s), work)
 
     def _call_until(self, deadline: float, work: Callable[["_Transaction"], _Answer]) -> _Answer:
         """Run ``work`` in one transaction on a pooled connection, all within ``deadline`` (monotonic).
@@ -442,6 +443,8 @@ class PostgresReceiptStore:
         transaction.on_failure(lambda: self._requeue(orphans))
         for address, owner in orphans:
             transaction.changed("release", self._values(address, owner=owner))
+        transaction.bound_by_deadline()  # a release may have waited for a row lock: the call's own
+        # statements get only what is left of its time (each statement's timeouts start afresh)
 
     def _requeue(self, orphans: List[Tuple[Tuple[str, str, str], str]]) -> None:
         with self._orphans_lock:
@@ -452,6 +455,7 @@ class PostgresReceiptStore:
         if self._reserves_since_purge >= PURGE_EVERY:
             self._reserves_since_purge = 0
             self._purge(transaction, PURGE_CHUNK)
+            transaction.bound_by_deadline()  # what the purge took is not given to the reserve again
 
     def _purge(self, transaction: "_Transaction", limit: int) -> int:
         deleted = transaction.count("purge_receipts", self._values(None, limit=limit))
@@ -500,7 +504,7 @@ class _Transaction:
 
     def bound_by_deadline(self) -> None:
         """Let the server spend no more than what is left of the call's time on what follows."""
-        left_ms = math.ceil((self._deadline - time.monotonic()) * 1000)
+        left_ms = math.ceil((self._deadline - _monotonic()) * 1000)
         if left_ms <= 0 and self._cursor is not None:
             raise ReceiptStoreUnavailable("the receipt database did not answer within the timeout")
         statement_ms = str(min(max(left_ms, 1), _MAX_TIMEOUT_MS))
@@ -614,7 +618,7 @@ class _Pool:
                     self._opening = True
                     self._count += 1
                     threading.Thread(target=self._open_one, name="agent-lab-postgres-connect", daemon=True).start()
-                left = deadline - time.monotonic()
+                left = deadline - _monotonic()
                 if left <= 0:
                     raise ReceiptStoreUnavailable("no connection to the receipt database within the timeout")
                 self._changed.wait(left)

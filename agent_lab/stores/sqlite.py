@@ -131,6 +131,7 @@ _SPEND_APPROVAL = (
 )
 
 _Answer = TypeVar("_Answer")
+_monotonic = time.monotonic  # a module global, so that tests can move a call's time on
 
 
 class SqliteReceiptStore:
@@ -195,6 +196,7 @@ class SqliteReceiptStore:
         self._sweep_after: Optional[Tuple[str, str, str]] = None  # where the next sweep chunk starts
         self._busy_timeout_ms = BUSY_TIMEOUT_MS
         self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
+        self._call_deadline = 0.0  # monotonic: when the current call's time is up (set by `_call`)
         connection, self._fingerprint_key = _open_connection(os.fspath(path), level, given_key)
         self._connection: Optional[sqlite3.Connection] = connection
 
@@ -223,7 +225,8 @@ class SqliteReceiptStore:
 
         def work(connection: sqlite3.Connection) -> Reservation:
             now = self._clock()
-            self._sweep_now_and_then(connection, now)
+            if self._sweep_now_and_then(connection, now):  # its DELETE may have waited for the lock
+                self._wait_no_longer_than_the_call(connection)
             # 1. Take a key no row holds, in one atomic statement.
             if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
                 return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
@@ -232,7 +235,9 @@ class SqliteReceiptStore:
             if answer is not None:
                 return answer
             # 3. The row has nothing to keep (expired), or was removed after 1: decide again under the
-            #    write lock, where nothing can move, and replace it.
+            #    write lock, where nothing can move, and replace it. The claim may have waited for the
+            #    lock already: this wait gets only what is left of the call's time.
+            self._wait_no_longer_than_the_call(connection)
             with _immediate_transaction(connection):
                 now = self._clock()
                 answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
@@ -339,6 +344,7 @@ class SqliteReceiptStore:
         """Run ``work`` on the connection, waiting for the thread lock and then SQLite's lock no
         longer than ``timeout_s`` in all; a busy or failing database is ReceiptStoreUnavailable."""
         left = acquire_within(self._lock, store_timeout(timeout_s))
+        self._call_deadline = _monotonic() + left
         try:
             connection = self._connection
             if connection is None:
@@ -347,10 +353,21 @@ class SqliteReceiptStore:
                 if left != self._busy_timeout_for:
                     self._wait_at_most(connection, left)
                 return work(connection)
-            except sqlite3.OperationalError as error:  # locked, busy, disk full, I/O error
+            except sqlite3.ProgrammingError:  # a misuse (the statement or the connection), not the database
+                raise
+            except sqlite3.DatabaseError as error:  # locked, busy, disk full, I/O error, a corrupted file
                 raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
         finally:
             self._lock.release()
+
+    def _wait_no_longer_than_the_call(self, connection: sqlite3.Connection) -> None:
+        """Before another statement of a call that may wait for SQLite's lock (each statement waits up
+        to the busy timeout): set the busy timeout to what is left of the call's time, or, when nothing
+        is left, give up (ReceiptStoreUnavailable) rather than start it."""
+        left = self._call_deadline - _monotonic()
+        if left <= 0:
+            raise ReceiptStoreUnavailable("the receipt database did not answer within the timeout")
+        self._wait_at_most(connection, left)
 
     def _wait_at_most(self, connection: sqlite3.Connection, seconds: float) -> None:
         """Set SQLite's busy timeout (how long a statement waits for another writer) for this call.
@@ -368,14 +385,14 @@ class SqliteReceiptStore:
             raise ValueError("the receipt store is closed")
         return self._connection
 
-    def _sweep_now_and_then(self, connection: sqlite3.Connection, now: float) -> None:
+    def _sweep_now_and_then(self, connection: sqlite3.Connection, now: float) -> bool:
         """Purge the expired rows of the next chunk of keys, every ``SWEEP_EVERY`` reserves.
 
         Its own statements (each atomic, applying the purge rule row by row), so a reserve's claim stays
-        one statement; where the chunk ended is only a hint for the next sweep."""
+        one statement; where the chunk ended is only a hint for the next sweep. True when it swept."""
         self._reserves_since_sweep += 1
         if self._reserves_since_sweep < SWEEP_EVERY:
-            return
+            return False
         self._reserves_since_sweep = 0
         start = self._sweep_after
         if start is None:
@@ -385,6 +402,7 @@ class SqliteReceiptStore:
         bounds = (*(start or ()), *(end or ()), now)
         connection.execute(_SWEEP_DELETE[start is not None, end is not None], bounds)
         self._sweep_after = None if end is None else (end[0], end[1], end[2])  # None: wrap around
+        return True
 
 
 def _busy_timeout_ms(seconds: float) -> int:
