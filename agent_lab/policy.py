@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Callable, Mapping, Protocol
 
 from .calls import ToolCall
+from .fingerprint import has_lone_surrogate
 
 __all__ = ["Actor", "Approval", "ResourceGuard", "is_wall_clock_time"]
 
@@ -31,7 +32,7 @@ class Actor:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", _plain_text(self.id, "Actor.id"))
-        object.__setattr__(self, "tenant", _plain_text(self.tenant, "Actor.tenant"))
+        object.__setattr__(self, "tenant", _storable_text(_plain_text(self.tenant, "Actor.tenant"), "Actor.tenant"))
         if isinstance(self.permissions, str):
             raise TypeError("Actor.permissions must be a collection of strings, not one string")
         object.__setattr__(
@@ -127,6 +128,15 @@ def is_wall_clock_time(value: Any) -> bool:
 def _plain_seconds(value: Any) -> float:
     """A value `is_wall_clock_time` accepted, as a plain float (a subclass could compare as it likes)."""
     return float.__float__(value) if isinstance(value, float) else float(int.__int__(value))
+
+
+def _storable_text(value: str, what: str) -> str:
+    """`value`, refused if no receipt store can keep it: receipts and spent approvals are scoped by
+    the tenant, and a NUL or a lone surrogate would only surface as a failed store call on the first
+    keyed call (an internal error), long after the session that built the actor."""
+    if "\x00" in value or has_lone_surrogate(value):
+        raise ValueError(f"{what} must be text without NUL or lone surrogates")
+    return value
 
 
 def _plain_text(value: Any, what: str) -> str:

@@ -192,9 +192,8 @@ class QuickConstructionsTest(unittest.TestCase):
                 assert lookup is not None
                 self.assertEqual(lookup.record["output"], first.output)  # under the class's own key
             self.assertEqual(effects, ["a-1", "a-1", "a-1"])  # once per tenant, never across tenants
-            with self.assertLogs("agent_lab.registry", "ERROR"):
-                nul = registry.invoke(call, actor=Actor(id="u", tenant="a\x00b", permissions={"tags:write"}))
-            self.assertFalse(nul.ok)  # refused as ReceiptKey refuses it; nothing ran
+            with self.assertRaisesRegex(ValueError, "Actor.tenant must be text without NUL"):
+                Actor(id="u", tenant="a\x00b", permissions={"tags:write"})  # no store could scope it
             self.assertEqual(len(effects), 3)
 
     def test_a_hold_never_shows_its_owner_token(self) -> None:

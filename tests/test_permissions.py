@@ -187,6 +187,14 @@ class ActorFromApplicationTest(unittest.TestCase):
             with self.subTest(options=options), self.assertRaisesRegex(ValueError, "must not be empty"):
                 Actor(**{"id": "u", "tenant": "t", **options})
 
+    def test_a_tenant_no_receipt_store_can_keep_is_refused_when_the_actor_is_built(self) -> None:
+        # Receipts and spent approvals are scoped by tenant; such a tenant made every keyed call an
+        # internal_error at the store, far from the session that built the actor.
+        for tenant in ("acme\x00globex", "acme\ud800"):
+            with self.subTest(tenant=tenant), self.assertRaisesRegex(ValueError, "without NUL or lone surrogates"):
+                Actor(id="u", tenant=tenant)
+        self.assertEqual(Actor(id="u", tenant="acmé co").tenant, "acmé co")
+
     def test_a_tenant_that_claims_to_equal_every_tenant_is_just_its_own_text(self) -> None:
         class EqualsAnything(str):
             def __eq__(self, other: object) -> bool:
