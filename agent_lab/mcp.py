@@ -580,10 +580,16 @@ class _Server:
         return None
 
     def arrival_deadline(self, name: str) -> float | None:
-        """When a call that arrives now must be answered: now plus its tool's timeout."""
+        """When a call that arrives now must be answered: now plus its tool's timeout. None for a tool
+        this server's actor cannot call, unknown or hidden alike: the registry answers both from its
+        route step, which runs nothing and needs no run slot, so both are answered at once (a hidden
+        tool's timeout must not shape when, or whether, its refusal comes)."""
         try:
-            timeout_ms = self.registry.spec(name).timeout_ms
-        except Exception:  # an unknown tool: the registry answers it without running anything
+            spec = self.registry.spec(name)
+            if not self.actor.may(spec.required_permission):
+                return None
+            timeout_ms = spec.timeout_ms
+        except Exception:  # an unknown tool
             return None
         return time.monotonic() + timeout_ms / 1000.0
 
@@ -595,8 +601,11 @@ class _Server:
         shape: Callable[[Mapping[str, Any]], dict[str, Any]],
     ) -> dict[str, Any] | None:
         try:
-            wait_s = None if tracker.deadline is None else max(0.0, tracker.deadline - time.monotonic())
-            holding = self.run_slots.acquire(timeout=wait_s)  # False: the deadline passed while waiting
+            if tracker.deadline is None:  # a tool the actor cannot call: refused at once, no slot needed
+                holding = False
+            else:
+                holding = self.run_slots.acquire(timeout=max(0.0, tracker.deadline - time.monotonic()))
+                # False: the deadline passed while waiting
             try:
                 if holding and tracker.cancelled.is_set():
                     return None  # cancelled before it started: it never runs

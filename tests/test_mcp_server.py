@@ -614,6 +614,27 @@ class DeadlineFromArrivalTest(ServerTestCase):
         self.assertEqual(finished["id"], "slow-1")
         self.assertFalse(finished["result"]["isError"])
 
+    def test_a_hidden_tool_is_refused_at_once_like_an_unknown_one_while_every_worker_is_busy(self) -> None:
+        # The actor lacks "vault.open"'s permission: the tool is hidden, and its long timeout must not
+        # decide when (or whether) its refusal comes, or waiting would tell the client that it exists.
+        self.registry.register(
+            ToolSpec(name="vault.open", description="Open the vault.", input_schema={"type": "object"},
+                     required_permission="vault.admin", timeout_ms=WAIT_S * 1000),
+            lambda arguments: self.ran.append("vault") or {},
+        )
+        self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "hidden", "method": "tools/call", "params": {"name": "vault.open"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "unknown", "method": "tools/call", "params": {"name": "vault.opem"}})
+        answers = {answer["id"]: answer for answer in (self.pipe.receive(), self.pipe.receive())}  # slow-1 still runs
+        self.assertEqual(sorted(answers), ["hidden", "unknown"])
+        for answer in answers.values():
+            self.assertError(answer, INVALID_PARAMS)
+            self.assertEqual((answer["error"]["message"], answer["error"]["data"]["code"]), ("Unknown tool", "tool_not_found"))
+        self.assertEqual(answers["hidden"]["error"]["data"]["details"], answers["unknown"]["error"]["data"]["details"])
+        self.assertEqual(self.ran, [])
+        self.gate.set()
+        self.assertEqual(self.pipe.receive()["id"], "slow-1")
+
     def test_a_call_cancelled_while_waiting_for_a_worker_never_runs(self) -> None:
         self.pipe.send({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call", "params": {"name": "slow"}})
         self.pipe.send({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
