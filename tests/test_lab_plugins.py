@@ -447,6 +447,17 @@ class ProgressTest(TemporaryDirectoryTest):
             self.assertEqual((quiet / name).read_bytes(), (verbose / name).read_bytes(), name)
 
 
+    def test_a_progress_line_masks_a_secret_of_the_world_as_the_reports_do(self) -> None:
+        token = files_lab.FileStore().files["/acme/readme.txt"]["share_token"]  # a valid case id, too
+        case = dict(files_cases()[0], case_id=token)
+        cases = self.write_cases("token.jsonl", [case])
+        code, _, stderr = run("tool-eval", "--lab", f"{FILES_LAB}:lab", "--cases", cases, "--out",
+                              str(self.dir / "out"), "-v")
+        self.assertEqual(code, 0)
+        self.assertEqual(stderr.splitlines(), [f"[redacted]: {NAIVE} fail, {V2} pass, {V3} pass"])
+        for name in REPORT_FILES:
+            self.assertNotIn(token, (self.dir / "out" / name).read_text(encoding="utf-8"), name)
+
     def test_a_terminal_on_stderr_gets_progress_without_asking(self) -> None:
         class Terminal(io.StringIO):
             def isatty(self) -> bool:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from ..lint import LintConfig
+from ..redaction import redact_text
 from .cases import Case, load_cases
 from .definition import Lab, Surface
 from .grading import grade_run
@@ -193,9 +194,11 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
 
 
 def progress_line(case: Case, results: Sequence[CaseResult]) -> str:
-    """One line about one case: its id and each surface's verdict ("case-id: wide-v1 fail, typed-v2 pass")."""
+    """One line about one case: its id and each surface's verdict ("case-id: wide-v1 fail, typed-v2 pass"),
+    with the secrets its worlds held masked, as in every report (the line goes to a CI log)."""
     verdicts = ", ".join(f"{result.surface} {_verdict(result)}" for result in results)
-    return f"{case.case_id}: {verdicts}"
+    secrets = frozenset().union(*(result.run.secrets for result in results if result.run is not None))
+    return redact_text(f"{case.case_id}: {verdicts}", secrets)
 
 
 def _verdict(result: CaseResult) -> str:
