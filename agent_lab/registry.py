@@ -679,7 +679,8 @@ class Registry:
         self._fingerprint(state)  # the approval binds to it, and a refusal shows it
         if approval is None:
             return state.refusal("approval_required", details=self._approval_request(state))
-        if not isinstance(approval, Approval) or not _approval_matches(approval, state):
+        approval = _checked_approval(approval)
+        if approval is None or not _approval_matches(approval, state):
             return state.refusal("approval_mismatch", details=self._approval_request(state))
         now = self._clock()
         if not is_wall_clock_time(now):  # NaN would compare as "not yet expired" for ever: fail closed
@@ -687,7 +688,7 @@ class Registry:
                            type(now).__name__)
             return state.refusal("internal_error", "The registry's clock is not usable, so the approval cannot "
                                  "be checked; the tool did not run.")
-        if Approval.expired(approval, now):  # the class's own check, whatever a subclass says
+        if Approval.expired(approval, now):  # the class's own check, on the checked fields
             return state.refusal("approval_expired", details=self._approval_request(state))
         state.approval_used = approval
         return None
@@ -1207,6 +1208,33 @@ def _json_size(value: Any) -> Optional[int]:
     except (ValueError, TypeError, RecursionError):
         return None
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+_APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "approver")
+
+
+def _checked_approval(approval: Any) -> Optional[Approval]:
+    """`approval` as a plain Approval whose fields are checked now, or None (answered approval_mismatch).
+
+    `Approval` checks its fields when it is built, but a frozen dataclass can be changed afterwards
+    (`object.__setattr__`, an unpickled and edited state) and a subclass can answer for a field with a
+    property: a fingerprint or tenant that equals everything, or an expiry of NaN or infinity (never
+    expired), must not get through at the moment it counts. An unchanged Approval is used as it is;
+    anything else is rebuilt from its fields, read once, through the constructor's checks."""
+    if not isinstance(approval, Approval):
+        return None
+    if type(approval) is Approval:
+        fields = approval.__dict__
+        if all(type(fields.get(name)) is str and fields[name] for name in _APPROVAL_TEXT_FIELDS):
+            expires_at = fields.get("expires_at")
+            if type(expires_at) is float and math.isfinite(expires_at):
+                return approval
+    try:
+        return Approval(**{name: getattr(approval, name) for name in (*_APPROVAL_TEXT_FIELDS, "expires_at")})
+    except PROCESS_EXITS:
+        raise
+    except BaseException:  # noqa: BLE001 - a field that is not text, an expiry that is not a finite time
+        return None
 
 
 def _approval_matches(approval: Approval, state: _CallState) -> bool:

@@ -142,6 +142,40 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
         self.assertEqual(self.effects.effects, [])
 
+    def test_an_approval_changed_after_it_was_built_is_checked_again_when_used(self) -> None:
+        # The constructor checks every field, but object.__setattr__ (or an unpickled, edited state)
+        # changes a frozen dataclass afterwards: the registry must not trust what it no longer checks.
+        approval = self.approve(followup_call(note="Refund 10 EUR."))
+        object.__setattr__(approval, "fingerprint", EqualsAnything(approval.fingerprint))
+        other_arguments = self.registry.invoke(followup_call(note="Refund 10000 EUR."), actor=WRITER, approval=approval)
+        self.assertEqual((other_arguments.error.code, other_arguments.outcome), ("approval_mismatch", Outcome.REJECTED))
+        approval = self.approve(followup_call())
+        object.__setattr__(approval, "tenant", EqualsAnything("acme"))
+        other_tenant = self.registry.invoke(followup_call(), actor=GLOBEX_WRITER, approval=approval)
+        self.assertEqual((other_tenant.error.code, other_tenant.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
+    def test_an_approval_whose_expiry_was_changed_to_never_expire_is_refused(self) -> None:
+        for expires_at in (float("nan"), float("inf"), None, "2999-01-01"):
+            with self.subTest(expires_at=expires_at):
+                approval = self.approve(followup_call(), ttl_s=30)
+                object.__setattr__(approval, "expires_at", expires_at)
+                self.now += 31  # past the expiry it was built with
+                result = self.registry.invoke(followup_call(), actor=WRITER, approval=approval)
+                self.assertFalse(result.ok)
+                self.assertEqual(result.outcome, Outcome.REJECTED)
+        self.assertEqual(self.effects.effects, [])
+
+    def test_a_subclass_cannot_answer_for_its_fields_with_properties(self) -> None:
+        class Forged(Approval):
+            fingerprint = property(lambda self: EqualsAnything("x"), lambda self, value: None)  # type: ignore[assignment]
+
+        forged = Forged(approval_id="apr_forged", tool="record_ticket_followup", fingerprint="nothing",
+                        tenant="acme", approver="nobody", expires_at=NOW + 60)
+        result = self.registry.invoke(followup_call(note="Refund 10000 EUR."), actor=WRITER, approval=forged)
+        self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
     def test_an_approval_without_a_finite_expiry_or_with_non_string_fields_cannot_be_built(self) -> None:
         approval = self.approve(followup_call())
         for expires_at in (float("nan"), float("inf"), "2030-01-01", None, True):
