@@ -220,6 +220,11 @@ class Registry:
     ) -> None:
         if cursor_secret is not None and not isinstance(cursor_secret, (bytes, bytearray)):
             raise TypeError("cursor_secret must be bytes or None")
+        if cursor_secret is not None:  # checked now, not by the codec on first use: every ctx call would fail
+            from .cursor import MIN_SECRET_BYTES
+
+            if len(cursor_secret) < MIN_SECRET_BYTES:
+                raise ValueError(f"cursor_secret must be at least {MIN_SECRET_BYTES} bytes long")
         for name, value in (("late_completion_s", late_completion_s), ("renew_every_s", renew_every_s)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 <= value < math.inf or (name == "renew_every_s" and value == 0)):

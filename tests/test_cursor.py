@@ -113,6 +113,15 @@ class CursorCodecTest(unittest.TestCase):
             CursorCodec(b"x" * (MIN_SECRET_BYTES - 1))
         self.assertIsInstance(CursorCodec(b"x" * MIN_SECRET_BYTES), CursorCodec)
 
+    def test_a_registry_refuses_a_short_cursor_secret_when_it_is_built(self):
+        # Not on the first call: every handler that takes a ctx was an internal_error, cursors or not.
+        from agent_lab.registry import Registry
+
+        with self.assertRaises(ValueError):
+            Registry(cursor_secret=b"x" * (MIN_SECRET_BYTES - 1))
+        with Registry(cursor_secret=bytearray(b"x" * MIN_SECRET_BYTES)) as registry:
+            self.assertEqual(registry.cursors.read(registry.cursors.issue(3, QUERY), QUERY), 3)
+
     def test_secret_must_be_bytes(self):
         with self.assertRaises(TypeError):
             CursorCodec("a string secret of 32 characters")  # type: ignore[arg-type]
