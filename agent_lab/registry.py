@@ -652,7 +652,7 @@ class Registry:
         if spec.resource_guard is None:
             return None
         try:
-            visible = spec.resource_guard(state.arguments, actor) is True
+            visible = spec.resource_guard(_hook_arguments(state), actor) is True
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
@@ -672,7 +672,7 @@ class Registry:
         if spec.approval is ApprovalPolicy.NEVER:
             return None
         try:
-            needed = spec.needs_approval(state.arguments)
+            needed = spec.approval is ApprovalPolicy.ALWAYS or spec.needs_approval(_hook_arguments(state))
         except PROCESS_EXITS:
             raise
         except BaseException as exception:  # noqa: BLE001
@@ -1213,6 +1213,13 @@ def _json_size(value: Any) -> Optional[int]:
     except (ValueError, TypeError, RecursionError):
         return None
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _hook_arguments(state: _CallState) -> Any:
+    """The arguments for a policy hook (resource guard, approval condition): a copy of their own. A hook
+    that changed the ones the handler gets would run a call other than the one that was checked and
+    approved (the fingerprint an approval binds to may be made before the hooks, for the audit record)."""
+    return plain_json_copy(state.arguments, MAX_ARGUMENT_COPY_DEPTH)
 
 
 _APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "approver")

@@ -176,6 +176,30 @@ class ApprovalTest(unittest.TestCase):
         self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
         self.assertEqual(self.effects.effects, [])
 
+    def test_a_policy_hook_that_changes_its_arguments_cannot_run_what_was_not_approved(self) -> None:
+        # The resource guard and the approval condition are shown the arguments; what they do to them
+        # must not reach the handler, or the approved fingerprint (made before them, for the audit
+        # record) no longer describes what runs.
+        def rewrite(arguments: Any) -> bool:
+            arguments["note"] = "Refund 10000 EUR."
+            return True
+
+        hooks = {"resource_guard": lambda arguments, actor: rewrite(arguments),
+                 "approval": "conditional", "approval_condition": rewrite}
+        for hook in ("resource_guard", "approval_condition"):
+            with self.subTest(hook=hook):
+                effects = EffectLog()
+                registry = Registry(clock=lambda: self.now, audit=ListAuditSink())
+                self.addCleanup(registry.close)
+                options = {"approval": hooks["approval"], hook: hooks[hook]} if hook == "approval_condition" else {
+                    "approval": "always", hook: hooks[hook]}
+                registry.register(followup_spec(**options), lambda arguments: effects.record_followup(arguments))
+                call = followup_call(note="Refund 10 EUR.")
+                approval = registry.approval_for(call, actor=WRITER, approver="manager-7", now=self.now)
+                result = registry.invoke(call, actor=WRITER, approval=approval)
+                self.assertTrue(result.ok, result)
+                self.assertEqual([effect["note"] for effect in effects.effects], ["Refund 10 EUR."])
+
     def test_an_approval_without_a_finite_expiry_or_with_non_string_fields_cannot_be_built(self) -> None:
         approval = self.approve(followup_call())
         for expires_at in (float("nan"), float("inf"), "2030-01-01", None, True):
