@@ -653,6 +653,11 @@ class _Server:
         the registry logs a handler's: the message only for a tool without redacted fields."""
         if self.approvals is None:
             return None
+        try:  # never asked about a tool this actor cannot call: it is answered like an unknown one
+            if not self.actor.may(self.registry.spec(call.name).required_permission):
+                return None
+        except Exception:  # an unknown tool (or a name that is no tool name): nothing to approve
+            return None
         try:
             return self.approvals(call, self.actor)
         except Exception as exc:

@@ -754,6 +754,38 @@ class ApprovalSourceTest(ServerTestCase):
         self.assertEqual(result["structuredContent"], {"deleted": "n1"})
 
 
+class ApprovalSourceVisibilityTest(unittest.TestCase):
+    """The approval source (the application's: it may look up records or ask a person) is asked only
+    about tools the server's actor may call: a hidden tool is answered like an unknown one without it."""
+
+    def test_the_approval_source_is_never_asked_about_a_tool_the_actor_cannot_call(self) -> None:
+        from agent_lab.registry import Registry
+
+        asked: list[str] = []
+
+        def lookup(call: ToolCall, actor: Actor) -> Approval | None:
+            asked.append(call.name)
+            return None
+
+        with Registry() as registry:
+            for name, permission in (("vault.wipe", "vault.admin"), ("notes.archive", "notes.write")):
+                registry.register(
+                    ToolSpec(name=name, description="Change notes.", input_schema={"type": "object"},
+                             required_permission=permission, effect=Effect.WRITE, approval="always"),
+                    lambda arguments: {},
+                )
+            pipe = Pipe(registry, approvals=lookup)
+            pipe.initialize()
+            hidden = pipe.request("tools/call", {"name": "vault.wipe", "arguments": {}})
+            unknown = pipe.request("tools/call", {"name": "vault.wipx", "arguments": {}})
+            visible = pipe.request("tools/call", {"name": "notes.archive", "arguments": {}})
+            self.assertEqual(pipe.close(), 0)
+        self.assertEqual(hidden["error"]["code"], unknown["error"]["code"])
+        self.assertEqual(hidden["error"]["data"], unknown["error"]["data"])
+        self.assertTrue(visible["result"]["isError"])  # approval_required: the source had none
+        self.assertEqual(asked, ["notes.archive"])
+
+
 class ActorTest(unittest.TestCase):
     def test_the_actor_comes_from_the_server_not_from_the_request(self) -> None:
         registry = build_registry()
