@@ -21,7 +21,8 @@ _CANCEL_EVENT_LOCK = threading.Lock()
 class CallContext:
     """What a handler may know about the call it serves.
 
-    `deadline` is an absolute `time.monotonic()` value (None: no deadline). A sync handler that can stop
+    `deadline` is an absolute `time.monotonic()` value (None: no deadline). `cursors` issues and reads
+    page cursors bound to this tool and the actor's tenant (see `agent_lab.cursor`). A sync handler that can stop
     early should check `remaining()` or `cancelled()`; the caller stops waiting at the deadline either way.
     """
 

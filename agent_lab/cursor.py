@@ -6,6 +6,10 @@ the canonical JSON of the query (the filters the page was computed for); `Cursor
 position back only when the tag verifies for *this* query under *this* secret. A forged, truncated,
 edited or foreign cursor (issued for other filters, or by another registry) is `invalid_cursor`.
 
+The codec a handler gets as `ctx.cursors` is also bound to the call's tool and the actor's tenant
+(`CursorCodec.bound`): a cursor one tool issued is foreign to every other tool, and one issued to one
+tenant is foreign to every other tenant, whatever query the handler passes.
+
 Token layout, url-safe base64 without padding (34 characters):
     version (1 byte) | position (8 bytes, signed big-endian) | tag (first 16 bytes of the HMAC)
 A 128-bit tag is the usual truncation of HMAC-SHA256; it keeps tokens short without making forgery
@@ -47,7 +51,7 @@ _INVALID_MESSAGE = (
 class CursorCodec:
     """Issues and checks page cursors under one secret (one per registry)."""
 
-    __slots__ = ("_secret",)
+    __slots__ = ("_secret", "_scope")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, (bytes, bytearray)):
@@ -55,6 +59,16 @@ class CursorCodec:
         if len(secret) < MIN_SECRET_BYTES:
             raise ValueError(f"CursorCodec secret must be at least {MIN_SECRET_BYTES} bytes long")
         self._secret = bytes(secret)
+        self._scope = b""
+
+    def bound(self, tool: str, tenant: str) -> CursorCodec:
+        """This codec's secret, with every tag also over `tool` and `tenant`: its cursors verify only
+        for the same tool and tenant. (The scope is canonical JSON ending in NUL, so no scope, query or
+        unbound token can be read as another: an unbound message goes on with the version byte, 0x01.)"""
+        codec = object.__new__(CursorCodec)
+        codec._secret = self._secret
+        codec._scope = canonical_json([tool, tenant]).encode("utf-8") + b"\x00"
+        return codec
 
     @classmethod
     def random(cls) -> CursorCodec:
@@ -96,7 +110,7 @@ class CursorCodec:
         return position
 
     def _tag(self, head: bytes, query_bytes: bytes) -> bytes:
-        message = _DOMAIN + head + query_bytes
+        message = _DOMAIN + self._scope + head + query_bytes
         return hmac.new(self._secret, message, hashlib.sha256).digest()[:_TAG_BYTES]
 
 

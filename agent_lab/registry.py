@@ -817,7 +817,7 @@ class Registry:
             state.actor,
             state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
             state.approval_used,
-            self.cursors,
+            self.cursors.bound(spec.name, state.actor.tenant),  # a cursor never crosses tools or tenants
         )
 
     def _execute(self, state: _CallState) -> Run:

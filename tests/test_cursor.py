@@ -142,3 +142,45 @@ class CursorCodecTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CursorsBoundToToolAndTenantTest(unittest.TestCase):
+    """The codec a handler gets as ctx.cursors: a cursor crosses neither tools nor tenants, whatever
+    query a handler passes (a handler that leaves the tenant out of its query stays safe)."""
+
+    def setUp(self):
+        from agent_lab import Actor, Registry, ToolCall, ToolSpec
+
+        self.Actor, self.ToolCall = Actor, ToolCall
+        self.registry = Registry(cursor_secret=SECRET)
+        self.addCleanup(self.registry.close)
+        schema = {"type": "object", "properties": {"cursor": {"type": "string"}}, "additionalProperties": False}
+
+        def pages(arguments, ctx):  # the same filters for every tool and tenant: the query names neither
+            start = ctx.cursors.read(arguments["cursor"], {}) if "cursor" in arguments else 0
+            return {"start": start, "next_cursor": ctx.cursors.issue(start + 10, {})}
+
+        for name in ("list_a", "list_b"):
+            self.registry.register(ToolSpec(name=name, description="Pages.", input_schema=schema), pages)
+
+    def call(self, tool, tenant, cursor=None):
+        arguments = {} if cursor is None else {"cursor": cursor}
+        return self.registry.invoke(self.ToolCall(tool, arguments), actor=self.Actor(id="u", tenant=tenant))
+
+    def test_a_cursor_reads_back_on_the_tool_and_tenant_it_was_issued_to(self):
+        cursor = self.call("list_a", "acme").output["next_cursor"]
+        self.assertEqual(self.call("list_a", "acme", cursor).output["start"], 10)
+
+    def test_a_cursor_of_another_tool_or_tenant_is_invalid(self):
+        cursor = self.call("list_a", "acme").output["next_cursor"]
+        for tool, tenant in (("list_b", "acme"), ("list_a", "globex"), ("list_b", "globex")):
+            with self.subTest(tool=tool, tenant=tenant):
+                refused = self.call(tool, tenant, cursor)
+                self.assertEqual((refused.error.code, refused.outcome), ("invalid_cursor", Outcome.FAILED))
+
+    def test_a_bound_cursor_is_not_an_unbound_one_and_scopes_cannot_be_spliced(self):
+        codec = CursorCodec(SECRET)
+        self.assertRaises(ToolFailure, codec.read, codec.bound("t", "acme").issue(5, {}), {})
+        self.assertRaises(ToolFailure, codec.bound("t", "acme").read, codec.issue(5, {}), {})
+        self.assertRaises(ToolFailure, codec.bound("t", "a,cme").read, codec.bound("t,a", "cme").issue(5, {}), {})
+        self.assertEqual(codec.bound("t", "acme").read(codec.bound("t", "acme").issue(5, {}), {}), 5)

@@ -9,7 +9,7 @@ from typing import Any
 
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
-from agent_lab.errors import Outcome
+from agent_lab.errors import Outcome, ToolFailure
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -75,14 +75,16 @@ class HandlerSignatureTest(unittest.TestCase):
         self.assertEqual(self.output_of(coroutine_handler), "c-1")
         self.assertEqual(self.output_of(AsyncTool()), "async object")
 
-    def test_the_context_carries_the_registry_cursor_codec(self) -> None:
+    def test_the_context_carries_the_registry_cursor_codec_bound_to_the_tool_and_tenant(self) -> None:
         registry = Registry(cursor_secret=b"k" * 32)
         self.addCleanup(registry.close)
         registry.register(spec("page"), lambda arguments, ctx: ctx.cursors.issue(20, {"q": "a"}))
         token = registry.invoke(ToolCall("page", {}), actor=READER).output
-        other = Registry(cursor_secret=b"k" * 32)
+        other = Registry(cursor_secret=b"k" * 32)  # the same secret: another process of the same service
         self.addCleanup(other.close)
-        self.assertEqual(other.cursors.read(token, {"q": "a"}), 20)
+        self.assertEqual(other.cursors.bound("page", READER.tenant).read(token, {"q": "a"}), 20)
+        with self.assertRaises(ToolFailure):
+            other.cursors.read(token, {"q": "a"})  # not unbound, nor for another tool or tenant
 
     def test_a_handler_that_takes_no_arguments_is_refused_at_registration(self) -> None:
         with self.assertRaisesRegex(TypeError, "first positional parameter"):
