@@ -69,7 +69,6 @@ from .execution import (
     measured_json_copy,
     plain_deadline,
     plain_json_copy,
-    plain_json_snapshot,
     run_async,
     run_sync_for,
     seconds_left,
@@ -977,15 +976,13 @@ class Registry:
             return self._output_failure(state, "output_too_large", details={
                 "max_output_bytes": budget, "output_bytes_at_least": budget * EXACT_SIZE_FACTOR + 1})
         if not plain or bound is None or bound > budget:
-            size = _json_size(output)  # what the encoder makes of what the handler returned
+            # Measure the copy, never what the handler returned: the encoder calls a dict subclass's own
+            # `items()`, which is handler code that would run here, on the caller's thread, past the deadline.
+            size = _json_size(copy)
             if size is not None and size > budget:
                 return self._output_failure(state, "output_too_large",
                                             details={"max_output_bytes": budget, "output_bytes": size})
-            if copy is None:
-                copy, plain = plain_json_snapshot(output, MAX_OUTPUT_DEPTH)
-            if plain and bound is None:  # the copy itself must be writable (e.g. no 5,000-digit integer)
-                plain = _json_size(copy) is not None
-            if not plain or size is None:
+            if not plain or size is None:  # not JSON, or not writable (e.g. a 5,000-digit integer)
                 return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(copy)])
         validator = spec.output_validator
         if validator is not None and not validator.is_valid(copy):
