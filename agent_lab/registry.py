@@ -835,7 +835,7 @@ class Registry:
             return Run.not_started()  # no worker was free before the deadline: nothing ran
         try:
             future.result(timeout=seconds_left(deadline))  # the caller waits at most until the deadline
-        except concurrent.futures.TimeoutError:
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):  # cancelled: see _settle
             pass
         return self._settle(state, ctx, future)
 
@@ -901,6 +901,8 @@ class Registry:
 
     def _settle(self, state: _CallState, ctx: Optional[CallContext], future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
+        if future.cancelled():  # close() dropped it from the executor's queue before a worker took it
+            return Run.closed()
         if future.done():
             return future.result()
         if future.cancel():

@@ -145,6 +145,50 @@ class SyncDeadlineTest(DeadlineTestCase):
         self.assertEqual(waiting, [])  # no refused call's context (or arguments) waits in a queue
         self.assertLessEqual(threading.active_count(), self.threads_before + 2)
 
+    def test_a_write_whose_queued_job_close_drops_is_rejected_and_its_key_stays_free(self) -> None:
+        # A job can sit in the executor's queue for a moment after a worker slot freed up (the worker is
+        # still running the previous job's completion callbacks). close() drops such a job: nothing ran,
+        # so its caller must hear "rejected" and the key must stay free, never an unknown receipt.
+        class CompleteWaits(InMemoryReceiptStore):
+            def __init__(self) -> None:
+                super().__init__()
+                self.completing, self.go_on = threading.Event(), threading.Event()
+
+            def complete(self, *arguments: Any, **options: Any) -> bool:
+                if not self.completing.is_set():  # the late write's receipt: stored on its worker
+                    self.completing.set()
+                    self.go_on.wait(BLOCK_S)
+                return super().complete(*arguments, **options)
+
+        store = CompleteWaits()
+        self.addCleanup(store.go_on.set)
+        registry = Registry(receipts=store, max_workers=1)
+        self.addCleanup(registry.close)
+        effects: list[str] = []
+
+        def record(arguments: dict) -> dict:
+            if arguments["action_id"] == "act-late":
+                self.release.wait(BLOCK_S)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-1"}
+
+        registry.register(followup_spec(timeout_ms=10_000), record)
+        late = registry.invoke(followup_call(action_id="act-late"), actor=WRITER, deadline=time.monotonic() + 0.05)
+        self.assertEqual(late.error.code, "tool_timeout")
+        self.release.set()
+        self.assertTrue(store.completing.wait(BLOCK_S))  # the only worker is busy storing the late receipt
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(
+            registry.invoke(followup_call(action_id="act-queued"), actor=WRITER)))
+        caller.start()
+        self.wait_until(lambda: registry._pool._executor._work_queue.qsize() == 1)  # its job is queued
+        registry.close()
+        caller.join(BLOCK_S)
+        (dropped,) = results
+        self.assertEqual(dropped.outcome, Outcome.REJECTED)
+        self.assertNotIn("act-queued", effects)
+        self.assertIsNone(store.lookup(ReceiptKey("acme", "record_ticket_followup", "act-queued")))
+
     def test_a_deadline_given_as_a_number_subclass_is_read_as_its_plain_value(self) -> None:
         class Elastic(float):
             """Claims to be later than any time and to leave an hour, whatever its value says."""
