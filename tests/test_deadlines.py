@@ -460,10 +460,6 @@ class AsyncDeadlineTest(DeadlineTestCase):
             self.assertEqual((result.error.code, result.outcome), ("handler_exception", Outcome.FAILED))
 
     def test_a_cancelled_ainvoke_whose_write_returned_broken_output_still_records_and_settles_the_key(self) -> None:
-        class Unreadable(dict):
-            def items(self):
-                raise RuntimeError("unreadable")
-
         returned = threading.Event()
         audit: list[dict] = []
         self.registry.close()
@@ -472,7 +468,7 @@ class AsyncDeadlineTest(DeadlineTestCase):
 
         def write(arguments):
             returned.set()
-            return Unreadable(a=1)
+            return {"followup_id": {1, 2}}  # a set: not JSON
 
         self.registry.register(followup_spec(timeout_ms=60_000), write)
 
@@ -485,9 +481,8 @@ class AsyncDeadlineTest(DeadlineTestCase):
             with self.assertRaises(asyncio.CancelledError):
                 await task
 
-        with self.assertLogs("agent_lab.registry", "ERROR"):  # the broken output is an internal error, logged
-            asyncio.run(scenario())
-        self.assertEqual([(record["outcome"], record["error_code"]) for record in audit], [("unknown", "internal_error")])
+        asyncio.run(scenario())
+        self.assertEqual([(record["outcome"], record["error_code"]) for record in audit], [("unknown", "invalid_tool_output")])
         lookup = self.registry.receipts.lookup(ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1"))
         self.assertEqual(lookup.status, ReservationStatus.REPLAY)
 
