@@ -191,6 +191,7 @@ class Run(NamedTuple):
     output: Any = None
     error: Optional[ToolError] = None  # the ToolFailure's error (FAILED)
     exception_type: Optional[str] = None  # the class name of what was raised (RAISED), for logs only
+    checked: Any = None  # RETURNED or FAILED: the call's result, made on the thread that ran the handler
 
     @classmethod
     def returned(cls, output: Any) -> Run:

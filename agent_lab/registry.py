@@ -827,8 +827,7 @@ class Registry:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
         try:
-            future = self._pool.submit(seconds_left(deadline), run_sync_for, handler, arguments, deadline,
-                                       spec.name, state.call_id, ctx)
+            future = self._pool.submit(seconds_left(deadline), self._run_and_check, state, handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
         if future is None:
@@ -855,8 +854,7 @@ class Registry:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
         try:
-            future = await self._pool.asubmit(deadline, run_sync_for, handler, arguments, deadline, spec.name,
-                                              state.call_id, ctx)
+            future = await self._pool.asubmit(deadline, self._run_and_check, state, handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
         except asyncio.CancelledError:
@@ -881,7 +879,7 @@ class Registry:
         receipt, so the same key replays it and the effect happens once)."""
         deadline = state.call_deadline
         assert state.spec is not None
-        run = run_sync_for(handler, arguments, deadline, state.spec.name, state.call_id, ctx)
+        run = self._run_and_check(state, handler, arguments, ctx)
         if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
             return run
         if ctx is not None:
@@ -890,6 +888,19 @@ class Registry:
             state.late_pending = True
             self._complete_late(state, run)  # the effect happened: its result is the receipt
         return Run.timed_out()
+
+    def _run_and_check(self, state: _CallState, handler: Handler, arguments: Any, ctx: Optional[CallContext]) -> Run:
+        """A sync handler's job (on a worker, or inline): run it, then check what it handed back on the
+        same thread (`Run.checked`). An object it returns or raises can run code when it is read (a
+        dict subclass's methods, a `__class__` property, a `__del__`): that code runs here, where the
+        caller can stop waiting at the deadline, never on the caller's thread after it."""
+        assert state.spec is not None
+        run = run_sync_for(handler, arguments, state.call_deadline, state.spec.name, state.call_id, ctx)
+        if run.kind is RunKind.RETURNED:
+            return Run(RunKind.RETURNED, None, checked=self._output_result(state, run.output))
+        if run.kind is RunKind.FAILED:
+            return Run(RunKind.FAILED, None, checked=self._run_failure(state, run))
+        return run
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
@@ -936,7 +947,8 @@ class Registry:
         Stored under the call's owner token, so it lands only if nobody resolved the key meanwhile
         (past the late-completion window the key may have been resolved; then the store refuses it)."""
         try:
-            result = self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
+            result = run.checked if run.checked is not None else \
+                self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
             self._store_outcome(state, result, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except PROCESS_EXITS:
             raise
@@ -949,9 +961,9 @@ class Registry:
     def _conclude(self, state: _CallState, run: Run) -> ToolResult:
         """Turn what the handler did into the call's result, checking a returned output."""
         if run.kind is not RunKind.RETURNED:
-            return self._run_failure(state, run)
+            return run.checked if run.checked is not None else self._run_failure(state, run)
         state.step = "output"
-        result = self._output_result(state, run.output)
+        result = run.checked if run.checked is not None else self._output_result(state, run.output)
         if result.ok:
             state.step = "record"
         return result

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
-from agent_lab.errors import Category, NextAction, Outcome
+from agent_lab.errors import Category, NextAction, Outcome, ToolFailure
 from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -188,6 +188,36 @@ class SyncDeadlineTest(DeadlineTestCase):
         self.assertEqual(dropped.outcome, Outcome.REJECTED)
         self.assertNotIn("act-queued", effects)
         self.assertIsNone(store.lookup(ReceiptKey("acme", "record_ticket_followup", "act-queued")))
+
+    def test_code_of_what_a_handler_hands_back_runs_before_the_deadline_not_after_it_on_the_callers_thread(self) -> None:
+        # Reading a returned value or a ToolFailure's details can run the handler's code (a dict
+        # subclass's items(), inside a tuple the output check keeps as it is). It runs on the worker,
+        # under the deadline: the caller hears tool_timeout while that code is still blocked.
+        entered, left = threading.Event(), threading.Event()
+        release = self.release
+
+        class Blocking(dict):
+            def items(self):
+                entered.set()
+                release.wait(BLOCK_S)
+                left.set()
+                return super().items()
+
+        handed_back = {
+            "output": lambda arguments: {"rows": (Blocking(a=1),)},
+            "failure details": lambda arguments: (_ for _ in ()).throw(
+                ToolFailure("conflict", "The ticket is closed.", details={"why": Blocking(a=1)})),
+        }
+        for name, handler in handed_back.items():
+            with self.subTest(name):
+                entered.clear()
+                registry = Registry()
+                self.addCleanup(registry.close)
+                registry.register(read_spec(timeout_ms=50), handler)
+                result = registry.invoke(ToolCall("slow_lookup", {}), actor=READER)
+                self.assertTrue(entered.is_set())
+                self.assertFalse(left.is_set())  # the caller did not wait for it
+                self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
 
     def test_a_deadline_given_as_a_number_subclass_is_read_as_its_plain_value(self) -> None:
         class Elastic(float):
