@@ -895,7 +895,11 @@ class Registry:
         dict subclass's methods, a `__class__` property, a `__del__`): that code runs here, where the
         caller can stop waiting at the deadline, never on the caller's thread after it."""
         assert state.spec is not None
-        run = run_sync_for(handler, arguments, state.call_deadline, state.spec.name, state.call_id, ctx)
+        return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
+                                                   state.call_id, ctx))
+
+    def _check_run(self, state: _CallState, run: Run) -> Run:
+        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread."""
         if run.kind is RunKind.RETURNED:
             return Run(RunKind.RETURNED, None, checked=self._output_result(state, run.output))
         if run.kind is RunKind.FAILED:
@@ -906,7 +910,7 @@ class Registry:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            return self._loop_thread.run(handler, arguments, ctx)
+            return self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
         except PoolClosed:
             return Run.closed()
 

@@ -436,6 +436,27 @@ class AsyncDeadlineTest(DeadlineTestCase):
         self.assertEqual(result.error.code, "tool_timeout")
         self.assertTrue(self.cancelled.wait(GENEROUS_S))
 
+    def test_code_of_what_an_async_handler_returns_runs_on_the_tools_loop_not_on_the_callers_thread(self) -> None:
+        entered, left = threading.Event(), threading.Event()
+        release = self.release
+
+        class Blocking(dict):
+            def items(self):
+                entered.set()
+                release.wait(BLOCK_S)
+                left.set()
+                return super().items()
+
+        async def handler(arguments):
+            return {"rows": (Blocking(a=1),)}
+
+        self.registry.register(read_spec(timeout_ms=50), handler)
+        with self.assertLogs("agent_lab.execution", "WARNING"):  # the loop it blocks is retired
+            result = self.registry.invoke(ToolCall("slow_lookup", {}), actor=READER)
+        self.assertTrue(entered.is_set())
+        self.assertFalse(left.is_set())  # the caller did not wait for it
+        self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
+
     def test_invoke_runs_an_async_handler_with_its_context(self) -> None:
         result, _ = self.timed_invoke(ToolCall("quick", {}))
         self.assertEqual(result.output, {"tool": "quick"})
