@@ -1048,6 +1048,14 @@ def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict) -> None:
 
 
 def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
-    for task in asyncio.all_tasks(loop):
+    """Cancel every task, and stop once they have ended (at most `CANCEL_GRACE_S` later, for a handler
+    that ignores its cancellation): stopping right away would drop the callbacks that answer the
+    callers still waiting, which would then wait until their deadlines for nothing."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
         task.cancel()
-    loop.call_soon(loop.stop)
+    if not tasks:
+        loop.stop()
+        return
+    waiting = asyncio.ensure_future(asyncio.wait(tasks, timeout=CANCEL_GRACE_S), loop=loop)
+    waiting.add_done_callback(lambda _: loop.stop())

@@ -457,6 +457,25 @@ class AsyncDeadlineTest(DeadlineTestCase):
         self.assertFalse(left.is_set())  # the caller did not wait for it
         self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
 
+    def test_close_answers_an_async_call_it_cancels_instead_of_leaving_it_to_wait_for_its_deadline(self) -> None:
+        started = threading.Event()
+
+        async def handler(arguments):
+            started.set()
+            await asyncio.sleep(BLOCK_S * 10)
+            return {}
+
+        self.registry.register(read_spec(timeout_ms=600_000), handler)
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(
+            self.registry.invoke(ToolCall("slow_lookup", {}), actor=READER)), daemon=True)
+        caller.start()
+        self.assertTrue(started.wait(BLOCK_S))
+        self.registry.close()
+        caller.join(BLOCK_S)  # its deadline is ten minutes away
+        self.assertFalse(caller.is_alive())
+        self.assertEqual(results[0].error.code, "tool_timeout")
+
     def test_invoke_runs_an_async_handler_with_its_context(self) -> None:
         result, _ = self.timed_invoke(ToolCall("quick", {}))
         self.assertEqual(result.output, {"tool": "quick"})
