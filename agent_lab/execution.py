@@ -191,6 +191,7 @@ class Run(NamedTuple):
     output: Any = None
     error: Optional[ToolError] = None  # the ToolFailure's error (FAILED)
     exception_type: Optional[str] = None  # the class name of what was raised (RAISED), for logs only
+    checked: Any = None  # RETURNED or FAILED: the call's result, made on the thread that ran the handler
 
     @classmethod
     def returned(cls, output: Any) -> Run:
@@ -333,10 +334,14 @@ async def _carrying_exits(awaitable: Any) -> Any:
         return ProcessExit(exit_request)
 
 
-async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallContext) -> Any:
-    """`run_async` for the registry's own loop thread: returns a `Run` or a `ProcessExit`."""
+async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallContext,
+                                   check: Optional[Callable[[Run], Run]] = None) -> Any:
+    """`run_async` for the registry's own loop thread: returns a `Run` or a `ProcessExit`. `check`
+    (the registry's output check) runs here too, not on the waiting caller's thread: an object the
+    handler hands back can run code when it is read, and the caller stops waiting for this loop."""
     try:
-        return await run_async(handler, arguments, ctx)
+        run = await run_async(handler, arguments, ctx)
+        return run if check is None else check(run)
     except PROCESS_EXITS as exit_request:
         return ProcessExit(exit_request)
 
@@ -827,7 +832,8 @@ class LoopThread:
         self._lock = threading.Lock()
         self._closed = False
 
-    def run(self, handler: Handler, arguments: Any, ctx: CallContext) -> Run:
+    def run(self, handler: Handler, arguments: Any, ctx: CallContext,
+            check: Optional[Callable[[Run], Run]] = None) -> Run:
         """Run an async handler on the current loop and wait for what came of it; past its deadline by
         more than `LOOP_ANSWER_GRACE_S`, stop waiting (`Run.timed_out`, or `Run.not_started` if the
         blocked loop never started it). Raises PoolClosed when closed, and re-raises a
@@ -835,7 +841,7 @@ class LoopThread:
         left = seconds_left(ctx.deadline)
         give_up_at = None if left is None else time.monotonic() + left + LOOP_ANSWER_GRACE_S
         loop = self._loop()
-        job = loop.start(_LoopJob(handler, arguments, ctx))
+        job = loop.start(_LoopJob(handler, arguments, ctx, check))
         while True:
             now = time.monotonic()
             wait = None if give_up_at is None else max(0.0, give_up_at - now)
@@ -848,7 +854,7 @@ class LoopThread:
                 fresh = self._retire(loop, now - job.submitted)
                 if fresh is not None and job.take_back():  # not started: it may run elsewhere
                     loop = fresh
-                    job = loop.start(_LoopJob(handler, arguments, ctx))
+                    job = loop.start(_LoopJob(handler, arguments, ctx, check))
                     continue
             if give_up_at is not None and now >= give_up_at:
                 if job.take_back():
@@ -910,8 +916,9 @@ class _LoopJob:
 
     _PENDING, _STARTED, _TAKEN_BACK = "pending", "started", "taken back"
 
-    def __init__(self, handler: Handler, arguments: Any, ctx: CallContext) -> None:
-        self.handler, self.arguments, self.ctx = handler, arguments, ctx
+    def __init__(self, handler: Handler, arguments: Any, ctx: CallContext,
+                 check: Optional[Callable[[Run], Run]] = None) -> None:
+        self.handler, self.arguments, self.ctx, self.check = handler, arguments, ctx, check
         self.submitted = time.monotonic()
         self.finished = threading.Event()
         self.task: Optional[asyncio.Future] = None
@@ -938,7 +945,8 @@ class _LoopJob:
             if self._state is not self._PENDING or owner.retired:
                 return
             self._state = self._STARTED
-        self.task = owner.loop.create_task(run_async_on_loop_thread(self.handler, self.arguments, self.ctx))
+        self.task = owner.loop.create_task(run_async_on_loop_thread(self.handler, self.arguments, self.ctx,
+                                                                     self.check))
         self.task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Future) -> None:
@@ -1040,6 +1048,14 @@ def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict) -> None:
 
 
 def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
-    for task in asyncio.all_tasks(loop):
+    """Cancel every task, and stop once they have ended (at most `CANCEL_GRACE_S` later, for a handler
+    that ignores its cancellation): stopping right away would drop the callbacks that answer the
+    callers still waiting, which would then wait until their deadlines for nothing."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
         task.cancel()
-    loop.call_soon(loop.stop)
+    if not tasks:
+        loop.stop()
+        return
+    waiting = asyncio.ensure_future(asyncio.wait(tasks, timeout=CANCEL_GRACE_S), loop=loop)
+    waiting.add_done_callback(lambda _: loop.stop())

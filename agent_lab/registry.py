@@ -69,7 +69,6 @@ from .execution import (
     measured_json_copy,
     plain_deadline,
     plain_json_copy,
-    plain_json_snapshot,
     run_async,
     run_sync_for,
     seconds_left,
@@ -834,15 +833,14 @@ class Registry:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
         try:
-            future = self._pool.submit(seconds_left(deadline), run_sync_for, handler, arguments, deadline,
-                                       spec.name, state.call_id, ctx)
+            future = self._pool.submit(seconds_left(deadline), self._run_and_check, state, handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
         if future is None:
             return Run.not_started()  # no worker was free before the deadline: nothing ran
         try:
             future.result(timeout=seconds_left(deadline))  # the caller waits at most until the deadline
-        except concurrent.futures.TimeoutError:
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):  # cancelled: see _settle
             pass
         return self._settle(state, ctx, future)
 
@@ -862,8 +860,7 @@ class Registry:
             return self._execute_inline(state, ctx, handler, arguments)
         deadline = state.call_deadline
         try:
-            future = await self._pool.asubmit(deadline, run_sync_for, handler, arguments, deadline, spec.name,
-                                              state.call_id, ctx)
+            future = await self._pool.asubmit(deadline, self._run_and_check, state, handler, arguments, ctx)
         except PoolClosed:
             return Run.closed()
         except asyncio.CancelledError:
@@ -888,7 +885,7 @@ class Registry:
         receipt, so the same key replays it and the effect happens once)."""
         deadline = state.call_deadline
         assert state.spec is not None
-        run = run_sync_for(handler, arguments, deadline, state.spec.name, state.call_id, ctx)
+        run = self._run_and_check(state, handler, arguments, ctx)
         if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
             return run
         if ctx is not None:
@@ -898,16 +895,35 @@ class Registry:
             self._complete_late(state, run)  # the effect happened: its result is the receipt
         return Run.timed_out()
 
+    def _run_and_check(self, state: _CallState, handler: Handler, arguments: Any, ctx: Optional[CallContext]) -> Run:
+        """A sync handler's job (on a worker, or inline): run it, then check what it handed back on the
+        same thread (`Run.checked`). An object it returns or raises can run code when it is read (a
+        dict subclass's methods, a `__class__` property, a `__del__`): that code runs here, where the
+        caller can stop waiting at the deadline, never on the caller's thread after it."""
+        assert state.spec is not None
+        return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
+                                                   state.call_id, ctx))
+
+    def _check_run(self, state: _CallState, run: Run) -> Run:
+        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread."""
+        if run.kind is RunKind.RETURNED:
+            return Run(RunKind.RETURNED, None, checked=self._output_result(state, run.output))
+        if run.kind is RunKind.FAILED:
+            return Run(RunKind.FAILED, None, checked=self._run_failure(state, run))
+        return run
+
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            return self._loop_thread.run(handler, arguments, ctx)
+            return self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
         except PoolClosed:
             return Run.closed()
 
     def _settle(self, state: _CallState, ctx: Optional[CallContext], future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
+        if future.cancelled():  # close() dropped it from the executor's queue before a worker took it
+            return Run.closed()
         if future.done():
             return future.result()
         if future.cancel():
@@ -941,7 +957,8 @@ class Registry:
         Stored under the call's owner token, so it lands only if nobody resolved the key meanwhile
         (past the late-completion window the key may have been resolved; then the store refuses it)."""
         try:
-            result = self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
+            result = run.checked if run.checked is not None else \
+                self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
             self._store_outcome(state, result, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except PROCESS_EXITS:
             raise
@@ -954,9 +971,9 @@ class Registry:
     def _conclude(self, state: _CallState, run: Run) -> ToolResult:
         """Turn what the handler did into the call's result, checking a returned output."""
         if run.kind is not RunKind.RETURNED:
-            return self._run_failure(state, run)
+            return run.checked if run.checked is not None else self._run_failure(state, run)
         state.step = "output"
-        result = self._output_result(state, run.output)
+        result = run.checked if run.checked is not None else self._output_result(state, run.output)
         if result.ok:
             state.step = "record"
         return result
@@ -983,15 +1000,13 @@ class Registry:
             return self._output_failure(state, "output_too_large", details={
                 "max_output_bytes": budget, "output_bytes_at_least": budget * EXACT_SIZE_FACTOR + 1})
         if not plain or bound is None or bound > budget:
-            size = _json_size(output)  # what the encoder makes of what the handler returned
+            # Measure the copy, never what the handler returned: the encoder calls a dict subclass's own
+            # `items()`, which is handler code that would run here, on the caller's thread, past the deadline.
+            size = _json_size(copy)
             if size is not None and size > budget:
                 return self._output_failure(state, "output_too_large",
                                             details={"max_output_bytes": budget, "output_bytes": size})
-            if copy is None:
-                copy, plain = plain_json_snapshot(output, MAX_OUTPUT_DEPTH)
-            if plain and bound is None:  # the copy itself must be writable (e.g. no 5,000-digit integer)
-                plain = _json_size(copy) is not None
-            if not plain or size is None:
+            if not plain or size is None:  # not JSON, or not writable (e.g. a 5,000-digit integer)
                 return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(copy)])
         validator = spec.output_validator
         if validator is not None and not validator.is_valid(copy):

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
-from agent_lab.errors import Category, NextAction, Outcome
+from agent_lab.errors import Category, NextAction, Outcome, ToolFailure
 from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
@@ -144,6 +144,80 @@ class SyncDeadlineTest(DeadlineTestCase):
         waiting = [item for item in gc.get_objects() if isinstance(item, CallContext) and item.tool == "victim"]
         self.assertEqual(waiting, [])  # no refused call's context (or arguments) waits in a queue
         self.assertLessEqual(threading.active_count(), self.threads_before + 2)
+
+    def test_a_write_whose_queued_job_close_drops_is_rejected_and_its_key_stays_free(self) -> None:
+        # A job can sit in the executor's queue for a moment after a worker slot freed up (the worker is
+        # still running the previous job's completion callbacks). close() drops such a job: nothing ran,
+        # so its caller must hear "rejected" and the key must stay free, never an unknown receipt.
+        class CompleteWaits(InMemoryReceiptStore):
+            def __init__(self) -> None:
+                super().__init__()
+                self.completing, self.go_on = threading.Event(), threading.Event()
+
+            def complete(self, *arguments: Any, **options: Any) -> bool:
+                if not self.completing.is_set():  # the late write's receipt: stored on its worker
+                    self.completing.set()
+                    self.go_on.wait(BLOCK_S)
+                return super().complete(*arguments, **options)
+
+        store = CompleteWaits()
+        self.addCleanup(store.go_on.set)
+        registry = Registry(receipts=store, max_workers=1)
+        self.addCleanup(registry.close)
+        effects: list[str] = []
+
+        def record(arguments: dict) -> dict:
+            if arguments["action_id"] == "act-late":
+                self.release.wait(BLOCK_S)
+            effects.append(arguments["action_id"])
+            return {"followup_id": "F-1"}
+
+        registry.register(followup_spec(timeout_ms=10_000), record)
+        late = registry.invoke(followup_call(action_id="act-late"), actor=WRITER, deadline=time.monotonic() + 0.05)
+        self.assertEqual(late.error.code, "tool_timeout")
+        self.release.set()
+        self.assertTrue(store.completing.wait(BLOCK_S))  # the only worker is busy storing the late receipt
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(
+            registry.invoke(followup_call(action_id="act-queued"), actor=WRITER)))
+        caller.start()
+        self.wait_until(lambda: registry._pool._executor._work_queue.qsize() == 1)  # its job is queued
+        registry.close()
+        caller.join(BLOCK_S)
+        (dropped,) = results
+        self.assertEqual(dropped.outcome, Outcome.REJECTED)
+        self.assertNotIn("act-queued", effects)
+        self.assertIsNone(store.lookup(ReceiptKey("acme", "record_ticket_followup", "act-queued")))
+
+    def test_code_of_what_a_handler_hands_back_runs_before_the_deadline_not_after_it_on_the_callers_thread(self) -> None:
+        # Reading a returned value or a ToolFailure's details can run the handler's code (a dict
+        # subclass's items(), inside a tuple the output check keeps as it is). It runs on the worker,
+        # under the deadline: the caller hears tool_timeout while that code is still blocked.
+        entered, left = threading.Event(), threading.Event()
+        release = self.release
+
+        class Blocking(dict):
+            def items(self):
+                entered.set()
+                release.wait(BLOCK_S)
+                left.set()
+                return super().items()
+
+        handed_back = {
+            "output": lambda arguments: {"rows": (Blocking(a=1),)},
+            "failure details": lambda arguments: (_ for _ in ()).throw(
+                ToolFailure("conflict", "The ticket is closed.", details={"why": Blocking(a=1)})),
+        }
+        for name, handler in handed_back.items():
+            with self.subTest(name):
+                entered.clear()
+                registry = Registry()
+                self.addCleanup(registry.close)
+                registry.register(read_spec(timeout_ms=50), handler)
+                result = registry.invoke(ToolCall("slow_lookup", {}), actor=READER)
+                self.assertTrue(entered.is_set())
+                self.assertFalse(left.is_set())  # the caller did not wait for it
+                self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
 
     def test_a_deadline_given_as_a_number_subclass_is_read_as_its_plain_value(self) -> None:
         class Elastic(float):
@@ -362,6 +436,46 @@ class AsyncDeadlineTest(DeadlineTestCase):
         self.assertEqual(result.error.code, "tool_timeout")
         self.assertTrue(self.cancelled.wait(GENEROUS_S))
 
+    def test_code_of_what_an_async_handler_returns_runs_on_the_tools_loop_not_on_the_callers_thread(self) -> None:
+        entered, left = threading.Event(), threading.Event()
+        release = self.release
+
+        class Blocking(dict):
+            def items(self):
+                entered.set()
+                release.wait(BLOCK_S)
+                left.set()
+                return super().items()
+
+        async def handler(arguments):
+            return {"rows": (Blocking(a=1),)}
+
+        self.registry.register(read_spec(timeout_ms=50), handler)
+        with self.assertLogs("agent_lab.execution", "WARNING"):  # the loop it blocks is retired
+            result = self.registry.invoke(ToolCall("slow_lookup", {}), actor=READER)
+        self.assertTrue(entered.is_set())
+        self.assertFalse(left.is_set())  # the caller did not wait for it
+        self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
+
+    def test_close_answers_an_async_call_it_cancels_instead_of_leaving_it_to_wait_for_its_deadline(self) -> None:
+        started = threading.Event()
+
+        async def handler(arguments):
+            started.set()
+            await asyncio.sleep(BLOCK_S * 10)
+            return {}
+
+        self.registry.register(read_spec(timeout_ms=600_000), handler)
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(
+            self.registry.invoke(ToolCall("slow_lookup", {}), actor=READER)), daemon=True)
+        caller.start()
+        self.assertTrue(started.wait(BLOCK_S))
+        self.registry.close()
+        caller.join(BLOCK_S)  # its deadline is ten minutes away
+        self.assertFalse(caller.is_alive())
+        self.assertEqual(results[0].error.code, "tool_timeout")
+
     def test_invoke_runs_an_async_handler_with_its_context(self) -> None:
         result, _ = self.timed_invoke(ToolCall("quick", {}))
         self.assertEqual(result.output, {"tool": "quick"})
@@ -416,10 +530,6 @@ class AsyncDeadlineTest(DeadlineTestCase):
             self.assertEqual((result.error.code, result.outcome), ("handler_exception", Outcome.FAILED))
 
     def test_a_cancelled_ainvoke_whose_write_returned_broken_output_still_records_and_settles_the_key(self) -> None:
-        class Unreadable(dict):
-            def items(self):
-                raise RuntimeError("unreadable")
-
         returned = threading.Event()
         audit: list[dict] = []
         self.registry.close()
@@ -428,7 +538,7 @@ class AsyncDeadlineTest(DeadlineTestCase):
 
         def write(arguments):
             returned.set()
-            return Unreadable(a=1)
+            return {"followup_id": {1, 2}}  # a set: not JSON
 
         self.registry.register(followup_spec(timeout_ms=60_000), write)
 
@@ -441,9 +551,8 @@ class AsyncDeadlineTest(DeadlineTestCase):
             with self.assertRaises(asyncio.CancelledError):
                 await task
 
-        with self.assertLogs("agent_lab.registry", "ERROR"):  # the broken output is an internal error, logged
-            asyncio.run(scenario())
-        self.assertEqual([(record["outcome"], record["error_code"]) for record in audit], [("unknown", "internal_error")])
+        asyncio.run(scenario())
+        self.assertEqual([(record["outcome"], record["error_code"]) for record in audit], [("unknown", "invalid_tool_output")])
         lookup = self.registry.receipts.lookup(ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1"))
         self.assertEqual(lookup.status, ReservationStatus.REPLAY)
 

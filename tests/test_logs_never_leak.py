@@ -112,7 +112,7 @@ class LogsNeverLeakTest(unittest.TestCase):
             def items(self):
                 raise RuntimeError(f"cannot read {secret}")
 
-        self.registry.register(spec("unreadable", effect="write"), lambda arguments: Unreadable(a=1))
+        self.registry.register(spec("unreadable", effect="write"), lambda arguments: {"rows": (Unreadable(a=1),)})
         self.assertEqual(self.invoke("unreadable").error.code, "internal_error")
         self.assertNothingLeaked()
 

@@ -146,6 +146,26 @@ class HandlerContainmentTest(unittest.TestCase):
         # Encoding or copying the whole output would take megabytes; reading the budget's worth, kilobytes.
         self.assertLess(peak, 512 * 1024)
 
+    def test_no_code_of_a_returned_dict_subclass_runs_on_the_callers_thread_after_the_handler(self) -> None:
+        # Whatever the handler returned is read through the dict's own storage: a subclass's `items()`
+        # is handler code, and one that blocks would hold the caller past the deadline, where nothing
+        # can stop it. The checked, kept output is the plain copy, and it is measured as such.
+        calls: list[str] = []
+
+        class Lazy(dict):
+            def items(self):
+                calls.append("items")
+                return super().items()
+
+        for output in (Lazy(answer=1), {"rows": [Lazy(answer=1)]}, Lazy(big=2**70)):
+            with self.subTest(output=output):
+                result = self.invoke_with(returning(output))
+                self.assertTrue(result.ok, result)
+                self.assertEqual(result.to_model()["output"], output)
+        over = self.invoke_with(returning({"rows": [Lazy(text="x" * 500)]}), max_output_bytes=100)
+        self.assertEqual(over.error.code, "output_too_large")
+        self.assertEqual(calls, [])
+
     def test_output_size_counts_utf8_bytes_of_compact_json(self) -> None:
         self.assertTrue(self.invoke_with(returning("é" * 4), max_output_bytes=10).ok)  # "éééé" is 10 bytes
         self.assertEqual(self.invoke_with(returning("é" * 5), max_output_bytes=11).error.code, "output_too_large")
