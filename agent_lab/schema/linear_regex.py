@@ -151,7 +151,7 @@ class _Nfa:
         self.out: List[int] = []
         self.alt: List[int] = []  # second successor of a SPLIT
         self.atoms: List[Tuple[Tuple[Range, ...], bool, Optional[str]]] = []
-        self._atom_index: Dict[Tuple[Tuple[Range, ...], bool], int] = {}
+        self._atom_index: Dict[Tuple[Tuple[Range, ...], bool, Optional[str]], int] = {}
 
     def add(self, kind: int, arg: int = -1, out: int = -1, alt: int = -1) -> int:
         if len(self.kind) >= self.limit:
