@@ -307,6 +307,24 @@ class GroupsAndReferencesTest(unittest.TestCase):
         self.assertTrue(matches("^(?i:abc)d$", "ABCd"))
         self.assertFalse(matches("^(?i:abc)d$", "ABCD"))
 
+    def test_negated_classes_under_ignore_case_exclude_every_case_of_their_members(self):
+        # ECMA: an inverted class under i matches c when no member canonicalizes to c's case, so
+        # (?i:[^a]) rejects "a" and "A"; the complement ranges with case folding on top matched both.
+        from agent_lab.schema.ecma_regex import parse_ecma
+        from agent_lab.schema.linear_regex import build_linear_matcher
+        cases = [("^(?i:[^a])$", "a", False), ("^(?i:[^a])$", "A", False), ("^(?i:[^a])$", "b", True),
+                 ("^(?i:[^k-m])+$", "xKy", False), ("^(?i:[^k-m])+$", "xy", True),
+                 ("^(?i:[^x\\d])$", "X", False), ("^(?i:[^x\\d])$", "7", False),
+                 ("^(?i:[^\\W])$", "\u017f", True), ("^(?i:[^\\w])$", "K", False),
+                 ("^(?i:\\W)$", "s", False), ("^(?i:\\W)$", "K", False), ("^(?i:\\W)$", "i", False),
+                 ("^(?i:[\\W])$", "k", False), ("^(?i:\\W)$", "-", True), ("^(?i:[^])$", "a", True),
+                 ("^(?i:\\P{Lu})$", "A", True)]  # \P is complemented before case closure, as in ECMA
+        for pattern, text, expected in cases:
+            with self.subTest(pattern=pattern, text=text):
+                self.assertEqual(matches(pattern, text), expected)
+                linear = build_linear_matcher(parse_ecma(pattern))
+                self.assertEqual(linear.search(text) is not None, expected)
+
     def test_quantifiers_and_lazy_quantifiers(self):
         self.assertEqual(compile_ecma("a{2,3}?").search("aaaa").group(), "aa")
         self.assertTrue(matches("^a{2,}$", "aaaa"))

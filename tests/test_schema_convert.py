@@ -120,6 +120,21 @@ class ConversionRuleTests(unittest.TestCase):
             to_draft_2020_12({"$schema": DRAFT_07, "definitions": {"a": {"$id": "#1st"}}})
         self.assertEqual(caught.exception.path, "/definitions/a/$id")
 
+    def test_an_old_dialect_defs_that_2020_12_cannot_read_is_refused_not_converted_to_an_invalid_schema(self):
+        # `$defs` means nothing to draft-07 (its meta-schema never checks it); its members became the
+        # converted schema's `$defs`, which 2020-12 checks: Validator(result) raised SchemaError.
+        for schema, path in (({"$schema": DRAFT_07, "$defs": {"y": 5}}, "/$defs/y"),
+                             ({"$schema": DRAFT_06, "$defs": {"y": {"items": [], "additionalItems": {}}}},
+                              "/$defs/y/items"),
+                             ({"$schema": DRAFT_04, "definitions": {"x": {}}, "$defs": {"y": {"type": "strin"}}},
+                              "/$defs/y/type")):
+            with self.subTest(schema=schema):
+                with self.assertRaises(SchemaConversionError) as caught:
+                    to_draft_2020_12(schema)
+                self.assertEqual(caught.exception.path, path)
+        self.assertEqual(converted({"$schema": DRAFT_07, "$defs": {"y": {"type": "string"}}, "$ref": "#/$defs/y"}),
+                         {"$defs": {"y": {"type": "string"}}, "$ref": "#/$defs/y"})
+
     def test_an_unknown_dialect_is_a_schema_error_naming_it(self):
         with self.assertRaisesRegex(SchemaError, "draft-03"):
             to_draft_2020_12({"$schema": "http://json-schema.org/draft-03/schema#"})

@@ -74,7 +74,24 @@ def to_draft_2020_12(schema: Any, *, dialect: Optional[str] = None) -> Any:
         return thaw(schema)  # a spec's read-only schema: plain dicts and lists all the way down
     if rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
         return copy.deepcopy(schema if not isinstance(schema, Mapping) else dict(schema))
-    return _Conversion(schema, rules).run()
+    result = _Conversion(schema, rules).run()
+    _check_readable(schema, result, rules)
+    return result
+
+
+def _check_readable(schema: Mapping[str, Any], result: Any, rules: Dialect) -> None:
+    """Refuse a conversion that is not a valid 2020-12 schema. The old meta-schema never looks inside a
+    keyword the old dialect does not know, and `$defs` is carried over even from drafts that do not know
+    it (its members are what `"$ref": "#/$defs/..."` reaches there), so `{"$defs": {"y": 5}}` is a valid
+    draft-07 schema whose conversion 2020-12 refuses."""
+    from .validator import draft_2020_12_validator
+
+    violations = draft_2020_12_validator()._violations(result, 1)
+    if violations:
+        place = original_pointer(schema, violations[0].instance_path, dialect=rules.uri)
+        keyword = place.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~") if place else "$schema"
+        raise SchemaConversionError(keyword, place, "this part is not a valid draft 2020-12 schema once "
+                                    f"converted ({violations[0].message})")
 
 
 # A keyword of the converted schema -> the keyword of the original that it came from (when the original

@@ -576,13 +576,21 @@ class CharSet(RegexNode):
     ``ranges`` are the code points it matches (negation already applied,
     sorted and merged); ``ignore_case`` is set inside an ``(?i:...)`` group,
     where Python's case-insensitive matching applies on top of them.
+
+    ``python`` is the Python class to match instead, or None for ``ranges``. It
+    is set for a class inverted inside ``(?i:...)``: ECMA's ``[^a]`` there
+    rejects every case of ``a``, which is Python's ``[^a]`` under IGNORECASE,
+    while the complement of ``a`` with case folding on top accepts ``a`` (its
+    ``A`` is in the complement). ``ranges`` is then the plain complement, a
+    superset of what the set matches, for the analysis.
     """
 
-    __slots__ = ("ranges", "ignore_case")
+    __slots__ = ("ranges", "ignore_case", "python")
 
-    def __init__(self, ranges: Sequence[Range], ignore_case: bool) -> None:
+    def __init__(self, ranges: Sequence[Range], ignore_case: bool, python: Optional[str] = None) -> None:
         self.ranges: Tuple[Range, ...] = tuple(normalize_ranges(ranges))
         self.ignore_case = ignore_case
+        self.python = python
 
     @classmethod
     def literal(cls, code_point: int, ignore_case: bool) -> "CharSet":
@@ -590,7 +598,16 @@ class CharSet(RegexNode):
         charset = cls.__new__(cls)
         charset.ranges = ((code_point, code_point),)
         charset.ignore_case = ignore_case
+        charset.python = None
         return charset
+
+    @classmethod
+    def inverted(cls, members: Sequence[Range], ignore_case: bool) -> "CharSet":
+        """What an inverted class (``[^...]``) over `members` matches."""
+        members = normalize_ranges(members)
+        if ignore_case and members:
+            return cls(complement_ranges(members), True, "[^" + _class_body(members) + "]")
+        return cls(complement_ranges(members), ignore_case)
 
 
 class Concatenation(RegexNode):
@@ -703,10 +720,26 @@ class ParsedPattern:
         self.groups = groups
 
 
+WORD_CASELESS_RANGES: Tuple[Range, ...] = tuple(normalize_ranges(
+    list(WORD_RANGES) + [(0x130, 0x131), (0x17F, 0x17F), (0x212A, 0x212A)]))
+"""What ``\\w`` matches under Python's IGNORECASE: the ASCII word characters and the four others
+Python folds onto them (U+0130, U+0131, U+017F long s, U+212A Kelvin sign). ``\\W`` inside
+``(?i:...)`` is its complement: ECMA takes ``\\W`` there as the complement of the word characters
+*with* their case variants, so it never matches ``s``, ``k`` or ``K`` (the complement of the ASCII
+word class, folded, matched them through U+017F and U+212A)."""
+
+
+def _class_escape(lower: str, negate: bool, ignore_case: bool) -> List[Range]:
+    if lower == "w" and negate and ignore_case:
+        return complement_ranges(WORD_CASELESS_RANGES)
+    ranges = {"d": DIGIT_RANGES, "s": WHITE_SPACE_RANGES, "w": WORD_RANGES}[lower]
+    return complement_ranges(ranges) if negate else list(ranges)
+
+
 _FIXED_ESCAPES: Dict[Tuple[str, bool], CharSet] = {
-    (letter, ignore_case): CharSet(complement_ranges(ranges) if letter.isupper() else ranges, ignore_case)
+    (letter, ignore_case): CharSet(_class_escape(lower, letter.isupper(), ignore_case), ignore_case)
     for ignore_case in (False, True)
-    for lower, ranges in (("d", DIGIT_RANGES), ("s", WHITE_SPACE_RANGES), ("w", WORD_RANGES))
+    for lower in ("d", "s", "w")
     for letter in (lower, lower.upper())
 }
 """\\d \\D \\s \\S \\w \\W as shared nodes (nodes are never changed after parsing)."""
@@ -725,7 +758,7 @@ def python_source(node: RegexNode) -> str:
     """The Python ``re`` spelling of a parse tree (every construct spelled explicitly)."""
     kind = type(node)
     if kind is CharSet:
-        return ranges_to_python(node.ranges)  # type: ignore[attr-defined]
+        return node.python or ranges_to_python(node.ranges)  # type: ignore[attr-defined]
     if kind is Concatenation:
         return "".join(python_source(item) for item in node.items)  # type: ignore[attr-defined]
     if kind is Alternation:
@@ -1220,10 +1253,11 @@ class _Parser:
     def class_escape_ranges(self) -> Optional[Tuple[List[Range], bool]]:
         """\\d \\D \\s \\S \\w \\W \\p{..} \\P{..}: (ranges, negated), or None."""
         char = self.peek()
-        fixed = {"d": DIGIT_RANGES, "s": WHITE_SPACE_RANGES, "w": WORD_RANGES}
         if char in ("d", "s", "w", "D", "S", "W"):
             self.position += 1
-            return list(fixed[char.lower()]), char.isupper()
+            if char == "W" and self.ignore_case:
+                return list(WORD_CASELESS_RANGES), True
+            return _class_escape(char.lower(), False, False), char.isupper()
         if char in ("p", "P"):
             self.position += 1
             return self.property_ranges(), char == "P"
@@ -1355,7 +1389,7 @@ class _Parser:
                 ranges.extend(first)
             else:
                 ranges.append((first, first))
-        return CharSet(complement_ranges(ranges) if negate else ranges, self.ignore_case)
+        return CharSet.inverted(ranges, self.ignore_case) if negate else CharSet(ranges, self.ignore_case)
 
     def class_atom(self):
         """One class member: a code point (int) or a set of ranges (list)."""

@@ -150,8 +150,8 @@ class _Nfa:
         self.arg: List[int] = []  # atom index (CHAR) or assertion kind (ASSERT)
         self.out: List[int] = []
         self.alt: List[int] = []  # second successor of a SPLIT
-        self.atoms: List[Tuple[Tuple[Range, ...], bool]] = []
-        self._atom_index: Dict[Tuple[Tuple[Range, ...], bool], int] = {}
+        self.atoms: List[Tuple[Tuple[Range, ...], bool, Optional[str]]] = []
+        self._atom_index: Dict[Tuple[Tuple[Range, ...], bool, Optional[str]], int] = {}
 
     def add(self, kind: int, arg: int = -1, out: int = -1, alt: int = -1) -> int:
         if len(self.kind) >= self.limit:
@@ -164,7 +164,7 @@ class _Nfa:
         return len(self.kind) - 1
 
     def atom(self, charset: CharSet) -> int:
-        key = (charset.ranges, charset.ignore_case)
+        key = (charset.ranges, charset.ignore_case, charset.python)
         index = self._atom_index.get(key)
         if index is None:
             index = self._atom_index[key] = len(self.atoms)
@@ -289,7 +289,8 @@ class LinearMatcher:
         self._reset()
 
     # -- character classes -------------------------------------------------------------------------
-    def _build_classes(self, atoms: Sequence[Tuple[Tuple[Range, ...], bool]], assertions: set) -> None:
+    def _build_classes(self, atoms: Sequence[Tuple[Tuple[Range, ...], bool, Optional[str]]],
+                       assertions: set) -> None:
         """Split the code points into intervals that no exact set cuts, each with the bit mask of the
         sets (and context bits) covering it. A caseless set is asked of Python's re per character;
         its `maybe` bits mark the intervals it could cover at all (for `explore`)."""
@@ -297,14 +298,15 @@ class LinearMatcher:
                                                    (_WORD, WORD_RANGES)]
         maybe: List[Tuple[int, Sequence[Range]]] = []
         self._caseless: List[Tuple[int, "re.Pattern[str]"]] = []
-        caseless_sets = [(1 << (_CONTEXT_BITS + index), ranges)
-                         for index, (ranges, ignore_case) in enumerate(atoms) if ignore_case]
+        caseless_sets = [(1 << (_CONTEXT_BITS + index), ranges, python)
+                         for index, (ranges, ignore_case, python) in enumerate(atoms) if ignore_case]
         exact.extend((1 << (_CONTEXT_BITS + index), ranges)
-                     for index, (ranges, ignore_case) in enumerate(atoms) if not ignore_case)
+                     for index, (ranges, ignore_case, _python) in enumerate(atoms) if not ignore_case)
         if assertions & {_ASSERT_CASELESS_BOUNDARY, _ASSERT_CASELESS_NOT_BOUNDARY}:
-            caseless_sets.append((_CASELESS_WORD, tuple(WORD_RANGES)))
-        for bit, ranges in caseless_sets:
-            self._caseless.append((bit, re.compile("(?i:" + ranges_to_python(ranges) + ")")))
+            caseless_sets.append((_CASELESS_WORD, tuple(WORD_RANGES), None))
+        for bit, ranges, python in caseless_sets:
+            # an inverted class's python matches a subset of `ranges`, so their cover bounds it too
+            self._caseless.append((bit, re.compile("(?i:" + (python or ranges_to_python(ranges)) + ")")))
             maybe.append((bit, caseless_cover(ranges)))
         starts = {0, MAX_CODE_POINT + 1}
         for _bit, bounded in exact + maybe:
