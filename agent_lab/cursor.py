@@ -51,7 +51,7 @@ _INVALID_MESSAGE = (
 class CursorCodec:
     """Issues and checks page cursors under one secret (one per registry)."""
 
-    __slots__ = ("_secret", "_scope")
+    __slots__ = ("_secret", "_scope", "_binding")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, (bytes, bytearray)):
@@ -59,15 +59,18 @@ class CursorCodec:
         if len(secret) < MIN_SECRET_BYTES:
             raise ValueError(f"CursorCodec secret must be at least {MIN_SECRET_BYTES} bytes long")
         self._secret = bytes(secret)
-        self._scope = b""
+        self._scope: bytes | None = b""
+        self._binding: tuple[str, str] | None = None
 
     def bound(self, tool: str, tenant: str) -> CursorCodec:
         """This codec's secret, with every tag also over `tool` and `tenant`: its cursors verify only
         for the same tool and tenant. (The scope is canonical JSON ending in NUL, so no scope, query or
-        unbound token can be read as another: an unbound message goes on with the version byte, 0x01.)"""
+        unbound token can be read as another: an unbound message goes on with the version byte, 0x01.)
+        Every call whose handler takes a ctx gets one, so the scope is encoded on first use only."""
         codec = object.__new__(CursorCodec)
         codec._secret = self._secret
-        codec._scope = canonical_json([tool, tenant]).encode("utf-8") + b"\x00"
+        codec._scope = None
+        codec._binding = (tool, tenant)
         return codec
 
     @classmethod
@@ -110,7 +113,10 @@ class CursorCodec:
         return position
 
     def _tag(self, head: bytes, query_bytes: bytes) -> bytes:
-        message = _DOMAIN + self._scope + head + query_bytes
+        scope = self._scope
+        if scope is None:
+            scope = self._scope = canonical_json(list(self._binding or ())).encode("utf-8") + b"\x00"
+        message = _DOMAIN + scope + head + query_bytes
         return hmac.new(self._secret, message, hashlib.sha256).digest()[:_TAG_BYTES]
 
 
