@@ -161,12 +161,81 @@ class NameIndex:
 
 
 def _best_by_difflib(word: str, candidates: List[str], n: int) -> List[str]:
-    """``difflib.get_close_matches(word, candidates, n, CUTOFF)``, skipping the full ratio of a
-    candidate whose upper bounds already fall below the n-th best ratio found so far (it could not
-    enter the answer; a tie still could, the greater name winning, so only a lower bound skips)."""
+    """``difflib.get_close_matches(word, candidates, n, CUTOFF)``, computed with the same arithmetic
+    but cheaper steps: the length bound (``real_quick_ratio``), the shared-character bound
+    (``quick_ratio``, as one C-level pass over the asked name's distinct characters) and the ratio
+    itself (`_matched`), skipping a candidate once a bound falls below the n-th best ratio found so
+    far (it could not enter the answer; a tie still could, the greater name winning, so only a
+    lower bound skips). A name of 200 characters or more is asked of difflib itself: there its
+    "popular character" heuristic (autojunk) changes the matching, which `_matched` does not copy."""
+    if len(word) >= _AUTOJUNK_LENGTH:
+        return _best_by_sequence_matcher(word, candidates, n)
+    size = len(word)
+    characters = list(set(word))
+    counts = [word.count(character) for character in characters]
+    scored: List[Tuple[float, str]] = []  # a min-heap of the n best (ratio, name) so far
+    for name in candidates:
+        floor = scored[0][0] if len(scored) == n else CUTOFF
+        total = len(name) + size
+        if 2.0 * min(len(name), size) / total < floor:
+            continue
+        if 2.0 * sum(map(min, map(name.count, characters), counts)) / total < floor:
+            continue
+        ratio = 2.0 * _matched(name, word) / total  # difflib's own formula, so the same float
+        if ratio >= floor:
+            if len(scored) < n:
+                heapq.heappush(scored, (ratio, name))
+            else:
+                heapq.heappushpop(scored, (ratio, name))
+    return [name for _, name in sorted(scored, reverse=True)]
+
+
+_AUTOJUNK_LENGTH = 200
+"""From this length of the second sequence on, difflib drops its most frequent characters from
+matching (``autojunk``); below it, ``SequenceMatcher(None, a, b)`` matches every character."""
+
+
+def _matched(first: str, second: str) -> int:
+    """How many characters ``difflib.SequenceMatcher(None, first, second)`` matches (the sum of its
+    matching blocks' sizes), for a ``second`` shorter than `_AUTOJUNK_LENGTH`.
+
+    difflib takes the longest common run of the two ranges (the earliest in ``first``, then in
+    ``second``, among runs of that length), then does the same left and right of it. With no junk
+    and no popular characters its junk-extension steps change nothing, so the runs are exactly
+    these. Each run is found with substring searches (C code) instead of difflib's per-character
+    dictionaries: for each start in ``first``, only a run longer than the best so far is looked
+    for, so a range costs about one search per character of ``first``."""
+    total = 0
+    find = second.find
+    ranges = [(0, len(first), 0, len(second))]
+    while ranges:
+        low, high, second_low, second_high = ranges.pop()
+        best = 0
+        start = low
+        at = low
+        while at + best < high:
+            if find(first[at:at + best + 1], second_low, second_high) >= 0:
+                best += 1
+                start = at
+                while at + best < high and find(first[at:at + best + 1], second_low, second_high) >= 0:
+                    best += 1
+            at += 1
+        if not best:
+            continue
+        total += best
+        second_start = find(first[start:start + best], second_low, second_high)
+        if low < start and second_low < second_start:
+            ranges.append((low, start, second_low, second_start))
+        if start + best < high and second_start + best < second_high:
+            ranges.append((start + best, high, second_start + best, second_high))
+    return total
+
+
+def _best_by_sequence_matcher(word: str, candidates: List[str], n: int) -> List[str]:
+    """The same answer through difflib's own SequenceMatcher (for a word `_matched` does not cover)."""
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(word)  # as get_close_matches: the asked name is seq2, each candidate seq1
-    scored: List[Tuple[float, str]] = []  # a min-heap of the n best (ratio, name) so far
+    scored: List[Tuple[float, str]] = []
     for name in candidates:
         floor = scored[0][0] if len(scored) == n else CUTOFF
         matcher.set_seq1(name)

@@ -245,6 +245,8 @@ class Registry:
         # Copy-on-write: `register` swaps in a new dict under the lock; readers (invoke's route,
         # catalog, names) take the current one without locking and never see it change under them.
         self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
+        # The permissions the tools require; replaced before `_tools` is, so it covers every snapshot.
+        self._tool_permissions: frozenset[str] = frozenset()
         self._name_index = NameIndex()  # every name in any `_tools` snapshot is in it (added first)
         self._lock = threading.Lock()
         self._closed = False
@@ -274,6 +276,8 @@ class Registry:
             tools = dict(self._tools)
             tools[spec.name] = (spec, wrapped)
             self._name_index.add(spec.name)
+            if spec.required_permission is not None:
+                self._tool_permissions = self._tool_permissions | {spec.required_permission}
             self._tools = tools
 
     def _check_lease_covers(self, spec: ToolSpec) -> None:
@@ -562,7 +566,8 @@ class Registry:
         tools = self._tools
         entry = tools.get(state.tool)
         if entry is None or (isinstance(state.actor, Actor) and not state.actor.may(entry[0].required_permission)):
-            return state.refusal("tool_not_found", details={"close_names": _close_names(self._name_index, tools, state)})
+            close_names = _close_names(self._name_index, tools, self._tool_permissions, state)
+            return state.refusal("tool_not_found", details={"close_names": close_names})
         spec, state.handler = entry
         state.spec = spec
         if spec.redact:
@@ -1196,12 +1201,18 @@ def _unstorable_key(state: _CallState, key_name: str, key_value: str) -> ToolRes
     return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
 
 
-def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]], state: _CallState) -> list[str]:
+def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]], permissions: frozenset[str],
+                 state: _CallState) -> list[str]:
     """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen),
-    from this call's snapshot of the tools; found through the name index (agent_lab/names.py)."""
+    from this call's snapshot of the tools; found through the name index (agent_lab/names.py).
+
+    `permissions` covers every tool of the snapshot (read after it; see `register`): an actor that
+    holds them all may call every tool in it, so the index asks only whether a name is in the snapshot."""
     actor = state.actor
     if not isinstance(actor, Actor):
         return []
+    if all(actor.may(permission) for permission in permissions):
+        return index.close_names(state.tool, tools.__contains__, n=MAX_CLOSE_NAMES)
 
     def may_call(name: str) -> bool:
         entry = tools.get(name)

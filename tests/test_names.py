@@ -10,7 +10,7 @@ import threading
 import unittest
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec
-from agent_lab.names import NameIndex
+from agent_lab.names import NameIndex, _best_by_difflib, _matched
 
 SERVICES = ["ticket", "invoice", "customer", "order", "shipment", "refund", "account", "user", "product", "catalog",
             "payment", "subscription", "report", "audit", "inventory", "warehouse", "calendar", "meeting", "email",
@@ -90,6 +90,34 @@ class CloseNamesMatchDifflibTest(unittest.TestCase):
         index = index_of(["get_ticket", "get_ticket"])
         self.assertEqual(len(index), 1)
         self.assertEqual(index.close_names("get_tickte", everyone), ["get_ticket"])
+
+
+class RatioMatchesDifflibTest(unittest.TestCase):
+    """The index scores candidates with its own matcher; it must count what difflib counts."""
+
+    def test_the_matched_characters_equal_difflibs_matching_blocks_for_random_pairs(self) -> None:
+        chooser = random.Random(2026)
+        alphabets = ["ab", "abc", "ab_", "abcdefghij_", "a\u00e9_.", "get_ticket"]
+        for _ in range(20_000):
+            alphabet = chooser.choice(alphabets)
+            first = "".join(chooser.choice(alphabet) for _ in range(chooser.randrange(0, 16)))
+            second = "".join(chooser.choice(alphabet) for _ in range(chooser.randrange(1, 16)))
+            blocks = difflib.SequenceMatcher(None, first, second).get_matching_blocks()
+            self.assertEqual(_matched(first, second), sum(block.size for block in blocks), (first, second))
+
+    def test_close_names_equal_get_close_matches_for_random_names_and_words(self) -> None:
+        chooser = random.Random(7)
+        for _ in range(300):
+            names = sorted({"".join(chooser.choice("abc_") for _ in range(chooser.randrange(1, 12)))
+                            for _ in range(chooser.randrange(1, 30))})
+            word = "".join(chooser.choice("abc_") for _ in range(chooser.randrange(1, 12)))
+            with self.subTest(names=names, word=word):
+                self.assertEqual(_best_by_difflib(word, names, 3), difflib.get_close_matches(word, names))
+
+    def test_a_word_long_enough_for_difflibs_autojunk_gets_difflibs_answer(self) -> None:
+        names = ["a" * 100 + "b" * 28, "ab" * 64, "a" * 128]
+        word = "a" * 150 + "b" * 60  # 210 characters: difflib ignores its popular characters
+        self.assertEqual(_best_by_difflib(word, names, 3), difflib.get_close_matches(word, names))
 
 
 class HiddenToolsTest(unittest.TestCase):
