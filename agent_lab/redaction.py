@@ -149,15 +149,24 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     Non-strings and secrets shorter than `MIN_SECRET_LENGTH` are ignored (see that constant); a
     single string for `secrets` is one secret.
     """
-    candidates = (secrets,) if isinstance(secrets, str) else secrets
-    usable = sorted(
-        {secret for secret in candidates if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
-        key=len,
-        reverse=True,
-    )
+    if type(secrets) is frozenset:  # a report masks thousands of lines with one set: sort it once
+        usable = _usable_frozen(secrets)
+    else:
+        usable = _usable((secrets,) if isinstance(secrets, str) else secrets)
     if not usable or not isinstance(text, str):
         return text
-    return _secrets_pattern(tuple(usable)).sub(REDACTED, text)
+    return _secrets_pattern(usable).sub(REDACTED, text)
+
+
+def _usable(candidates: Iterable[object]) -> tuple[str, ...]:
+    """The secrets `redact_text` masks: strings long enough, each once, longest first."""
+    return tuple(sorted({secret for secret in candidates if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
+                        key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _usable_frozen(secrets: frozenset[object]) -> tuple[str, ...]:
+    return _usable(secrets)
 
 
 def secret_spellings(secrets: Collection[str]) -> frozenset[str]:

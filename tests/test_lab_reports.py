@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_lab import Registry, ToolSpec
 from agent_lab.lab import Lab, LabError, Surface, lab_test_case, run_tool_eval
-from agent_lab.lab.reports import MAX_CELL
+from agent_lab.lab.reports import MAX_CELL, NOT_XML_CHARACTER
 from agent_lab.lab.testing import MAX_SHOWN
 
 SECRET = "sk-cut-0123456789abcdef-XYZ"
@@ -81,8 +81,16 @@ class SecretAcrossTheCutTest(unittest.TestCase):
         self.assertEqual(parts_of_the_secret(message), [])
 
 
-if __name__ == "__main__":
-    unittest.main()
+class XmlCharactersTest(unittest.TestCase):
+    def test_the_characters_escaped_in_junit_xml_are_exactly_those_outside_xml_1_0_char(self) -> None:
+        def is_xml_char(point: int) -> bool:  # XML 1.0 (Fifth Edition) production [2] Char
+            return point in (0x9, 0xA, 0xD) or 0x20 <= point <= 0xD7FF or 0xE000 <= point <= 0xFFFD \
+                or 0x10000 <= point <= 0x10FFFF
+
+        wrong = [hex(point) for point in range(0x110000)
+                 if (NOT_XML_CHARACTER.match(chr(point)) is None) != is_xml_char(point)]
+        self.assertEqual(wrong, [])
+
 
 
 SPELLED_SECRETS = {
@@ -345,3 +353,7 @@ class MarkdownHoldsNoControlCharactersTest(unittest.TestCase):
             for name in ("tool-failures.md", "tool-comparison.md"):
                 with self.subTest(report=name):
                     self.assertEqual(self.CONTROLS.findall((Path(tmp) / "out" / name).read_text(encoding="utf-8")), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

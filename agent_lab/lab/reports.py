@@ -32,7 +32,8 @@ SCOPE = (
 MAX_CELL = 160
 NOT_RUN = "not run"
 NOT_RUN_REASON = "not run: the case has no steps for this surface"
-NOT_XML_CHARACTER = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")  # XML 1.0 "Char"
+# Not an XML 1.0 "Char", written as the complement of its ranges: the negated class costs 7 ms to compile.
+NOT_XML_CHARACTER = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP, SVG_LEGEND_ENTRY = 720, 230, 380, 22, 56, 260
 SVG_LEGEND_PER_LINE = 2
 SVG_CHARACTER_WIDTH = 7  # a generous estimate at font-size 13, so a long surface name widens the chart
