@@ -16,7 +16,6 @@ The registry's execute step needs three things that have nothing to do with poli
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import enum
 import inspect
@@ -28,7 +27,10 @@ import time
 import traceback
 from types import CoroutineType
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+
+if TYPE_CHECKING:
+    import asyncio  # imported where it is used: 26 ms that a sync-only process never needs
 
 from .context import CallContext
 from .errors import ToolError, ToolFailure
@@ -263,6 +265,7 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     cancellation (`asyncio.wait_for` would wait for it to finish). A cancellation of the *caller*
     cancels the handler and propagates: swallowing it would break the caller's own cancellation.
     """
+    import asyncio
     if _too_late(ctx):
         return Run.not_started()
     try:
@@ -295,6 +298,7 @@ def _too_late(ctx: CallContext) -> bool:
 
 def _task_run(task: asyncio.Future, ctx: CallContext, handler: Handler) -> Run:
     """What a finished handler task came to."""
+    import asyncio
     if task.cancelled():  # the handler cancelled itself: it did not finish its work
         return _contained(ctx, asyncio.CancelledError(), handler)
     exception = task.exception()
@@ -750,6 +754,7 @@ class WorkerPool:
 
     async def asubmit(self, deadline: Optional[float], function: Callable[..., Any], *arguments: Any) -> Optional[concurrent.futures.Future]:
         """`submit` for asyncio callers: looks for a free worker without blocking the event loop."""
+        import asyncio
         while True:
             try:
                 self._slots.get(block=False)
@@ -970,6 +975,7 @@ class _ToolLoop:
     """One event loop and the daemon thread that runs it until it is stopped."""
 
     def __init__(self) -> None:
+        import asyncio
         self.retired = False  # set once, by the caller thread that retires it; read on the loop thread
         self.reported = False  # a blocked loop is reported once (under the LoopThread's lock)
         self.loop = asyncio.new_event_loop()
@@ -1026,6 +1032,7 @@ def _cancel_task(job: _LoopJob) -> None:
 def _stop_when_idle(loop: asyncio.AbstractEventLoop) -> None:
     """Stop `loop` once no task is left on it (each handler task ends by its deadline, or soon after
     it if it ignores its cancellation); checked again when the first of those left ends."""
+    import asyncio
     tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
     if not tasks:
         loop.stop()
@@ -1051,6 +1058,7 @@ def _cancel_all_and_stop(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel every task, and stop once they have ended (at most `CANCEL_GRACE_S` later, for a handler
     that ignores its cancellation): stopping right away would drop the callbacks that answer the
     callers still waiting, which would then wait until their deadlines for nothing."""
+    import asyncio
     tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
     for task in tasks:
         task.cancel()

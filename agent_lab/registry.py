@@ -37,7 +37,6 @@ Decisions worth knowing (each is also noted where it is made):
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import dataclasses
 import functools
@@ -489,6 +488,7 @@ class Registry:
         the caller's loop; sync handlers run on the worker pool without blocking the loop (also with
         run_inline=True, which would block it). The receipt store is called directly (it is fast and
         local); a cancellation of the caller is recorded and then propagates."""
+        import asyncio  # here, not at the top: a process that never awaits a tool never pays for it
         state = self._start(call, actor, approval, deadline)
         cancelled = False
         try:
@@ -853,6 +853,7 @@ class Registry:
         """Run the handler for `ainvoke`: async handlers on the caller's loop, sync ones on the pool, or
         on the caller's thread for a tool declared `execution="inline"` (a hand-off to the pool would
         cost more than such a handler; it blocks the loop only while it runs)."""
+        import asyncio
         state.step = "execute"
         handler = state.handler
         spec = state.spec
