@@ -12,7 +12,8 @@ trigrams, keeps the names that share at least one and whose length allows a rati
 ranks those by Dice coefficient (shared trigrams over the trigrams of both names) and scores the
 ``MAX_SCORED`` best with difflib.
 
-Where the answer can differ from a full difflib scan, by construction:
+An index of at most ``MAX_SCORED`` names skips the trigrams and scores every name: its answer is
+difflib's. Where the answer of a larger index can differ from a full difflib scan, by construction:
 
 * a name that shares no padded trigram with the asked one is never suggested. difflib could rate
   such a name 0.6 only through scattered single characters and pairs (``abc`` against ``a_b_c``);
@@ -112,6 +113,9 @@ class NameIndex:
         if not size or size * 3 > self._longest * 7:  # ratio <= 2 * lb / (la + lb) < 0.6 for every name
             return []
         shortest, longest = size * 3 / 7, size * 7 / 3  # beyond these lengths no ratio reaches 0.6
+        if published <= MAX_SCORED:  # as few names as one query scores anyway: score them all, as difflib does
+            return _best_by_difflib(word, [name for name in names[:published]
+                                           if shortest <= len(name) <= longest and visible(name)], n)
         word_grams = size + 2
         pool = []  # (-Dice coefficient of the trigram sets, name): the best first
         for identifier, shared in self._by_shared_trigrams(word, published):

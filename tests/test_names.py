@@ -10,7 +10,7 @@ import threading
 import unittest
 
 from agent_lab import Actor, Registry, ToolCall, ToolSpec
-from agent_lab.names import NameIndex, _best_by_difflib, _matched
+from agent_lab.names import MAX_SCORED, NameIndex, _best_by_difflib, _matched
 
 SERVICES = ["ticket", "invoice", "customer", "order", "shipment", "refund", "account", "user", "product", "catalog",
             "payment", "subscription", "report", "audit", "inventory", "warehouse", "calendar", "meeting", "email",
@@ -77,9 +77,14 @@ class CloseNamesMatchDifflibTest(unittest.TestCase):
                 self.assertEqual(index.close_names(word, everyone), difflib.get_close_matches(word, names))
 
     def test_the_documented_difference_a_name_sharing_no_three_character_run_is_not_suggested(self) -> None:
-        names = ["zaxbxcxdz"]
-        self.assertEqual(difflib.get_close_matches("abcd", names), names)  # 4 single characters: 8/13 > 0.6
+        names = ["zaxbxcxdz"] + [f"unrelated_{number}" for number in range(MAX_SCORED)]  # more than one query scores
+        self.assertEqual(difflib.get_close_matches("abcd", names), ["zaxbxcxdz"])  # 4 single characters: 8/13 > 0.6
         self.assertEqual(index_of(names).close_names("abcd", everyone), [])
+
+    def test_an_index_no_larger_than_one_query_scores_gives_difflibs_answer_even_without_shared_runs(self) -> None:
+        names = ["zaxbxcxdz"] + [f"unrelated_{number}" for number in range(MAX_SCORED - 1)]
+        self.assertEqual(index_of(names).close_names("abcd", everyone), difflib.get_close_matches("abcd", names))
+        self.assertEqual(index_of(names).close_names("abcd", everyone), ["zaxbxcxdz"])
 
     def test_answers_are_best_first_ties_to_the_greater_name_and_at_most_n(self) -> None:
         names = ["tool_b", "tool_a", "tool_c", "tool_d"]
