@@ -290,7 +290,7 @@ class PostgresReceiptStore:
                 values = self._values(address, fingerprint=fingerprint, owner=owner, lapse=lapse_value)
                 transaction.may_reserve(address, owner)
                 if transaction.row("insert_new", values) is not None:
-                    return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+                    return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
                 row = transaction.row("select_entry", values)
                 if row is None:  # released or resolved since the insert: try again
                     continue
@@ -300,7 +300,7 @@ class PostgresReceiptStore:
                     return answer
                 transaction.bound_by_deadline()  # the takeover may wait for a row lock
                 if transaction.row("take_over", values) is not None:
-                    return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+                    return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             raise ReceiptStoreUnavailable("the key kept changing while it was being reserved; try again")
 
         return self._call(timeout_s, work)

@@ -229,7 +229,7 @@ class SqliteReceiptStore:
                 self._wait_no_longer_than_the_call(connection)
             # 1. Take a key no row holds, in one atomic statement.
             if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
-                return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+                return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             # 2. Answer from the row as it is now (a replay needs no write lock).
             answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._clock())
             if answer is not None:
@@ -247,7 +247,7 @@ class SqliteReceiptStore:
                     _UPSERT_ENTRY,
                     (*address, fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner, lapse_value),
                 )
-                return Reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+                return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
 
         return self._call(timeout_s, work)
 
