@@ -542,14 +542,16 @@ class LabTestCaseTest(TemporaryDirectoryTest):
     """`lab_test_case` turns each case x candidate surface into one unittest test."""
 
     def run_tests(self, test_class: type) -> unittest.TestResult:
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(test_class)
+        # A fresh loader: `python -m unittest -k PATTERN` sets the pattern on the shared default one,
+        # which would then drop every generated test whose name does not match it.
+        suite = unittest.TestLoader().loadTestsFromTestCase(test_class)
         result = unittest.TestResult()
         suite.run(result)
         return result
 
     def test_one_passing_test_per_case_and_candidate_named_after_both(self) -> None:
         test_class = lab_test_case(files_lab.lab, FILES_CASES)
-        names = unittest.defaultTestLoader.getTestCaseNames(test_class)
+        names = unittest.TestLoader().getTestCaseNames(test_class)
         self.assertEqual(len(names), 2 * len(files_cases()))
         self.assertIn("test_retry_writes_once__files_typed_v2", names)
         self.assertIn("test_retry_writes_once__files_typed_v3", names)

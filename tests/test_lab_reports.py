@@ -75,7 +75,7 @@ class SecretAcrossTheCutTest(unittest.TestCase):
     def test_the_unittest_helper_masks_before_it_cuts_too(self) -> None:
         test_class = lab_test_case(lab, self.cases(MAX_SHOWN))
         result = unittest.TestResult()
-        unittest.defaultTestLoader.loadTestsFromTestCase(test_class).run(result)
+        unittest.TestLoader().loadTestsFromTestCase(test_class).run(result)
         [(_, message)] = result.failures
         self.assertIn("[redacted]", message)
         self.assertEqual(parts_of_the_secret(message), [])
@@ -148,7 +148,7 @@ class SecretsSpelledOtherwiseTest(unittest.TestCase):
                 cases = Path(tmp) / "cases.jsonl"
                 cases.write_text(json.dumps(self.CASE) + "\n", encoding="utf-8")
                 result = unittest.TestResult()
-                unittest.defaultTestLoader.loadTestsFromTestCase(lab_test_case(spelling_lab(secret), cases)).run(result)
+                unittest.TestLoader().loadTestsFromTestCase(lab_test_case(spelling_lab(secret), cases)).run(result)
                 [(_, message)] = result.failures
                 self.assertIn("[redacted]", message)
                 self.assertNotIn("secretbody0123", message)
