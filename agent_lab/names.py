@@ -10,7 +10,7 @@ start and two end marks (so ``ab`` has ``^^a``, ``^ab``, ``ab$``, ``b$$``). A qu
 trigrams, keeps the names that share at least one and whose length allows a ratio of 0.6 at all
 (``2 * min / (la + lb)`` bounds the ratio from above), takes the ``MAX_POOLED`` sharing the most,
 ranks those by Dice coefficient (shared trigrams over the trigrams of both names) and scores the
-``MAX_SCORED`` best with difflib.
+``MAX_SCORED`` best by difflib's ratio (`_best_by_difflib`).
 
 An index of at most ``MAX_SCORED`` names skips the trigrams and scores every name: its answer is
 difflib's. Where the answer of a larger index can differ from a full difflib scan, by construction:
