@@ -177,21 +177,42 @@ def _best_by_difflib(word: str, candidates: List[str], n: int) -> List[str]:
     size = len(word)
     characters = list(set(word))
     counts = [word.count(character) for character in characters]
-    scored: List[Tuple[float, str]] = []  # a min-heap of the n best (ratio, name) so far
+    best = _Best(n)
     for name in candidates:
-        floor = scored[0][0] if len(scored) == n else CUTOFF
+        floor = best.floor()
         total = len(name) + size
         if 2.0 * min(len(name), size) / total < floor:
             continue
         if 2.0 * sum(map(min, map(name.count, characters), counts)) / total < floor:
             continue
-        ratio = 2.0 * _matched(name, word) / total  # difflib's own formula, so the same float
-        if ratio >= floor:
-            if len(scored) < n:
-                heapq.heappush(scored, (ratio, name))
-            else:
-                heapq.heappushpop(scored, (ratio, name))
-    return [name for _, name in sorted(scored, reverse=True)]
+        best.offer(2.0 * _matched(name, word) / total, name)  # difflib's own formula, so the same float
+    return best.names()
+
+
+class _Best:
+    """The n best (ratio, name) offered so far, ranked as ``get_close_matches`` ranks them (a higher
+    ratio first; of equal ratios, the greater name), in a min-heap whose top is the floor to beat."""
+
+    __slots__ = ("_n", "_heap")
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+        self._heap: List[Tuple[float, str]] = []
+
+    def floor(self) -> float:
+        """The least ratio that can still enter: the n-th best so far, or CUTOFF until there are n."""
+        return self._heap[0][0] if len(self._heap) == self._n else CUTOFF
+
+    def offer(self, ratio: float, name: str) -> None:
+        if ratio < self.floor():
+            return
+        if len(self._heap) < self._n:
+            heapq.heappush(self._heap, (ratio, name))
+        else:
+            heapq.heappushpop(self._heap, (ratio, name))
+
+    def names(self) -> List[str]:
+        return [name for _, name in sorted(self._heap, reverse=True)]
 
 
 _AUTOJUNK_LENGTH = 200
@@ -239,15 +260,10 @@ def _best_by_sequence_matcher(word: str, candidates: List[str], n: int) -> List[
     """The same answer through difflib's own SequenceMatcher (for a word `_matched` does not cover)."""
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(word)  # as get_close_matches: the asked name is seq2, each candidate seq1
-    scored: List[Tuple[float, str]] = []
+    best = _Best(n)
     for name in candidates:
-        floor = scored[0][0] if len(scored) == n else CUTOFF
+        floor = best.floor()
         matcher.set_seq1(name)
         if matcher.real_quick_ratio() >= floor and matcher.quick_ratio() >= floor:
-            ratio = matcher.ratio()
-            if ratio >= floor:
-                if len(scored) < n:
-                    heapq.heappush(scored, (ratio, name))
-                else:
-                    heapq.heappushpop(scored, (ratio, name))
-    return [name for _, name in sorted(scored, reverse=True)]
+            best.offer(matcher.ratio(), name)
+    return best.names()
