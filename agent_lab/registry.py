@@ -245,7 +245,7 @@ class Registry:
         # catalog, names) take the current one without locking and never see it change under them.
         self._tools: Mapping[str, tuple[ToolSpec, Handler]] = {}
         # The permissions the tools require; replaced before `_tools` is, so it covers every snapshot.
-        self._tool_permissions: frozenset[str] = frozenset()
+        self._tool_permissions: frozenset[Optional[str]] = frozenset()
         self._name_index = NameIndex()  # every name in any `_tools` snapshot is in it (added first)
         self._lock = threading.Lock()
         self._closed = False
@@ -275,7 +275,7 @@ class Registry:
             tools = dict(self._tools)
             tools[spec.name] = (spec, wrapped)
             self._name_index.add(spec.name)
-            if spec.required_permission is not None:
+            if spec.required_permission not in self._tool_permissions:  # None too: `Actor.may` decides it
                 self._tool_permissions = self._tool_permissions | {spec.required_permission}
             self._tools = tools
 
@@ -1202,8 +1202,8 @@ def _unstorable_key(state: _CallState, key_name: str, key_value: str) -> ToolRes
     return state.refusal("invalid_arguments", message, details=_violation_details([violation]))
 
 
-def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]], permissions: frozenset[str],
-                 state: _CallState) -> list[str]:
+def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]],
+                 permissions: frozenset[Optional[str]], state: _CallState) -> list[str]:
     """Near-miss names among the tools this actor may call (like `catalog(actor)`: the others stay unseen),
     from this call's snapshot of the tools; found through the name index (agent_lab/names.py).
 

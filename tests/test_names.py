@@ -154,6 +154,22 @@ class HiddenToolsTest(unittest.TestCase):
         self.assertEqual(hidden_exact.error.details["close_names"], ["get_ticket", "get_ticker"])
 
 
+    def test_an_actor_that_refuses_open_tools_is_never_shown_one(self) -> None:
+        class ClosedActor(Actor):  # an application's own rule: even a tool without a permission is not for it
+            def may(self, permission: str | None) -> bool:
+                return permission is not None and super().may(permission)
+
+        registry = Registry(run_inline=True)
+        self.addCleanup(registry.close)
+        registry.register(ToolSpec(name="get_ticket", description="A tool.", input_schema={"type": "object"},
+                                   required_permission="tickets:read"), lambda arguments: {})
+        registry.register(ToolSpec(name="get_ticker", description="A tool.", input_schema={"type": "object"}),
+                          lambda arguments: {})
+        actor = ClosedActor(id="u", tenant="t", permissions={"tickets:read"})
+        answer = registry.invoke(ToolCall("get_tickex", {}), actor=actor).error.details["close_names"]
+        self.assertEqual(answer, ["get_ticket"])
+
+
 class ConcurrentRegistrationTest(unittest.TestCase):
     def test_names_registered_while_other_threads_ask_are_found_and_nothing_unregistered_is_suggested(self) -> None:
         registry = Registry(run_inline=True)
