@@ -32,6 +32,20 @@ def read_spec(name: str = "slow_lookup", **options: Any) -> ToolSpec:
     return ToolSpec(name=name, description="A slow read.", input_schema={"type": "object"}, **options)
 
 
+def dict_blocking_in_items(entered: threading.Event, release: threading.Event, left: threading.Event) -> type:
+    """A dict subclass whose `items()` (what reading a returned value calls) blocks until `release`,
+    up to BLOCK_S: handler code that runs wherever the registry reads what the handler handed back."""
+
+    class Blocking(dict):
+        def items(self):  # type: ignore[override]
+            entered.set()
+            release.wait(BLOCK_S)
+            left.set()
+            return super().items()
+
+    return Blocking
+
+
 class DeadlineTestCase(unittest.TestCase):
     def setUp(self) -> None:
         self.release = threading.Event()  # lets blocked handlers finish when the test ends
@@ -194,14 +208,7 @@ class SyncDeadlineTest(DeadlineTestCase):
         # subclass's items(), inside a tuple the output check keeps as it is). It runs on the worker,
         # under the deadline: the caller hears tool_timeout while that code is still blocked.
         entered, left = threading.Event(), threading.Event()
-        release = self.release
-
-        class Blocking(dict):
-            def items(self):
-                entered.set()
-                release.wait(BLOCK_S)
-                left.set()
-                return super().items()
+        Blocking = dict_blocking_in_items(entered, self.release, left)
 
         handed_back = {
             "output": lambda arguments: {"rows": (Blocking(a=1),)},
@@ -438,14 +445,7 @@ class AsyncDeadlineTest(DeadlineTestCase):
 
     def test_code_of_what_an_async_handler_returns_runs_on_the_tools_loop_not_on_the_callers_thread(self) -> None:
         entered, left = threading.Event(), threading.Event()
-        release = self.release
-
-        class Blocking(dict):
-            def items(self):
-                entered.set()
-                release.wait(BLOCK_S)
-                left.set()
-                return super().items()
+        Blocking = dict_blocking_in_items(entered, self.release, left)
 
         async def handler(arguments):
             return {"rows": (Blocking(a=1),)}
