@@ -93,7 +93,7 @@ class ToolResult:
         """The stored, replayable form of this result (values to redact are already masked)."""
         return {
             "ok": self.ok,
-            "outcome": self.outcome.value,
+            "outcome": self.outcome._value_,  # `.value` is a Python-level property on every write
             "tool": self.tool,
             "output": self._masked(self.output),
             "error": self._masked(self.error.to_dict()) if self.error is not None else None,

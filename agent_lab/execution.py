@@ -247,7 +247,7 @@ def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], to
         output.close()
         return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
                                                        "itself"), handler)
-    return Run(RunKind.RETURNED, output)
+    return tuple.__new__(Run, (RunKind.RETURNED, output, None, None, None))  # the named tuple's __new__ is Python code
 
 
 _NOT_STARTED = Run.not_started()

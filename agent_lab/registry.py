@@ -637,7 +637,7 @@ class Registry:
         arguments have not passed the size check, or have no canonical JSON form."""
         if state.fingerprint is None and state.sized and state.spec is not None:
             try:
-                state.fingerprint = self.fingerprint(state.spec.name, state.arguments)
+                state.fingerprint = self._fingerprints.fingerprint(state.spec.name, state.arguments)
             except NotCanonicalJSON:
                 return None
         return state.fingerprint
@@ -890,8 +890,10 @@ class Registry:
         read's key is released, and a write's outcome is `unknown` while its real result becomes the
         receipt, so the same key replays it and the effect happens once)."""
         deadline = state.call_deadline
-        assert state.spec is not None
-        run = self._run_and_check(state, handler, arguments, ctx)
+        spec = state.spec
+        assert spec is not None
+        # `_run_and_check`, written out: the same thread runs and checks, with one call less per inline read.
+        run = self._check_run(state, run_sync_for(handler, arguments, deadline, spec.name, state.call_id, ctx))
         if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
             return run
         if ctx is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import secrets
+import os
 from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
 from ..fingerprint import MAX_CANONICAL_DEPTH, MAX_INTEGER_BITS, NotCanonicalJSON, canonical_json, has_lone_surrogate
@@ -69,13 +69,18 @@ def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Opti
         return None
     if entry.fingerprint != fingerprint:
         return reservation(ReservationStatus.CONFLICT, fingerprint=entry.fingerprint)
-    return status_of(entry, now)
+    return _status_of_kept(entry, now)
 
 
 def status_of(entry: Optional[Entry], now: float) -> Optional[Reservation]:
     """What ``lookup`` reports for an entry: None when absent or expired with nothing to keep."""
     if entry is None or entry.is_purgeable(now):
         return None
+    return _status_of_kept(entry, now)
+
+
+def _status_of_kept(entry: Entry, now: float) -> Reservation:
+    """`status_of` for an entry known to be kept (not purgeable): every replay asks, so once is enough."""
     if entry.state == COMPLETED:
         if entry.record is not None:
             record = copy_record(entry.record)
@@ -102,8 +107,9 @@ def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:
 
 
 def new_owner_token() -> str:
-    """An unguessable owner token (a capability: whoever has it may complete the reservation)."""
-    return secrets.token_hex(16)
+    """An unguessable owner token (a capability: whoever has it may complete the reservation): 128
+    bits from the system's CSPRNG, as `secrets.token_hex(16)` draws them, without its three calls."""
+    return os.urandom(16).hex()
 
 
 def address(key: ReceiptKey) -> Tuple[str, str, str]:
@@ -185,13 +191,13 @@ def record_value(record: Mapping[str, Any]) -> dict[str, Any]:
     registry stores) is copied in one walk; anything else takes the way through the canonical text.
 
     The value is kept in a form that is quick to copy (see `copy_record`); never hand it out itself."""
-    if not isinstance(record, Mapping):
-        raise NotCanonicalJSON("", "a receipt record must be a JSON object")
-    if type(record) is dict:
+    if type(record) is dict:  # what the registry stores; asked first (a Mapping check is an ABC check)
         try:
             return _kept(record, 0, False)
         except _TakeTheText:
             pass
+    elif not isinstance(record, Mapping):
+        raise NotCanonicalJSON("", "a receipt record must be a JSON object")
     return _kept(json.loads(canonical_json(dict(record))), 0, True)
 
 

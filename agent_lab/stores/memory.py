@@ -104,7 +104,13 @@ class InMemoryReceiptStore:
         rules.check_owner(owner)
         value = rules.record_value(record)
         address = rules.address(key)
-        with self._locked(timeout_s):
+        wait_s = store_timeout(timeout_s)
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            acquire_within(lock, wait_s)
+        try:  # written out, as in `reserve`: every write that runs comes here
+            if self._closed:
+                raise ValueError("the receipt store is closed")
             entry = self._entries.get(address)
             if not rules.held_by(entry, owner):
                 return False
@@ -112,6 +118,8 @@ class InMemoryReceiptStore:
             self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._clock() + self._ttl_s,
                                                  record=value)
             return True
+        finally:
+            lock.release()
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
