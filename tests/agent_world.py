@@ -25,11 +25,13 @@ class ShopWorld:
         self.refunds: list[dict[str, Any]] = []
         self.closed: list[dict[str, Any]] = []
         self.purged = 0
+        self.refunded = threading.Event()  # set once a refund has taken effect
         self._lock = threading.Lock()
 
     def refund(self, arguments: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self.refunds.append(dict(arguments))
+            self.refunded.set()
             return {"refund_number": len(self.refunds), "order_id": arguments["order_id"], "cents": arguments["cents"]}
 
     def get_customer(self, arguments: dict[str, Any]) -> dict[str, Any]:
