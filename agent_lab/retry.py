@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
@@ -131,7 +132,8 @@ class Retrier:
     """Runs one proposed call through `Registry.invoke` until it succeeds or may not be repeated.
 
     Each attempt is the same `ToolCall` (same arguments, so the same idempotency key: a write that
-    already ran is replayed by the registry, never run again) with `attempt=n` in its audit record.
+    already ran is replayed by the registry, never run again) with `attempt=n` in its audit record; a
+    call without a call id gets one for the whole sequence, so its attempts share it in the audit.
     After a failed attempt, `should_retry` decides from the result, the tool's spec and the budget;
     then the runner waits the longer of its backoff and the error's `retry_after_s`. It stops, and
     returns the last result as it is, when:
@@ -183,6 +185,7 @@ class Retrier:
                deadline: Optional[float] = None) -> ToolResult:
         """Run `call` with retries (see the class). `deadline`: a reading of `clock` the whole sequence ends by."""
         sequence_deadline = self._sequence_deadline(deadline)
+        call = _with_call_id(call)
         attempt = 1
         while True:
             result = registry.invoke(call, actor=actor, approval=approval,
@@ -200,6 +203,7 @@ class Retrier:
 
         sleep = self._async_sleep if self._async_sleep is not None else asyncio.sleep
         sequence_deadline = self._sequence_deadline(deadline)
+        call = _with_call_id(call)
         attempt = 1
         while True:
             result = await registry.ainvoke(call, actor=actor, approval=approval,
@@ -287,6 +291,13 @@ def invoke_with_retries(registry: Any, call: ToolCall, *, actor: Actor, approval
     """`Retrier(attempts=..., backoff=..., timeout_s=...).invoke(registry, call, actor=..., approval=...)`."""
     return Retrier(attempts=attempts, backoff=backoff, timeout_s=timeout_s).invoke(
         registry, call, actor=actor, approval=approval)
+
+
+def _with_call_id(call: ToolCall) -> ToolCall:
+    """`call`, with one call id for all its attempts when it came without one."""
+    if isinstance(call, ToolCall) and not call.call_id:
+        return ToolCall(call.name, call.arguments, call_id="retry_" + secrets.token_hex(8))
+    return call
 
 
 def retry_after(error: Optional[ToolError]) -> Optional[float]:

@@ -250,6 +250,16 @@ class RetryableFailureTest(unittest.TestCase):
         self.assertEqual(fake.waits, [0.1, 0.2])
         self.assertEqual([r["attempt"] for r in audit.records], [1, 2, 3])
 
+    def test_the_attempts_of_a_call_without_an_id_share_one_in_the_audit(self) -> None:
+        registry, audit = registry_with(rate_spec(), Flaky(failures=1))
+        self.addCleanup(registry.close)
+        fake = FakeTime()
+
+        Retrier(backoff=NO_JITTER, clock=fake.clock, sleep=fake.sleep).invoke(registry, RATE, actor=ACTOR)
+
+        self.assertEqual([r["attempt"] for r in audit.records], [1, 2])
+        self.assertEqual(len({r["call_id"] for r in audit.records}), 1)
+
     def test_the_wait_is_at_least_what_the_tool_asked_for_in_retry_after(self) -> None:
         flaky = Flaky(failures=1, retry_after_s=1.5)
         registry, _ = registry_with(rate_spec(), flaky)
