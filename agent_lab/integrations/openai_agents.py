@@ -16,7 +16,9 @@ Every call is `await registry.ainvoke(...)` with the session's actor, and the mo
 whose calls need approval (`ToolSpec.approval`) gets `needs_approval`, so the run stops with an
 interruption before the registry would refuse it; once a person approves the item in the run state, the
 resumed call carries an `Approval` of exactly its arguments. (The registry still decides: a call the
-forecast missed is refused with `approval_required`, which the model reads like any refusal.)
+forecast missed is refused with `approval_required`, which the model reads like any refusal.) The SDK's
+`state.approve(item, always_approve=True)` approves the tool's later calls in that run too: each still
+gets an `Approval` of its own arguments, but no person saw them, so use it only where that is meant.
 """
 
 from __future__ import annotations
