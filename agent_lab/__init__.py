@@ -28,7 +28,7 @@ from .stores import (
 from .policy import Actor, Approval
 from .redaction import REDACTED, redact
 from .registry import Registry
-from .retry import should_retry
+from .retry import Backoff, Retrier, invoke_with_retries, should_retry
 from .schema import SchemaError, Validator, Violation
 from .signature import Describe, Len, Pattern, Range, tool
 from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
@@ -42,6 +42,7 @@ __all__ = [
     "Approval",
     "ApprovalPolicy",
     "AuditSink",
+    "Backoff",
     "CallContext",
     "Category",
     "CursorCodec",
@@ -64,6 +65,7 @@ __all__ = [
     "ReceiptStoreUnavailable",
     "Registry",
     "Reservation",
+    "Retrier",
     "ReservationStatus",
     "RetryPolicy",
     "SchemaError",
@@ -78,6 +80,7 @@ __all__ = [
     "__version__",
     "canonical_json",
     "fingerprint",
+    "invoke_with_retries",
     "redact",
     "should_retry",
     "tool",

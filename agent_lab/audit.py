@@ -41,6 +41,7 @@ AUDIT_FIELDS = (
     "replayed",
     "approval_id",
     "receipt",  # what became of the idempotency receipt: stored, released, refused, pending, late (or None)
+    "attempt",  # which attempt of a retried call this was (1, 2, ...; see agent_lab.retry), None for a lone call
 )
 
 AUDIT_STEPS = ("route", "schema", "permission", "approval", "deadline", "idempotency", "execute", "output", "record")

@@ -148,6 +148,7 @@ class _CallState:
     receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
+    attempt: Optional[int] = None  # the attempt number a retry runner gave (agent_lab.retry), for the audit
     redact: frozenset = frozenset()
 
     def __init__(self, call: Any, actor: Any, approval: Any, deadline: Any, call_id: str, started: float,
@@ -458,13 +459,18 @@ class Registry:
         actor: Actor,
         approval: Optional[Approval] = None,
         deadline: Optional[float] = None,
+        attempt: Optional[int] = None,
     ) -> ToolResult:
         """Check, run and record one proposed call. Never raises; see the module docstring.
 
         `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only);
         the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
+        `attempt`: which attempt of a retried call this is (1, 2, ...), written to the audit record; a
+        retry runner (`agent_lab.retry.Retrier`) sets it. Anything but a positive int is recorded as None.
         """
         state = self._start(call, actor, approval, deadline)
+        if attempt is not None:
+            state.attempt = _attempt_number(attempt)
         try:
             result = self._admit(state)
             if result is None:
@@ -483,6 +489,7 @@ class Registry:
         actor: Actor,
         approval: Optional[Approval] = None,
         deadline: Optional[float] = None,
+        attempt: Optional[int] = None,
     ) -> ToolResult:
         """`invoke` for asyncio callers: async handlers are awaited (and cancelled at the deadline) on
         the caller's loop; sync handlers run on the worker pool without blocking the loop (also with
@@ -490,6 +497,8 @@ class Registry:
         local); a cancellation of the caller is recorded and then propagates."""
         import asyncio  # here, not at the top: a process that never awaits a tool never pays for it
         state = self._start(call, actor, approval, deadline)
+        if attempt is not None:
+            state.attempt = _attempt_number(attempt)
         cancelled = False
         try:
             result = self._admit(state)
@@ -1410,7 +1419,15 @@ def _audit_record(state: _CallState, result: ToolResult) -> dict[str, Any]:
         replayed=result.replayed,
         approval_id=state.approval_used.approval_id if state.approval_used is not None else None,
         receipt=state.receipt_note,
+        attempt=state.attempt,
     )
+
+
+def _attempt_number(value: Any) -> Optional[int]:
+    """A retry runner's attempt number as a plain int, or None for anything else (invoke never raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return int.__int__(value)
+    return None
 
 
 def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:

@@ -34,7 +34,7 @@ class AuditRecordTest(unittest.TestCase):
         self.assertEqual(
             AUDIT_FIELDS,
             ("call_id", "tool", "actor_id", "tenant", "fingerprint", "step", "outcome", "error_code",
-             "duration_ms", "replayed", "approval_id", "receipt"),
+             "duration_ms", "replayed", "approval_id", "receipt", "attempt"),
         )
         self.assertEqual(AUDIT_STEPS[0], "route")
         self.assertEqual(AUDIT_STEPS[-1], "record")

@@ -139,7 +139,7 @@ class StepOrderTest(unittest.TestCase):
         self.assertEqual(
             set(self.audit.records[0]),
             {"call_id", "tool", "actor_id", "tenant", "fingerprint", "step", "outcome", "error_code",
-             "duration_ms", "replayed", "approval_id", "receipt"},
+             "duration_ms", "replayed", "approval_id", "receipt", "attempt"},
         )
         self.assertEqual(self.audit.records[0]["actor_id"], READER.id)
         self.assertEqual(self.audit.records[1]["error_code"], "tool_not_found")
