@@ -23,7 +23,9 @@ Decisions worth knowing (each is also noted where it is made):
   release the reservation, so a corrected or later retry with the same key can run.
 * The call's deadline is fixed once, when the tool is known: min(caller's deadline, start + timeout_ms).
   Every pre-run step counts against it, every store call waits at most until it, and it is checked
-  again after the key is reserved and right before the handler starts: no handler starts late.
+  again after the key is reserved and right before the handler starts: no handler starts late. The
+  check of what the handler hands back counts too: a run that ends past the deadline (handler and
+  check) is a timeout however the caller learns of it (`_overran`).
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
   effect either way). Past the window the key is `outcome_unknown` until it finishes or the application
@@ -145,6 +147,8 @@ class _CallState:
     receipt_key: Optional[ReceiptKey] = None
     hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
     late_pending = False  # a late handler will complete the reservation itself
+    finished_late = False  # the handler and the check of what it handed back ended past the deadline
+    receipt_result: Optional[ToolResult] = None  # the key's receipt, when it is not the call's result (overran)
     receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
@@ -859,8 +863,10 @@ class Registry:
         spec = state.spec
         assert handler is not None and spec is not None
         arguments = state.arguments
-        if handler.is_async:
-            return await run_async(handler, arguments, self._context(state))
+        if handler.is_async:  # checked here, not in _conclude: the check counts against the deadline
+            async_ctx = self._context(state)
+            run = self._check_run(state, await run_async(handler, arguments, async_ctx))
+            return self._overran(state, async_ctx, run) if state.finished_late else run
         ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
         if spec.execution is Execution.INLINE:
             return self._execute_inline(state, ctx, handler, arguments)
@@ -894,14 +900,7 @@ class Registry:
         assert spec is not None
         # `_run_and_check`, written out: the same thread runs and checks, with one call less per inline read.
         run = self._check_run(state, run_sync_for(handler, arguments, deadline, spec.name, state.call_id, ctx))
-        if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
-            return run
-        if ctx is not None:
-            ctx.cancel_event.set()
-        if self._completes_late(state):
-            state.late_pending = True
-            self._complete_late(state, run)  # the effect happened: its result is the receipt
-        return Run.timed_out()
+        return self._overran(state, ctx, run) if state.finished_late else run
 
     def _run_and_check(self, state: _CallState, handler: Handler, arguments: Any, ctx: Optional[CallContext]) -> Run:
         """A sync handler's job (on a worker, or inline): run it, then check what it handed back on the
@@ -913,28 +912,51 @@ class Registry:
                                                    state.call_id, ctx))
 
     def _check_run(self, state: _CallState, run: Run) -> Run:
-        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread."""
+        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread,
+        and whether the handler and this check ended past the call's deadline (`finished_late`, read
+        by the waiting thread once it has the run: see `_overran`). The output check counts against
+        the deadline like the handler: a check that ends late never makes the call look on time."""
+        kind = run.kind
         # Built with tuple.__new__: 145 ns against 339 ns for the named tuple's own __new__ with a keyword.
-        if run.kind is RunKind.RETURNED:
-            return tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
-        if run.kind is RunKind.FAILED:
-            return tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
+        if kind is RunKind.RETURNED:
+            run = tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
+        elif kind is RunKind.FAILED:
+            run = tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
+        elif kind is not RunKind.RAISED:
+            return run  # it never ran, or the caller already stopped waiting for it
+        deadline = state.call_deadline
+        if deadline is not None and time.monotonic() > deadline:
+            state.finished_late = True
         return run
+
+    def _overran(self, state: _CallState, ctx: Optional[CallContext], run: Run) -> Run:
+        """A run that ended (the handler and the check of what it handed back) after the call's deadline
+        is answered as a timeout, however little it overran and wherever it ran: a read is `tool_timeout`,
+        outcome failed; a write `tool_timeout`, outcome unknown, `lookup_status`. A write's effect did
+        happen, so its real result (success, ToolFailure or broken output, as checked) becomes its key's
+        receipt, stored in the record step like any outcome: the same key replays it, never runs again."""
+        if ctx is not None:
+            ctx.cancel_event.set()
+        if self._completes_late(state):
+            state.receipt_result = run.checked if run.checked is not None else self._run_failure(state, run)
+        return Run.timed_out()
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            return self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
+            run = self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
         except PoolClosed:
             return Run.closed()
+        return self._overran(state, ctx, run) if state.finished_late else run
 
     def _settle(self, state: _CallState, ctx: Optional[CallContext], future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
         if future.cancelled():  # close() dropped it from the executor's queue before a worker took it
             return Run.closed()
-        if future.done():
-            return future.result()
+        if future.done():  # it may have ended past the deadline: the caller can wake late (the GIL, a busy host)
+            run = future.result()
+            return self._overran(state, ctx, run) if state.finished_late else run
         if future.cancel():
             return Run.not_started()  # never left the queue: nothing ran
         if ctx is not None:
@@ -1095,6 +1117,8 @@ class Registry:
         if state.late_pending:
             state.receipt_note = ReceiptNote.LATE
             return
+        if state.receipt_result is not None:  # a write that overran: its real result is the receipt
+            result = state.receipt_result
         self._store_outcome(state, result, timeout_s=seconds_left(state.call_deadline) or 0.0)
 
     def _store_outcome(self, state: _CallState, result: ToolResult, *, timeout_s: float) -> None:
