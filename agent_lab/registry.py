@@ -358,7 +358,7 @@ class Registry:
         ttl_s: float = 300.0,
         now: Optional[float] = None,
     ) -> Approval:
-        """A person's approval of exactly `call` for `actor`'s tenant, valid for `ttl_s` seconds from
+        """A person's approval of exactly `call` by `actor` (its id and tenant), valid for `ttl_s` seconds from
         `now` (default: this registry's clock). It binds to this registry's keyed fingerprint, so it
         is only valid on registries sharing its receipt store (or its fingerprint key)."""
         return Approval.for_call(call, actor=actor, approver=approver, registry=self, ttl_s=ttl_s,
@@ -674,7 +674,9 @@ class Registry:
     # -- step 3: approval ------------------------------------------------------------------------
 
     def _check_approval(self, state: _CallState) -> Optional[ToolResult]:
-        """An approval must be for this tool, these exact arguments (fingerprint) and this tenant."""
+        """An approval must be for this tool, these exact arguments (fingerprint) and this actor (its id
+        and tenant). It is checked after the permission step and grants none: an actor the tool is
+        hidden from never gets here, whatever approval it carries."""
         spec = state.spec
         assert spec is not None
         if spec.approval is ApprovalPolicy.NEVER:
@@ -1276,7 +1278,7 @@ def _hook_arguments(state: _CallState) -> Any:
     return plain_json_copy(state.arguments, MAX_ARGUMENT_COPY_DEPTH)
 
 
-_APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "approver")
+_APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver")
 
 
 def _checked_approval(approval: Any) -> Optional[Approval]:
@@ -1304,10 +1306,13 @@ def _checked_approval(approval: Any) -> Optional[Approval]:
 
 
 def _approval_matches(approval: Approval, state: _CallState) -> bool:
+    """The approval is for this tool, these arguments and this actor: its id and its tenant (an
+    approval a person gave one agent is no approval for another agent of the same organisation)."""
     return (
         approval.tool == state.tool
         and approval.fingerprint == state.fingerprint
         and approval.tenant == state.actor.tenant
+        and approval.actor_id == state.actor.id
     )
 
 
