@@ -198,7 +198,8 @@ class Registry:
     `audit`: an optional sink that receives one redacted record per invoke.
     `max_workers`: size of the worker pool sync handlers run on (created on first use).
     `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
-    `clock`: wall clock for approval expiry (receipt stores keep their own clock).
+    `cursor_lifetime_s`: how long such a cursor reads back after it was issued (default one hour).
+    `clock`: wall clock for approval expiry and cursor lifetimes (receipt stores keep their own clock).
     `run_inline`: run every sync handler on the caller's thread under `invoke`, as a tool declared
     `ToolSpec(execution="inline")` is run (see `_execute_inline` for the deadline's meaning there);
     for measuring overhead. Per tool, prefer the spec's option: only trusted, fast handlers belong
@@ -215,6 +216,7 @@ class Registry:
         audit: Optional[AuditSink] = None,
         max_workers: int = 8,
         cursor_secret: Optional[bytes] = None,
+        cursor_lifetime_s: Optional[float] = None,
         clock: Callable[[], float] = time.time,
         run_inline: bool = False,
         late_completion_s: float = LATE_COMPLETION_WINDOW_S,
@@ -227,6 +229,9 @@ class Registry:
 
             if len(cursor_secret) < MIN_SECRET_BYTES:
                 raise ValueError(f"cursor_secret must be at least {MIN_SECRET_BYTES} bytes long")
+        if cursor_lifetime_s is not None and (isinstance(cursor_lifetime_s, bool) or not isinstance(
+                cursor_lifetime_s, (int, float)) or not (math.isfinite(cursor_lifetime_s) and cursor_lifetime_s >= 1)):
+            raise ValueError("cursor_lifetime_s must be a finite number of seconds, at least 1")
         for name, value in (("late_completion_s", late_completion_s), ("renew_every_s", renew_every_s)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 <= value < math.inf or (name == "renew_every_s" and value == 0)):
@@ -241,6 +246,7 @@ class Registry:
         self._pool = WorkerPool(max_workers)
         self._loop_thread = LoopThread()
         self._cursor_secret = bytes(cursor_secret) if cursor_secret is not None else None
+        self._cursor_lifetime_s = cursor_lifetime_s
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
@@ -424,9 +430,11 @@ class Registry:
     def cursors(self) -> Any:
         """The `CursorCodec` handlers use (via `ctx.cursors`) to issue and read page cursors."""
         if self._cursors is None:
-            from .cursor import CursorCodec
+            from .cursor import DEFAULT_CURSOR_LIFETIME_S, CursorCodec
 
-            codec = CursorCodec(self._cursor_secret if self._cursor_secret is not None else secrets.token_bytes(32))
+            lifetime_s = DEFAULT_CURSOR_LIFETIME_S if self._cursor_lifetime_s is None else self._cursor_lifetime_s
+            codec = CursorCodec(self._cursor_secret if self._cursor_secret is not None else secrets.token_bytes(32),
+                                lifetime_s=lifetime_s, clock=self._clock)
             with self._lock:
                 if self._cursors is None:
                     self._cursors = codec
@@ -827,7 +835,7 @@ class Registry:
             state.actor,
             state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
             state.approval_used,
-            self.cursors.bound(spec.name, state.actor.tenant),  # a cursor never crosses tools or tenants
+            self.cursors.bound(spec.name, state.actor.tenant, state.actor.id),  # never crosses tools or actors
         )
 
     def _execute(self, state: _CallState) -> Run:
