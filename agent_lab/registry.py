@@ -628,9 +628,11 @@ class Registry:
         state.sized = True
         if self._audit is not None:  # every audit record of a call with readable arguments carries it
             self._fingerprint(state)
-        if plain and bound is not None and spec.input_validator.is_valid(arguments):
+        checked = plain and bound is not None
+        if checked and spec.input_validator.is_valid(arguments):
             return None  # valid, and canonical by construction (see measured_json_copy)
-        found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
+        # When is_valid has just said no, errors does not check the whole value again first.
+        found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=checked)
         violations = [_violation_dict(v) for v in found]
         if not violations:  # JSON the validator accepts, e.g. a 5,000-digit integer: is it canonical?
             try:
@@ -1051,7 +1053,8 @@ class Registry:
                 return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(copy)])
         validator = spec.output_validator
         if validator is not None and not validator.is_valid(copy):
-            violations = [_violation_dict(v) for v in validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1)]
+            found = validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=True)
+            violations = [_violation_dict(v) for v in found]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
         return ToolResult._fast(True, Outcome.SUCCEEDED, state.tool, copy, None, state.call_id, state.fingerprint,
