@@ -661,7 +661,12 @@ class Registry:
     def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
         """Scopes first, then the resource guard. The actor comes from the application, never from
         the arguments: an argument named `actor` or `tenant` is just data to the registry. (An Actor
-        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)"""
+        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)
+
+        The guard is application code on the caller's thread, which nothing can interrupt: it does
+        not start once the call's deadline has passed (`deadline_exceeded`), so hooks never stack up
+        past it; one that returns late is refused by the deadline step. (Handing it to the worker
+        pool would bound the wait, at a thread hand-off on every guarded call: see the README.)"""
         spec = state.spec
         assert spec is not None
         actor = state.actor
@@ -669,6 +674,8 @@ class Registry:
             return state.refusal("permission_denied")
         if spec.resource_guard is None:
             return None
+        if _passed(state.call_deadline):  # no application hook starts once the call's time is up
+            return state.refusal("deadline_exceeded")
         try:
             visible = spec.resource_guard(_hook_arguments(state), actor) is True
         except PROCESS_EXITS:
@@ -691,6 +698,8 @@ class Registry:
         assert spec is not None
         if spec.approval is ApprovalPolicy.NEVER:
             return None
+        if spec.approval is ApprovalPolicy.CONDITIONAL and _passed(state.call_deadline):  # as for the guard
+            return state.refusal("deadline_exceeded")
         try:
             needed = spec.approval is ApprovalPolicy.ALWAYS or spec.needs_approval(_hook_arguments(state))
         except PROCESS_EXITS:
