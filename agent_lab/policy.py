@@ -1,8 +1,8 @@
 """Who is calling (Actor) and what a person approved (Approval).
 
 The actor always comes from the application's trusted session, never from model-written arguments.
-An approval is bound to one exact call: the tool, the argument fingerprint and the actor's tenant.
-It never grants a permission: the registry checks permission first, approval second. Both are checked
+An approval is bound to one exact call by one actor: the tool, the argument fingerprint, the actor's
+id and the actor's tenant; another actor of the same tenant cannot use it. It never grants a permission: the registry checks permission first, approval second. Both are checked
 when built: their identity fields are plain non-empty strings and an approval's expiry is finite, so
 no value can compare equal to every tenant or fingerprint, or never expire. Time fails closed: a clock
 reading that is not a finite number (NaN compares as "not yet" with everything) counts as expired.
@@ -56,17 +56,19 @@ ResourceGuard = Callable[[Mapping[str, Any], Actor], bool]
 
 @dataclass(frozen=True, kw_only=True)
 class Approval:
-    """A person's approval of one exact call, valid until `expires_at` (wall-clock seconds)."""
+    """A person's approval of one exact call by one actor (`actor_id` of `tenant`), valid until
+    `expires_at` (wall-clock seconds)."""
 
     approval_id: str
     tool: str
     fingerprint: str
     tenant: str
+    actor_id: str
     approver: str
     expires_at: float
 
     def __post_init__(self) -> None:
-        for name in ("approval_id", "tool", "fingerprint", "tenant", "approver"):
+        for name in ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver"):
             object.__setattr__(self, name, _plain_text(getattr(self, name), f"Approval.{name}"))
         if not is_wall_clock_time(self.expires_at):
             raise ValueError("Approval.expires_at must be a finite number of wall-clock seconds")
@@ -83,7 +85,8 @@ class Approval:
         ttl_s: float = 300.0,
         now: float | None = None,
     ) -> Approval:
-        """Approve exactly `call` for `actor`'s tenant; any change to its arguments voids the approval.
+        """Approve exactly `call` for `actor` (its id and tenant); any change to its arguments, or any
+        other actor, voids the approval.
 
         The approval binds to the call's fingerprint, which is keyed by the registry (so that it
         gives nothing away about the arguments): pass the `registry` that will run the call (or use
@@ -103,6 +106,7 @@ class Approval:
             tool=call.name,
             fingerprint=registry.fingerprint(call.name, call.arguments),
             tenant=actor.tenant,
+            actor_id=actor.id,
             approver=approver,
             expires_at=expires_at,
         )

@@ -23,7 +23,9 @@ Decisions worth knowing (each is also noted where it is made):
   release the reservation, so a corrected or later retry with the same key can run.
 * The call's deadline is fixed once, when the tool is known: min(caller's deadline, start + timeout_ms).
   Every pre-run step counts against it, every store call waits at most until it, and it is checked
-  again after the key is reserved and right before the handler starts: no handler starts late.
+  again after the key is reserved and right before the handler starts: no handler starts late. The
+  check of what the handler hands back counts too: a run that ends past the deadline (handler and
+  check) is a timeout however the caller learns of it (`_overran`).
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
   effect either way). Past the window the key is `outcome_unknown` until it finishes or the application
@@ -145,6 +147,8 @@ class _CallState:
     receipt_key: Optional[ReceiptKey] = None
     hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
     late_pending = False  # a late handler will complete the reservation itself
+    finished_late = False  # the handler and the check of what it handed back ended past the deadline
+    receipt_result: Optional[ToolResult] = None  # the key's receipt, when it is not the call's result (overran)
     receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
     approval_used: Optional[Approval] = None
     interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
@@ -195,7 +199,8 @@ class Registry:
     `audit`: an optional sink that receives one redacted record per invoke.
     `max_workers`: size of the worker pool sync handlers run on (created on first use).
     `cursor_secret`: key for page cursors handed to handlers as `ctx.cursors` (default: random per process).
-    `clock`: wall clock for approval expiry (receipt stores keep their own clock).
+    `cursor_lifetime_s`: how long such a cursor reads back after it was issued (default one hour).
+    `clock`: wall clock for approval expiry and cursor lifetimes (receipt stores keep their own clock).
     `run_inline`: run every sync handler on the caller's thread under `invoke`, as a tool declared
     `ToolSpec(execution="inline")` is run (see `_execute_inline` for the deadline's meaning there);
     for measuring overhead. Per tool, prefer the spec's option: only trusted, fast handlers belong
@@ -212,6 +217,7 @@ class Registry:
         audit: Optional[AuditSink] = None,
         max_workers: int = 8,
         cursor_secret: Optional[bytes] = None,
+        cursor_lifetime_s: Optional[float] = None,
         clock: Callable[[], float] = time.time,
         run_inline: bool = False,
         late_completion_s: float = LATE_COMPLETION_WINDOW_S,
@@ -224,6 +230,9 @@ class Registry:
 
             if len(cursor_secret) < MIN_SECRET_BYTES:
                 raise ValueError(f"cursor_secret must be at least {MIN_SECRET_BYTES} bytes long")
+        if cursor_lifetime_s is not None and (isinstance(cursor_lifetime_s, bool) or not isinstance(
+                cursor_lifetime_s, (int, float)) or not (math.isfinite(cursor_lifetime_s) and cursor_lifetime_s >= 1)):
+            raise ValueError("cursor_lifetime_s must be a finite number of seconds, at least 1")
         for name, value in (("late_completion_s", late_completion_s), ("renew_every_s", renew_every_s)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not 0 <= value < math.inf or (name == "renew_every_s" and value == 0)):
@@ -238,6 +247,7 @@ class Registry:
         self._pool = WorkerPool(max_workers)
         self._loop_thread = LoopThread()
         self._cursor_secret = bytes(cursor_secret) if cursor_secret is not None else None
+        self._cursor_lifetime_s = cursor_lifetime_s
         self._cursors: Any = None
         self._clock = clock
         self._run_inline = bool(run_inline)
@@ -355,7 +365,7 @@ class Registry:
         ttl_s: float = 300.0,
         now: Optional[float] = None,
     ) -> Approval:
-        """A person's approval of exactly `call` for `actor`'s tenant, valid for `ttl_s` seconds from
+        """A person's approval of exactly `call` by `actor` (its id and tenant), valid for `ttl_s` seconds from
         `now` (default: this registry's clock). It binds to this registry's keyed fingerprint, so it
         is only valid on registries sharing its receipt store (or its fingerprint key)."""
         return Approval.for_call(call, actor=actor, approver=approver, registry=self, ttl_s=ttl_s,
@@ -421,9 +431,11 @@ class Registry:
     def cursors(self) -> Any:
         """The `CursorCodec` handlers use (via `ctx.cursors`) to issue and read page cursors."""
         if self._cursors is None:
-            from .cursor import CursorCodec
+            from .cursor import DEFAULT_CURSOR_LIFETIME_S, CursorCodec
 
-            codec = CursorCodec(self._cursor_secret if self._cursor_secret is not None else secrets.token_bytes(32))
+            lifetime_s = DEFAULT_CURSOR_LIFETIME_S if self._cursor_lifetime_s is None else self._cursor_lifetime_s
+            codec = CursorCodec(self._cursor_secret if self._cursor_secret is not None else secrets.token_bytes(32),
+                                lifetime_s=lifetime_s, clock=self._clock)
             with self._lock:
                 if self._cursors is None:
                     self._cursors = codec
@@ -625,9 +637,11 @@ class Registry:
         state.sized = True
         if self._audit is not None:  # every audit record of a call with readable arguments carries it
             self._fingerprint(state)
-        if plain and bound is not None and spec.input_validator.is_valid(arguments):
+        checked = plain and bound is not None
+        if checked and spec.input_validator.is_valid(arguments):
             return None  # valid, and canonical by construction (see measured_json_copy)
-        found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1)
+        # When is_valid has just said no, errors does not check the whole value again first.
+        found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=checked)
         violations = [_violation_dict(v) for v in found]
         if not violations:  # JSON the validator accepts, e.g. a 5,000-digit integer: is it canonical?
             try:
@@ -656,7 +670,12 @@ class Registry:
     def _check_permission(self, state: _CallState) -> Optional[ToolResult]:
         """Scopes first, then the resource guard. The actor comes from the application, never from
         the arguments: an argument named `actor` or `tenant` is just data to the registry. (An Actor
-        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)"""
+        without the tool's scope never gets here: to it the tool does not exist, see `_route`.)
+
+        The guard is application code on the caller's thread, which nothing can interrupt: it does
+        not start once the call's deadline has passed (`deadline_exceeded`), so hooks never stack up
+        past it; one that returns late is refused by the deadline step. (Handing it to the worker
+        pool would bound the wait, at a thread hand-off on every guarded call: see the README.)"""
         spec = state.spec
         assert spec is not None
         actor = state.actor
@@ -664,6 +683,8 @@ class Registry:
             return state.refusal("permission_denied")
         if spec.resource_guard is None:
             return None
+        if _passed(state.call_deadline):  # no application hook starts once the call's time is up
+            return state.refusal("deadline_exceeded")
         try:
             visible = spec.resource_guard(_hook_arguments(state), actor) is True
         except PROCESS_EXITS:
@@ -679,11 +700,15 @@ class Registry:
     # -- step 3: approval ------------------------------------------------------------------------
 
     def _check_approval(self, state: _CallState) -> Optional[ToolResult]:
-        """An approval must be for this tool, these exact arguments (fingerprint) and this tenant."""
+        """An approval must be for this tool, these exact arguments (fingerprint) and this actor (its id
+        and tenant). It is checked after the permission step and grants none: an actor the tool is
+        hidden from never gets here, whatever approval it carries."""
         spec = state.spec
         assert spec is not None
         if spec.approval is ApprovalPolicy.NEVER:
             return None
+        if spec.approval is ApprovalPolicy.CONDITIONAL and _passed(state.call_deadline):  # as for the guard
+            return state.refusal("deadline_exceeded")
         try:
             needed = spec.approval is ApprovalPolicy.ALWAYS or spec.needs_approval(_hook_arguments(state))
         except PROCESS_EXITS:
@@ -830,7 +855,7 @@ class Registry:
             state.actor,
             state.call_deadline,  # fixed when the call started: the pre-run steps counted against it
             state.approval_used,
-            self.cursors.bound(spec.name, state.actor.tenant),  # a cursor never crosses tools or tenants
+            self.cursors.bound(spec.name, state.actor.tenant, state.actor.id),  # never crosses tools or actors
         )
 
     def _execute(self, state: _CallState) -> Run:
@@ -868,8 +893,10 @@ class Registry:
         spec = state.spec
         assert handler is not None and spec is not None
         arguments = state.arguments
-        if handler.is_async:
-            return await run_async(handler, arguments, self._context(state))
+        if handler.is_async:  # checked here, not in _conclude: the check counts against the deadline
+            async_ctx = self._context(state)
+            run = self._check_run(state, await run_async(handler, arguments, async_ctx))
+            return self._overran(state, async_ctx, run) if state.finished_late else run
         ctx = None if handler.context_mode is ContextMode.NONE else self._context(state)
         if spec.execution is Execution.INLINE:
             return self._execute_inline(state, ctx, handler, arguments)
@@ -903,14 +930,7 @@ class Registry:
         assert spec is not None
         # `_run_and_check`, written out: the same thread runs and checks, with one call less per inline read.
         run = self._check_run(state, run_sync_for(handler, arguments, deadline, spec.name, state.call_id, ctx))
-        if run.kind is RunKind.NOT_STARTED or deadline is None or time.monotonic() <= deadline:
-            return run
-        if ctx is not None:
-            ctx.cancel_event.set()
-        if self._completes_late(state):
-            state.late_pending = True
-            self._complete_late(state, run)  # the effect happened: its result is the receipt
-        return Run.timed_out()
+        return self._overran(state, ctx, run) if state.finished_late else run
 
     def _run_and_check(self, state: _CallState, handler: Handler, arguments: Any, ctx: Optional[CallContext]) -> Run:
         """A sync handler's job (on a worker, or inline): run it, then check what it handed back on the
@@ -922,28 +942,51 @@ class Registry:
                                                    state.call_id, ctx))
 
     def _check_run(self, state: _CallState, run: Run) -> Run:
-        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread."""
+        """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread,
+        and whether the handler and this check ended past the call's deadline (`finished_late`, read
+        by the waiting thread once it has the run: see `_overran`). The output check counts against
+        the deadline like the handler: a check that ends late never makes the call look on time."""
+        kind = run.kind
         # Built with tuple.__new__: 145 ns against 339 ns for the named tuple's own __new__ with a keyword.
-        if run.kind is RunKind.RETURNED:
-            return tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
-        if run.kind is RunKind.FAILED:
-            return tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
+        if kind is RunKind.RETURNED:
+            run = tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
+        elif kind is RunKind.FAILED:
+            run = tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
+        elif kind is not RunKind.RAISED:
+            return run  # it never ran, or the caller already stopped waiting for it
+        deadline = state.call_deadline
+        if deadline is not None and time.monotonic() > deadline:
+            state.finished_late = True
         return run
+
+    def _overran(self, state: _CallState, ctx: Optional[CallContext], run: Run) -> Run:
+        """A run that ended (the handler and the check of what it handed back) after the call's deadline
+        is answered as a timeout, however little it overran and wherever it ran: a read is `tool_timeout`,
+        outcome failed; a write `tool_timeout`, outcome unknown, `lookup_status`. A write's effect did
+        happen, so its real result (success, ToolFailure or broken output, as checked) becomes its key's
+        receipt, stored in the record step like any outcome: the same key replays it, never runs again."""
+        if ctx is not None:
+            ctx.cancel_event.set()
+        if self._completes_late(state):
+            state.receipt_result = run.checked if run.checked is not None else self._run_failure(state, run)
+        return Run.timed_out()
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
         its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
         try:
-            return self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
+            run = self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
         except PoolClosed:
             return Run.closed()
+        return self._overran(state, ctx, run) if state.finished_late else run
 
     def _settle(self, state: _CallState, ctx: Optional[CallContext], future: concurrent.futures.Future) -> Run:
         """What to report once the caller stops waiting for a pool job."""
         if future.cancelled():  # close() dropped it from the executor's queue before a worker took it
             return Run.closed()
-        if future.done():
-            return future.result()
+        if future.done():  # it may have ended past the deadline: the caller can wake late (the GIL, a busy host)
+            run = future.result()
+            return self._overran(state, ctx, run) if state.finished_late else run
         if future.cancel():
             return Run.not_started()  # never left the queue: nothing ran
         if ctx is not None:
@@ -1028,7 +1071,8 @@ class Registry:
                 return self._output_failure(state, "invalid_tool_output", [_non_json_output_violation(copy)])
         validator = spec.output_validator
         if validator is not None and not validator.is_valid(copy):
-            violations = [_violation_dict(v) for v in validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1)]
+            found = validator.errors(copy, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=True)
+            violations = [_violation_dict(v) for v in found]
             if violations:
                 return self._output_failure(state, "invalid_tool_output", violations)
         return ToolResult._fast(True, Outcome.SUCCEEDED, state.tool, copy, None, state.call_id, state.fingerprint,
@@ -1104,6 +1148,8 @@ class Registry:
         if state.late_pending:
             state.receipt_note = ReceiptNote.LATE
             return
+        if state.receipt_result is not None:  # a write that overran: its real result is the receipt
+            result = state.receipt_result
         self._store_outcome(state, result, timeout_s=seconds_left(state.call_deadline) or 0.0)
 
     def _store_outcome(self, state: _CallState, result: ToolResult, *, timeout_s: float) -> None:
@@ -1261,7 +1307,7 @@ def _hook_arguments(state: _CallState) -> Any:
     return plain_json_copy(state.arguments, MAX_ARGUMENT_COPY_DEPTH)
 
 
-_APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "approver")
+_APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver")
 
 
 def _checked_approval(approval: Any) -> Optional[Approval]:
@@ -1289,10 +1335,13 @@ def _checked_approval(approval: Any) -> Optional[Approval]:
 
 
 def _approval_matches(approval: Approval, state: _CallState) -> bool:
+    """The approval is for this tool, these arguments and this actor: its id and its tenant (an
+    approval a person gave one agent is no approval for another agent of the same organisation)."""
     return (
         approval.tool == state.tool
         and approval.fingerprint == state.fingerprint
         and approval.tenant == state.actor.tenant
+        and approval.actor_id == state.actor.id
     )
 
 

@@ -3,8 +3,8 @@
 The model-facing half (name, title, description, input and output schema) is all that is ever exported
 to a model or a host. The runtime half (permission, effect, approval, idempotency, retry, timeout, input
 and output budgets, format assertion, redaction, resource guard) stays in the process and is enforced by
-`Registry.invoke`. An input schema whose patterns a model could make slow is refused here (see
-`schema.regex_safety`).
+`Registry.invoke`. A schema (input or output) with a pattern a hostile string could make slow is
+refused here (see `schema.regex_safety`).
 
 The schemas are frozen when the spec is built (see `agent_lab.frozenjson`): `model_schema()` exports
 a plain copy of the very read-only schema the validators are compiled from, and `catalog_entry()`
@@ -77,6 +77,8 @@ ApprovalCondition = Callable[[Mapping[str, Any]], bool]
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+_SLOW_THROUGH = {"input_schema": "", "output_schema": " through the tool's output"}
+"""How a model reaches a refused pattern, by schema (for the refusal's message)."""
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024
 """Arguments larger than this (compact UTF-8 JSON) are refused before validation (`input_too_large`).
 Chosen from `python run_lab.py bench --only redos`: at this size every attack of the ReDoS corpus
@@ -182,9 +184,10 @@ class ToolSpec:
         input_validator = input_cached or _compile(self.input_schema, "input_schema", format_assertion=formats)
         set_field(self, "input_validator", input_validator)
         set_field(self, "input_schema", input_validator.schema)
-        self._refuse_slow_patterns()
+        self._refuse_slow_patterns(input_validator, "input_schema")
         if self.output_schema is not None:
             output_validator = output_cached or _compile(self.output_schema, "output_schema", format_assertion=formats)
+            self._refuse_slow_patterns(output_validator, "output_schema")
             set_field(self, "output_validator", output_validator)
             set_field(self, "output_schema", output_validator.schema)
         set_field(self, "warnings", self._lint())
@@ -252,23 +255,26 @@ class ToolSpec:
                 f"of {self.name!r} (add it to properties with \"type\": \"string\" and to required)"
             )
 
-    def _refuse_slow_patterns(self) -> None:
-        """Every regex the input schema runs on model input must be safe (`schema.regex_safety`):
-        proven linear on Python's re, or served by the linear-time matcher. Any other pattern is
-        refused here, with its JSON Pointer and the reason, since a model could make it slow. (The
-        output schema runs on the handler's output, not on model input: see `_lint`.)"""
-        for finding in self.input_validator.patterns:
+    def _refuse_slow_patterns(self, validator: Any, field_name: str) -> None:
+        """Every regex a schema runs must be safe (`schema.regex_safety`): proven linear on Python's re,
+        or served by the linear-time matcher. Any other pattern is refused here, with its JSON Pointer
+        and the reason. The input schema runs on model input; the output schema on the handler's
+        output, which echoes model text often enough (a search result, a note written back), and is
+        checked on the thread the caller waits for, so both get the same guarantee. Every regex a
+        validator runs is in `Validator.patterns` (`pattern`, `patternProperties`, `propertyNames`,
+        in `$ref`'d and `$defs` subschemas alike); the `format` checkers are linear by construction."""
+        for finding in validator.patterns:
             if not finding.safety.safe:
                 raise ValueError(
-                    f"ToolSpec.input_schema of {self.name!r} has a pattern a model could make slow, at "
-                    f"{finding.pointer}: {finding.safety.reason}; rewrite it (anchor it with ^, make each "
-                    f"repetition unambiguous, drop the lookaround or backreference)"
+                    f"ToolSpec.{field_name} of {self.name!r} has a pattern a model could make slow"
+                    f"{_SLOW_THROUGH[field_name]}, at {finding.pointer}: {finding.safety.reason}; rewrite it (anchor it with ^, make "
+                    f"each repetition unambiguous, drop the lookaround or backreference)"
                 )
 
     def _lint(self) -> tuple[str, ...]:
         """`warnings`: what the lint engine's spec rules find in this one spec (AL401 a write without an
         idempotency key, AL402 a destructive tool that never asks for approval, AL310 an input pattern a
-        backtracking engine can make slow, AL308 an output pattern with no linear-time guarantee).
+        backtracking engine can make slow).
         `agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field."""
         from .lint.engine import spec_warnings  # the lint rules import this module: import on use
 

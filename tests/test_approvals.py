@@ -1,5 +1,5 @@
-"""Approvals are bound to one exact call: tool, argument fingerprint, tenant; they expire; they never
-replace a permission."""
+"""Approvals are bound to one exact call by one actor: tool, argument fingerprint, the actor's id and
+tenant; they expire; they never replace a permission."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from agent_lab.calls import ToolCall
 from agent_lab.context import CallContext
 from agent_lab.errors import NextAction, Outcome
-from agent_lab.policy import Approval
+from agent_lab.policy import Actor, Approval
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -109,6 +109,30 @@ class ApprovalTest(unittest.TestCase):
         result = self.registry.invoke(followup_call(), actor=WRITER, approval=approval)
         self.assertEqual(result.error.code, "approval_mismatch")
 
+    def test_an_approval_for_another_actor_of_the_same_tenant_is_a_mismatch(self) -> None:
+        # Issue 20, item 10: agent-1's approval was used by agent-2-untrusted of the same tenant.
+        agent_1 = Actor(id="agent-1", tenant="acme", permissions=WRITER.permissions)
+        agent_2 = Actor(id="agent-2-untrusted", tenant="acme", permissions=WRITER.permissions)
+        approval = self.approve(followup_call(), actor=agent_1)
+        self.assertEqual((approval.actor_id, approval.tenant), ("agent-1", "acme"))
+        result = self.registry.invoke(followup_call(), actor=agent_2, approval=approval)
+        self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(result.error.next_action, NextAction.REQUEST_APPROVAL)
+        self.assertEqual(self.effects.effects, [])
+        self.assertTrue(self.registry.invoke(followup_call(), actor=agent_1, approval=approval).ok)
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_an_approval_whose_actor_field_compares_equal_to_anything_names_no_other_actor(self) -> None:
+        approval = self.approve(followup_call())
+        intruder = Actor(id="agent-2-untrusted", tenant="acme", permissions=WRITER.permissions)
+        for forged in (dataclasses.replace(approval, actor_id=EqualsAnything("u-writer")), approval):
+            if forged is approval:
+                object.__setattr__(approval, "actor_id", EqualsAnything("u-writer"))
+            with self.subTest(changed_after_it_was_built=forged is approval):
+                result = self.registry.invoke(followup_call(), actor=intruder, approval=forged)
+                self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertEqual(self.effects.effects, [])
+
     def test_something_that_is_not_an_approval_is_a_mismatch(self) -> None:
         for fake in (True, "approved", {"approval_id": "apr_1"}):
             with self.subTest(fake=fake):
@@ -171,7 +195,7 @@ class ApprovalTest(unittest.TestCase):
             fingerprint = property(lambda self: EqualsAnything("x"), lambda self, value: None)  # type: ignore[assignment]
 
         forged = Forged(approval_id="apr_forged", tool="record_ticket_followup", fingerprint="nothing",
-                        tenant="acme", approver="nobody", expires_at=NOW + 60)
+                        tenant="acme", actor_id="u-writer", approver="nobody", expires_at=NOW + 60)
         result = self.registry.invoke(followup_call(note="Refund 10000 EUR."), actor=WRITER, approval=forged)
         self.assertEqual((result.error.code, result.outcome), ("approval_mismatch", Outcome.REJECTED))
         self.assertEqual(self.effects.effects, [])
@@ -205,7 +229,7 @@ class ApprovalTest(unittest.TestCase):
         for expires_at in (float("nan"), float("inf"), "2030-01-01", None, True):
             with self.subTest(expires_at=expires_at), self.assertRaisesRegex(ValueError, "expires_at"):
                 dataclasses.replace(approval, expires_at=expires_at)
-        for name in ("approval_id", "tool", "fingerprint", "tenant", "approver"):
+        for name in ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver"):
             for value in (None, 7, b"acme", AlwaysEqual()):
                 with self.subTest(field=name, value=value), self.assertRaisesRegex(TypeError, name):
                     dataclasses.replace(approval, **{name: value})
@@ -214,6 +238,20 @@ class ApprovalTest(unittest.TestCase):
         for ttl in (0, -5, True, "60", float("nan"), float("inf")):
             with self.subTest(ttl=ttl), self.assertRaisesRegex(ValueError, "ttl_s must be a positive number"):
                 Approval.for_call(followup_call(), actor=WRITER, approver="m", registry=self.registry, ttl_s=ttl)
+
+
+class SingleUseApprovalOfAnotherActorTest(unittest.TestCase):
+    def test_another_actor_presenting_a_single_use_approval_neither_runs_nor_spends_it(self) -> None:
+        effects = EffectLog()
+        registry = Registry()
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(approval="always", single_use_approval=True), effects.record_followup)
+        intruder = Actor(id="agent-2-untrusted", tenant=WRITER.tenant, permissions=WRITER.permissions)
+        approval = registry.approval_for(followup_call(), actor=WRITER, approver="manager-7")
+        refused = registry.invoke(followup_call(), actor=intruder, approval=approval)
+        self.assertEqual((refused.error.code, refused.outcome), ("approval_mismatch", Outcome.REJECTED))
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER, approval=approval).ok)  # still unspent
+        self.assertEqual(len(effects.effects), 1)
 
 
 class ApprovalPolicyTest(unittest.TestCase):

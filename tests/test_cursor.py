@@ -1,13 +1,21 @@
-"""CursorCodec: a cursor reads back only for the query and secret it was issued under."""
+"""CursorCodec: a cursor reads back only for the query, secret, tool and actor it was issued under, and
+only for its lifetime."""
 
 import base64
 import unittest
 
-from agent_lab.cursor import CURSOR_VERSION, MIN_SECRET_BYTES, CursorCodec, _POSITION
+from agent_lab.cursor import CURSOR_VERSION, DEFAULT_CURSOR_LIFETIME_S, MIN_SECRET_BYTES, CursorCodec, _POSITION
 from agent_lab.errors import Outcome, ToolFailure
 
 SECRET = b"k" * 32
 QUERY = {"status": "open", "tenant_view": ["a", "b"], "limit": 10}
+QUERY_BYTES = b'{"limit":10,"status":"open","tenant_view":["a","b"]}'
+NOW = 1_767_225_600.0
+ISSUED = int(NOW).to_bytes(5, "big")
+
+
+def token_of(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def flip_character(token, index):
@@ -18,7 +26,8 @@ def flip_character(token, index):
 
 class CursorCodecTest(unittest.TestCase):
     def setUp(self):
-        self.codec = CursorCodec(SECRET)
+        self.now = NOW
+        self.codec = CursorCodec(SECRET, clock=lambda: self.now)
 
     def assertInvalidCursor(self, token, query=QUERY, codec=None):
         with self.assertRaises(ToolFailure) as caught:
@@ -34,7 +43,7 @@ class CursorCodecTest(unittest.TestCase):
 
     def test_cursor_is_short_and_url_safe(self):
         token = self.codec.issue(123456, QUERY)
-        self.assertLessEqual(len(token), 40)
+        self.assertEqual(len(token), 40)
         self.assertRegex(token, r"\A[A-Za-z0-9_-]+\Z")
 
     def test_query_key_order_does_not_matter(self):
@@ -69,13 +78,18 @@ class CursorCodecTest(unittest.TestCase):
 
     def test_position_changed_with_a_stale_tag_is_invalid(self):
         raw = bytearray(base64.urlsafe_b64decode(self.codec.issue(40, QUERY) + "=="))
-        raw[1 : 1 + _POSITION.size] = _POSITION.pack(4000)
-        self.assertInvalidCursor(base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode())
+        raw[6 : 6 + _POSITION.size] = _POSITION.pack(4000)
+        self.assertInvalidCursor(token_of(bytes(raw)))
+
+    def test_issue_time_changed_with_a_stale_tag_is_invalid(self):
+        raw = bytearray(base64.urlsafe_b64decode(self.codec.issue(40, QUERY) + "=="))
+        raw[1:6] = (int(NOW) + 10**6).to_bytes(5, "big")  # an attempt to make an old cursor young again
+        self.assertInvalidCursor(token_of(bytes(raw)))
 
     def test_malformed_tokens_are_invalid_not_crashes(self):
         token = self.codec.issue(40, QUERY)
-        for bad in ("", "abc", token[:-1], token + "A", token + "==", token.replace(token[5], "+"), "!" * 34,
-                    " " + token[1:], token[:10] + "\n" + token[11:], "é" * 34):
+        for bad in ("", "abc", token[:-1], token + "A", token + "==", token.replace(token[5], "+"), "!" * 40,
+                    " " + token[1:], token[:10] + "\n" + token[11:], "é" * 40):
             with self.subTest(bad=bad):
                 self.assertInvalidCursor(bad)
 
@@ -86,24 +100,26 @@ class CursorCodecTest(unittest.TestCase):
                 self.assertInvalidCursor(bad)
 
     def test_other_version_byte_is_invalid_even_with_a_valid_tag(self):
-        head = bytes([CURSOR_VERSION + 1]) + _POSITION.pack(5)
-        raw = head + self.codec._tag(head, b'{"limit":10,"status":"open","tenant_view":["a","b"]}')
-        self.assertInvalidCursor(base64.urlsafe_b64encode(raw).rstrip(b"=").decode())
+        head = bytes([CURSOR_VERSION + 1]) + ISSUED + _POSITION.pack(5)
+        self.assertInvalidCursor(token_of(head + self.codec._tag(head, QUERY_BYTES)))
+
+    def test_a_version_1_cursor_is_no_longer_read(self):
+        # Version 1 had no issue time and bound only the tenant: such a cursor never expired.
+        head = bytes([1]) + _POSITION.pack(5)
+        self.assertInvalidCursor(token_of(head + self.codec._tag(head, QUERY_BYTES) + bytes(5)))
+        self.assertInvalidCursor(token_of(head + self.codec._tag(head, QUERY_BYTES)))
 
     def test_negative_position_is_invalid_even_with_a_valid_tag(self):
-        head = bytes([CURSOR_VERSION]) + _POSITION.pack(-1)
-        raw = head + self.codec._tag(head, b'{"limit":10,"status":"open","tenant_view":["a","b"]}')
-        token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-        self.assertInvalidCursor(token)
+        head = bytes([CURSOR_VERSION]) + ISSUED + _POSITION.pack(-1)
+        self.assertInvalidCursor(token_of(head + self.codec._tag(head, QUERY_BYTES)))
         # The same construction with position 5 does verify, so the refusal above is about the sign.
-        head = bytes([CURSOR_VERSION]) + _POSITION.pack(5)
-        raw = head + self.codec._tag(head, b'{"limit":10,"status":"open","tenant_view":["a","b"]}')
-        self.assertEqual(self.codec.read(base64.urlsafe_b64encode(raw).rstrip(b"=").decode(), QUERY), 5)
+        head = bytes([CURSOR_VERSION]) + ISSUED + _POSITION.pack(5)
+        self.assertEqual(self.codec.read(token_of(head + self.codec._tag(head, QUERY_BYTES)), QUERY), 5)
 
     def test_invalid_cursor_is_a_safe_model_facing_error(self):
-        failure = self.assertInvalidCursor("A" * 34)
+        failure = self.assertInvalidCursor("A" * 40)
         self.assertEqual(failure.error.next_action.value, "fix_arguments")
-        self.assertNotIn("A" * 34, failure.error.message)
+        self.assertNotIn("A" * 40, failure.error.message)
         from agent_lab.errors import CATALOGUE
 
         self.assertIs(CATALOGUE["invalid_cursor"].outcome, Outcome.FAILED)
@@ -140,19 +156,90 @@ class CursorCodecTest(unittest.TestCase):
                 self.codec.issue(1, bad)  # type: ignore[arg-type]
 
 
-if __name__ == "__main__":
-    unittest.main()
+class CursorLifetimeTest(unittest.TestCase):
+    """Issue 20, item 11: a cursor issued a year ago still read back. It now lives `lifetime_s` by the
+    codec's clock (the registry's `clock`), and an expired one says so, so the model starts over."""
+
+    def setUp(self):
+        self.now = NOW
+        self.codec = CursorCodec(SECRET, lifetime_s=600, clock=lambda: self.now)
+
+    def test_a_cursor_reads_back_within_its_lifetime_and_expires_after_it(self):
+        token = self.codec.issue(30, QUERY)
+        self.now += 599
+        self.assertEqual(self.codec.read(token, QUERY), 30)
+        self.now += 1
+        with self.assertRaises(ToolFailure) as expired:
+            self.codec.read(token, QUERY)
+        error = expired.exception.error
+        self.assertEqual((error.code, error.category.value, error.next_action.value, error.retryable),
+                         ("invalid_cursor", "validation", "fix_arguments", False))
+        self.assertIn("has expired (cursors are valid for 10 minutes); call again without a cursor", error.message)
+        self.assertEqual(dict(error.details), {"cursor": "expired", "cursor_lifetime_s": 600.0})
+        self.assertNotIn(token, error.message)
+
+    def test_the_default_lifetime_is_an_hour(self):
+        self.assertEqual(DEFAULT_CURSOR_LIFETIME_S, 3600.0)
+        codec = CursorCodec(SECRET, clock=lambda: self.now)
+        token = codec.issue(1, QUERY)
+        self.now += 3599
+        self.assertEqual(codec.read(token, QUERY), 1)
+        self.now += 1
+        self.assertRaises(ToolFailure, codec.read, token, QUERY)
+
+    def test_only_a_genuine_cursor_is_told_it_expired(self):
+        token = self.codec.issue(30, QUERY)
+        self.now += 10**6
+        for forged, query in ((flip_character(token, 30), QUERY), (token, {**QUERY, "limit": 5})):
+            with self.subTest(query=query), self.assertRaises(ToolFailure) as refused:
+                self.codec.read(forged, query)
+            self.assertNotIn("expired", refused.exception.error.message)
+            self.assertEqual(dict(refused.exception.error.details), {})
+
+    def test_a_cursor_issued_further_ahead_than_any_cursor_lives_is_invalid(self):
+        self.now += 10**6
+        token = self.codec.issue(30, QUERY)
+        self.now -= 10**6  # this reader's clock is far behind: no skew explains that
+        self.assertRaises(ToolFailure, self.codec.read, token, QUERY)
+        self.now += 10**6 - 60  # a minute of skew is fine
+        self.assertEqual(self.codec.read(token, QUERY), 30)
+
+    def test_a_clock_that_reads_no_time_issues_nothing_and_reads_every_cursor_as_expired(self):
+        token = self.codec.issue(30, QUERY)
+        for reading in (float("nan"), float("inf"), None, "now", True, 10**400, -5.0, RuntimeError("ntp")):
+            with self.subTest(reading=reading):
+                def clock(reading=reading):
+                    if isinstance(reading, BaseException):
+                        raise reading
+                    return reading
+
+                codec = CursorCodec(SECRET, lifetime_s=600, clock=clock)
+                with self.assertRaises(ValueError):
+                    codec.issue(1, QUERY)
+                if reading != -5.0:
+                    with self.assertRaises(ToolFailure) as refused:
+                        codec.read(token, QUERY)
+                    self.assertIn("expired", refused.exception.error.message)
+
+    def test_a_lifetime_must_be_a_finite_number_of_seconds(self):
+        for bad in (0, 0.5, -1, float("nan"), float("inf"), True, "60"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                CursorCodec(SECRET, lifetime_s=bad)  # type: ignore[arg-type]
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                __import__("agent_lab").Registry(cursor_lifetime_s=bad)
 
 
-class CursorsBoundToToolAndTenantTest(unittest.TestCase):
-    """The codec a handler gets as ctx.cursors: a cursor crosses neither tools nor tenants, whatever
-    query a handler passes (a handler that leaves the tenant out of its query stays safe)."""
+class CursorsBoundToToolAndActorTest(unittest.TestCase):
+    """The codec a handler gets as ctx.cursors: a cursor crosses neither tools nor actors (of the same
+    tenant or another), whatever query a handler passes (a handler that leaves the tenant or the actor
+    out of its query stays safe), and it lives the registry's `cursor_lifetime_s` by its `clock`."""
 
     def setUp(self):
         from agent_lab import Actor, Registry, ToolCall, ToolSpec
 
         self.Actor, self.ToolCall = Actor, ToolCall
-        self.registry = Registry(cursor_secret=SECRET)
+        self.now = NOW
+        self.registry = Registry(cursor_secret=SECRET, clock=lambda: self.now)
         self.addCleanup(self.registry.close)
         schema = {"type": "object", "properties": {"cursor": {"type": "string"}}, "additionalProperties": False}
 
@@ -163,24 +250,58 @@ class CursorsBoundToToolAndTenantTest(unittest.TestCase):
         for name in ("list_a", "list_b"):
             self.registry.register(ToolSpec(name=name, description="Pages.", input_schema=schema), pages)
 
-    def call(self, tool, tenant, cursor=None):
+    def call(self, tool, tenant, cursor=None, actor_id="agent-1"):
         arguments = {} if cursor is None else {"cursor": cursor}
-        return self.registry.invoke(self.ToolCall(tool, arguments), actor=self.Actor(id="u", tenant=tenant))
+        return self.registry.invoke(self.ToolCall(tool, arguments), actor=self.Actor(id=actor_id, tenant=tenant))
 
-    def test_a_cursor_reads_back_on_the_tool_and_tenant_it_was_issued_to(self):
+    def test_a_cursor_reads_back_on_the_tool_and_actor_it_was_issued_to(self):
         cursor = self.call("list_a", "acme").output["next_cursor"]
         self.assertEqual(self.call("list_a", "acme", cursor).output["start"], 10)
 
-    def test_a_cursor_of_another_tool_or_tenant_is_invalid(self):
+    def test_a_cursor_of_another_tool_tenant_or_actor_is_invalid(self):
         cursor = self.call("list_a", "acme").output["next_cursor"]
-        for tool, tenant in (("list_b", "acme"), ("list_a", "globex"), ("list_b", "globex")):
-            with self.subTest(tool=tool, tenant=tenant):
-                refused = self.call(tool, tenant, cursor)
+        for tool, tenant, actor_id in (("list_b", "acme", "agent-1"), ("list_a", "globex", "agent-1"),
+                                       ("list_b", "globex", "agent-1"), ("list_a", "acme", "agent-2")):
+            with self.subTest(tool=tool, tenant=tenant, actor=actor_id):
+                refused = self.call(tool, tenant, cursor, actor_id)
                 self.assertEqual((refused.error.code, refused.outcome), ("invalid_cursor", Outcome.FAILED))
+
+    def test_the_issue_reproducer_agent_2_a_year_later_is_refused_and_so_is_agent_1(self):
+        # Issue 20, item 11: a cursor from agent-1 was accepted for agent-2 a year later.
+        cursor = self.call("list_a", "acme").output["next_cursor"]
+        self.now += 365 * 86400
+        for actor_id in ("agent-2", "agent-1"):
+            with self.subTest(actor=actor_id):
+                refused = self.call("list_a", "acme", cursor, actor_id)
+                self.assertEqual((refused.error.code, refused.outcome), ("invalid_cursor", Outcome.FAILED))
+        self.assertIn("expired", self.call("list_a", "acme", cursor, "agent-1").error.message)
+        self.assertNotIn("expired", self.call("list_a", "acme", cursor, "agent-2").error.message)
+
+    def test_the_registry_lifetime_and_clock_govern_ctx_cursors(self):
+        from agent_lab import Registry
+
+        registry = Registry(cursor_secret=SECRET, cursor_lifetime_s=60, clock=lambda: self.now)
+        self.addCleanup(registry.close)
+        self.assertEqual(registry.cursors.lifetime_s, 60.0)
+        for name in ("list_a",):
+            registry.register(self.registry.spec(name), self.registry.handler(name))
+        actor = self.Actor(id="agent-1", tenant="acme")
+        cursor = registry.invoke(self.ToolCall("list_a", {}), actor=actor).output["next_cursor"]
+        self.now += 59
+        self.assertTrue(registry.invoke(self.ToolCall("list_a", {"cursor": cursor}), actor=actor).ok)
+        self.now += 1
+        expired = registry.invoke(self.ToolCall("list_a", {"cursor": cursor}), actor=actor)
+        self.assertEqual((expired.error.code, expired.outcome), ("invalid_cursor", Outcome.FAILED))
+        self.assertIn("cursors are valid for 1 minute", expired.error.message)
 
     def test_a_bound_cursor_is_not_an_unbound_one_and_scopes_cannot_be_spliced(self):
         codec = CursorCodec(SECRET)
-        self.assertRaises(ToolFailure, codec.read, codec.bound("t", "acme").issue(5, {}), {})
-        self.assertRaises(ToolFailure, codec.bound("t", "acme").read, codec.issue(5, {}), {})
-        self.assertRaises(ToolFailure, codec.bound("t", "a,cme").read, codec.bound("t,a", "cme").issue(5, {}), {})
-        self.assertEqual(codec.bound("t", "acme").read(codec.bound("t", "acme").issue(5, {}), {}), 5)
+        self.assertRaises(ToolFailure, codec.read, codec.bound("t", "acme", "u").issue(5, {}), {})
+        self.assertRaises(ToolFailure, codec.bound("t", "acme", "u").read, codec.issue(5, {}), {})
+        self.assertRaises(ToolFailure, codec.bound("t", "a,cme", "u").read, codec.bound("t,a", "cme", "u").issue(5, {}), {})
+        self.assertRaises(ToolFailure, codec.bound("t", "acme", "u,v").read, codec.bound("t", "acme,u", "v").issue(5, {}), {})
+        self.assertEqual(codec.bound("t", "acme", "u").read(codec.bound("t", "acme", "u").issue(5, {}), {}), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -60,41 +60,47 @@ class RulesTableIsDocumentedTest(unittest.TestCase):
 
 
 class RetiredRulesTest(unittest.TestCase):
-    """AL406 (conditional approval without a condition) could never fire: ToolSpec refuses such a spec."""
+    """AL406 (conditional approval without a condition) and AL308 (an output pattern with no linear-time
+    guarantee) could never fire: ToolSpec refuses such a spec."""
 
     def test_a_retired_id_is_no_rule_and_is_never_reused(self) -> None:
-        self.assertIn("AL406", RETIRED_RULES)
-        self.assertNotIn("AL406", RULES_BY_ID)
+        for rule_id in ("AL406", "AL308"):
+            self.assertIn(rule_id, RETIRED_RULES)
+            self.assertNotIn(rule_id, RULES_BY_ID)
         self.assertFalse(set(RETIRED_RULES) & {rule.id for rule in RULES})
 
     def test_the_spec_refuses_what_the_retired_rule_looked_for(self) -> None:
         with self.assertRaises(ValueError) as refused:
             spec(effect="write", approval="conditional")
         self.assertIn("needs approval_condition", str(refused.exception))
+        with self.assertRaises(ValueError) as refused:
+            with_output_pattern("^([a-z]+)-\\1$")
+        self.assertIn("at /properties/status/pattern", str(refused.exception))
 
     def test_configuring_a_retired_rule_says_it_is_retired(self) -> None:
-        for table in ({"select": ["AL406"]}, {"ignore": ["AL406"]}, {"severity": {"AL406": "warning"}}):
-            with self.subTest(table=table), self.assertRaises(LintConfigError) as refused:
-                LintConfig.from_mapping(table)
-            self.assertIn("AL406 is retired", str(refused.exception))
+        for rule_id in ("AL406", "AL308"):
+            for table in ({"select": [rule_id]}, {"ignore": [rule_id]}, {"severity": {rule_id: "warning"}}):
+                with self.subTest(table=table), self.assertRaises(LintConfigError) as refused:
+                    LintConfig.from_mapping(table)
+                self.assertIn(f"{rule_id} is retired", str(refused.exception))
 
 
 class PatternRulesTest(unittest.TestCase):
-    """AL308, AL310 and AL311 read the regex-safety verdicts the spec's validators made (one analysis)."""
+    """AL310 and AL311 read the regex-safety verdicts the spec's validators made (one analysis)."""
 
-    def findings(self, specs, rule_ids=("AL308", "AL310", "AL311")):
+    def findings(self, specs, rule_ids=("AL310", "AL311")):
         return [finding for finding in lint_catalog(specs) if finding.rule in rule_ids]
 
-    def test_an_unsafe_input_pattern_never_reaches_the_linter_the_spec_refuses_it(self) -> None:
-        with self.assertRaises(ValueError) as refused:
-            with_pattern("^([a-z]+)-\\1$")
-        self.assertIn("a model could make slow", str(refused.exception))
+    def test_an_unsafe_pattern_never_reaches_the_linter_the_spec_refuses_it_in_either_schema(self) -> None:
+        for build in (with_pattern, with_output_pattern):
+            with self.subTest(schema=build.__name__), self.assertRaises(ValueError) as refused:
+                build("^([a-z]+)-\\1$")
+            self.assertIn("a model could make slow", str(refused.exception))
+            self.assertIn("backreference", str(refused.exception))
 
-    def test_an_unsafe_output_pattern_is_an_error_at_its_pointer(self) -> None:
-        [finding] = self.findings([with_output_pattern("^([a-z]+)-\\1$")])
-        self.assertEqual((finding.rule, finding.severity), ("AL308", Severity.ERROR))
-        self.assertEqual(finding.pointer, "/output_schema/properties/status/pattern")
-        self.assertIn("backreference", finding.message)
+    def test_a_safe_output_pattern_gets_no_pattern_rule(self) -> None:
+        tool = with_output_pattern("^(a+)+$")  # runs on the linear-time matcher
+        self.assertEqual(self.findings([tool]), [])
 
     def test_each_pattern_gets_the_rule_of_its_verdict(self) -> None:
         # (pattern, engine the analysis picks, the rule that fires or None)

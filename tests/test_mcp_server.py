@@ -737,10 +737,12 @@ class CancellationTest(ServerTestCase):
 
 class ApprovalSourceTest(ServerTestCase):
     def setUp(self) -> None:
+        self.approved_actor: Actor | None = None  # None: the actor the server serves
+
         def approve_deletes(call: ToolCall, actor: Actor) -> Approval | None:
             if call.name != "notes.delete":
                 return None
-            return self.registry.approval_for(call, actor=actor, approver="reviewer")
+            return self.registry.approval_for(call, actor=self.approved_actor or actor, approver="reviewer")
 
         self.serve_options = {"approvals": approve_deletes}
         super().setUp()
@@ -752,6 +754,15 @@ class ApprovalSourceTest(ServerTestCase):
         )["result"]
         self.assertFalse(result["isError"])
         self.assertEqual(result["structuredContent"], {"deleted": "n1"})
+
+    def test_an_approval_the_source_made_for_another_actor_of_the_tenant_does_not_let_the_write_run(self) -> None:
+        # Issue 20, item 10: an approval is bound to its actor, not only to the tenant.
+        self.approved_actor = Actor(id="agent-2", tenant=ACTOR.tenant, permissions=ACTOR.permissions)
+        result = self.pipe.request(
+            "tools/call", {"name": "notes.delete", "arguments": {"id": "n1", "action_id": "a-2"}}
+        )["result"]
+        self.assertTrue(result["isError"])
+        self.assertEqual(error_of(result)["code"], "approval_mismatch")
 
 
 class ApprovalSourceVisibilityTest(unittest.TestCase):

@@ -124,11 +124,41 @@ class ToolBoundaryTest(unittest.TestCase):
                 self.assertIn(phrase, message)
                 self.assertIn("a model could make slow", message)
 
-    def test_patterns_in_the_output_schema_are_warned_about_not_refused(self) -> None:
+    def test_the_output_schema_gets_the_same_guarantee_as_the_input_schema(self) -> None:
+        # Issue 20, item 7: a handler's output echoes model text, and re holds the interpreter lock while
+        # it backtracks, so an unsafe output pattern held a 100 ms call for seconds. Refused when built,
+        # wherever the regex sits, exactly as in an input schema.
+        cases = [
+            ({"properties": {"n": {"type": "string", "pattern": "^(a+)+\\1b$"}}}, "/properties/n/pattern",
+             "backreference"),
+            ({"properties": {"n": {"pattern": "(?=a+)b"}}}, "/properties/n/pattern", "lookaround"),
+            ({"patternProperties": {"^(\\w+)\\1$": {}}}, "/patternProperties/^(\\w+)\\1$", "backreference"),
+            ({"propertyNames": {"pattern": "(?<=a)b+c"}}, "/propertyNames/pattern", "not anchored"),
+            ({"$defs": {"w": {"pattern": "[ab]*a[ab]{16}c"}}, "properties": {"w": {"$ref": "#/$defs/w"}}},
+             "/$defs/w/pattern", "2000 states"),
+            ({"properties": {"l": {"type": "array", "items": {"properties": {"e": {"pattern": "(.+)\\1"}}}}}},
+             "/properties/l/items/properties/e/pattern", "backreference"),
+        ]
+        for schema, pointer, phrase in cases:
+            with self.subTest(pointer=pointer):
+                with self.assertRaises(ValueError) as refused:
+                    ToolSpec(name="t", description="d", input_schema={"type": "object"},
+                             output_schema={"type": "object", **schema})
+                message = str(refused.exception)
+                self.assertIn("ToolSpec.output_schema of 't'", message)
+                self.assertIn(f"at {pointer}:", message)
+                self.assertIn(phrase, message)
+
+    def test_an_output_pattern_with_nested_quantifiers_runs_on_the_linear_matcher(self) -> None:
         spec = ToolSpec(name="t", description="d", input_schema={"type": "object"},
-                        output_schema={"type": "object", "properties": {"n": {"pattern": "(?=a+)b"}}})
-        [warning] = spec.warnings
-        self.assertIn("output_schema pattern at /properties/n/pattern", warning)
+                        output_schema={"type": "object", "properties": {"echo": {"type": "string",
+                                                                                "pattern": "^(a+)+b$"}}})
+        [finding] = spec.output_validator.patterns
+        self.assertIs(finding.safety.engine, PatternEngine.LINEAR)
+        with Registry() as registry:
+            registry.register(spec, lambda arguments: {"echo": "a" * 4096})
+            result = registry.invoke(ToolCall("t", {}), actor=Actor(id="a", tenant="t"))
+        self.assertEqual((result.error.code, result.outcome.value), ("invalid_tool_output", "failed"))
 
     def test_the_issue_reproducer_answers_without_backtracking(self) -> None:
         # Issue 8: "^(a+)+$" took 28 s at 29 characters on the caller's thread.

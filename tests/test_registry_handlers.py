@@ -75,16 +75,16 @@ class HandlerSignatureTest(unittest.TestCase):
         self.assertEqual(self.output_of(coroutine_handler), "c-1")
         self.assertEqual(self.output_of(AsyncTool()), "async object")
 
-    def test_the_context_carries_the_registry_cursor_codec_bound_to_the_tool_and_tenant(self) -> None:
+    def test_the_context_carries_the_registry_cursor_codec_bound_to_the_tool_and_actor(self) -> None:
         registry = Registry(cursor_secret=b"k" * 32)
         self.addCleanup(registry.close)
         registry.register(spec("page"), lambda arguments, ctx: ctx.cursors.issue(20, {"q": "a"}))
         token = registry.invoke(ToolCall("page", {}), actor=READER).output
         other = Registry(cursor_secret=b"k" * 32)  # the same secret: another process of the same service
         self.addCleanup(other.close)
-        self.assertEqual(other.cursors.bound("page", READER.tenant).read(token, {"q": "a"}), 20)
+        self.assertEqual(other.cursors.bound("page", READER.tenant, READER.id).read(token, {"q": "a"}), 20)
         with self.assertRaises(ToolFailure):
-            other.cursors.read(token, {"q": "a"})  # not unbound, nor for another tool or tenant
+            other.cursors.read(token, {"q": "a"})  # not unbound, nor for another tool or actor
 
     def test_a_handler_that_takes_no_arguments_is_refused_at_registration(self) -> None:
         with self.assertRaisesRegex(TypeError, "first positional parameter"):

@@ -461,6 +461,45 @@ class UniqueItemsTest(unittest.TestCase):
         self.assertFalse(validator.is_valid(items + [items[len(items) // 2]]))
 
 
+class RefusalCostTest(unittest.TestCase):
+    """The registry asks `is_valid` first (what a valid value costs) and `errors` only for a value it
+    refused, telling it so (`known_invalid=True`): a refusal costs what `errors` alone costs, and the
+    whole value is not checked a second time before its violations are collected."""
+
+    def test_a_refused_argument_or_output_is_checked_no_more_often_than_errors_alone_checks_it(self) -> None:
+        checked: list = []
+
+        def counted(value: str) -> bool:
+            checked.append(value)
+            return value != "bad"
+
+        property_schema = {"type": "string", "format": "counted", "$comment": "RefusalCostTest"}
+        with mock.patch.object(formats, "FORMAT_CHECKERS", {"counted": counted}):
+            spec = ToolSpec(name="t", description="d",
+                            input_schema={"type": "object", "properties": {"p": property_schema}},
+                            output_schema={"type": "object", "properties": {"q": property_schema}})
+        with Registry() as registry:
+            registry.register(spec, lambda arguments: {"q": "bad"})
+            for case, arguments, validator, instance, code in (
+                    ("argument", {"p": "bad"}, spec.input_validator, {"p": "bad"}, "invalid_arguments"),
+                    ("output", {"p": "good"}, spec.output_validator, {"q": "bad"}, "invalid_tool_output")):
+                with self.subTest(case=case):
+                    checked.clear()
+                    refused = registry.invoke(ToolCall("t", arguments), actor=ACTOR)
+                    self.assertEqual(refused.error.code, code)
+                    in_invoke = checked.count("bad")
+                    checked.clear()
+                    alone = validator.errors(instance)
+                    self.assertEqual(in_invoke, checked.count("bad"))
+                    self.assertEqual(validator.errors(instance, known_invalid=True), alone)
+
+    def test_known_invalid_on_a_valid_value_still_answers_a_violation_never_none(self) -> None:
+        validator = Validator({"type": "string"})
+        self.assertEqual(validator.errors("fine"), [])
+        [violation] = validator.errors("fine", known_invalid=True)
+        self.assertEqual(violation.keyword, "schema")
+
+
 class RecursionBenchTest(unittest.TestCase):
     """`python run_lab.py bench --only recursion` measures the reported reproducer (figures printed only)."""
 

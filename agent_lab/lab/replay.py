@@ -223,7 +223,7 @@ class _Session:
             return None
         options: Mapping[str, Any] = request if isinstance(request, dict) else {}
         approved_call = ToolCall(options.get("tool", call.name), options.get("arguments", call.arguments))
-        approved_actor = Actor(id=self.actor.id, tenant=options.get("tenant", self.actor.tenant),
+        approved_actor = Actor(id=options.get("actor", self.actor.id), tenant=options.get("tenant", self.actor.tenant),
                                permissions=self.actor.permissions)
         approval = Approval.for_call(
             approved_call,

@@ -104,13 +104,6 @@ RULES: tuple[Rule, ...] = (
          "Without strict mode the host does not constrain the model's arguments to the schema.",
          "oneOf, patternProperties, a free-form object", W, T, schemas.check_strict_convertible,
          per_host=True, hosts=OPENAI_HOSTS),
-    Rule("AL308", "unsafe-pattern",
-         "A pattern has no linear-time guarantee: the regex-safety analysis (`agent_lab.schema.analyze_pattern`) "
-         "proves it safe neither for Python's re nor for the linear-time matcher. ToolSpec refuses such a pattern "
-         "in an input schema, so on a ToolSpec this fires for the output schema.",
-         "The output schema checks the handler's output, which may echo model text: a crafted string can hold "
-         "the validating thread for seconds (ReDoS).",
-         "output \"pattern\": \"(?=a+)b\" (a lookaround over a repetition)", E, T, schemas.check_unsafe_patterns),
     Rule("AL309", "format-not-asserted",
          "An input property declares a format that is not checked at run time: the spec sets "
          "format_assertion=False, or agent-lab has no checker for that format (formats it does not know are "
@@ -181,6 +174,8 @@ RULES: tuple[Rule, ...] = (
 RULES_BY_ID: Mapping[str, Rule] = {rule.id: rule for rule in RULES}
 
 RETIRED_RULES: Mapping[str, str] = MappingProxyType({
+    "AL308": "unsafe-pattern: ToolSpec refuses a pattern with no linear-time guarantee in the output schema "
+             "too when it is built, as it always did in the input schema, so no spec can have one",
     "AL406": "conditional-approval-without-condition: ToolSpec refuses approval='conditional' without an "
              "approval_condition when it is built, so no spec can have it and the rule could never fire",
 })

@@ -21,7 +21,6 @@ __all__ = [
     "check_schema_depth",
     "check_strict_convertible",
     "check_undescribed_properties",
-    "check_unsafe_patterns",
     "check_untyped_properties",
 ]
 
@@ -132,26 +131,17 @@ def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]
                   f"/input_schema{error.path}")
 
 
-def _pattern_findings(spec: Any, *, output: bool = True) -> Iterator[tuple[str, Any]]:
-    """("/input_schema" or "/output_schema", PatternFinding) for every regex of the spec's schemas, with
-    the verdict of the regex-safety analysis its validators made when they were compiled
-    (`Validator.patterns`: the same verdicts that choose each pattern's engine at run time)."""
-    for root, validator in (("/input_schema", spec.input_validator),
-                            ("/output_schema", spec.output_validator if output else None)):
-        for finding in validator.patterns if validator is not None else ():
-            yield root, finding
-
-
-def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _pattern_findings(spec):
-        if not finding.safety.safe:
-            runs_on = "the handler's output, which may echo model text" if root == "/output_schema" else "model input"
-            yield Hit(f"{root[1:]} pattern at {finding.pointer} has no linear-time guarantee "
-                      f"({finding.safety.reason}): it runs on {runs_on}", f"{root}{finding.pointer}")
+def _input_pattern_findings(spec: Any) -> Iterator[tuple[str, Any]]:
+    """("/input_schema", PatternFinding) for every regex of the spec's input schema, with the verdict of
+    the regex-safety analysis its validator made when it was compiled (`Validator.patterns`: the same
+    verdicts that choose each pattern's engine at run time). ToolSpec refuses a pattern with no
+    linear-time guarantee in either schema when it is built (AL308 is retired), so every one here is safe."""
+    for finding in spec.input_validator.patterns:
+        yield "/input_schema", finding
 
 
 def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _pattern_findings(spec, output=False):
+    for root, finding in _input_pattern_findings(spec):
         if finding.safety.safe and finding.safety.backtracking:
             yield Hit(f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
                       f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
@@ -160,7 +150,7 @@ def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[s
 
 
 def check_linear_matcher_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _pattern_findings(spec, output=False):
+    for root, finding in _input_pattern_findings(spec):
         if finding.safety.engine is PatternEngine.LINEAR and not finding.safety.backtracking:
             yield Hit(f"input_schema pattern at {finding.pointer} runs on agent-lab's linear-time matcher, not "
                       f"Python's re ({finding.safety.reason}); it is safe, and anchoring it with ^ usually "

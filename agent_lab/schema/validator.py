@@ -166,12 +166,19 @@ class Validator:
         """
         return self.__dict__["is_valid"](instance)
 
-    def errors(self, instance: object, *, limit: Optional[int] = None) -> List[Violation]:
+    def errors(self, instance: object, *, limit: Optional[int] = None,
+               known_invalid: bool = False) -> List[Violation]:
         """Every violation, in a deterministic order (schema keyword order, then instance order).
 
         With `limit`, stop once that many are found: the result is the first `limit` violations of
         the full list, and finding them costs no more than checking a valid instance of the same
         size (a caller that reports 20 asks for 21, to know whether there are more).
+
+        `known_invalid=True` says that `is_valid(instance)` has just answered False for this very,
+        unchanged instance: the whole-instance check that `errors` otherwise runs first (to answer []
+        for a valid one at the cost of `is_valid`) is skipped, so a caller that asks `is_valid` first
+        pays for one check and one collection per refusal, not two checks. Given for an instance that
+        is valid after all, the result is one generic violation, never an empty list.
 
         A subschema that several keywords apply to one place in the instance (a definition two
         `allOf` branches both `$ref`) reports its violations there once, under the first keyword
@@ -180,18 +187,19 @@ class Validator:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
         try:
-            return self._violations(instance, limit)
+            return self._violations(instance, limit, known_invalid=known_invalid)
         except RecursionError:
             return [Violation("", "", "$ref", "value could not be validated: the schema's references nest "
                                               "too deeply for it.")]
 
-    def _violations(self, instance: object, limit: Optional[int] = None) -> List[Violation]:
+    def _violations(self, instance: object, limit: Optional[int] = None, *,
+                    known_invalid: bool = False) -> List[Violation]:
         """`errors`, except that running out of Python stack raises RecursionError."""
         state = self._state
         try:
             max_depth = self._max_depth
             plain = None if self._proves_json else plain_json(instance, max_depth)
-            if plain is not False and self._check(instance):
+            if plain is not False and not known_invalid and self._check(instance):
                 return []
             if plain is None:
                 plain = plain_json(instance, max_depth)

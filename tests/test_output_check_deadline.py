@@ -1,0 +1,161 @@
+"""The check of what a handler hands back counts against the call's deadline, wherever it runs.
+
+A call is on time only if its handler *and* the check of its output (the copy, the size bound, the
+output schema) end by the deadline. A check that ends later answers `tool_timeout`: a read's result is
+dropped (outcome failed), a write is outcome unknown with `lookup_status`, and since its effect did
+happen, its real result becomes the key's receipt, so the same key replays it and never runs again.
+
+Each test makes the run end past the deadline without measuring time: the output holds a dict subclass
+whose `items()` (handler code the check runs when it reads a value that is not plain JSON) waits until
+the deadline has passed, or the handler keeps the interpreter lock past it, as `re` does while it
+backtracks, so that the waiting caller can only look once the job is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import unittest
+from typing import Any
+
+from agent_lab.calls import ToolCall
+from agent_lab.errors import NextAction, Outcome
+from agent_lab.registry import Registry
+from agent_lab.spec import ToolSpec
+
+from test_registry_fixtures import READER, WRITER, EffectLog, followup_call, followup_spec
+
+OVERRUN_S = 0.05  # how far past the deadline the check ends
+GENEROUS_S = 2.0
+
+
+def wait_past(deadline: float, *, spin: bool = False) -> None:
+    """Return once `deadline` has passed by OVERRUN_S. `spin`: in a Python loop that never lets go of
+    the interpreter lock under a long switch interval (see `holding_the_lock`), instead of sleeping."""
+    until = deadline + OVERRUN_S
+    if spin:
+        while time.monotonic() < until:
+            pass
+    else:
+        time.sleep(max(0.0, until - time.monotonic()))
+
+
+def late_output(deadline: float, *, spin: bool = False) -> dict:
+    """An output whose check ends past `deadline`: it holds (in a tuple, so it is not plain JSON and the
+    check has the encoder read it) a dict subclass whose `items()` waits past the deadline."""
+
+    class Late(dict):
+        def items(self):  # type: ignore[override]
+            wait_past(deadline, spin=spin)
+            return super().items()
+
+    return {"rows": (Late(a=1),)}
+
+
+class holding_the_lock:
+    """A switch interval so long that a thread running Python code keeps the interpreter lock until it
+    blocks: the waiting caller cannot wake at its deadline, as when `re` backtracks on another thread."""
+
+    def __enter__(self) -> None:
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(30.0)
+
+    def __exit__(self, *exc_info: object) -> None:
+        sys.setswitchinterval(self.interval)
+
+
+def read_spec(**options: Any) -> ToolSpec:
+    options.setdefault("timeout_ms", 200)
+    return ToolSpec(name="lookup", description="A read.", input_schema={"type": "object"},
+                    output_schema={"type": "object"}, **options)
+
+
+class OutputCheckCountsAgainstTheDeadlineTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+
+    def assert_read_timed_out(self, result) -> None:
+        self.assertEqual((result.error.code if result.error else None, result.outcome),
+                         ("tool_timeout", Outcome.FAILED))
+        self.assertIsNone(result.output)
+
+    def test_a_pooled_check_that_holds_the_interpreter_lock_past_the_deadline_is_a_timeout(self) -> None:
+        # The issue's case: re held the GIL in the check, so the caller woke after the job was done and
+        # took it for on time.
+        self.registry.register(read_spec(), lambda arguments, ctx: late_output(ctx.deadline, spin=True))
+        with holding_the_lock():
+            result = self.registry.invoke(ToolCall("lookup", {}), actor=READER)
+        self.assert_read_timed_out(result)
+
+    def test_a_check_on_the_tools_loop_that_ends_past_the_deadline_is_a_timeout(self) -> None:
+        async def handler(arguments, ctx):
+            return late_output(ctx.deadline)
+
+        self.registry.register(read_spec(), handler)
+        started = time.monotonic()
+        result = self.registry.invoke(ToolCall("lookup", {}), actor=READER)
+        self.assert_read_timed_out(result)
+        self.assertLess(time.monotonic() - started, GENEROUS_S)
+
+    def test_a_check_under_ainvoke_that_ends_past_the_deadline_is_a_timeout(self) -> None:
+        async def handler(arguments, ctx):
+            return late_output(ctx.deadline)
+
+        self.registry.register(read_spec(), handler)
+        result = asyncio.run(self.registry.ainvoke(ToolCall("lookup", {}), actor=READER))
+        self.assert_read_timed_out(result)
+
+    def test_a_check_that_ends_in_time_is_on_time(self) -> None:
+        async def handler(arguments, ctx):
+            return {"rows": [1]}
+
+        self.registry.register(read_spec(timeout_ms=5_000), handler)
+        for result in (self.registry.invoke(ToolCall("lookup", {}), actor=READER),
+                       asyncio.run(self.registry.ainvoke(ToolCall("lookup", {}), actor=READER))):
+            self.assertEqual((result.ok, result.output), (True, {"rows": [1]}))
+
+    def test_a_pooled_write_that_ends_late_is_unknown_and_its_real_result_becomes_the_receipt(self) -> None:
+        effects = EffectLog()
+
+        def write(arguments, ctx):
+            output = effects.record_followup(arguments)
+            wait_past(ctx.deadline, spin=True)  # the effect happened; the caller cannot look until now
+            return output
+
+        self.registry.register(followup_spec(timeout_ms=200), write)
+        with holding_the_lock():
+            first = self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        self.assertEqual(first.error.next_action, NextAction.LOOKUP_STATUS)
+        self.assertTrue(self.registry.wait_settled(GENEROUS_S))
+        again = self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.replayed, again.ok, again.output), (True, True, {"followup_id": "F-1",
+                                                                                "ticket_id": "T-1001"}))
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_an_async_write_whose_check_ends_late_is_unknown_and_replays_what_the_check_found(self) -> None:
+        effects = EffectLog()
+
+        async def write(arguments, ctx):
+            effects.record_followup(arguments)
+            return late_output(ctx.deadline)  # broken output (a tuple), found broken past the deadline
+
+        self.registry.register(followup_spec(timeout_ms=200), write)
+        for number, run in enumerate(("invoke", "ainvoke")):
+            with self.subTest(run=run):
+                call = followup_call(action_id=f"act-{run}")
+                if run == "invoke":
+                    first = self.registry.invoke(call, actor=WRITER)
+                else:
+                    first = asyncio.run(self.registry.ainvoke(call, actor=WRITER))
+                self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+                self.assertTrue(self.registry.wait_settled(GENEROUS_S))
+                again = self.registry.invoke(call, actor=WRITER)
+                self.assertTrue(again.replayed)
+                self.assertEqual((again.error.code, again.outcome), ("invalid_tool_output", Outcome.UNKNOWN))
+                self.assertEqual(len(effects.effects), number + 1)  # the replay ran nothing
+
+if __name__ == "__main__":
+    unittest.main()
