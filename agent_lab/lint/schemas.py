@@ -38,19 +38,68 @@ def _both_schemas(spec: Any) -> Iterator[tuple[str, Any, str]]:
         yield from schema_nodes(spec.output_schema, "/output_schema")
 
 
+_BRANCHES = ("allOf", "anyOf", "oneOf", "then", "else")
+
+
+def _branch_members(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
+    """`node` and every subschema reached from it through allOf/anyOf/oneOf/then/else only: the schemas
+    that all describe one and the same instance."""
+    if not isinstance(node, Mapping) or depth > 16:
+        return
+    yield node
+    for keyword in _BRANCHES:
+        members = node.get(keyword)
+        for member in members if isinstance(members, list) else [members] if members is not None else []:
+            yield from _branch_members(member, depth + 1)
+
+
+def _property_families(schema: Any) -> dict[int, list[Any]]:
+    """For each property subschema (by id), every definition of that property name for the same
+    instance: the object's own `properties` and those of its allOf/anyOf/oneOf/then/else branches. A
+    property typed in one and described in another (`allOf` refining a base) is typed and described."""
+    families: dict[int, list[Any]] = {}
+    for _, node, via in schema_nodes(schema, ""):
+        if via in _BRANCHES or not isinstance(node, Mapping):
+            continue  # a branch belongs to the family of the schema it refines
+        by_name: dict[str, list[Any]] = {}
+        for member in _branch_members(node):
+            properties = member.get("properties")
+            if isinstance(properties, Mapping):
+                for name, definition in properties.items():
+                    by_name.setdefault(name, []).append(definition)
+        for definitions in by_name.values():
+            for definition in definitions:
+                families.setdefault(id(definition), definitions)
+    return families
+
+
+def _typed(node: Any) -> bool:
+    return node is False or (isinstance(node, Mapping) and any(key in node for key in _TYPING_KEYWORDS))
+
+
+def _described(node: Any) -> bool:
+    return isinstance(node, Mapping) and bool(node.get("description") or node.get("title"))
+
+
 def check_untyped_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    families = _property_families(spec.input_schema)
     for pointer, node, via in _input_nodes(spec):
         if via not in ("properties", "items", "prefixItems"):
             continue
-        if node is True or (isinstance(node, Mapping) and not any(key in node for key in _TYPING_KEYWORDS)):
+        family = families.get(id(node), [node]) if via == "properties" else [node]
+        if any(_typed(other) for other in family) or family[0] is not node:
+            continue  # typed somewhere for this instance, or reported at its first definition
+        if node is True or (isinstance(node, Mapping) and not _typed(node)):
             yield Hit("property accepts any JSON value (no type, enum, const or $ref): say what the model must "
                       "send", pointer)
 
 
 def check_undescribed_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    families = _property_families(spec.input_schema)
     for pointer, node, via in _input_nodes(spec):
-        if via == "properties" and isinstance(node, Mapping) and not node.get("description") \
-                and not node.get("title"):
+        family = families.get(id(node), [node])
+        if via == "properties" and isinstance(node, Mapping) and family[0] is node \
+                and not any(_described(other) for other in family):
             yield Hit("input property has no description: the model learns what to put here only from its "
                       "name", pointer)
 
