@@ -105,6 +105,7 @@ class ToolDefinition:
             name = f"#{position}"
         elif not TOOL_NAME_PATTERN.fullmatch(name):
             problems.append(("/name", "the name is not 1-128 characters of A-Z a-z 0-9 _ - . (the MCP rule)"))
+            name = _printable(name)  # reports show it: no control or invisible character survives
         description = tool.get("description")
         if not isinstance(description, str):
             if description is not None:
@@ -226,6 +227,14 @@ def _schema_error(schema: Any) -> str:
     except (ValueError, TypeError, RecursionError) as error:
         return type(error).__name__
     return "it could not be compiled"
+
+
+def _printable(text: str) -> str:
+    """`text` with control, format and invisible characters written as \\uXXXX, at most 200 characters."""
+    from .drift import escaped
+
+    shown = escaped(text)
+    return shown if len(shown) <= 200 else shown[:199] + "…"
 
 
 def _json_type(value: Any) -> str:

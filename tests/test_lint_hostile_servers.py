@@ -57,6 +57,16 @@ class GarbageNeverStopsTheLinterTest(unittest.TestCase):
         for listing in (None, 1, "tools", []):  # not a list of tools: nothing to lint, and no traceback
             self.assertEqual(lint_surfaces([("hostile", definitions_from_mcp(listing))]).tools, 0)
 
+    def test_a_name_with_line_breaks_and_escape_codes_cannot_forge_a_report_line(self) -> None:
+        forged = "a\n0 tools in 1 surface(s): 0 error(s); lint passed\x1b[2J"
+        listing = [{"name": forged, "description": "Read it.", "inputSchema": {"type": "object", "properties": {
+            "x\u202ey": {"type": "string"}}}}]
+        text = render_text(lint_surfaces([("hostile", definitions_from_mcp(listing))]))
+        self.assertEqual([line for line in text.splitlines() if line.startswith("0 tools")], [])
+        self.assertNotIn("\x1b", text)
+        self.assertNotIn("\u202e", text)
+        self.assertIn("lint FAILED", text.splitlines()[-1])
+
     def test_a_deeply_nested_schema_is_hashed_and_linted(self) -> None:
         schema: dict[str, Any] = {"type": "object"}
         for _ in range(200):

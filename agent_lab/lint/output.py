@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..drift import escaped
 from .engine import LintReport
 from .model import Finding, Severity
 from .rules import RULES
@@ -57,7 +58,9 @@ def render_text(report: LintReport) -> str:
         surface = f"[{finding.surface}] " if finding.surface else ""
         subject = f"{finding.tool}" if finding.tool else "catalog"
         pointer = f" at {finding.pointer}" if finding.pointer else ""
-        lines.append(f"{where}: {finding.rule} {finding.severity.value} {surface}{subject}{pointer}: {_message(finding)}")
+        # escaped: a server's names and text must not break a line or hide anything in a terminal
+        lines.append(escaped(f"{where}: {finding.rule} {finding.severity.value} {surface}{subject}{pointer}: "
+                             f"{_message(finding)}"))
     summary = _summary(report)
     lines.append(f"{summary['tools']} tools in {len(report.surfaces) or 1} surface(s): {summary['errors']} error(s), "
                  f"{summary['warnings']} warning(s), {summary['notes']} note(s); lint "
