@@ -390,7 +390,18 @@ def _add_lint_commands(commands: Any) -> None:
                       help="comma-separated rule ids or prefixes to run, e.g. AL2,AL401 (default: all)")
     lint.add_argument("--ignore", metavar="RULES", type=_rule_list, help="comma-separated rule ids or prefixes to skip")
     lint.add_argument("--output", metavar="FILE", type=_path, help="write the report to FILE instead of stdout")
+    lint.add_argument("--lock", metavar="FILE", type=_path,
+                      help="report drift from this contract lockfile (written by `lock`) as AL6xx findings")
     lint.set_defaults(run=_lint)
+    lock = commands.add_parser(
+        "lock", help="write a contract lockfile: each tool's reviewed model-facing contract and its hash",
+        description="Pin each tool's whole model-facing contract (name, title, description, input and output "
+                    "schema, annotations) with its SHA-256, so `lint --lock FILE` reports what changed since review "
+                    "and a locked registry refuses to call a drifted tool. Surfaces as `lint` takes them.")
+    _add_source_options(lock, surface_default="every candidate of the lab")
+    lock.add_argument("--output", metavar="FILE", type=_path, default=DEFAULT_LOCKFILE,
+                      help=f"where to write the lockfile (default {DEFAULT_LOCKFILE}; written atomically)")
+    lock.set_defaults(run=_lock)
     cost = commands.add_parser("catalog-cost", help="bytes and tokens of each tool's definition, per host")
     _add_source_options(cost, surface_default="every candidate of the lab")
     cost.add_argument("--host", action="append", choices=HOSTS, help="a host to measure (repeatable; default: all four)")
@@ -417,20 +428,50 @@ def _lint(args: argparse.Namespace) -> int:
     from .lab.definition import LabError
     from .lab.settings import ConfigError, lint_config
     from .lint import LintConfigError, lint_surfaces, render_json, render_sarif, render_text
+    from .lockfile import Lockfile, LockfileError
 
     try:
         config = lint_config().with_overrides(select=args.select, ignore=args.ignore, hosts=args.host)
+        lock = Lockfile.load(args.lock) if args.lock is not None else None
         surfaces = _open_surfaces(args, candidates=True)
-    except (ConfigError, LabError, LintConfigError) as error:
+    except (ConfigError, LabError, LintConfigError, LockfileError) as error:
         return _problem(str(error))
     with contextlib.ExitStack() as opened:
         for surface in surfaces:
             opened.enter_context(surface.registry)
-        report = lint_surfaces([(_surface_label(surface), surface.registry) for surface in surfaces], config=config)
+        report = lint_surfaces([(_surface_label(surface), surface.registry) for surface in surfaces], config=config,
+                               lock=lock)
     render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
     if not _emit(render(report), args.output, "lint"):
         return EXIT_BAD_INPUT
     return EXIT_OK if report.passed else EXIT_GATE_FAILED
+
+
+DEFAULT_LOCKFILE = "agent-lab.lock.json"
+
+
+def _lock(args: argparse.Namespace) -> int:
+    from .lab.definition import LabError
+    from .lab.settings import ConfigError
+    from .lockfile import Lockfile
+
+    try:
+        surfaces = _open_surfaces(args, candidates=True)
+    except (ConfigError, LabError) as error:
+        return _problem(str(error))
+    catalogs = []
+    for surface in surfaces:
+        with surface.registry as registry:
+            catalogs.append((_surface_label(surface), [registry.spec(name) for name in registry.names()]))
+    try:
+        lock = Lockfile.from_surfaces(catalogs)
+    except ValueError as error:  # two surfaces with one label
+        return _problem(f"lock: {error}")
+    if not _emit(lock.dumps(), args.output, "lock"):
+        return EXIT_BAD_INPUT
+    tools = sum(len(specs) for _, specs in catalogs)
+    print(f"locked {tools} tool(s) of {len(catalogs)} surface(s) in {args.output}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _emit(text: str, output: str | None, command: str) -> bool:

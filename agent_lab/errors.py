@@ -130,6 +130,11 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
             "An earlier call with this idempotency key may have taken effect, but its result was never "
             "recorded; look up whether it happened before doing anything else.",
         ),
+        "tool_contract_changed": CatalogueEntry(
+            _C.POLICY, False, _N.STOP, _O.REJECTED,
+            "This tool's definition changed since it was reviewed (or was never reviewed), so it will not run "
+            "until someone reviews it and locks it again.",
+        ),
         "internal_error": CatalogueEntry(
             _C.INTERNAL, False, _N.STOP, _O.REJECTED,
             "The tool runtime failed while checking this call; the tool did not run.",

@@ -22,8 +22,8 @@ from agent_lab.schema import PatternEngine
 from fixtures.lint.hostile_tools import SAMPLES, newcomer_events, spec, with_input, with_output_pattern, with_pattern
 
 
-def rule_ids(specs, config=None):
-    return {finding.rule for finding in lint_catalog(specs, config=config)}
+def rule_ids(specs, config=None, lock=None):
+    return {finding.rule for finding in lint_catalog(specs, config=config, lock=lock() if lock else None)}
 
 
 class EveryRuleFiresAndStaysSilentTest(unittest.TestCase):
@@ -31,22 +31,23 @@ class EveryRuleFiresAndStaysSilentTest(unittest.TestCase):
         self.assertEqual(sorted(SAMPLES), [rule.id for rule in RULES])
 
     def test_each_rule_fires_on_its_hostile_sample(self) -> None:
-        for rule_id, (hostile, _, config) in SAMPLES.items():
+        for rule_id, (hostile, _, config, lock) in SAMPLES.items():
             with self.subTest(rule=rule_id):
-                self.assertIn(rule_id, rule_ids(hostile(), config))
+                self.assertIn(rule_id, rule_ids(hostile(), config, lock))
 
     def test_each_rule_is_silent_on_the_fixed_sample(self) -> None:
-        for rule_id, (_, fixed, config) in SAMPLES.items():
+        for rule_id, (_, fixed, config, lock) in SAMPLES.items():
             with self.subTest(rule=rule_id):
-                self.assertNotIn(rule_id, rule_ids(fixed(), config))
+                self.assertNotIn(rule_id, rule_ids(fixed(), config, lock))
 
     def test_each_finding_carries_its_rule_severity_and_a_pointer_into_the_model_definition(self) -> None:
-        for rule_id, (hostile, _, config) in SAMPLES.items():
-            for finding in (f for f in lint_catalog(hostile(), config=config) if f.rule == rule_id):
+        for rule_id, (hostile, _, config, lock) in SAMPLES.items():
+            found = lint_catalog(hostile(), config=config, lock=lock() if lock else None)
+            for finding in (f for f in found if f.rule == rule_id):
                 with self.subTest(rule=rule_id):
                     self.assertIs(finding.severity, RULES_BY_ID[rule_id].severity)
-                    self.assertTrue(finding.pointer == "" or finding.pointer.startswith(("/name", "/description",
-                                                                                         "/input_schema", "/output_schema")))
+                    self.assertTrue(finding.pointer == "" or finding.pointer.startswith(
+                        ("/name", "/description", "/input_schema", "/output_schema", "/annotations")))
                     if RULES_BY_ID[rule_id].scope is Scope.TOOL:
                         self.assertIsNotNone(finding.tool)
 
@@ -60,16 +61,17 @@ class RulesTableIsDocumentedTest(unittest.TestCase):
 
 
 class RetiredRulesTest(unittest.TestCase):
-    """AL406 (conditional approval without a condition) and AL308 (an output pattern with no linear-time
-    guarantee) could never fire: ToolSpec refuses such a spec."""
+    """AL406 (conditional approval without a condition) could never fire: ToolSpec refuses such a spec.
+    AL308 (a pattern with no linear-time guarantee) stays a rule: a spec refuses one, but a definition read
+    from a server can carry it."""
 
     def test_a_retired_id_is_no_rule_and_is_never_reused(self) -> None:
-        for rule_id in ("AL406", "AL308"):
+        for rule_id in ("AL406",):
             self.assertIn(rule_id, RETIRED_RULES)
             self.assertNotIn(rule_id, RULES_BY_ID)
         self.assertFalse(set(RETIRED_RULES) & {rule.id for rule in RULES})
 
-    def test_the_spec_refuses_what_the_retired_rule_looked_for(self) -> None:
+    def test_the_spec_refuses_what_the_retired_rule_and_al308_look_for(self) -> None:
         with self.assertRaises(ValueError) as refused:
             spec(effect="write", approval="conditional")
         self.assertIn("needs approval_condition", str(refused.exception))
@@ -78,7 +80,7 @@ class RetiredRulesTest(unittest.TestCase):
         self.assertIn("at /properties/status/pattern", str(refused.exception))
 
     def test_configuring_a_retired_rule_says_it_is_retired(self) -> None:
-        for rule_id in ("AL406", "AL308"):
+        for rule_id in ("AL406",):
             for table in ({"select": [rule_id]}, {"ignore": [rule_id]}, {"severity": {rule_id: "warning"}}):
                 with self.subTest(table=table), self.assertRaises(LintConfigError) as refused:
                     LintConfig.from_mapping(table)

@@ -11,7 +11,7 @@ import json
 import unittest
 from pathlib import Path
 
-from agent_lab import Registry, Validator
+from agent_lab import Registry, Validator, tool
 from agent_lab.cli import main
 from agent_lab.lint import RULES
 from agent_lab.lint.locate import locate_tools
@@ -128,7 +128,22 @@ def _answer_order(arguments):  # the line below names the tool, as a registratio
     return {"status": "placed"}  # name="get_order_status"
 
 
+@tool
+def count_open_orders(customer_id: str) -> int:
+    """Count the customer's open orders. Use it before listing them."""
+    return 0
+
+
 class HandlerLocationTest(unittest.TestCase):
+    def test_a_tool_decorated_function_is_located_at_the_users_line_not_inside_agent_lab(self) -> None:
+        with Registry() as registry:
+            registry.register(count_open_orders.spec, count_open_orders.handler)
+            [(name, location)] = locate_tools(registry, base=str(Path(__file__).resolve().parents[1])).items()
+        source = Path(__file__).read_text(encoding="utf-8").splitlines()
+        self.assertEqual((name, location.path), ("count_open_orders", "tests/test_lint_sarif.py"))
+        self.assertEqual(source[location.line - 1:location.line + 1],
+                         ["@tool", "def count_open_orders(customer_id: str) -> int:"])
+
     def test_the_registry_gives_the_registered_handler_and_keyerror_for_an_unknown_tool(self) -> None:
         with Registry() as registry:
             registry.register(spec(), _answer_order)

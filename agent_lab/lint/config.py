@@ -37,6 +37,7 @@ DEFAULT_OPTIONS: Mapping[str, Any] = MappingProxyType({
     "max_tools": MappingProxyType({"openai": 20, "openai-chat": 20, "anthropic": 30, "mcp": 40}),
     "tool_limits": MappingProxyType({"openai": 128, "openai-chat": 128}),
     "max_catalog_tokens": 10_000,
+    "labels": (),  # ((tool-name glob, ("private-data", "-external-sink", ...)), ...): see lint.flows
 })
 """Budgets and thresholds. Tool budgets: OpenAI's function-calling guide suggests fewer than 20
 functions; Anthropic reports selection degrading past 30-50 tools; MCP sets none, 40 is our choice.
@@ -57,6 +58,7 @@ TABLE_KINDS: Mapping[str, str] = MappingProxyType({
     "ignore": "strings",
     "hosts": "strings",
     "severity": "string-table",
+    "labels": "string-table",
     "max-tools": "integer-or-table",
     **{key: "integer" for key in _OPTION_KEYS},
 })
@@ -109,6 +111,8 @@ class LintConfig:
                     options[option] = _positive_int(table[key], f"{where} {key}")
             if "max-tools" in table:
                 options["max_tools"] = _tool_budgets(table["max-tools"], f"{where} max-tools")
+            if "labels" in table:
+                options["labels"] = flow_labels(table["labels"], f"{where} labels")
             severity = table.get("severity", {})
             if not isinstance(severity, Mapping) or not all(isinstance(v, str) for v in severity.values()):
                 raise LintConfigError(f"{where} severity must be a table of rule id = \"error\"|\"warning\"|"
@@ -169,6 +173,25 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise LintConfigError(f"{where} must be a list of strings")
     return tuple(value)
+
+
+def flow_labels(value: Any, where: str = "labels") -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The `labels` table: tool-name glob = "label label -label" (FLOW_LABELS; a leading - removes one)."""
+    from .flows import FLOW_LABELS
+
+    if not isinstance(value, Mapping):
+        raise LintConfigError(f"{where} must be a table of tool-name glob = \"label ...\"")
+    table = []
+    for pattern, given in value.items():
+        if not isinstance(given, str):
+            raise LintConfigError(f"{where}.{pattern} must be a string of labels")
+        labels = tuple(given.replace(",", " ").split())
+        for label in labels:
+            if label.lstrip("+-") not in FLOW_LABELS:
+                raise LintConfigError(f"{where}.{pattern}: unknown label {label!r} (labels: {', '.join(FLOW_LABELS)}; "
+                                      f"a leading - removes one)")
+        table.append((str(pattern), labels))
+    return tuple(table)
 
 
 def _positive_int(value: Any, where: str) -> int:

@@ -65,10 +65,18 @@ def _is_tool_like(identifier: str) -> bool:
     return bool(words) and (words[0] in VERBS or (len(words) > 1 and words[1] in VERBS))
 
 
+# A schema title that is one identifier ending in a type-name suffix is a name a generator gave the
+# schema (FastMCP and pydantic title a tool's arguments model `<function>Arguments`), not prose.
+_GENERATED_TITLE = re.compile(r"[A-Za-z][A-Za-z0-9_]*[a-z0-9](?:Arguments|Args|Input|Output|Result|Params|Parameters|"
+                              r"Request|Response|Model|Schema)")
+
+
 def check_unknown_tool_mentions(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
     known = facts.names | facts.known_identifiers | frozenset(facts.host_names.values())
     for pointer, text in model_texts(spec):
         if not pointer.endswith(("/description", "/title")):
+            continue
+        if pointer != "/title" and pointer.endswith("/title") and _GENERATED_TITLE.fullmatch(text):
             continue
         reported = set()
         for match in _IDENTIFIER.finditer(text):

@@ -1,30 +1,40 @@
 """The lint engine: run the enabled rules of the table over a catalog, per host where a rule asks.
 
-`lint_catalog` lints a list of ToolSpecs; `lint_surfaces` lints one or more named surfaces (registries)
-and finds where each tool is defined, for reports that point at a file and line. Findings that a
+`lint_catalog` lints a list of ToolSpecs (or ToolDefinitions a server listed); `lint_surfaces` lints one
+or more named surfaces (registries, or a server's definitions), optionally against a contract lockfile
+and optionally as one agent's tools together (toxic flows across servers), and finds where each tool is
+defined, for reports that point at a file and line. Findings that a
 per-host rule makes identically for several hosts are merged into one finding naming those hosts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..adapters import NameMap
+from ..contract import ToolDefinition
 from ..errors import CATALOGUE
 from .config import DEFAULT_OPTIONS, LintConfig
+from .drift import catalog_drift
 from .locate import SourceLocation, locate_tools
-from .model import CatalogFacts, Finding, Rule, Scope, Severity
+from .model import CatalogFacts, Finding, Hit, Rule, Scope, Severity
 from .rules import RULES, RULES_BY_ID
 from .walk import schema_nodes
 
-__all__ = ["SPEC_WARNING_RULES", "LintReport", "lint_catalog", "lint_surfaces", "spec_warnings"]
+__all__ = ["FLOW_RULES", "MALFORMED_RULE", "SPEC_WARNING_RULES", "LintReport", "lint_catalog", "lint_surfaces",
+           "spec_warnings"]
+
+FLOW_RULES = ("AL701", "AL702")
+"""The toxic-flow rules: over each surface alone, or over several surfaces linted together."""
+
+MALFORMED_RULE = "AL001"
 
 SPEC_WARNING_RULES = ("AL401", "AL402", "AL310")
 """The rules behind `ToolSpec.warnings`: the checks the spec has always made (a write without an
 idempotency key, a destructive tool that never asks for approval, an input pattern a backtracking engine
-can make slow), now made by the engine. (An output pattern with no linear-time guarantee was AL308; the
-spec now refuses one when it is built.)"""
+can make slow), now made by the engine. (A pattern with no linear-time guarantee, AL308, is refused when
+a spec is built; the rule finds one only in a definition read from a server.)"""
 
 
 @dataclass(frozen=True)
@@ -79,82 +89,156 @@ def _host_names(specs: Sequence[Any]) -> Mapping[str, str]:
         return {}
 
 
-def catalog_facts(specs: Sequence[Any], config: LintConfig) -> CatalogFacts:
+def catalog_facts(specs: Sequence[Any], config: LintConfig, *, drift: Any = None,
+                  surface_of: Sequence[Optional[str]] = ()) -> CatalogFacts:
     return CatalogFacts(
         names=frozenset(spec.name for spec in specs),
         hosts=config.hosts,
         options=config.options,
         host_names=_host_names(specs),
         known_identifiers=_known_identifiers(specs),
+        drift=drift,
+        surface_of=tuple(surface_of),
     )
 
 
+def _has_runtime_half(spec: Any) -> bool:
+    """A ToolSpec has one; a bare definition (a server's tool, `agent_lab.contract.ToolDefinition`) has
+    not: its runtime half comes from the import policy, so the AL4xx rules do not judge it."""
+    return not isinstance(spec, ToolDefinition)
+
+
+def _checked(rule: Rule, subject: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[tuple[str, Hit]]:
+    """(rule id, hit) for the rule's hits on one tool. A check that fails on a definition a server sent
+    (a shape no ToolSpec can have) is reported as AL001 at that definition instead of stopping the run;
+    on a ToolSpec a failing check is a bug and raises."""
+    if not isinstance(subject, ToolDefinition):
+        for hit in rule.check(subject, facts, host):
+            yield rule.id, hit
+        return
+    try:
+        hits = list(rule.check(subject, facts, host))
+    except Exception as error:  # noqa: BLE001 - hostile input must never stop the linter
+        yield MALFORMED_RULE, Hit(f"malformed definition: {rule.id} could not check it ({type(error).__name__})")
+        return
+    for hit in hits:
+        yield rule.id, hit
+
+
 def _run(rule: Rule, specs: Sequence[Any], facts: CatalogFacts,
-         host: Optional[str]) -> Iterable[tuple[Optional[str], Any]]:
+         host: Optional[str]) -> Iterator[tuple[str, Optional[str], Hit]]:
     if rule.scope is Scope.TOOL:
         for spec in specs:
-            for hit in rule.check(spec, facts, host):
-                yield hit.tool or spec.name, hit
+            if rule.runtime and not _has_runtime_half(spec):
+                continue
+            for rule_id, hit in _checked(rule, spec, facts, host):
+                yield rule_id, hit.tool or spec.name, hit
     else:
-        for hit in rule.check(specs, facts, host):
-            yield hit.tool, hit
+        subjects = [spec for spec in specs if _has_runtime_half(spec)] if rule.runtime else specs
+        for hit in rule.check(subjects, facts, host):
+            yield rule.id, hit.tool, hit
 
 
-def lint_catalog(specs: Sequence[Any], *, config: Optional[LintConfig] = None,
-                 surface: Optional[str] = None) -> list[Finding]:
-    """Every finding of the enabled rules over `specs` (ToolSpecs), in catalog order, then rule id."""
+def _locked_tools(lock: Any, surface: Optional[str], alone: bool) -> Optional[Mapping[str, Any]]:
+    """The tools `lock` holds for `surface`: by name; a surface linted alone against a lock of one
+    surface is compared with it whatever the names (a registry locked and linted under two labels)."""
+    if lock is None:
+        return None
+    if surface is not None and surface in lock.surfaces:
+        return lock.surfaces[surface]
+    if alone and len(lock.surfaces) == 1:
+        return next(iter(lock.surfaces.values()))
+    return {}
+
+
+def lint_catalog(specs: Sequence[Any], *, config: Optional[LintConfig] = None, surface: Optional[str] = None,
+                 lock: Any = None, flows: bool = True) -> list[Finding]:
+    """Every finding of the enabled rules over `specs` (ToolSpecs, or ToolDefinitions read from a server),
+    in catalog order, then rule id. With `lock` (a `Lockfile`), the AL6xx rules report drift from the
+    tools it locked for `surface` (or, linted alone, its only surface). `flows=False` leaves the
+    toxic-flow rules to a run over several surfaces together (`lint_surfaces(..., together=True)`)."""
     config = config if config is not None else LintConfig()
     specs = list(specs)
-    facts = catalog_facts(specs, config)
-    merged: dict[tuple[str, Optional[str], str, str], list[str]] = {}
-    for rule in RULES:
+    locked = _locked_tools(lock, surface, alone=True)
+    facts = catalog_facts(specs, config, drift=catalog_drift(specs, locked) if locked is not None else None)
+    rules = [rule for rule in RULES if flows or rule.id not in FLOW_RULES]
+    return _findings(rules, specs, facts, config, surface)
+
+
+def _findings(rules: Sequence[Rule], specs: Sequence[Any], facts: CatalogFacts, config: LintConfig,
+              surface: Optional[str]) -> list[Finding]:
+    """The rules' findings, per-host findings merged, in catalog order then rule id, numbered."""
+    merged: dict[tuple[str, Optional[str], str, str, Optional[str], tuple[str, ...]], list[str]] = {}
+    for rule in rules:
         if not config.enabled(rule):
             continue
         hosts: Sequence[Optional[str]] = [h for h in config.hosts if rule.applies_to(h)] if rule.per_host else [None]
         for host in hosts:
-            for tool, hit in _run(rule, specs, facts, host):
-                hosts_seen = merged.setdefault((rule.id, tool, hit.pointer, hit.message), [])
+            for rule_id, tool, hit in _run(rule, specs, facts, host):
+                key = (rule_id, tool, hit.pointer, hit.message, hit.surface or surface, hit.related)
+                hosts_seen = merged.setdefault(key, [])
                 if host is not None and host not in hosts_seen:
                     hosts_seen.append(host)
-    order = {spec.name: index for index, spec in enumerate(specs)}
+    surface_of = facts.surface_of or (surface,) * len(specs)
+    order = {(surface_of[index], spec.name): index for index, spec in enumerate(specs)}
     findings = [
         Finding(rule=rule_id, severity=config.severity_of(RULES_BY_ID[rule_id]), message=message, tool=tool,
-                pointer=pointer, hosts=tuple(hosts), surface=surface)
-        for (rule_id, tool, pointer, message), hosts in merged.items()
+                pointer=pointer, hosts=tuple(hosts), surface=where, related=related)
+        for (rule_id, tool, pointer, message, where, related), hosts in merged.items()
     ]
-    findings.sort(key=lambda f: (-1 if f.tool is None else order.get(f.tool, len(order)), f.rule, f.pointer,
-                                 f.hosts, f.message))
+    findings.sort(key=lambda f: (-1 if f.tool is None else order.get((f.surface, f.tool), len(order)), f.rule,
+                                 f.pointer, f.hosts, f.message))
     return _numbered(findings)
 
 
 def _numbered(findings: list[Finding]) -> list[Finding]:
     """Give repeated findings of one rule at one place an occurrence number, so fingerprints stay unique."""
-    seen: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    seen: dict[tuple[str, Optional[str], str, tuple[str, ...]], int] = {}
     numbered = []
     for finding in findings:
-        key = (finding.rule, finding.logical_location, finding.hosts)
+        key = (finding.rule, finding.surface, finding.logical_location, finding.hosts)
         count = seen.get(key, 0)
         seen[key] = count + 1
         numbered.append(replace(finding, occurrence=count) if count else finding)
     return numbered
 
 
+def _tools_of(source: Any) -> list[Any]:
+    """A surface's tools: a Registry's ToolSpecs, or a sequence of ToolSpecs / ToolDefinitions."""
+    if hasattr(source, "names") and hasattr(source, "spec"):
+        return [source.spec(tool) for tool in source.names()]
+    return list(source)
+
+
 def lint_surfaces(surfaces: Sequence[tuple[str, Any]], *, config: Optional[LintConfig] = None,
-                  base: Optional[str] = None) -> LintReport:
-    """Lint each (surface name, Registry) and find where each tool is defined (paths relative to `base`,
-    default the current directory)."""
+                  base: Optional[str] = None, lock: Any = None, together: bool = False) -> LintReport:
+    """Lint each (surface name, Registry or sequence of ToolSpecs/ToolDefinitions) and find where each
+    registered tool is defined (relative to `base`, default the current directory; absolute outside it).
+
+    With `lock` (a `Lockfile`), drift from it is reported (AL6xx). With `together`, the surfaces are
+    what one agent uses at once (several servers): the toxic-flow rules run over all of them and name
+    each tool's surface; otherwise over each surface alone (a lab's surfaces are alternatives)."""
     config = config if config is not None else LintConfig()
     findings: list[Finding] = []
     locations: dict[tuple[Optional[str], str], SourceLocation] = {}
-    tools = 0
-    for name, registry in surfaces:
-        specs = [registry.spec(tool) for tool in registry.names()]
-        tools += len(specs)
-        findings.extend(lint_catalog(specs, config=config, surface=name))
-        for tool, location in locate_tools(registry, base=base).items():
-            locations[(name, tool)] = location
+    union: list[Any] = []
+    union_surfaces: list[Optional[str]] = []
+    for name, source in surfaces:
+        specs = _tools_of(source)
+        union.extend(specs)
+        union_surfaces.extend([name] * len(specs))
+        locked = _locked_tools(lock, name, alone=len(surfaces) == 1)
+        facts = catalog_facts(specs, config, drift=catalog_drift(specs, locked) if locked is not None else None)
+        rules = [rule for rule in RULES if not together or rule.id not in FLOW_RULES]
+        findings.extend(_findings(rules, specs, facts, config, name))
+        if hasattr(source, "names") and hasattr(source, "spec"):
+            for tool, location in locate_tools(source, base=base).items():
+                locations[(name, tool)] = location
+    if together:
+        facts = catalog_facts(union, config, surface_of=union_surfaces)
+        findings.extend(_findings([rule for rule in RULES if rule.id in FLOW_RULES], union, facts, config, None))
     return LintReport(findings=tuple(findings), config=config, surfaces=tuple(name for name, _ in surfaces),
-                      tools=tools, locations=locations)
+                      tools=len(union), locations=locations)
 
 
 def spec_warnings(spec: Any) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ __all__ = [
     "content_words",
     "hidden_characters",
     "injection_phrases",
+    "look_alike_skeleton",
     "name_words",
     "stem",
 ]
@@ -188,7 +189,11 @@ INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("tells the model to ignore its instructions",
          r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+)*"
          r"(?:previous|prior|above|earlier|preceding|other|existing|system|original)\s+"
-         r"(?:instructions?|prompts?|rules|directions|guidelines|messages)"),
+         r"(?:instructions?|prompts?|rules|directions|guidelines|messages|context|text|conversation)|"
+         # "Ignore the above." / "forget everything above and ...": the object left out, the sentence ends
+         r"\b(?:ignore|disregard|forget)\s+(?:all\s+|everything\s+|anything\s+)?(?:(?:of\s+)?the\s+|that\s+)?"
+         r"(?:(?:said|written|stated)\s+)?(?:above|previous|prior|preceding|earlier|before)"
+         r"(?=\s*(?:[.,;:!)\]\"'\u2014-]|$|and\b|then\b))"),
         ("asks the model to hide something from the user",
          rf"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention(?:\s+this)?\s+to|reveal(?:\s+this)?\s+to|"
          rf"show(?:\s+this)?\s+to|notify|alert|let)\s+{_USER}"),
@@ -216,13 +221,45 @@ INJECTION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 """(what it does, pattern) for the phrases AL206 flags in any model-visible text."""
 
 
+# Letters of other scripts that look like Latin ones (Unicode's confusables, the common ones): a phrase
+# written with them ("Ignоre" with a Cyrillic о) reads the same to a model and slips past a plain match.
+_LOOK_ALIKES = str.maketrans({
+    # Cyrillic
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y", "\u0445": "x",
+    "\u0456": "i", "\u0458": "j", "\u0455": "s", "\u0501": "d", "\u04bb": "h", "\u0442": "t", "\u043a": "k",
+    "\u043c": "m", "\u043d": "h", "\u0432": "b", "\u0433": "r", "\u0457": "i", "\u04cf": "l",
+    "\u0410": "A", "\u0412": "B", "\u0415": "E", "\u041a": "K", "\u041c": "M", "\u041d": "H", "\u041e": "O",
+    "\u0420": "P", "\u0421": "C", "\u0422": "T", "\u0423": "Y", "\u0425": "X", "\u0406": "I", "\u0408": "J",
+    "\u0405": "S", "\u04c0": "I",
+    # Greek
+    "\u03bf": "o", "\u03b1": "a", "\u03b5": "e", "\u03b9": "i", "\u03ba": "k", "\u03bd": "v", "\u03c1": "p",
+    "\u03c4": "t", "\u03c5": "u", "\u03c7": "x", "\u0391": "A", "\u0392": "B", "\u0395": "E", "\u0396": "Z",
+    "\u0397": "H", "\u0399": "I", "\u039a": "K", "\u039c": "M", "\u039d": "N", "\u039f": "O", "\u03a1": "P",
+    "\u03a4": "T", "\u03a5": "Y", "\u03a7": "X",
+    # Latin letters of other blocks that look plain
+    "\u0131": "i", "\u0261": "g", "\u026a": "i", "\u1d00": "a", "\u0251": "a",
+})
+
+
+def look_alike_skeleton(text: str) -> str:
+    """`text` with look-alike letters of other scripts (Cyrillic, Greek) written as the Latin ones they
+    imitate. Matching is done on this skeleton; legitimate text in those scripts is only ever matched
+    against English phrases, so folding it costs nothing."""
+    return text.translate(_LOOK_ALIKES)
+
+
 def injection_phrases(text: str) -> Iterator[tuple[str, str]]:
     """(what the phrase does, the phrase) for each instruction-injection or concealment phrase. The text
     is read as a model reads it: compatibility letters folded (NFKC: fullwidth or mathematical bold
-    letters are plain ones), invisible characters dropped (AL207 reports them), whitespace runs as one."""
+    letters are plain ones), look-alike letters of other scripts folded to Latin (a Cyrillic "о" is an
+    "o"; the label then says so), invisible characters dropped (AL207 reports them), whitespace runs
+    as one."""
     visible = "".join(char for char in unicodedata.normalize("NFKC", text) if _hidden_kind(ord(char)) is None)
     flattened = " ".join(visible.split())
+    skeleton = look_alike_skeleton(flattened)
     for label, pattern in INJECTION_PHRASES:
-        match = pattern.search(flattened)
+        match = pattern.search(skeleton)
         if match is not None:
-            yield label, match.group(0)
+            phrase = flattened[match.start():match.end()]
+            disguised = phrase != match.group(0)
+            yield (label + " (written with look-alike letters of another script)" if disguised else label), phrase

@@ -2,9 +2,11 @@
 
 Found from the registered handler: its source file is read and the first line that names the tool
 (`name="get_ticket"` or `"name": "get_ticket"`) is taken; when no line names it (a name built at run
-time), the handler's own definition line. A tool whose handler has no Python source, or whose file lies
-outside the base directory, has no location: reports then give its logical location only, so no
-absolute path ever appears in a report.
+time), the handler's own definition line. A handler agent-lab wrapped around the user's function
+(`@tool`) is looked through to that function. A file under the base directory is shown by its relative
+path, one outside it by its absolute path (SARIF needs a physical location to show a finding on a
+file); a tool whose handler has no Python source has no location, and reports give its logical
+location only.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ __all__ = ["SourceLocation", "handler_function", "locate_tools"]
 
 @dataclass(frozen=True)
 class SourceLocation:
-    path: str  # relative to the base directory, with forward slashes
+    path: str  # relative to the base directory, else absolute; forward slashes
     line: int  # 1-based
 
 
@@ -44,15 +46,41 @@ def handler_function(registry: Registry, name: str) -> Optional[Callable[..., An
             break
     if function is not None and not (inspect.isfunction(function) or inspect.ismethod(function)):
         function = type(function)  # a callable object: where its class is defined
+    return _user_function(function)
+
+
+def _shown_path(path: str, base: Path) -> str:
+    """Relative to `base` when the file is under it, else absolute (forward slashes either way)."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(base).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def _user_function(function: Any) -> Any:
+    """For a handler agent-lab made around the user's function (`@tool`, `ToolSpec.from_function`: a
+    closure defined in agent_lab/signature.py), the user's function from the closure, so a finding
+    points at the user's line rather than at ours."""
+    for _ in range(4):
+        code = getattr(function, "__code__", None)
+        if code is None or _PACKAGE not in Path(code.co_filename).resolve().parents:
+            return function
+        inner = [cell.cell_contents for cell in (function.__closure__ or ()) if _is_function(cell)]
+        if not inner:
+            return function
+        function = inner[0]
     return function
 
 
-def _relative(path: str, base: Path) -> Optional[str]:
+def _is_function(cell: Any) -> bool:
     try:
-        relative = Path(path).resolve().relative_to(base)
-    except ValueError:
-        return None
-    return relative.as_posix()
+        return inspect.isfunction(cell.cell_contents) or inspect.ismethod(cell.cell_contents)
+    except ValueError:  # an empty cell
+        return False
 
 
 def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str, SourceLocation]:
@@ -71,9 +99,7 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
             continue
         if not source_file:
             continue
-        relative = _relative(source_file, root)
-        if relative is None:
-            continue
+        shown = _shown_path(source_file, root)
         if source_file not in lines_of:
             try:
                 lines_of[source_file] = Path(source_file).read_text(encoding="utf-8").splitlines()
@@ -82,5 +108,5 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
         naming = re.compile(rf"""\bname\s*=\s*["']{re.escape(name)}["']|["']name["']\s*:\s*["']{re.escape(name)}["']""")
         line = next((number for number, text in enumerate(lines_of[source_file], start=1) if naming.search(text)),
                     max(first_line, 1))
-        found[name] = SourceLocation(relative, line)
+        found[name] = SourceLocation(shown, line)
     return found

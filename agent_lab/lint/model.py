@@ -45,6 +45,8 @@ class Hit:
     message: str
     pointer: str = ""
     tool: Optional[str] = None
+    surface: Optional[str] = None  # for a finding over several surfaces linted together: the tool's surface
+    related: tuple[str, ...] = ()  # other tools the finding concerns (a toxic flow's), as surface/tool or tool
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class CatalogFacts:
     options: Mapping[str, Any]  # budgets and thresholds (see config.DEFAULT_OPTIONS)
     host_names: Mapping[str, str]  # catalog name -> the name OpenAI and Anthropic exports use
     known_identifiers: frozenset[str]  # property names, enum strings and error codes: not tool names
+    drift: Any = None  # with a lock: the lint.drift.Drift of this catalog against its locked surface
+    surface_of: tuple[Optional[str], ...] = ()  # for surfaces linted together: each spec's surface, in order
 
 
 ToolCheck = Callable[[Any, CatalogFacts, Optional[str]], Iterable[Hit]]
@@ -80,6 +84,8 @@ class Rule:
     check: Callable[..., Iterable[Hit]]
     per_host: bool = False
     hosts: tuple[str, ...] = ()  # for per-host rules: the hosts it applies to (empty: every host)
+    runtime: bool = False  # judges the runtime half: skipped for a bare definition (a server's tool)
+    owasp: tuple[str, ...] = ()  # the OWASP MCP Top 10 (MCPnn) and Agentic Top 10 (ASInn) risks it guards
 
     def applies_to(self, host: str) -> bool:
         return not self.hosts or host in self.hosts
@@ -98,6 +104,7 @@ class Finding:
     hosts: tuple[str, ...] = ()
     surface: Optional[str] = None
     occurrence: int = 0  # > 0 for a second, third... finding of one rule at one place (say, two phrases)
+    related: tuple[str, ...] = ()  # the other tools it concerns (a toxic flow's sources and sinks)
 
     @property
     def logical_location(self) -> str:
@@ -121,5 +128,6 @@ class Finding:
             "pointer": self.pointer,
             "hosts": list(self.hosts),
             "message": self.message,
+            "related": list(self.related),
             "fingerprint": self.fingerprint(),
         }

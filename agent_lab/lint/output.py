@@ -1,7 +1,7 @@
 """A `LintReport` as text (for people), JSON (for scripts) or SARIF 2.1.0 (for code scanning).
 
-All three are deterministic: findings in catalog order, paths relative to the current directory, no
-timestamps. SARIF declares every rule of the table in `tool.driver.rules`, also on a clean run (a rule
+All three are deterministic: findings in catalog order, paths relative to the current directory (a
+file outside it by its absolute path, in SARIF an absolute `file:` URI), no timestamps. SARIF declares every rule of the table in `tool.driver.rules`, also on a clean run (a rule
 turned off is declared with `enabled: false`), gives each result a physical location (file and line of
 the tool's definition) when one was found and always a logical location (`tool/<name>/<pointer>`), and
 a `partialFingerprints` value that depends on the rule, surface, tool, pointer and hosts only.
@@ -10,8 +10,10 @@ a `partialFingerprints` value that depends on the rule, surface, tool, pointer a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from ..drift import escaped
 from .engine import LintReport
 from .model import Finding, Severity
 from .rules import RULES
@@ -20,7 +22,9 @@ __all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA_URI", "render_json", "render_sarif",
 
 SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "agentLabFinding/v1"
-_SECTIONS = {"1": "naming", "2": "description", "3": "schema", "4": "runtime-contract", "5": "catalog"}
+_SECTIONS = {"0": "definition", "1": "naming", "2": "description", "3": "schema", "4": "runtime-contract",
+             "5": "catalog", "6": "lock", "7": "toxic-flow"}
+OWASP_LISTS = {"MCP": "OWASP MCP Top 10", "ASI": "OWASP Top 10 for Agentic Applications 2026"}
 
 
 def _version() -> str:
@@ -54,7 +58,9 @@ def render_text(report: LintReport) -> str:
         surface = f"[{finding.surface}] " if finding.surface else ""
         subject = f"{finding.tool}" if finding.tool else "catalog"
         pointer = f" at {finding.pointer}" if finding.pointer else ""
-        lines.append(f"{where}: {finding.rule} {finding.severity.value} {surface}{subject}{pointer}: {_message(finding)}")
+        # escaped: a server's names and text must not break a line or hide anything in a terminal
+        lines.append(escaped(f"{where}: {finding.rule} {finding.severity.value} {surface}{subject}{pointer}: "
+                             f"{_message(finding)}"))
     summary = _summary(report)
     lines.append(f"{summary['tools']} tools in {len(report.surfaces) or 1} surface(s): {summary['errors']} error(s), "
                  f"{summary['warnings']} warning(s), {summary['notes']} note(s); lint "
@@ -105,15 +111,25 @@ def _sarif_rule(rule: Any, report: LintReport) -> dict[str, Any]:
         "help": {"text": f"{rule.why} Example: {rule.example}",
                  "markdown": f"{rule.why}\n\nExample: `{rule.example}`"},
         "defaultConfiguration": configuration,
-        "properties": {"tags": ["agent-lab", _SECTIONS[rule.id[2]]]},
+        "properties": _rule_properties(rule),
     }
+
+
+def _rule_properties(rule: Any) -> dict[str, Any]:
+    """Tags (code scanning filters on them) and the OWASP risks the rule guards against, by list."""
+    properties: dict[str, Any] = {"tags": ["agent-lab", _SECTIONS[rule.id[2]], *(f"owasp-{risk}" for risk in rule.owasp)]}
+    for prefix, title in OWASP_LISTS.items():
+        risks = [risk for risk in rule.owasp if risk.startswith(prefix)]
+        if risks:
+            properties[title] = risks
+    return properties
 
 
 def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, int]) -> dict[str, Any]:
     location: dict[str, Any] = {}
     source = report.location_of(finding)
     if source is not None:
-        location["physicalLocation"] = {"artifactLocation": {"uri": source.path},
+        location["physicalLocation"] = {"artifactLocation": _artifact(source.path),
                                         "region": {"startLine": source.line}}
     location["logicalLocations"] = [{"fullyQualifiedName": finding.logical_location,
                                      "kind": "member" if finding.tool else "module"}]
@@ -125,14 +141,28 @@ def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, in
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint()},
     }
+    if finding.related:
+        result["relatedLocations"] = [
+            {"id": index, "logicalLocations": [{"fullyQualifiedName": f"tool/{name}", "kind": "member"}]}
+            for index, name in enumerate(finding.related, start=1)]
     properties: dict[str, Any] = {}
     if finding.surface:
         properties["surface"] = finding.surface
     if finding.hosts:
         properties["hosts"] = list(finding.hosts)
+    if finding.related:
+        properties["tools"] = [finding.tool, *finding.related]
     if properties:
         result["properties"] = properties
     return result
+
+
+def _artifact(path: str) -> dict[str, Any]:
+    """A file under the working directory by its relative path (code scanning reads it from the
+    checkout); one outside it by an absolute `file:` URI, rather than no physical location at all."""
+    if Path(path).is_absolute():
+        return {"uri": Path(path).as_uri()}
+    return {"uri": path}
 
 
 def render_sarif(report: LintReport) -> str:

@@ -37,19 +37,68 @@ def _both_schemas(spec: Any) -> Iterator[tuple[str, Any, str]]:
         yield from schema_nodes(spec.output_schema, "/output_schema")
 
 
+_BRANCHES = ("allOf", "anyOf", "oneOf", "then", "else")
+
+
+def _branch_members(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
+    """`node` and every subschema reached from it through allOf/anyOf/oneOf/then/else only: the schemas
+    that all describe one and the same instance."""
+    if not isinstance(node, Mapping) or depth > 16:
+        return
+    yield node
+    for keyword in _BRANCHES:
+        members = node.get(keyword)
+        for member in members if isinstance(members, list) else [members] if members is not None else []:
+            yield from _branch_members(member, depth + 1)
+
+
+def _property_families(schema: Any) -> dict[int, list[Any]]:
+    """For each property subschema (by id), every definition of that property name for the same
+    instance: the object's own `properties` and those of its allOf/anyOf/oneOf/then/else branches. A
+    property typed in one and described in another (`allOf` refining a base) is typed and described."""
+    families: dict[int, list[Any]] = {}
+    for _, node, via in schema_nodes(schema, ""):
+        if via in _BRANCHES or not isinstance(node, Mapping):
+            continue  # a branch belongs to the family of the schema it refines
+        by_name: dict[str, list[Any]] = {}
+        for member in _branch_members(node):
+            properties = member.get("properties")
+            if isinstance(properties, Mapping):
+                for name, definition in properties.items():
+                    by_name.setdefault(name, []).append(definition)
+        for definitions in by_name.values():
+            for definition in definitions:
+                families.setdefault(id(definition), definitions)
+    return families
+
+
+def _typed(node: Any) -> bool:
+    return node is False or (isinstance(node, Mapping) and any(key in node for key in _TYPING_KEYWORDS))
+
+
+def _described(node: Any) -> bool:
+    return isinstance(node, Mapping) and bool(node.get("description") or node.get("title"))
+
+
 def check_untyped_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    families = _property_families(spec.input_schema)
     for pointer, node, via in _input_nodes(spec):
         if via not in ("properties", "items", "prefixItems"):
             continue
-        if node is True or (isinstance(node, Mapping) and not any(key in node for key in _TYPING_KEYWORDS)):
+        family = families.get(id(node), [node]) if via == "properties" else [node]
+        if any(_typed(other) for other in family) or family[0] is not node:
+            continue  # typed somewhere for this instance, or reported at its first definition
+        if node is True or (isinstance(node, Mapping) and not _typed(node)):
             yield Hit("property accepts any JSON value (no type, enum, const or $ref): say what the model must "
                       "send", pointer)
 
 
 def check_undescribed_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    families = _property_families(spec.input_schema)
     for pointer, node, via in _input_nodes(spec):
-        if via == "properties" and isinstance(node, Mapping) and not node.get("description") \
-                and not node.get("title"):
+        family = families.get(id(node), [node])
+        if via == "properties" and isinstance(node, Mapping) and family[0] is node \
+                and not any(_described(other) for other in family):
             yield Hit("input property has no description: the model learns what to put here only from its "
                       "name", pointer)
 
@@ -131,17 +180,28 @@ def check_strict_convertible(spec: Any, facts: CatalogFacts, host: Optional[str]
                   f"/input_schema{error.path}")
 
 
-def _input_pattern_findings(spec: Any) -> Iterator[tuple[str, Any]]:
-    """("/input_schema", PatternFinding) for every regex of the spec's input schema, with the verdict of
-    the regex-safety analysis its validator made when it was compiled (`Validator.patterns`: the same
-    verdicts that choose each pattern's engine at run time). ToolSpec refuses a pattern with no
-    linear-time guarantee in either schema when it is built (AL308 is retired), so every one here is safe."""
-    for finding in spec.input_validator.patterns:
-        yield "/input_schema", finding
+def _pattern_findings(spec: Any, *, output: bool = True) -> Iterator[tuple[str, Any]]:
+    """("/input_schema" or "/output_schema", PatternFinding) for every regex of the spec's schemas, with
+    the verdict of the regex-safety analysis its validators made when they were compiled
+    (`Validator.patterns`: the same verdicts that choose each pattern's engine at run time). A ToolSpec
+    refuses a pattern with no linear-time guarantee in either schema when it is built, so AL308 finds one
+    only in a definition read from a server."""
+    for root, validator in (("/input_schema", spec.input_validator),
+                            ("/output_schema", spec.output_validator if output else None)):
+        for finding in validator.patterns if validator is not None else ():
+            yield root, finding
+
+
+def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
+    for root, finding in _pattern_findings(spec):
+        if not finding.safety.safe:
+            runs_on = "the handler's output, which may echo model text" if root == "/output_schema" else "model input"
+            yield Hit(f"{root[1:]} pattern at {finding.pointer} has no linear-time guarantee "
+                      f"({finding.safety.reason}): it runs on {runs_on}", f"{root}{finding.pointer}")
 
 
 def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _input_pattern_findings(spec):
+    for root, finding in _pattern_findings(spec, output=False):
         if finding.safety.safe and finding.safety.backtracking:
             yield Hit(f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
                       f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
@@ -150,7 +210,7 @@ def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[s
 
 
 def check_linear_matcher_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _input_pattern_findings(spec):
+    for root, finding in _pattern_findings(spec, output=False):
         if finding.safety.engine is PatternEngine.LINEAR and not finding.safety.backtracking:
             yield Hit(f"input_schema pattern at {finding.pointer} runs on agent-lab's linear-time matcher, not "
                       f"Python's re ({finding.safety.reason}); it is safe, and anchoring it with ^ usually "

@@ -67,8 +67,8 @@ def _data_strings(value: Any, pointer: str, depth: int = 0) -> Iterator[tuple[st
 
 def model_texts(spec: Any) -> Iterator[tuple[str, str]]:
     """(pointer, text) for every string of the tool's model-facing definition a model reads: the name,
-    title and description, and in both schemas every description, title, property name and string
-    value of enum/const/default/examples."""
+    title and description, and in both schemas every description, title, property name, string value
+    of enum/const/default/examples and string inside an `x-` extension keyword (exports keep them)."""
     yield "/name", spec.name
     if spec.title is not None:
         yield "/title", spec.title
@@ -88,3 +88,6 @@ def model_texts(spec: Any) -> Iterator[tuple[str, str]]:
             for keyword in _DATA_KEYWORDS:
                 if keyword in node:
                     yield from _data_strings(node[keyword], f"{pointer}/{keyword}")
+            for keyword, value in node.items():  # vendor extensions travel with the schema to the model
+                if isinstance(keyword, str) and keyword.startswith("x-"):
+                    yield from _data_strings(value, f"{pointer}/{pointer_token(keyword)}")
