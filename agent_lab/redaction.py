@@ -38,8 +38,11 @@ MAX_REDACTION_DEPTH = 128
 fingerprint's depth limit (64), so no value that passed the schema step is ever cut short."""
 
 MIN_SECRET_LENGTH = 4
-"""`redact_text` ignores secrets shorter than this: masking every "a" or "42" in a sentence would
-destroy the text while protecting nothing (a value that short is guessable anyway)."""
+"""`redact_text` masks a secret at least this long wherever it occurs, and a shorter one (a CVV `737`,
+a PIN `42`) only as a whole token: where it is not part of a longer run of digits or of letters. So
+`737` is masked in `CVV 737`, `cvv737` and `737-A`, and left alone in `17375`; `pin` in `pin:`, not in
+`pins` or `pin_code` (a run of letters continues through "_"). Masking every `42` inside longer numbers
+would destroy the text and protect nothing."""
 
 
 _OBJECT, _ARRAY, _TUPLE = "object", "array", "tuple"
@@ -145,9 +148,9 @@ def _names(fields: Collection[str]) -> frozenset[str]:
 def redact_text(text: str, secrets: Collection[str]) -> str:
     """Return `text` with every occurrence of each secret replaced by `REDACTED`.
 
-    Secrets are matched literally, longest first (so a secret that contains another is masked whole).
-    Non-strings and secrets shorter than `MIN_SECRET_LENGTH` are ignored (see that constant); a
-    single string for `secrets` is one secret.
+    Secrets are matched literally, longest first (so a secret that contains another is masked whole);
+    one shorter than `MIN_SECRET_LENGTH` only as a whole token (see that constant). Non-strings, empty
+    secrets and short ones of white space only are ignored; a single string for `secrets` is one secret.
     """
     if type(secrets) is frozenset:  # a report masks thousands of lines with one set: sort it once
         usable = _usable_frozen(secrets)
@@ -159,8 +162,10 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
 
 
 def _usable(candidates: Iterable[object]) -> tuple[str, ...]:
-    """The secrets `redact_text` masks: strings long enough, each once, longest first."""
-    return tuple(sorted({secret for secret in candidates if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
+    """The secrets `redact_text` masks: strings that are not empty (nor, when short, only white space),
+    each once, longest first."""
+    return tuple(sorted({secret for secret in candidates
+                         if isinstance(secret, str) and (len(secret) >= MIN_SECRET_LENGTH or secret.strip())},
                         key=len, reverse=True))
 
 
@@ -198,7 +203,23 @@ def _spellings(secrets: frozenset[str]) -> frozenset[str]:
 @functools.lru_cache(maxsize=32)
 def _secrets_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern per set of secrets: a report masks hundreds of lines with the same ones."""
-    return re.compile("|".join(re.escape(secret) for secret in secrets))
+    return re.compile("|".join(_secret_pattern(secret) for secret in secrets))
+
+
+_NOT_AFTER_A_DIGIT, _NOT_BEFORE_A_DIGIT = r"(?<!\d)", r"(?!\d)"
+_NOT_AFTER_A_LETTER, _NOT_BEFORE_A_LETTER = r"(?<![^\W\d])", r"(?![^\W\d])"  # a letter or "_" (pin_code)
+
+
+def _secret_pattern(secret: str) -> str:
+    """`secret` as literal text; a short one only where its ends do not continue a run of digits or
+    of letters (`737` in `cvv737` and `737-A`, never in `17375`; `pin` never in `pin_code`)."""
+    literal = re.escape(secret)
+    if len(secret) >= MIN_SECRET_LENGTH:
+        return literal
+    first, last = secret[0], secret[-1]
+    before = _NOT_AFTER_A_DIGIT if first.isdecimal() else _NOT_AFTER_A_LETTER if first.isalpha() else ""
+    after = _NOT_BEFORE_A_DIGIT if last.isdecimal() else _NOT_BEFORE_A_LETTER if last.isalpha() else ""
+    return before + literal + after
 
 
 def collect_secrets(value: Any, fields: Collection[str], *, include_keys: bool = False) -> list[str]:
