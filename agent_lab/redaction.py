@@ -6,6 +6,7 @@ shown to a model, written to an audit trail or put in a report; `redact_text` ma
 values inside free text (summaries, report lines) where no field name is left to match;
 `redact_violations` stops schema violations at a secret field, because what lies below it (an object
 key, an array index) is part of the secret too and a violation's path and message would name it.
+`SecretMask` is the one path by which every report file and every line about a run is masked.
 
 Both are transforms: they return new values and never mutate their input. `redact` walks with an
 explicit stack, so a hostile, very deep (or cyclic) structure cannot raise RecursionError; past
@@ -22,8 +23,10 @@ from typing import Any, Collection, Iterable, Mapping
 __all__ = [
     "MAX_REDACTION_DEPTH",
     "MIN_SECRET_LENGTH",
+    "NO_SECRETS",
     "REDACTED",
     "REDACTED_VIOLATION_KEYWORD",
+    "SecretMask",
     "collect_secrets",
     "redact",
     "redact_text",
@@ -270,6 +273,95 @@ def _walk(value: Any, names: frozenset[str], include_keys: bool = False) -> Iter
                 stack.append((member, secret or (isinstance(key, str) and key in names), depth + 1))
         else:
             stack.extend((member, secret, depth + 1) for member in item)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports and lines: the one masking path
+# ---------------------------------------------------------------------------------------------
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null')
+_LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+JSON_REPORT_SUFFIXES = (".json", ".jsonl", ".sarif")
+
+
+class SecretMask:
+    """How every report file and every line about a run is masked: one object per run, built from the
+    secret values its worlds held and the field names its tools redact, used by every writer (the
+    tool-eval and model-eval reports and their JUnit files, the lines the commands print, the unittest
+    helper's failure messages). Writers that each masked their own way drifted apart: one masked JSON
+    escapes and kept JSON valid, another did neither.
+
+    - `text`: free text (Markdown, XML, a log line), every secret however text built from it spells it
+      (`secret_spellings`: one line, JSON escapes, `repr`, XML entities).
+    - `cell`: one table cell or message fragment, masked before it is cut to `limit`, so no part of a
+      secret crossing the cut survives.
+    - `json_text`: JSON or JSON Lines text that stays JSON: each string (object keys too) is decoded,
+      so a secret is found however the file escapes it (`\\u0037` for `7`, a quote, a line break),
+      masked and encoded again; a number or literal that shows a secret becomes the string
+      `"[redacted]"` (a PIN 4821 in the number 14821: `{"pin":[redacted]}` would not be JSON). A last
+      pass masks a secret that spans JSON's own syntax, even so.
+    - `file`: a whole report by its name (`JSON_REPORT_SUFFIXES` as JSON text, anything else as text).
+    - `value`: a JSON value with the members named in `fields` masked (`redact`), for arguments a
+      report shows.
+    """
+
+    __slots__ = ("secrets", "fields", "_spellings")
+
+    def __init__(self, secrets: Iterable[object] = (), *, fields: Iterable[object] = ()) -> None:
+        self.secrets = frozenset(secret for secret in secrets if isinstance(secret, str))
+        self.fields = frozenset(name for name in fields if isinstance(name, str))
+        self._spellings = secret_spellings(self.secrets)
+
+    def __repr__(self) -> str:  # never the secrets themselves
+        return f"SecretMask(<{len(self.secrets)} secret(s)>, fields={sorted(self.fields)!r})"
+
+    def __or__(self, other: SecretMask) -> SecretMask:
+        return SecretMask(self.secrets | other.secrets, fields=self.fields | other.fields)
+
+    def text(self, text: str) -> str:
+        return redact_text(text, self._spellings) if self._spellings else text
+
+    def cell(self, value: Any, limit: int) -> str:
+        """`value` (text, or JSON for anything else) on one line, masked before and after white space is
+        folded, then cut to `limit` characters (the last one an ellipsis)."""
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+        text = self.text(" ".join(self.text(text).split()))
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def value(self, value: Any) -> Any:
+        return redact(value, self.fields)
+
+    def file(self, name: str, text: str) -> str:
+        return self.json_text(text) if name.endswith(JSON_REPORT_SUFFIXES) else self.text(text)
+
+    def json_text(self, text: str) -> str:
+        if not self._spellings:
+            return text
+        # Only lines that may show a secret need tokens: one that spells it, or one with an escape that
+        # could (JSON text is never cut across lines by these writers).
+        lines = text.split("\n")
+        return self.text("\n".join(_JSON_TOKEN.sub(self._json_token, line)
+                                   if "\\" in line or self.text(line) != line else line for line in lines))
+
+    def _json_token(self, found: re.Match[str]) -> str:
+        token = found.group()
+        if not token.startswith('"'):
+            return token if self.text(token) == token else json.dumps(REDACTED)
+        try:
+            value = json.loads(token)
+        except ValueError:
+            return token  # not a string the writers made; the last pass still masks it
+        masked = self.text(value)
+        if masked == value:
+            return token
+        encoded = json.dumps(masked, ensure_ascii=False)
+        for character, escaped in _LINE_BREAKS_JSON_KEEPS.items():
+            encoded = encoded.replace(character, escaped)
+        return encoded
+
+
+NO_SECRETS = SecretMask()
+"""The mask of text that can hold no secret of a run (tool definitions, figures): it changes nothing."""
 
 
 # ---------------------------------------------------------------------------------------------

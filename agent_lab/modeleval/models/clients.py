@@ -110,6 +110,11 @@ class HttpModel:
         self._key = key
         self.info = ModelInfo(spec=spec.display(), kind="http", api=dialect.api, model=spec.model)
 
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        """Values every report and line of the run masks as secrets: the key, should an endpoint echo it."""
+        return (self._key,) if self._key else ()
+
     def session(self, registry: Registry, actor: Actor) -> _HttpSession:
         return _HttpSession(self, HostBridge(registry, self.dialect.bridge_format, actor=actor))
 
