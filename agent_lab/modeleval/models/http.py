@@ -78,7 +78,7 @@ class HttpRequest:
 
     base_url: str
     path: str
-    body: Mapping[str, Any]
+    body: Mapping[str, Any] = field(repr=False)  # the conversation, arguments included: never in a repr
     headers: Mapping[str, str] = field(default_factory=dict)
     secret_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
