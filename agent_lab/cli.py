@@ -283,7 +283,8 @@ def _add_model_eval_parser(commands: Any) -> None:
     cassette = model_eval.add_mutually_exclusive_group()
     cassette.add_argument("--record", metavar="DIR", type=_path, help="record every model exchange into DIR/cassette.jsonl")
     cassette.add_argument("--replay", metavar="DIR", type=_path, help="answer from DIR/cassette.jsonl only (no network)")
-    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0, help="per request (default 60)")
+    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
+                            help="per attempt, for the whole exchange: connect, headers, body (default 60)")
     model_eval.add_argument("--attempts", metavar="N", type=int, default=4,
                             help="tries per request on 429, 5xx, timeouts and broken answers (default 4)")
     model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
