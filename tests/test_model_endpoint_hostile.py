@@ -1,5 +1,5 @@
-"""model-eval's HTTP client against hostile endpoints and proxies on loopback addresses (issue 20, items 2
-and 5).
+"""model-eval's HTTP client against hostile endpoints and proxies on loopback addresses (issue 20, items 2,
+3 and 5).
 
 - A redirect is never followed: the key goes to the configured origin only (a 302 to another host got
   `Authorization: Bearer ...`). Every 3xx, to another host, another port or a URL with user info, is an
@@ -9,22 +9,30 @@ and 5).
   The tests assert what the server saw (cut off before it finished), never how long anything took.
 - Proxies the environment names: an https endpoint is reached through CONNECT, which carries no key; a
   key is never sent to a proxy over plain http (refused, nothing sent).
+- A key with white space around it is sent without it; one with a control or non-ASCII character inside
+  is refused, and no message shows any part of it.
 
 Endpoints listen on 127.0.0.1; a host the client must not reach is 127.0.0.2 (also loopback).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
 import threading
 import unittest
+from pathlib import Path
 from typing import Any, Callable, Optional
 from unittest import mock
 
+from agent_lab import cli
 from agent_lab.modeleval.models import HttpRequest, InfrastructureFailure, UrllibTransport
 from agent_lab.modeleval.transcript import TurnContext
+
+from model_eval_fixtures import TempDirMixin, get_task, write_tasks
 
 KEY = "sk-hostile-0123456789abcdef"
 CONTEXT = TurnContext("task", "surface", 1, 0)
@@ -241,6 +249,51 @@ class ProxiesTest(ServerTestCase):
         self.assertEqual(proxy.requests, [])
         self.assertIn(KEY.encode(), endpoint.requests[0])
         self.assertIn(KEY.encode(), local.requests[0])
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue() + err.getvalue()
+
+
+class KeysTest(TempDirMixin, ServerTestCase):
+    def model_eval(self, url: str, key: str) -> tuple[int, str]:
+        directory = self.make_dir()
+        tasks = write_tasks(directory, [get_task()])
+        with mock.patch.dict(os.environ, {"H20_KEY": key}):
+            code, output = run("model-eval", "--model", f"openai:m@{url}#H20_KEY", "--tasks", tasks, "--repeats", "1",
+                               "--attempts", "1", "--timeout", "5", "--out", str(directory / "out"))
+        written = "".join(path.read_text(encoding="utf-8") for path in (directory / "out").glob("*")) if (
+            directory / "out").exists() else ""
+        return code, output + written
+
+    def assert_no_part_of_the_key(self, text: str) -> None:
+        core = KEY.strip()
+        pieces = [core[start:start + 5] for start in range(len(core) - 4)]
+        self.assertFalse([piece for piece in pieces if piece in text], "a part of the key was shown")
+
+    def test_white_space_around_a_key_is_dropped_before_it_is_sent(self) -> None:
+        server = self.server(lambda connection, request, server: connection.sendall(_answer(200, ANSWER)))
+        for key in (KEY + "\n", f"  {KEY}\r\n", f"\t{KEY} "):
+            with self.subTest(key=repr(key).replace(KEY, "KEY")):
+                server.requests.clear()
+                code, output = self.model_eval(server.url, key)
+                self.assertIn(code, (0, 1))  # the stand-in's answer is no tool call; the run itself works
+                self.assertTrue(f"\r\nauthorization: bearer {KEY.lower()}\r\n".encode() in server.requests[0].lower())
+                self.assert_no_part_of_the_key(output)
+
+    def test_a_key_with_a_control_or_non_ascii_character_inside_is_refused_without_showing_it(self) -> None:
+        server = self.server(lambda connection, request, server: connection.sendall(_answer(200, ANSWER)))
+        for inside in ("\n", "\r", "\t", "\x1b", "\x7f", "\u2028", "é"):
+            with self.subTest(character=repr(inside)):
+                code, output = self.model_eval(server.url, KEY[:12] + inside + KEY[12:])
+                self.assertEqual(code, 2)
+                self.assertIn("H20_KEY", output)
+                self.assertIn("the key is not shown", output)
+                self.assert_no_part_of_the_key(output)
+        self.assertEqual(server.requests, [])
 
 
 if __name__ == "__main__":
