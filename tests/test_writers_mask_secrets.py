@@ -22,6 +22,7 @@ import contextlib
 import io
 import json
 import re
+import secrets
 import tempfile
 import unittest
 from pathlib import Path
@@ -335,6 +336,88 @@ class RedactedArgumentsInModelEvalRunsTest(unittest.TestCase):
         runs = render_reports(evaluation)["model-eval-runs.jsonl"]
         self.assertNotIn(TOKEN, runs)
         self.assertEqual(json.loads(runs.splitlines()[0])["calls"][0]["arguments"]["customer_email"], REDACTED)
+
+
+class RandomWorld:
+    """A world that makes a new secret every time it is built."""
+
+    def __init__(self) -> None:
+        self.token = "tok-" + secrets.token_hex(10)
+
+
+def _random_build(world: RandomWorld, **options: Any) -> Registry:
+    registry = Registry(**options)
+    registry.register(ToolSpec(name="read_token", description="Read the token.", input_schema={"type": "object"}),
+                      lambda arguments: {"token": world.token})
+    return registry
+
+
+RANDOM_LAB = Lab(name="random", world=RandomWorld, surfaces=[Surface("random-v1", _random_build)],
+                 effects=lambda world: [], secrets=lambda world: [world.token])
+
+
+def token_repeating_agent(request: dict[str, Any]) -> dict[str, Any]:
+    answers = [message for message in request["messages"] if message["role"] == "tool"]
+    if answers:
+        return {"content": "the token is " + answers[0]["content"]["output"]["token"], "tool_calls": []}
+    return {"content": "", "tool_calls": [{"name": "read_token", "arguments": {}}]}
+
+
+class ModelEvalMasksWhatItsTrialsSawTest(unittest.TestCase):
+    def test_secrets_of_each_trials_world_are_masked_not_those_of_a_fresh_world(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            tasks = Path(directory) / "tasks.jsonl"
+            tasks.write_text(json.dumps({
+                "task_id": "tok", "split": "dev", "intent": "Read.", "messages": ["Read the token."],
+                "actor": {"id": "a", "tenant": "t", "permissions": []},
+                "surfaces": {"random-v1": {"must_call": [{"tool": "read_token"}]}}}) + "\n")
+            code, output = _run("model-eval", "--lab", f"{__name__}:RANDOM_LAB", "--model",
+                                f"python:{__name__}:token_repeating_agent", "--tasks", str(tasks), "--repeats", "2",
+                                "--out", str(Path(directory) / "out"))
+            runs = (Path(directory) / "out" / "model-eval-runs.jsonl").read_text(encoding="utf-8")
+        self.assertEqual(code, 0, output)
+        self.assertEqual(runs.count("the token is [redacted]"), 2)
+        self.assertEqual(re.findall("tok-[0-9a-f]{20}", runs), [])
+
+    def test_a_key_the_endpoint_echoes_into_an_answer_is_masked_in_every_report_and_line(self) -> None:
+        import http.server
+        import os
+        import threading
+        from unittest import mock
+
+        key = "sk-echo-" + secrets.token_hex(8)
+
+        class Echo(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "your header was "
+                                                            + str(self.headers.get("Authorization"))}}]}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *arguments: Any) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        with tempfile.TemporaryDirectory() as directory, mock.patch.dict(os.environ, {"ECHO_KEY": key}):
+            tasks = Path(directory) / "tasks.jsonl"
+            tasks.write_text(json.dumps({
+                "task_id": "echo", "split": "dev", "intent": "Say hello.", "messages": ["Hello."],
+                "actor": {"id": "a", "tenant": "t", "permissions": []}, "abstain": True,
+                "surfaces": {"leaky-v1": {}}}) + "\n")
+            code, output = _run("model-eval", "--lab", f"{__name__}:LEAKY_LAB", "--model",
+                                f"openai:m@http://127.0.0.1:{server.server_address[1]}#ECHO_KEY", "--tasks", str(tasks),
+                                "--repeats", "1", "--out", str(Path(directory) / "out"), "-v")
+            written = output + "".join(path.read_text(encoding="utf-8") for path in (Path(directory) / "out").iterdir())
+        self.assertEqual(code, 0, output)
+        self.assertIn("your header was Bearer [redacted]", written)
+        self.assertFalse(key in written)
 
 
 class SecretMaskTest(unittest.TestCase):
