@@ -315,9 +315,6 @@ class SecretMask:
     def __repr__(self) -> str:  # never the secrets themselves
         return f"SecretMask(<{len(self.secrets)} secret(s)>, fields={sorted(self.fields)!r})"
 
-    def __or__(self, other: SecretMask) -> SecretMask:
-        return SecretMask(self.secrets | other.secrets, fields=self.fields | other.fields)
-
     def text(self, text: str) -> str:
         return redact_text(text, self._spellings) if self._spellings else text
 

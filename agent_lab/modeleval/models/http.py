@@ -126,7 +126,8 @@ class _Retry(Exception):
 
 
 class UrllibTransport:
-    """Sends requests with urllib. `sleep` and `opener` can be replaced (tests wait for nothing)."""
+    """Sends requests with urllib, one attempt at a time (see the module docstring). `sleep` can be replaced
+    (tests wait for nothing)."""
 
     def __init__(
         self,
