@@ -33,13 +33,50 @@ class InvalidJSONArguments:
         return f"InvalidJSONArguments({self.reason!r})"
 
 
+MAX_REPR_KEYS = 16
+"""`repr(ToolCall)` names at most this many argument keys (then how many more there are)."""
+MAX_REPR_TEXT = 64
+"""A name, key or call id longer than this is cut in `repr(ToolCall)`."""
+
+
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool call as the model proposed it. Nothing in it is trusted."""
+    """A tool call as the model proposed it. Nothing in it is trusted.
+
+    Its repr never shows an argument value: nothing here says which values the tool redacts (a
+    password, a card's CVV), so none is shown, only the keys: `ToolCall(name='pay', arguments={'cvv':
+    ..., 'order_id': ...}, call_id='c1')`. Arguments that are not a plain dict show their type only
+    (reading a Mapping subclass would run its code)."""
 
     name: str
     arguments: Any
     call_id: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"ToolCall(name={_short_repr(self.name)}, arguments={_arguments_shape(self.arguments)}, "
+                f"call_id={_short_repr(self.call_id)})")
+
+
+def _short_repr(value: Any) -> str:
+    """A string (cut to `MAX_REPR_TEXT`) or None as repr shows it; anything else as its type name."""
+    if value is None:
+        return "None"
+    if type(value) is not str:
+        return f"<{type(value).__name__}>"
+    return repr(value) if len(value) <= MAX_REPR_TEXT else repr(value[:MAX_REPR_TEXT]) + "…"
+
+
+def _arguments_shape(arguments: Any) -> str:
+    """`{'key': ..., ...}` for a plain dict, the reason for unreadable JSON text, else `<type>`."""
+    if isinstance(arguments, InvalidJSONArguments):
+        return repr(arguments)
+    if type(arguments) is not dict:
+        return f"<{type(arguments).__name__}>"
+    keys = list(dict.keys(arguments))
+    shown = [f"{_short_repr(key)}: ..." for key in keys[:MAX_REPR_KEYS]]
+    if len(keys) > MAX_REPR_KEYS:
+        shown.append(f"... {len(keys) - MAX_REPR_KEYS} more")
+    return "{" + ", ".join(shown) + "}"
 
 
 @dataclass(frozen=True, kw_only=True)

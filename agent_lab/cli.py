@@ -176,11 +176,12 @@ def _print_summary(evaluation: Any, out: str) -> None:
     for surface in evaluation.surfaces:
         figures = evaluation.metrics[surface.name]
         not_run = f", {figures['cases_not_run']} not run" if figures["cases_not_run"] else ""
-        print(f"{surface.role:9} {surface.name:18} {figures['cases_passed']}/{figures['cases']} cases passed{not_run}, "
-              f"{figures['unsafe_side_effects']} unsafe and {figures['duplicate_side_effects']} duplicate side effects")
+        print(evaluation.mask.text(
+            f"{surface.role:9} {surface.name:18} {figures['cases_passed']}/{figures['cases']} cases passed{not_run}, "
+            f"{figures['unsafe_side_effects']} unsafe and {figures['duplicate_side_effects']} duplicate side effects"))
     for check in evaluation.gate:
-        print(f"[{'x' if check.passed else ' '}] {check.name}: {check.detail}")
-    print(f"gate {'passed' if evaluation.gate_passed else 'FAILED'}; reports in {out}")
+        print(evaluation.mask.text(f"[{'x' if check.passed else ' '}] {check.name}: {check.detail}"))
+    print(evaluation.mask.text(f"gate {'passed' if evaluation.gate_passed else 'FAILED'}; reports in {out}"))
     sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
 
 
@@ -282,7 +283,8 @@ def _add_model_eval_parser(commands: Any) -> None:
     cassette = model_eval.add_mutually_exclusive_group()
     cassette.add_argument("--record", metavar="DIR", type=_path, help="record every model exchange into DIR/cassette.jsonl")
     cassette.add_argument("--replay", metavar="DIR", type=_path, help="answer from DIR/cassette.jsonl only (no network)")
-    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0, help="per request (default 60)")
+    model_eval.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
+                            help="per attempt, for the whole exchange: connect, headers, body (default 60)")
     model_eval.add_argument("--attempts", metavar="N", type=int, default=4,
                             help="tries per request on 429, 5xx, timeouts and broken answers (default 4)")
     model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
@@ -303,8 +305,8 @@ def _model_eval(args: argparse.Namespace) -> int:
     from .modeleval.runner import DEFAULT_MODEL, run_model_eval
     from .modeleval.shipped import SHIPPED_TASKS
     from .modeleval.tasks import TaskFileError
-    from .redaction import redact_text
 
+    lab = None
     try:
         lab = labglue.load_lab_target(args.lab or project_table().get("lab") or labglue.DEFAULT_LAB)
         transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
@@ -318,27 +320,60 @@ def _model_eval(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     except MissingRecording as error:
-        secrets = labglue.world_secrets(lab, labglue.open_world(lab))
-        print(redact_text(f"model-eval: {error}", secrets), file=sys.stderr)
+        print(_model_eval_mask(args, lab).text(f"model-eval: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except ReportWriteError as error:
-        print(f"cannot write the reports: {error}", file=sys.stderr)
+        print(_model_eval_mask(args, lab).text(f"cannot write the reports: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ConfigError, labglue.LabError, ModelSpecError, CassetteError, ValueError, OSError) as error:
-        print(f"model-eval: {error}", file=sys.stderr)
+        print(_model_eval_mask(args, lab).text(f"model-eval: {error}"), file=sys.stderr)
         return EXIT_BAD_INPUT
     from .modeleval.reports import source_line
 
-    print(f"answers from: {source_line(evaluation)}")
+    _print_model_eval_summary(evaluation, args, source_line(evaluation))
+    return EXIT_GATE_FAILED if evaluation.infrastructure_failures else EXIT_OK
+
+
+def _print_model_eval_summary(evaluation: Any, args: argparse.Namespace, source: str) -> None:
+    """What the run found, in a few lines masked like its reports (`evaluation.mask`)."""
+    mask = evaluation.mask
+    print(mask.text(f"answers from: {source}"))
     for surface, splits in evaluation.metrics.items():
         figures = splits["all"]
         success = figures["task_success"]
         pass_k = figures["pass_hat_k"]
         shown = f"pass^{args.repeats} {pass_k[str(args.repeats)]:.4f}" if pass_k else "pass^k n/a"
-        print(f"{surface}: {success['numerator']}/{success['denominator']} trials succeeded, {shown}, "
-              f"{figures['unsafe_effects']} unsafe effect(s), {figures['infrastructure_failures']} infrastructure failure(s)")
-    print(f"reports in {args.out}")
-    return EXIT_GATE_FAILED if evaluation.infrastructure_failures else EXIT_OK
+        print(mask.text(f"{surface}: {success['numerator']}/{success['denominator']} trials succeeded, {shown}, "
+                        f"{figures['unsafe_effects']} unsafe effect(s), {figures['infrastructure_failures']} "
+                        "infrastructure failure(s)"))
+    print(mask.text(f"reports in {args.out}"))
+
+
+def _model_eval_mask(args: argparse.Namespace, lab: Any) -> Any:
+    """The mask of a line about a model-eval run that stopped: the key the model spec names (an error
+    from below may quote a header) and the secrets of a fresh world of the lab (a missing recording's
+    message quotes the conversation; the runner masks the trial's own world already). Best effort: what
+    cannot be read (no lab yet, a world that raises) is left out."""
+    import os
+
+    from .modeleval.models import ModelSpecError, parse_model_spec
+    from .redaction import SecretMask
+
+    secrets: set[str] = set()
+    try:
+        key_env = parse_model_spec(args.model).key_env if args.model else None
+    except ModelSpecError:
+        key_env = None
+    if key_env and os.environ.get(key_env):
+        secrets |= {os.environ[key_env], os.environ[key_env].strip()}
+    if lab is not None:
+        from .modeleval import labglue
+
+        try:
+            secrets.update(labglue.world_secrets(lab, labglue.open_world(lab)))
+        except Exception:  # noqa: BLE001 - a lab that cannot say its secrets already failed the run
+            pass
+    return SecretMask(secrets)
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ shown to a model, written to an audit trail or put in a report; `redact_text` ma
 values inside free text (summaries, report lines) where no field name is left to match;
 `redact_violations` stops schema violations at a secret field, because what lies below it (an object
 key, an array index) is part of the secret too and a violation's path and message would name it.
+`SecretMask` is the one path by which every report file and every line about a run is masked.
 
 Both are transforms: they return new values and never mutate their input. `redact` walks with an
 explicit stack, so a hostile, very deep (or cyclic) structure cannot raise RecursionError; past
@@ -22,8 +23,10 @@ from typing import Any, Collection, Iterable, Mapping
 __all__ = [
     "MAX_REDACTION_DEPTH",
     "MIN_SECRET_LENGTH",
+    "NO_SECRETS",
     "REDACTED",
     "REDACTED_VIOLATION_KEYWORD",
+    "SecretMask",
     "collect_secrets",
     "redact",
     "redact_text",
@@ -38,8 +41,11 @@ MAX_REDACTION_DEPTH = 128
 fingerprint's depth limit (64), so no value that passed the schema step is ever cut short."""
 
 MIN_SECRET_LENGTH = 4
-"""`redact_text` ignores secrets shorter than this: masking every "a" or "42" in a sentence would
-destroy the text while protecting nothing (a value that short is guessable anyway)."""
+"""`redact_text` masks a secret at least this long wherever it occurs, and a shorter one (a CVV `737`,
+a PIN `42`) only as a whole token: where it is not part of a longer run of digits or of letters. So
+`737` is masked in `CVV 737`, `cvv737` and `737-A`, and left alone in `17375`; `pin` in `pin:`, not in
+`pins` or `pin_code` (a run of letters continues through "_"). Masking every `42` inside longer numbers
+would destroy the text and protect nothing."""
 
 
 _OBJECT, _ARRAY, _TUPLE = "object", "array", "tuple"
@@ -145,9 +151,9 @@ def _names(fields: Collection[str]) -> frozenset[str]:
 def redact_text(text: str, secrets: Collection[str]) -> str:
     """Return `text` with every occurrence of each secret replaced by `REDACTED`.
 
-    Secrets are matched literally, longest first (so a secret that contains another is masked whole).
-    Non-strings and secrets shorter than `MIN_SECRET_LENGTH` are ignored (see that constant); a
-    single string for `secrets` is one secret.
+    Secrets are matched literally, longest first (so a secret that contains another is masked whole);
+    one shorter than `MIN_SECRET_LENGTH` only as a whole token (see that constant). Non-strings, empty
+    secrets and short ones of white space only are ignored; a single string for `secrets` is one secret.
     """
     if type(secrets) is frozenset:  # a report masks thousands of lines with one set: sort it once
         usable = _usable_frozen(secrets)
@@ -159,8 +165,10 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
 
 
 def _usable(candidates: Iterable[object]) -> tuple[str, ...]:
-    """The secrets `redact_text` masks: strings long enough, each once, longest first."""
-    return tuple(sorted({secret for secret in candidates if isinstance(secret, str) and len(secret) >= MIN_SECRET_LENGTH},
+    """The secrets `redact_text` masks: strings that are not empty (nor, when short, only white space),
+    each once, longest first."""
+    return tuple(sorted({secret for secret in candidates
+                         if isinstance(secret, str) and (len(secret) >= MIN_SECRET_LENGTH or secret.strip())},
                         key=len, reverse=True))
 
 
@@ -198,7 +206,23 @@ def _spellings(secrets: frozenset[str]) -> frozenset[str]:
 @functools.lru_cache(maxsize=32)
 def _secrets_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern per set of secrets: a report masks hundreds of lines with the same ones."""
-    return re.compile("|".join(re.escape(secret) for secret in secrets))
+    return re.compile("|".join(_secret_pattern(secret) for secret in secrets))
+
+
+_NOT_AFTER_A_DIGIT, _NOT_BEFORE_A_DIGIT = r"(?<!\d)", r"(?!\d)"
+_NOT_AFTER_A_LETTER, _NOT_BEFORE_A_LETTER = r"(?<![^\W\d])", r"(?![^\W\d])"  # a letter or "_" (pin_code)
+
+
+def _secret_pattern(secret: str) -> str:
+    """`secret` as literal text; a short one only where its ends do not continue a run of digits or
+    of letters (`737` in `cvv737` and `737-A`, never in `17375`; `pin` never in `pin_code`)."""
+    literal = re.escape(secret)
+    if len(secret) >= MIN_SECRET_LENGTH:
+        return literal
+    first, last = secret[0], secret[-1]
+    before = _NOT_AFTER_A_DIGIT if first.isdecimal() else _NOT_AFTER_A_LETTER if first.isalpha() else ""
+    after = _NOT_BEFORE_A_DIGIT if last.isdecimal() else _NOT_BEFORE_A_LETTER if last.isalpha() else ""
+    return before + literal + after
 
 
 def collect_secrets(value: Any, fields: Collection[str], *, include_keys: bool = False) -> list[str]:
@@ -249,6 +273,92 @@ def _walk(value: Any, names: frozenset[str], include_keys: bool = False) -> Iter
                 stack.append((member, secret or (isinstance(key, str) and key in names), depth + 1))
         else:
             stack.extend((member, secret, depth + 1) for member in item)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports and lines: the one masking path
+# ---------------------------------------------------------------------------------------------
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null')
+_LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+JSON_REPORT_SUFFIXES = (".json", ".jsonl", ".sarif")
+
+
+class SecretMask:
+    """How every report file and every line about a run is masked: one object per run, built from the
+    secret values its worlds held and the field names its tools redact, used by every writer (the
+    tool-eval and model-eval reports and their JUnit files, the lines the commands print, the unittest
+    helper's failure messages). Writers that each masked their own way drifted apart: one masked JSON
+    escapes and kept JSON valid, another did neither.
+
+    - `text`: free text (Markdown, XML, a log line), every secret however text built from it spells it
+      (`secret_spellings`: one line, JSON escapes, `repr`, XML entities).
+    - `cell`: one table cell or message fragment, masked before it is cut to `limit`, so no part of a
+      secret crossing the cut survives.
+    - `json_text`: JSON or JSON Lines text that stays JSON: each string (object keys too) is decoded,
+      so a secret is found however the file escapes it (`\\u0037` for `7`, a quote, a line break),
+      masked and encoded again; a number or literal that shows a secret becomes the string
+      `"[redacted]"` (a PIN 4821 in the number 14821: `{"pin":[redacted]}` would not be JSON). A last
+      pass masks a secret that spans JSON's own syntax, even so.
+    - `file`: a whole report by its name (`JSON_REPORT_SUFFIXES` as JSON text, anything else as text).
+    - `value`: a JSON value with the members named in `fields` masked (`redact`), for arguments a
+      report shows.
+    """
+
+    __slots__ = ("secrets", "fields", "_spellings")
+
+    def __init__(self, secrets: Iterable[object] = (), *, fields: Iterable[object] = ()) -> None:
+        self.secrets = frozenset(secret for secret in secrets if isinstance(secret, str))
+        self.fields = frozenset(name for name in fields if isinstance(name, str))
+        self._spellings = secret_spellings(self.secrets)
+
+    def __repr__(self) -> str:  # never the secrets themselves
+        return f"SecretMask(<{len(self.secrets)} secret(s)>, fields={sorted(self.fields)!r})"
+
+    def text(self, text: str) -> str:
+        return redact_text(text, self._spellings) if self._spellings else text
+
+    def cell(self, value: Any, limit: int) -> str:
+        """`value` (text, or JSON for anything else) on one line, masked before and after white space is
+        folded, then cut to `limit` characters (the last one an ellipsis)."""
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+        text = self.text(" ".join(self.text(text).split()))
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def value(self, value: Any) -> Any:
+        return redact(value, self.fields)
+
+    def file(self, name: str, text: str) -> str:
+        return self.json_text(text) if name.endswith(JSON_REPORT_SUFFIXES) else self.text(text)
+
+    def json_text(self, text: str) -> str:
+        if not self._spellings:
+            return text
+        # Only lines that may show a secret need tokens: one that spells it, or one with an escape that
+        # could (JSON text is never cut across lines by these writers).
+        lines = text.split("\n")
+        return self.text("\n".join(_JSON_TOKEN.sub(self._json_token, line)
+                                   if "\\" in line or self.text(line) != line else line for line in lines))
+
+    def _json_token(self, found: re.Match[str]) -> str:
+        token = found.group()
+        if not token.startswith('"'):
+            return token if self.text(token) == token else json.dumps(REDACTED)
+        try:
+            value = json.loads(token)
+        except ValueError:
+            return token  # not a string the writers made; the last pass still masks it
+        masked = self.text(value)
+        if masked == value:
+            return token
+        encoded = json.dumps(masked, ensure_ascii=False)
+        for character, escaped in _LINE_BREAKS_JSON_KEEPS.items():
+            encoded = encoded.replace(character, escaped)
+        return encoded
+
+
+NO_SECRETS = SecretMask()
+"""The mask of text that can hold no secret of a run (tool definitions, figures): it changes nothing."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -100,6 +100,7 @@ SPELLED_SECRETS = {
     "a quote": 'tok"secretbody0123',
     "a backslash": "back\\secretbody0123",
     "XML's special characters": "a<b&c>d'secretbody0123",
+    "non-ASCII and a next-line character": "zé\x85secretbody0123",  # JSON Lines escapes the one, not the other
 }
 """Secrets a report would spell otherwise than they are: on one line (a Markdown cell or a JUnit
 message), inside JSON text (tool-runs.jsonl, tool-comparison.json) or XML (junit.xml), or in a repr."""

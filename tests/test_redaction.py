@@ -150,9 +150,20 @@ class RedactTextTest(unittest.TestCase):
     def test_secrets_are_literal_text_not_patterns(self):
         self.assertEqual(redact_text("a.b*c and axbbc", ["a.b*c"]), f"{REDACTED} and axbbc")
 
-    def test_empty_short_and_non_string_secrets_are_ignored(self):
-        short = "x" * (MIN_SECRET_LENGTH - 1)
-        self.assertEqual(redact_text("xxx abc", ["", short, None, 12345]), "xxx abc")
+    def test_empty_blank_and_non_string_secrets_are_ignored(self):
+        self.assertEqual(redact_text("xxx abc  12345", ["", " ", "\n", None, 12345]), "xxx abc  12345")
+
+    def test_a_short_secret_is_masked_as_a_whole_token_and_never_inside_a_longer_number(self):
+        self.assertLess(len("737"), MIN_SECRET_LENGTH)
+        text = "CVV 737 (cvv737, 737-A, 737.5) is not order 17375, 7370 or 0737, nor 7.37"
+        self.assertEqual(redact_text(text, ["737"]),
+                         f"CVV {REDACTED} (cvv{REDACTED}, {REDACTED}-A, {REDACTED}.5) is not order 17375, 7370 or 0737,"
+                         " nor 7.37")
+
+    def test_a_short_secret_of_letters_is_masked_where_no_letter_continues_it(self):
+        self.assertEqual(redact_text("pw=xq, xq9, (xq) but not xqz, axq or xq_id", ["xq"]),
+                         f"pw={REDACTED}, {REDACTED}9, ({REDACTED}) but not xqz, axq or xq_id")
+        self.assertEqual(redact_text("a 7 in 17 and 7", "7"), f"a {REDACTED} in 17 and {REDACTED}")
 
     def test_text_without_secrets_is_unchanged(self):
         self.assertEqual(redact_text("nothing here", ["abcdef"]), "nothing here")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import tempfile
 import unittest
@@ -261,6 +262,26 @@ class ToolFailureTest(SecretKeysTestCase):
                 self.assertEqual(result.error.code, "conflict")
                 self.assertEqual(result.error.details, {"pin_tried": REDACTED, "tries": [REDACTED, 2]})
                 self.assertNoSecret(json.dumps(number), result, outputs.stored_text())
+
+
+    def test_a_short_secret_argument_copied_into_a_tool_failure_is_masked_but_longer_numbers_are_kept(self) -> None:
+        def handler(arguments):
+            cvv = arguments["cvv"]
+            raise ToolFailure("conflict", f"Card refused: CVV {cvv} does not match order 17375.",
+                              details={"hint": f"cvv={cvv}", "tried": int(cvv), "order": 17375})
+
+        spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
+                                                                         "cvv": {"type": "string"}},
+                                        "required": ["action_id"]},
+                          redact=("cvv",))
+        outputs = Outputs(self, spec, handler)
+        result = outputs.registry.invoke(ToolCall("save_contacts", {"action_id": "a-1", "cvv": "737"}), actor=ACTOR)
+        self.assertEqual(result.error.code, "conflict")
+        self.assertEqual(result.error.message, f"Card refused: CVV {REDACTED} does not match order 17375.")
+        self.assertEqual(result.error.details, {"hint": f"cvv={REDACTED}", "tried": REDACTED, "order": 17375})
+        # (the SQLite file is not searched: its random ids may hold "737" between letters by chance)
+        for shown in (json.dumps(result.to_model()), repr(result), json.dumps(result.to_record())):
+            self.assertIsNone(re.search(r"(?<!\d)737(?!\d)", shown))
 
 
 class RedactViolationsTest(unittest.TestCase):

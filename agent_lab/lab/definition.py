@@ -299,13 +299,13 @@ class Lab:
         """A message about the lab's code with the world's secrets masked: the error line goes to
         stderr, a CI log, and a hook's exception may well name a secret (a KeyError on a token, say).
         Best effort: a world whose secrets cannot be read leaves the message as it is."""
-        from ..redaction import redact_text, secret_spellings
+        from ..redaction import SecretMask
 
         try:
             secrets = self.secrets_of(world)
         except LabError:
             return message
-        return redact_text(message, secret_spellings(secrets))
+        return SecretMask(secrets).text(message)
 
     def settle_world(self, world: Any) -> None:
         """Release the world's held operations and wait until none runs (no-op without a `settle` hook)."""

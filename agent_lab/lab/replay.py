@@ -59,7 +59,7 @@ class CallRun:
     index: int
     call_id: str
     tool: str
-    arguments: Any
+    arguments: Any = field(repr=False)  # never in a repr: a tool may redact them (the view is redacted)
     approved: bool
     view: Mapping[str, Any]
     leaked_secret: bool  # the view shows a secret of the world

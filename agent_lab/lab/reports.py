@@ -2,9 +2,10 @@
 
 Reports are deterministic: no timestamps, no durations, no absolute paths, stable ordering, fixed
 call and approval ids. They name the lab and its surfaces and cover every surface, however many. Secret
-values (every secret any world of the run held) are masked in every text cell, however the cell spells
-them (on one line, as JSON text: `secret_spellings`), before it is cut to length, so no part of a secret survives a cut, and every rendered file passes through `redact_text`
-again as a last line of defence: a surface that leaks a secret to the model never leaks it into a report.
+values (every secret any world of the run held) are masked through the run's `SecretMask`, the one
+masking path every writer shares: in every text cell before it is cut to length (so no part of a secret
+survives a cut), and in every whole file as `write_files` writes it (JSON text token by token, so it
+stays JSON): a surface that leaks a secret to the model never leaks it into a report.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ..redaction import REDACTED, redact, redact_text, secret_spellings
+from ..redaction import SecretMask
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
-__all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "render_reports",
-           "write_files"]
+__all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "json_line",
+           "render_reports", "write_files"]
 
 REPORT_FILES = ("tool-comparison.json", "tool-comparison.md", "tool-comparison.svg", "tool-failures.md",
                 "tool-runs.jsonl", "junit.xml")
@@ -53,8 +54,9 @@ def display_path(path: str) -> str:
 
 
 def render_reports(evaluation: Any) -> dict[str, str]:
-    """Every report file's text, keyed by file name (junit.xml included)."""
-    rendered = {
+    """Every report file's text, keyed by file name (junit.xml included), its cells masked with the
+    run's `evaluation.mask`; `write_files(..., mask=evaluation.mask)` masks each whole file."""
+    return {
         "tool-comparison.json": _comparison_json(evaluation),
         "tool-comparison.md": _comparison_md(evaluation),
         "tool-comparison.svg": _chart_svg(evaluation),
@@ -62,40 +64,6 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-runs.jsonl": _runs_jsonl(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
-    spellings = secret_spellings(evaluation.secrets)  # as JSON and XML text spell them too
-    return {name: redact_text(_mask_tokens(name, text, spellings), spellings) for name, text in rendered.items()}
-
-
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null')
-
-
-def _mask_tokens(name: str, text: str, spellings: Collection[str]) -> str:
-    """Mask a JSON report token by token, so it stays JSON whatever a secret is.
-
-    The last pass over the whole text masks a secret wherever it is, and alone it breaks JSON where a
-    secret is (or is inside) a number or literal: a PIN "1250" in the number 1250 (`"cents":[redacted]`
-    is not JSON), a secret "true" in `"ok":true`. Here a string is masked inside its quotes, and a
-    number or literal that shows a secret becomes the string "[redacted]". What is left for the last
-    pass is a secret that spans JSON's own syntax (`"ok":`, say), which is masked even so. XML needs no
-    such pass: masking inside an attribute value or text keeps it well-formed."""
-    if not spellings:
-        return text
-    if not name.endswith((".json", ".jsonl")):
-        return text
-    lines = text.split("\n")  # JSON text is never cut across lines: only lines that show a secret need tokens
-    return "\n".join(_JSON_TOKEN.sub(lambda found: _masked_json_token(found.group(), spellings), line)
-                     if redact_text(line, spellings) != line else line for line in lines)
-
-
-def _masked_json_token(token: str, spellings: Collection[str]) -> str:
-    if not token.startswith('"'):
-        return token if redact_text(token, spellings) == token else json.dumps(REDACTED)
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return token  # not a string the renderers wrote; the last pass still masks it
-    masked = redact_text(value, spellings)
-    return token if masked == value else json.dumps(masked, ensure_ascii=False)
 
 
 class ReportWriteError(Exception):
@@ -126,8 +94,10 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] = 
         seen.add(resolved)
 
 
-def write_files(files: Mapping[Path, str]) -> None:
-    """Replace every file of `files`, or none of them (raises ReportWriteError).
+def write_files(files: Mapping[Path, str], *, mask: SecretMask) -> None:
+    """Replace every file of `files`, or none of them (raises ReportWriteError), each masked by `mask`
+    as its kind needs (`SecretMask.file`: JSON stays JSON). `mask` has no default: whoever writes a
+    file says which secrets it must not show (`NO_SECRETS` for a file that holds none by design).
 
     A set of reports is only meaningful whole, so this writes every text in full to a temporary name
     beside its file first, and renames them into place only once all are written. Each rename is atomic;
@@ -138,7 +108,7 @@ def write_files(files: Mapping[Path, str]) -> None:
     temporaries = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
     try:
         for path, text in files.items():
-            _write_whole(path, temporaries[path], text.encode("utf-8", "backslashreplace"))
+            _write_whole(path, temporaries[path], mask.file(path.name, text).encode("utf-8", "backslashreplace"))
         _rename_all_or_none(temporaries)
     finally:
         for temporary in temporaries.values():
@@ -208,7 +178,7 @@ def _reason(error: OSError) -> str:
 _LINE_BREAKS_JSON_KEEPS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
-def _json_line(value: Any) -> str:
+def json_line(value: Any) -> str:
     """One JSON Lines record. JSON may hold U+0085, U+2028 and U+2029 raw inside a string, but
     `str.splitlines()` and many editors break a line there: they are written as escapes, so a record is
     one line for every reader."""
@@ -245,19 +215,10 @@ def _paragraph(text: str) -> str:
     return text if found is None else text[:found.end() - 1] + "\\" + text[found.end() - 1:]
 
 
-def _cell(value: Any, secrets: Collection[str]) -> str:
-    """One table cell or message fragment: on one line, secrets masked, then cut to `MAX_CELL`.
-
-    Masking comes first: cut first, and a secret that crosses the cut would leave its first part behind,
-    which no later masking can recognise. Each secret is masked however the cell spells it (JSON text,
-    one line: `secret_spellings`), before and after the text is put on one line."""
-    spellings = secret_spellings(secrets)
-    text = redact_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True),
-                       spellings)
-    text = redact_text(_inline(text), spellings)
-    if len(text) > MAX_CELL:
-        text = text[: MAX_CELL - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+def _cell(value: Any, mask: SecretMask) -> str:
+    """One Markdown table cell or message fragment: `mask.cell` (on one line, masked, then cut to
+    `MAX_CELL`: masked first, so no part of a secret crossing the cut is left behind), then escaped."""
+    return mask.cell(value, MAX_CELL).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _case_files(evaluation: Any) -> list[str]:
@@ -385,7 +346,7 @@ def _comparison_md(evaluation: Any) -> str:
     by_surface = [evaluation.results[surface.name] for surface in surfaces]
     for number, case in enumerate(evaluation.cases):
         marks = " | ".join(_mark(results[number]) for results in by_surface)
-        lines.append(f"| {case.case_id} | {_markdown(_cell(case.intent, evaluation.secrets))} | {marks} |")
+        lines.append(f"| {case.case_id} | {_markdown(_cell(case.intent, evaluation.mask))} | {marks} |")
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
 
@@ -500,19 +461,19 @@ def _failures_md(evaluation: Any) -> str:
         if not failing and not not_run:
             lines += ["None.", ""]
         for result in failing:
-            lines += _failure_block(result, evaluation.secrets)
+            lines += _failure_block(result, evaluation.mask)
         if not_run:
             lines += ["Not run (the case has no steps for this surface): "
                       + ", ".join(f"`{case_id}`" for case_id in not_run) + ".", ""]
     return "\n".join(lines)
 
 
-def _failure_block(result: CaseResult, secrets: Collection[str]) -> list[str]:
+def _failure_block(result: CaseResult, mask: SecretMask) -> list[str]:
     case = result.case
     lines = [f"### {case.case_id}", "",
              f"{_paragraph(_inline(case.intent))} ({_markdown(display_path(case.source_path))}:{case.source_line})", "",
              "| grade | expected | actual |", "| --- | --- | --- |"]
-    lines += ["| " + " | ".join(_markdown(_cell(value, secrets)) for value in (grade.name, grade.expected, grade.actual))
+    lines += ["| " + " | ".join(_markdown(_cell(value, mask)) for value in (grade.name, grade.expected, grade.actual))
               + " |" for grade in _failed(result)]
     return lines + [""]
 
@@ -524,28 +485,28 @@ def _runs_jsonl(evaluation: Any) -> str:
     lines: list[str] = []
     for surface in evaluation.surfaces:
         for result in evaluation.results[surface.name]:
-            lines.extend(_run_lines(result, evaluation.redact_fields))
+            lines.extend(_run_lines(result, evaluation.mask))
     return "".join(line + "\n" for line in lines)
 
 
-def _run_lines(result: CaseResult, redact_fields: Collection[str]) -> Iterable[str]:
+def _run_lines(result: CaseResult, mask: SecretMask) -> Iterable[str]:
     run = result.run
     if run is None:
-        yield _json_line({"kind": "case", "case_id": result.case.case_id, "surface": result.surface, "ran": False,
+        yield json_line({"kind": "case", "case_id": result.case.case_id, "surface": result.surface, "ran": False,
                           "passed": False})
         return
     for call in run.calls:
-        yield _json_line({
+        yield json_line({
             "kind": "call",
             "case_id": run.case_id,
             "surface": run.surface,
             "call_id": call.call_id,
             "tool": call.tool,
-            "arguments": redact(call.arguments, redact_fields),
+            "arguments": mask.value(call.arguments),
             "approved": call.approved,
             "result": call.view,
         })
-    yield _json_line({
+    yield json_line({
         "kind": "case",
         "case_id": run.case_id,
         "surface": run.surface,
@@ -569,7 +530,7 @@ def _junit_xml(evaluation: Any) -> str:
     candidates and the gate can fail it.
     """
     suites = [_suite(f"tool-eval.{surface.name}", surface.label,
-                     [_case_xml(result, surface.baseline, evaluation.secrets) for result in evaluation.results[surface.name]])
+                     [_case_xml(result, surface.baseline, evaluation.mask) for result in evaluation.results[surface.name]])
               for surface in _gating_order(evaluation)]
     gate_cases = [(check.name, None if check.passed else check.detail, None) for check in evaluation.gate]
     suites.append(_suite("tool-eval.gate", "gate", gate_cases))
@@ -582,14 +543,14 @@ def _junit_xml(evaluation: Any) -> str:
             f"{body}</testsuites>\n")
 
 
-def _case_xml(result: CaseResult, baseline: bool, secrets: Collection[str]) -> tuple[str, str | None, str | None]:
+def _case_xml(result: CaseResult, baseline: bool, mask: SecretMask) -> tuple[str, str | None, str | None]:
     case_id = result.case.case_id
     if not result.ran:
         return (case_id, None, NOT_RUN_REASON) if baseline else (case_id, NOT_RUN_REASON, None)
     failed = _failed(result)
     if not failed:
         return case_id, None, None
-    detail = "\n".join(f"{grade.name}: expected {_cell(grade.expected, secrets)}, actual {_cell(grade.actual, secrets)}"
+    detail = "\n".join(f"{grade.name}: expected {_cell(grade.expected, mask)}, actual {_cell(grade.actual, mask)}"
                        for grade in failed)
     if baseline:
         return case_id, None, f"expected baseline failure ({len(failed)} grade(s) differ):\n{detail}"

@@ -21,7 +21,7 @@ import unittest
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..redaction import redact_text, secret_spellings
+from ..redaction import SecretMask
 from .cases import Case, load_cases
 from .definition import Lab, Surface
 from .grading import grade_run
@@ -85,7 +85,7 @@ def _case_test(lab: Lab, case: Case, surface: Surface) -> Callable[[unittest.Tes
 
 
 def _shown(value: Any, secrets: frozenset[str]) -> str:
-    text = redact_text(repr(value), secret_spellings(secrets))  # masked (as repr spells it) before it is cut
+    text = SecretMask(secrets).text(repr(value))  # masked (as repr spells it) before it is cut
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from ..lint import LintConfig
-from ..redaction import redact_text
+from ..redaction import SecretMask
 from .cases import Case, load_cases
 from .definition import Lab, Surface
 from .grading import grade_run
@@ -89,7 +90,7 @@ class Evaluation:
     metrics: SurfaceMap[Mapping[str, Any]]
     comparison: Mapping[str, Mapping[str, Sequence[str]]]  # candidate -> buckets; empty without a baseline
     gate: tuple[GateCheck, ...]
-    secrets: frozenset[str]  # every secret any world of the run held: masked in every report
+    secrets: frozenset[str] = field(repr=False)  # every secret any world of the run held: masked in every report
     redact_fields: frozenset[str]  # fields some tool redacts: masked in the arguments the runs show
 
     baseline: Surface | None  # the lab's baseline, if it has one
@@ -98,6 +99,11 @@ class Evaluation:
     @property
     def gate_passed(self) -> bool:
         return all(check.passed for check in self.gate)
+
+    @functools.cached_property
+    def mask(self) -> SecretMask:
+        """How every report and line about this run is masked: its secrets, its tools' redacted fields."""
+        return SecretMask(self.secrets, fields=self.redact_fields)
 
 
 def default_jobs() -> int:
@@ -189,7 +195,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     check_report_targets(targets.values(), keep=case_paths)
     evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs)
     rendered = render_reports(evaluation)
-    write_files({targets[name]: text for name, text in rendered.items()})
+    write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
     return evaluation
 
 
@@ -198,7 +204,7 @@ def progress_line(case: Case, results: Sequence[CaseResult]) -> str:
     with the secrets its worlds held masked, as in every report (the line goes to a CI log)."""
     verdicts = ", ".join(f"{result.surface} {_verdict(result)}" for result in results)
     secrets = frozenset().union(*(result.run.secrets for result in results if result.run is not None))
-    return redact_text(f"{case.case_id}: {verdicts}", secrets)
+    return SecretMask(secrets).text(f"{case.case_id}: {verdicts}")
 
 
 def _verdict(result: CaseResult) -> str:

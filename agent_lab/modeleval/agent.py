@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping, Optional
 
 from ..calls import ToolCall, ToolResult
@@ -54,7 +54,7 @@ class CallRecord:
     call_id: str
     tool: str  # the catalog's name for it ("" when the model named none)
     host_name: str
-    arguments: Any  # None when they could not be read
+    arguments: Any = field(repr=False)  # None when they could not be read; never in a repr (a tool may redact them)
     unparseable: bool
     known_tool: bool
     schema_valid: bool  # the arguments pass the tool's input schema

@@ -1,19 +1,20 @@
 """Render the model-eval reports in memory; the runner writes them as one atomic set.
 
 Deterministic under replay: no timestamps, no absolute paths, no wall times except model latencies
-that a cassette recorded (an in-process agent has none), stable ordering. Every file passes through
-`redact_text` with the lab's secrets, so a surface that shows a secret never puts it in a report.
-Every report says where the answers came from, and a scripted agent is named as one, never as a model.
+that a cassette recorded (an in-process agent has none), stable ordering. Secrets (every secret a
+trial's world held, the model's key) are masked through the run's `SecretMask`, the path tool-eval's
+reports take too: cells before they are cut, arguments by the fields their tools redact, and every whole
+file as `write_files` writes it (JSON text token by token, so it stays JSON). Every report says where
+the answers came from, and a scripted agent is named as one, never as a model.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 from xml.sax.saxutils import escape, quoteattr
 
-from ..lab.reports import display_path
-from ..redaction import redact_text
+from ..lab.reports import display_path, json_line
 from .metrics import TrialResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "render_reports"]
@@ -45,16 +46,16 @@ SVG_WIDTH, SVG_LABEL_WIDTH, SVG_BAR_MAX, SVG_ROW, SVG_TOP = 760, 250, 400, 18, 6
 SVG_PALETTE = ("#1a73e8", "#9aa0a6", "#e8710a", "#188038", "#a142f4")
 
 
-def render_reports(evaluation: Any, secrets: Sequence[str]) -> dict[str, str]:
-    """Every report's text keyed by file name, secrets masked."""
-    rendered = {
+def render_reports(evaluation: Any) -> dict[str, str]:
+    """Every report's text keyed by file name, its cells and arguments masked with `evaluation.mask`;
+    `write_files(..., mask=evaluation.mask)` masks each whole file."""
+    return {
         "model-eval.json": _json_report(evaluation),
         "model-eval.md": _markdown(evaluation),
         "model-eval.svg": _chart(evaluation),
         "model-eval-runs.jsonl": _runs(evaluation),
         "junit.xml": _junit(evaluation),
     }
-    return {name: redact_text(text, list(secrets)) for name, text in rendered.items()}
 
 
 def source_line(evaluation: Any) -> str:
@@ -68,10 +69,6 @@ def source_line(evaluation: Any) -> str:
     if info.kind == "python":
         return f"An in-process agent ({info.spec}), not a network model."
     return f"Model {info.model!r} through the {info.api} API ({info.spec})."
-
-
-def _json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def _task_rows(evaluation: Any) -> list[dict[str, Any]]:
@@ -147,11 +144,9 @@ _COUNT_ROWS = (
 )
 
 
-def _cell(text: str) -> str:
-    text = " ".join(str(text).split())
-    if len(text) > MAX_CELL:
-        text = text[: MAX_CELL - 1] + "…"
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+def _cell(evaluation: Any, text: str) -> str:
+    """A Markdown table cell: `mask.cell` (masked, on one line, then cut), then escaped."""
+    return evaluation.mask.cell(str(text), MAX_CELL).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _surface_label(evaluation: Any, name: str) -> str:
@@ -201,7 +196,7 @@ def _markdown(evaluation: Any) -> str:
             else:
                 infra = f", {figures['infrastructure_failures']} infra" if figures["infrastructure_failures"] else ""
                 cells.append(f"{figures['successes']}/{figures['trials']}{infra}")
-        lines.append(f"| {row['task_id']} | {row['split']} | {_cell(row['intent'])} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['task_id']} | {row['split']} | {_cell(evaluation, row['intent'])} | " + " | ".join(cells) + " |")
     lines += ["", "## Failed checks", ""]
     failures = [(row, surface, figures) for row in _task_rows(evaluation)
                 for surface, figures in row["surfaces"].items() if figures["failed_checks"]]
@@ -209,7 +204,7 @@ def _markdown(evaluation: Any) -> str:
         lines.append("None.")
     for row, surface, figures in failures:
         lines.append(f"- `{row['task_id']}` on {surface} ({figures['successes']}/{figures['trials']} passed): "
-                     + "; ".join(_cell(name) for name in figures["failed_checks"]))
+                     + "; ".join(_cell(evaluation, name) for name in figures["failed_checks"]))
     lines += ["", "## Definitions", ""] + [f"- {key}: {text}" for key, text in DEFINITIONS.items()]
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
@@ -234,7 +229,7 @@ def _chart(evaluation: Any) -> str:
         f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="sans-serif" font-size="12">',
         f"<title>model-eval {escape(evaluation.lab_name)}: rates per surface (higher is better)</title>",
         f'<rect width="{SVG_WIDTH}" height="{height}" fill="#ffffff"/>',
-        f'<text x="10" y="18">{escape(source_line(evaluation)[:110])}</text>',
+        f'<text x="10" y="18">{escape(evaluation.mask.cell(source_line(evaluation), 110))}</text>',
     ]
     for number, surface in enumerate(surfaces):
         x = 10 + number * 250
@@ -274,16 +269,23 @@ def _runs(evaluation: Any) -> str:
     for surface, results in evaluation.results.items():
         for result in results:
             trial = result.trial
-            lines.append(_json_line({
+            lines.append(json_line({
                 "answers_from": source, "task_id": trial.task_id, "surface": surface, "trial": trial.trial, "status": trial.status,
                 "passed": result.passed if result.grade is not None else None,
                 "infrastructure": trial.infrastructure,
                 "failed_checks": [c.to_dict() for c in result.grade.failed_checks] if result.grade else [],
-                "steps": trial.steps, "calls": [call.to_dict() for call in trial.calls], "answers": list(trial.answers),
+                "steps": trial.steps, "calls": [_call(evaluation, call) for call in trial.calls], "answers": list(trial.answers),
                 "effects": list(trial.effects), "input_tokens": trial.input_tokens,
                 "output_tokens": trial.output_tokens, "latency_ms": trial.latency_ms,
             }))
     return "".join(line + "\n" for line in lines)
+
+
+def _call(evaluation: Any, call: Any) -> dict[str, Any]:
+    """A call as the runs show it: its arguments with every field a tool redacts masked."""
+    shown = call.to_dict()
+    shown["arguments"] = evaluation.mask.value(shown["arguments"])
+    return shown
 
 
 def _junit(evaluation: Any) -> str:

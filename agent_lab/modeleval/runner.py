@@ -10,17 +10,19 @@ with no recording raises `MissingRecording`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from .agent import run_trial
-from .cassettes import Cassette, RecordingTransport, ReplayTransport
+from .cassettes import Cassette, MissingRecording, RecordingTransport, ReplayTransport
 from .grading import grade_trial
 from .labglue import build_registry, new_receipts, open_world, surfaces_of, world_effects, world_secrets
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
+from ..redaction import NO_SECRETS, SecretMask
 from .models.http import Transport, UrllibTransport
 from .tasks import Task, load_tasks
 
@@ -45,10 +47,18 @@ class ModelEvaluation:
     results: Mapping[str, tuple[TrialResult, ...]]  # surface -> trials in task, trial order
     metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]  # surface -> split -> figures
     served_by: tuple[str, ...]
+    # Every secret a trial's world held, and the model's key: masked in every report and line.
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)
+    redact_fields: frozenset[str] = frozenset()  # fields some tool redacts: masked in the arguments shown
 
     @property
     def infrastructure_failures(self) -> int:
         return sum(1 for results in self.results.values() for result in results if result.grade is None)
+
+    @functools.cached_property
+    def mask(self) -> SecretMask:
+        """How every report and line about this run is masked (the same path as tool-eval's)."""
+        return SecretMask(self.secrets, fields=self.redact_fields)
 
     @property
     def scripted(self) -> bool:
@@ -72,13 +82,17 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
              if split == "all" or task.split == split]
     client, mode, cassette = _client(model, record, replay, transport)
     results: dict[str, list[TrialResult]] = {surface.name: [] for surface in surfaces}
+    masked = _Masked(set(getattr(client, "credentials", ())), set())
     with _registry_warnings_silenced():
         for task in tasks:
             for surface in surfaces:
                 if task.on(surface.name) is None:
                     continue
                 for trial in range(1, repeats + 1):
-                    result = _one_trial(lab, surface, task, client, trial)
+                    try:
+                        result = _one_trial(lab, surface, task, client, trial, masked)
+                    except MissingRecording as missing:  # its detail quotes the conversation the world saw
+                        raise MissingRecording(missing.context, SecretMask(masked.secrets).text(missing.detail)) from None
                     results[surface.name].append(result)
                     if progress is not None:
                         verdict = "infrastructure failure" if result.grade is None else ("pass" if result.passed else "fail")
@@ -87,7 +101,9 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         from ..lab.reports import write_files
 
         cassette.directory.mkdir(parents=True, exist_ok=True)
-        write_files({cassette.path: cassette.text()})
+        # A cassette holds what the model was sent, secrets a surface showed included (README): it is a
+        # recording to replay, never a report, and masking it would change what a replay answers.
+        write_files({cassette.path: cassette.text()}, mask=NO_SECRETS)
     served = tuple(sorted({name for rs in results.values() for r in rs for name in r.trial.served_by}))
     return ModelEvaluation(
         lab_name=lab_name or str(getattr(lab, "name", "lab")),
@@ -97,6 +113,8 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         results={name: tuple(rs) for name, rs in results.items()},
         metrics={name: by_split(rs, repeats) for name, rs in results.items() if rs},
         served_by=served,
+        secrets=frozenset(masked.secrets),
+        redact_fields=frozenset(masked.fields),
     )
 
 
@@ -112,9 +130,8 @@ def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, 
         targets["junit.xml"] = Path(junit_path)
     check_report_targets(targets.values(), keep=[*task_paths])
     evaluation = evaluate_model(lab, task_paths, **options)
-    secrets = world_secrets(lab, open_world(lab))
-    rendered = render_reports(evaluation, secrets)
-    write_files({targets[name]: text for name, text in rendered.items()})
+    rendered = render_reports(evaluation)
+    write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
     return evaluation
 
 
@@ -134,13 +151,25 @@ def _client(model: str, record: Optional[str], replay: Optional[str], transport:
     return open_model(model, transport=network), "live", None
 
 
-def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int) -> TrialResult:
+@dataclass
+class _Masked:
+    """What the reports must mask, gathered as the trials run: each world's secrets (a world may make
+    new ones every time), the model's key, and the fields each surface's tools redact."""
+
+    secrets: set[str]
+    fields: set[str]
+
+
+def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int, masked: _Masked) -> TrialResult:
     world = open_world(lab)
     receipts = new_receipts()
     try:
         registry = build_registry(lab, surface, world, receipts)
         try:
-            record = run_trial(task, surface.name, registry, client, trial=trial, secrets=world_secrets(lab, world),
+            secrets = world_secrets(lab, world)
+            masked.secrets.update(secrets)
+            masked.fields.update(redacted for name in registry.names() for redacted in registry.spec(name).redact)
+            record = run_trial(task, surface.name, registry, client, trial=trial, secrets=secrets,
                                effects=lambda: _settled_effects(lab, world))
         finally:
             registry.close()

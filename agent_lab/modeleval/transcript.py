@@ -55,7 +55,7 @@ class ModelTurn:
 
     text: str
     calls: tuple[ProposedCall, ...]
-    raw: Any = None
+    raw: Any = field(default=None, repr=False)  # the provider's message: argument text, never in a repr
     usage: Usage = field(default_factory=Usage)
     latency_ms: Optional[float] = None
     served_by: Optional[str] = None  # what answered, when the endpoint says so (e.g. a scripted stand-in)

@@ -8,8 +8,11 @@
     python:MODULE:ATTR                            a callable in this process (a scripted agent, a test)
 
 The key is read from the environment variable KEY_ENV (default OPENAI_API_KEY / ANTHROPIC_API_KEY; a
-missing default variable sends no key, for local servers that need none). Only its name ever appears in
-a report; its value is sent in a header and nowhere else.
+missing or empty default variable sends no key, for local servers that need none). White space around
+it is dropped (a key read from a file ends in a line break); a key that still holds a control character
+or anything but printable ASCII is refused with a message that names the variable and shows no part of
+the key (http.client's own error quoted the whole header). Only the variable's name ever appears in a
+report; the key's value is sent in a header and nowhere else.
 """
 
 from __future__ import annotations
@@ -94,10 +97,23 @@ def open_model(text: str, *, transport: Optional[Transport] = None, need_key: bo
     dialect = DIALECTS[spec.provider]
     key: Optional[str] = None
     if need_key and spec.key_env:
-        key = os.environ.get(spec.key_env)
-        if key is None and spec.key_env_given:
-            raise ModelSpecError(f"model spec {spec.display()!r}: the environment variable {spec.key_env} is not set")
+        key = _checked_key(spec, os.environ.get(spec.key_env))
     return HttpModel(spec, dialect, transport if transport is not None else UrllibTransport(), key)
+
+
+def _checked_key(spec: ModelSpec, value: Optional[str]) -> Optional[str]:
+    """The key without surrounding white space; ModelSpecError for one a header cannot carry as it is.
+    No message shows any part of the key: not its characters, its length or where it goes wrong."""
+    where = f"model spec {spec.display()!r}: the environment variable {spec.key_env}"
+    key = value.strip() if value is not None else ""
+    if not key:
+        if spec.key_env_given:
+            raise ModelSpecError(f"{where} is {'not set' if value is None else 'empty'}")
+        return None
+    if not all(" " <= character <= "~" for character in key):
+        raise ModelSpecError(f"{where} holds a key with a control character or a character outside printable "
+                             "ASCII inside it (the key is not shown)")
+    return key
 
 
 class HttpModel:
@@ -109,6 +125,11 @@ class HttpModel:
         self.transport = transport
         self._key = key
         self.info = ModelInfo(spec=spec.display(), kind="http", api=dialect.api, model=spec.model)
+
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        """Values every report and line of the run masks as secrets: the key, should an endpoint echo it."""
+        return (self._key,) if self._key else ()
 
     def session(self, registry: Registry, actor: Actor) -> _HttpSession:
         return _HttpSession(self, HostBridge(registry, self.dialect.bridge_format, actor=actor))

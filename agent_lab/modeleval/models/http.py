@@ -1,6 +1,21 @@
 """Sending one model request over HTTP with the standard library: timeouts, bounded retries, and a clear
 line between the model's answer and the infrastructure's failure.
 
+The timeout bounds the whole exchange of one attempt: connecting, sending, the status line and headers,
+and the body. A socket timeout alone bounds each read, so a server that trickles one byte every half
+second held a 2 s request for 45 s; here the attempt runs on a worker thread, and at the deadline the
+caller stops waiting and shuts the attempt's sockets down (which ends any read or write blocked on
+them). Only a name lookup cannot be cut: the worker may outlive the deadline until the resolver answers,
+the caller does not.
+
+The key goes to the configured origin and nowhere else. Redirects are never followed: a 3xx answer is
+an infrastructure failure naming its status (urllib would send the key on to wherever `Location`
+points, another host included). The loopback interface never goes through a proxy. Through a proxy the
+environment names (`HTTPS_PROXY`), an `https://` endpoint is reached through a CONNECT tunnel: the proxy
+relays TLS it cannot read and is never sent the key. A plain `http://` endpoint is never sent a key
+through a proxy (`HTTP_PROXY`): the request is refused, naming the way out (https, or the host in
+`NO_PROXY`).
+
 A request is retried on 408, 425, 429, 500, 502, 503, 504 and 529 (Anthropic's "overloaded"), on a
 connection error, on a timeout and on a body that is cut short or is not JSON. It waits `backoff_s`,
 then twice that, and so on up to `max_backoff_s`, or what the server's `Retry-After` asks, when that
@@ -20,6 +35,7 @@ import email.utils
 import http.client
 import json
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -78,7 +94,7 @@ class HttpRequest:
 
     base_url: str
     path: str
-    body: Mapping[str, Any]
+    body: Mapping[str, Any] = field(repr=False)  # the conversation, arguments included: never in a repr
     headers: Mapping[str, str] = field(default_factory=dict)
     secret_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -110,7 +126,8 @@ class _Retry(Exception):
 
 
 class UrllibTransport:
-    """Sends requests with urllib. `sleep` and `opener` can be replaced (tests wait for nothing)."""
+    """Sends requests with urllib, one attempt at a time (see the module docstring). `sleep` can be replaced
+    (tests wait for nothing)."""
 
     def __init__(
         self,
@@ -136,15 +153,13 @@ class UrllibTransport:
         self.max_backoff_s = float(max_backoff_s)
         self.retry_after_cap_s = float(retry_after_cap_s)
         self._sleep = sleep
-        # Environment proxies apply (a team behind one reaches its endpoint), except for the loopback
-        # interface, which no proxy should see (a local model server, the tests' stand-in).
-        self._opener = urllib.request.build_opener()
-        self._direct_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
         data = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = {"content-type": "application/json", "accept": "application/json",
                    **request.headers, **request.secret_headers}
+        if request.secret_headers:
+            _refuse_a_plain_http_proxy(request.url)
         started = time.monotonic()
         for attempt in range(1, self.max_attempts + 1):
             try:
@@ -169,9 +184,25 @@ class UrllibTransport:
         return min(self.max_backoff_s, self.backoff_s * (2 ** (attempt - 1)))
 
     def _attempt(self, url: str, data: bytes, headers: Mapping[str, str]) -> tuple[int, Any, dict[str, str]]:
+        """One exchange, bounded as a whole by the timeout (see the module docstring)."""
+        sockets = _Sockets()
+        outcome = _Outcome()
+        worker = threading.Thread(target=outcome.run, args=(self._exchange, url, data, headers, sockets),
+                                  name="agent-lab-model-request", daemon=True)
+        worker.start()
+        if not outcome.done.wait(self.timeout_s):
+            sockets.cut()
+            raise _Retry(f"no complete answer within the {self.timeout_s:g} s timeout")
+        sockets.cut()  # the exchange is over: its descriptors' copies are closed
+        return outcome.value()
+
+    def _exchange(self, url: str, data: bytes, headers: Mapping[str, str],
+                  sockets: _Sockets) -> tuple[int, Any, dict[str, str]]:
         http_request = urllib.request.Request(url, data=data, headers=dict(headers), method="POST")
-        deadline = time.monotonic() + self.timeout_s
-        opener = self._direct_opener if urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS else self._opener
+        handlers: list[Any] = [_NoRedirects(), _HTTPHandler(sockets), _HTTPSHandler(sockets)]
+        if urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS:
+            handlers.append(urllib.request.ProxyHandler({}))  # no proxy sees a local model server
+        opener = urllib.request.build_opener(*handlers)
         try:
             response = opener.open(http_request, timeout=self.timeout_s)
         except urllib.error.HTTPError as error:
@@ -182,6 +213,9 @@ class UrllibTransport:
                 pass
             if error.code in RETRYABLE_STATUSES:
                 raise _Retry(f"the endpoint answered HTTP {error.code}", _retry_after(kept.get("retry-after"))) from None
+            if 300 <= error.code < 400:
+                raise InfrastructureFailure(f"the endpoint answered HTTP {error.code}, a redirect: not followed "
+                                            "(the key goes to the configured origin only)") from None
             raise InfrastructureFailure(f"the endpoint answered HTTP {error.code}") from None
         except (socket.timeout, TimeoutError):
             raise _Retry(f"no answer within the {self.timeout_s:g} s timeout") from None
@@ -193,7 +227,7 @@ class UrllibTransport:
             raise _Retry(f"the connection failed ({type(error).__name__})") from None
         with response:
             kept = _kept_headers(response.headers)
-            raw = _read_body(response, deadline, self.timeout_s)
+            raw = _read_body(response, self.timeout_s)
             status = response.status
         try:
             body = read_plain_json(raw.decode("utf-8"), max_depth=0, kind="answers")
@@ -221,14 +255,12 @@ def _why_not_plain(error: NotPlainJSON) -> str:
     return text
 
 
-def _read_body(response: Any, deadline: float, timeout_s: float) -> bytes:
-    """The whole body, read in chunks so a server that trickles bytes still meets the timeout."""
+def _read_body(response: Any, timeout_s: float) -> bytes:
+    """The whole body, in chunks, up to `MAX_RESPONSE_BYTES` (the attempt's deadline cuts a trickle)."""
     chunks: list[bytes] = []
     size = 0
     try:
         while True:
-            if time.monotonic() > deadline:
-                raise _Retry(f"the answer took longer than the {timeout_s:g} s timeout")
             chunk = response.read(READ_CHUNK_BYTES)
             if not chunk:
                 break
@@ -243,6 +275,121 @@ def _read_body(response: Any, deadline: float, timeout_s: float) -> bytes:
     except (ConnectionError, http.client.HTTPException, OSError) as error:
         raise _Retry(f"the connection failed while reading ({type(error).__name__})") from None
     return b"".join(chunks)
+
+
+class _Outcome:
+    """What the worker of one attempt ended with: a value, or the exception to raise in the caller."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+
+    def run(self, exchange: Callable[..., Any], *arguments: Any) -> None:
+        try:
+            self._value = exchange(*arguments)
+        except (_Retry, InfrastructureFailure) as error:
+            self._error = error
+        except Exception as error:  # noqa: BLE001 - an error from below may quote a header: only its type
+            self._error = InfrastructureFailure(f"the request could not be sent ({type(error).__name__})")
+        finally:
+            self.done.set()
+
+    def value(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _Sockets:
+    """The sockets one attempt opened, to be shut down at its deadline.
+
+    Each is kept as a duplicate descriptor: TLS wraps (and detaches) the socket it was given, but
+    shutting a duplicate down shuts the connection down for every descriptor of it, so a read, a write
+    or a handshake blocked on the original returns at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: list[socket.socket] = []
+        self._cut = False
+
+    def keep(self, connection: socket.socket) -> socket.socket:
+        duplicate = connection.dup()
+        with self._lock:
+            if not self._cut:
+                self._kept.append(duplicate)
+                return connection
+        _shut(duplicate)  # the deadline passed while connecting
+        return connection
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            kept, self._kept = self._kept, []
+        for duplicate in kept:
+            _shut(duplicate)
+
+
+def _shut(duplicate: socket.socket) -> None:
+    try:
+        duplicate.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed by the peer or by the exchange
+        pass
+    duplicate.close()
+
+
+def _bounded(connection_class: type, sockets: _Sockets) -> Callable[..., Any]:
+    """A connection factory for urllib whose sockets `sockets` keeps (to cut them at the deadline)."""
+
+    def connect(address: tuple[str, int], timeout: Any = socket._GLOBAL_DEFAULT_TIMEOUT,  # type: ignore[attr-defined]
+                source_address: Any = None) -> socket.socket:
+        return sockets.keep(socket.create_connection(address, timeout, source_address))
+
+    def connection(host: str, **options: Any) -> Any:
+        made = connection_class(host, **options)
+        made._create_connection = connect  # how http.client opens its socket (a proxy's too)
+        return made
+
+    return connection
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, sockets: _Sockets) -> None:
+        super().__init__()
+        self._sockets = sockets
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_bounded(http.client.HTTPConnection, self._sockets), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, sockets: _Sockets) -> None:
+        super().__init__()
+        self._sockets = sockets
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_bounded(http.client.HTTPSConnection, self._sockets), req,
+                            context=self._context)  # type: ignore[attr-defined]
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follows a redirect: urllib then raises the 3xx as an HTTPError, reported as a failure."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+def _refuse_a_plain_http_proxy(url: str) -> None:
+    """A key is never sent in clear to a proxy: over plain http a proxy reads every header."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme != "http" or host in LOOPBACK_HOSTS:
+        return
+    proxy = urllib.request.getproxies().get("http")
+    if proxy and not urllib.request.proxy_bypass(parts.netloc):
+        raise InfrastructureFailure("not sent: the key would go in clear to the proxy the environment names "
+                                    "(HTTP_PROXY) on the way to a plain http:// endpoint; use https://, or name the "
+                                    "host in NO_PROXY")
 
 
 def _kept_headers(headers: Any) -> dict[str, str]:
