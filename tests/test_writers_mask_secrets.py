@@ -66,6 +66,9 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_export": (NO_RUN_SECRET, "tool definitions in a host's format"),
     "cli.py:_inspect": (NO_RUN_SECRET, "tool definitions and contracts"),
     "cli.py:_catalog_cost": (NO_RUN_SECRET, "sizes of tool definitions"),
+    "cli.py:_lock": (NO_RUN_SECRET, "how many tools were locked, and the lockfile's path"),
+    "lockfile.py:Lockfile.write": (NO_RUN_SECRET, "the lockfile: tool definitions (what the model is shown) and "
+                                                  "their hashes; no world runs"),
     "lint/rules.py:<module>": (NO_RUN_SECRET, "the rules table, printed when the module is run"),
     "audit.py:JsonlAuditSink.write": (NO_VALUES, "audit_record's fields: ids, codes, steps, never a value"),
     "registry.py:Registry._write_audit": (NO_VALUES, "hands _audit_record's record to the sink"),
@@ -79,7 +82,8 @@ WRITERS: dict[str, tuple[str, str]] = {
 LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "
                  "of a tool with redacted fields)")
-    for name in ("registry.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py")
+    for name in ("registry.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
+                 "integrations/_session.py", "integrations/langchain.py")
 }
 # write_files calls whose mask is NO_SECRETS on purpose.
 UNMASKED_FILES = {"modeleval/runner.py:evaluate_model": "the cassette (see WRITERS)"}
