@@ -26,6 +26,7 @@ from .stores import (
     SqliteReceiptStore,
 )
 from .policy import Actor, Approval
+from .provenance import Provenance
 from .redaction import REDACTED, redact
 from .registry import Registry
 from .retry import should_retry
@@ -58,6 +59,7 @@ __all__ = [
     "Outcome",
     "Pattern",
     "PostgresReceiptStore",
+    "Provenance",
     "Range",
     "ReceiptKey",
     "ReceiptStore",

@@ -161,6 +161,14 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "unavailable": CatalogueEntry(
             _C.DEPENDENCY, True, _N.RETRY_LATER, _O.FAILED, "A service the tool depends on is unavailable."
         ),
+        # Tools imported from an MCP server (agent_lab.mcp_client): the server's own answers.
+        "upstream_error": CatalogueEntry(
+            _C.DEPENDENCY, False, _N.STOP, _O.FAILED, "The tool's server reported that the call failed."
+        ),
+        "tool_contract_changed": CatalogueEntry(
+            _C.POLICY, False, _N.STOP, _O.FAILED,
+            "The tool's definition changed since it was reviewed; it is not called until it is reviewed again.",
+        ),
     }
 )
 del _C, _N, _O

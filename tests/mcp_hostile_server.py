@@ -3,7 +3,7 @@
 It speaks enough MCP (both eras) to be connected to, then misbehaves the way MODE says. Our own stand-in,
 since no real server hangs, floods, lies or dies on cue. Modes:
 
-  well-behaved   tools echo (read), append_note (write: one JSON line per call in DIR/notes.jsonl),
+  well-behaved   tools echo (read), append_note (write: its arguments as one JSON line in DIR/notes.jsonl),
                  slow (sleeps `seconds`), fail (isError result), bad_output (breaks its outputSchema),
                  big_output (a structuredContent of `kib` KiB); list_changed after `rug_pull` is called
   handshake-only the same tools, but server/discover is an unknown method (a 2025-era server)
@@ -121,7 +121,7 @@ def call(request_id: object, params: dict) -> None:
     elif name == "append_note":
         if WORLD:
             with open(os.path.join(WORLD, "notes.jsonl"), "a", encoding="utf-8") as notes:
-                notes.write(json.dumps({"note": arguments.get("note"), "request_id": arguments.get("request_id")}) + "\n")
+                notes.write(json.dumps(arguments, sort_keys=True) + "\n")
         result(request_id, {"content": [{"type": "text", "text": "noted"}]})
     elif name == "slow":
         time.sleep(float(arguments.get("seconds", 1)))

@@ -2,7 +2,8 @@
 
 Found from the registered handler: its source file is read and the first line that names the tool
 (`name="get_ticket"` or `"name": "get_ticket"`) is taken; when no line names it (a name built at run
-time), the handler's own definition line. A tool whose handler has no Python source, or whose file lies
+time), the handler's own definition line. A tool imported from an MCP server is located at the server
+(its URL, or `mcp+stdio:` and its command) with no line. A tool whose handler has no Python source, or whose file lies
 outside the base directory, has no location: reports then give its logical location only, so no
 absolute path ever appears in a report.
 """
@@ -24,8 +25,8 @@ __all__ = ["SourceLocation", "handler_function", "locate_tools"]
 
 @dataclass(frozen=True)
 class SourceLocation:
-    path: str  # relative to the base directory, with forward slashes
-    line: int  # 1-based
+    path: str  # relative to the base directory, with forward slashes (or an MCP server's URI)
+    line: int  # 1-based (0: no line, for a tool imported from an MCP server)
 
 
 def handler_function(registry: Registry, name: str) -> Optional[Callable[..., Any]]:
@@ -61,6 +62,10 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
     lines_of: dict[str, list[str]] = {}
     found: dict[str, SourceLocation] = {}
     for name in registry.names():
+        provenance = registry.spec(name).provenance
+        if provenance is not None:  # imported from an MCP server: the server is where it is defined
+            found[name] = SourceLocation(provenance.artifact_uri, 0)
+            continue
         function = handler_function(registry, name)
         if function is None:
             continue
