@@ -68,6 +68,7 @@ __all__ = [
 CONTRACT_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 """The members of an MCP Tool that make its model-facing contract (what a model reads and relies on)."""
 MAX_ERROR_TEXT_CHARS = 500  # of a server's isError text, in the model-visible message
+DEADLINE_BACKSTOP_S = 0.5  # the client's deadline for a call, past the registry's (see call_foreign_tool)
 ADDED_KEY_DESCRIPTION = ("A unique id for this action (for example a UUID); a retry with the same id returns the "
                          "first answer instead of acting twice.")
 
@@ -326,7 +327,11 @@ def _handler(client: McpClient, spec: ToolSpec, watch: _DefinitionWatch, added_k
         if drift is not None:
             raise ToolFailure("tool_contract_changed", f"The definition of {name} no longer matches the reviewed "
                               f"lock ({drift}); it is not called until it is reviewed and locked again.")
-        deadline = ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0
+        # The registry answers tool_timeout at the call's deadline and sets ctx.cancel_event, which stops
+        # the request at once; the client's own deadline is a little later, a backstop, so the two never
+        # race to decide what the caller is told.
+        deadline = (ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0) \
+            + DEADLINE_BACKSTOP_S
         try:
             changed = watch.changed(name, deadline)
         except McpError as error:  # listing again failed: the call itself was never sent
