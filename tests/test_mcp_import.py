@@ -81,13 +81,11 @@ class PolicyTest(ServerCase):
     def test_an_exact_name_beats_a_glob_and_the_first_glob_wins(self) -> None:
         policy = ToolPolicy.from_mapping({"tools": {"e*": {"effect": "write"}, "*": {"effect": "read"},
                                                     "echo": {"timeout_ms": 5}}})
-        self.assertEqual(policy.entry_for("s", "echo")[1]["timeout_ms"], 5)
-        self.assertEqual(policy.entry_for("s", "echo")[1]["effect"], "destructive")  # what the entry leaves out
-        self.assertEqual(policy.entry_for("s", "else")[1]["effect"], "write")
-        self.assertEqual(policy.entry_for("s", "other")[1]["effect"], "read")
-        qualified = ToolPolicy.from_mapping({"tools": {"memory/*": {"effect": "read"}}})
-        self.assertEqual(qualified.entry_for("memory", "x")[1]["effect"], "read")
-        self.assertEqual(qualified.entry_for("git", "x")[1], dict(STRICTEST_DEFAULTS))
+        self.assertEqual(policy.entry_for("echo")[1]["timeout_ms"], 5)
+        self.assertEqual(policy.entry_for("echo")[1]["effect"], "destructive")  # what the entry leaves out
+        self.assertEqual(policy.entry_for("else")[1]["effect"], "write")
+        self.assertEqual(policy.entry_for("other")[1]["effect"], "read")
+        self.assertEqual(ToolPolicy().entry_for("x"), (None, dict(STRICTEST_DEFAULTS)))
 
     def test_a_policy_file_that_cannot_be_used_says_where(self) -> None:
         for document, reason in (({"tools": {"x": {"effect": "sometimes"}}}, "tools.x.effect must be one of"),
@@ -105,11 +103,11 @@ class PolicyTest(ServerCase):
         with tempfile.TemporaryDirectory() as directory:
             as_json = Path(directory, "p.json")
             as_json.write_text(json.dumps({"tools": {"echo": {"effect": "read"}}}))
-            self.assertEqual(load_policy(as_json).entry_for("s", "echo")[1]["effect"], "read")
+            self.assertEqual(load_policy(as_json).entry_for("echo")[1]["effect"], "read")
             as_toml = Path(directory, "p.toml")
             as_toml.write_text('[tools.echo]\neffect = "read"\nredact = ["text"]\n')
             if sys.version_info >= (3, 11):
-                self.assertEqual(load_policy(as_toml).entry_for("s", "echo")[1]["redact"], ("text",))
+                self.assertEqual(load_policy(as_toml).entry_for("echo")[1]["redact"], ("text",))
             else:  # pragma: no cover - Python 3.10
                 with self.assertRaises(PolicyError):
                     load_policy(as_toml)
@@ -263,6 +261,13 @@ class DriftTest(ServerCase):
         self.assertEqual({definition["name"] for _, definition in seen}, set(self.registry.names()))
         self.assertTrue(all(set(definition) <= {"name", "title", "description", "inputSchema", "outputSchema",
                                                 "annotations"} for _, definition in seen))
+
+    def test_a_lock_that_fails_to_decide_has_not_approved_the_tool(self) -> None:
+        def broken(provenance: Provenance, definition: dict[str, Any]) -> str | None:
+            raise KeyError(definition["name"])
+
+        imported = import_tools(self.client, policy=REVIEWED, lock=broken)
+        self.assertTrue(all(tool.drift == "the lock could not check it (KeyError)" for tool in imported.tools))
 
 
 class PoisonedListingTest(unittest.TestCase):

@@ -112,7 +112,7 @@ def default_actor(registry: Registry, lab: Lab | None) -> Actor:
 
 def describe_tools(registry: Registry) -> list[dict[str, Any]]:
     """The runtime half of each tool's contract, as JSON, in registration order."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in registry.names():
         spec = registry.spec(name)
         rows.append({

@@ -216,7 +216,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         digest = contract_hash(tool)
     except (NotCanonicalJSON, RecursionError):
         raise _Skip("its definition is nested too deeply to hash (and to check)") from None
-    entry, options = rules.entry_for(client.name, name)
+    entry, options = rules.entry_for(name)
     raised = _raise_by_hints(options, tool.get("annotations"))
     input_schema, added_key = _with_idempotency_key(tool["inputSchema"], options.get("idempotency_key"), entry, name)
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
@@ -284,7 +284,10 @@ def _with_idempotency_key(schema: Mapping[str, Any], key: str | None, entry: str
 def _lock_verdict(lock: LockLike | None, provenance: Provenance, tool: Mapping[str, Any]) -> str | None:
     if lock is None:
         return None
-    verdict = lock(provenance, model_facing_definition(tool))
+    try:
+        verdict = lock(provenance, model_facing_definition(tool))
+    except Exception as error:  # noqa: BLE001 - a lock that cannot decide has not approved the tool
+        return f"the lock could not check it ({type(error).__name__})"
     if verdict is None:
         return None
     return quote_server_text(str(verdict), 300) or "the definition differs from the locked one"

@@ -223,7 +223,8 @@ class McpClient:
             if isinstance(self.transport, HttpTransport):
                 self.transport.protocol_version = None
             return False
-        meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+        meta: Any = result.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
         self._take_server_info(result.get("serverInfo") or meta.get(META_SERVER_INFO), result.get("capabilities"))
         return True
 

@@ -2,8 +2,9 @@
 
 A server declares only the model-facing half of its tools (name, description, schemas) and some hints.
 What `Registry.invoke` enforces comes from here. A policy file (TOML, on Python 3.11+, or JSON) has one
-table of entries, keyed by a tool name or a glob (`fnmatch`: `*`, `?`, `[...]`); a key holding `/`
-is matched against `SERVER/TOOL`, SERVER being the server's own name:
+table of entries, keyed by a tool name or a glob (`fnmatch`: `*`, `?`, `[...]`). Entries match tool
+names only, never the name a server gives itself: that name is the server's to choose, so a policy
+keyed on it could be claimed by any server. A policy applies to the servers it is given with.
 
     [tools.read_graph]
     permission = "memory:read"
@@ -118,14 +119,13 @@ class ToolPolicy:
             entries.append((key, MappingProxyType(_checked_entry(entry, where))))
         return cls(tuple(entries), source)
 
-    def entry_for(self, server: str, tool: str) -> tuple[str | None, dict[str, Any]]:
-        """(the entry's key, ToolSpec keyword arguments) for `tool` of `server`; (None, the strictest
-        defaults) when no entry matches."""
-        index = self._exact.get(tool, self._exact.get(f"{server}/{tool}"))
+    def entry_for(self, tool: str) -> tuple[str | None, dict[str, Any]]:
+        """(where the entry is, ToolSpec keyword arguments) for the tool named `tool`; (None, the
+        strictest defaults) when no entry matches."""
+        index = self._exact.get(tool)
         if index is None:
             index = next((position for position, (key, _) in enumerate(self.entries)
-                          if _is_glob(key) and fnmatch.fnmatchcase(f"{server}/{tool}" if "/" in key else tool, key)),
-                         None)
+                          if _is_glob(key) and fnmatch.fnmatchcase(tool, key)), None)
         options = dict(STRICTEST_DEFAULTS)
         if index is None:
             return None, options
