@@ -164,6 +164,28 @@ class ServerLabTest(ProjectTest):
         self.assertEqual(code, 0, out + err)
         self.assertIn("candidate notebook           3/3 cases passed", out)
 
+    def test_model_eval_runs_an_agent_against_the_server(self) -> None:
+        (self.dir / "echo_agent.py").write_text(textwrap.dedent("""\
+            def agent(request):
+                answers = [message for message in request["messages"] if message["role"] == "tool"]
+                if not answers:
+                    return {"content": "", "tool_calls": [{"name": "echo", "arguments": {"text": "hi from the server"}}]}
+                return {"content": "The server said: " + answers[-1]["content"]["output"]["text"]}
+            agent.scripted = True
+            """))
+        task = {"task_id": "echo-it", "split": "dev", "intent": "Echo a greeting through the server.",
+                "messages": ["Echo a greeting."], "actor": ACTOR, "answer": {"contains": ["hi from the server"]},
+                "surfaces": {"server": {"must_call": [{"tool": "echo",
+                                                       "arguments": {"/text": {"exact": "hi from the server"}}}]}}}
+        (self.dir / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+        sys.path.insert(0, str(self.dir))
+        self.addCleanup(sys.path.remove, str(self.dir))
+        with working_directory(self.dir):
+            code, out, err = run("model-eval", "--mcp", NOTEBOOK, "--policy", "policy.json", "--tasks", "tasks.jsonl",
+                                 "--model", "python:echo_agent:agent", "--repeats", "2", "--out", "out")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("server: 2/2 trials succeeded", out)
+
     def test_lab_and_mcp_in_one_table_are_refused(self) -> None:
         self.pyproject("""\
             [tool.agent-lab]
