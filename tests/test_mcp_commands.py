@@ -219,6 +219,16 @@ class WorldEffectsTest(unittest.TestCase):
         del world
         self.assertFalse(Path(path).exists())  # a dropped world takes its directory with it
 
+    def test_a_symlink_the_server_left_is_never_followed(self) -> None:
+        with tempfile.TemporaryDirectory() as outside:
+            secret = Path(outside, "id_rsa.jsonl")
+            secret.write_text('{"private": "key material"}\n')
+            world = McpWorld()
+            Path(world.path, "leak.jsonl").symlink_to(secret)
+            Path(world.path, "folder").symlink_to(outside, target_is_directory=True)
+            records = world_effects(world)
+        self.assertEqual(records, [{"file": "folder", "symlink": True}, {"file": "leak.jsonl", "symlink": True}])
+
 
 if __name__ == "__main__":
     unittest.main()

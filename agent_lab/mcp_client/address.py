@@ -30,6 +30,8 @@ WORLD_PLACEHOLDER = "{world}"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 MAX_LABEL_CHARS = 80
+_SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
+                          r"(?:=(?P<value>.*))?", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,11 @@ class ServerAddress:
 
     @property
     def label(self) -> str:
-        """How messages and reports name the server: the command (without its environment, which may
-        hold secrets) or the URL without its query (which may too), shortened."""
+        """How messages and reports name the server: the command (without its environment, and without
+        the value of a flag named like a credential, `--api-key`, `--token`, ...) or the URL without its
+        query (which may hold one too), shortened."""
         if self.transport == "stdio":
-            text = " ".join(shlex.quote(word) for word in self.argv)
+            text = " ".join(_masked_words(self.argv))
         else:
             parts = urllib.parse.urlsplit(self.url or "")
             text = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
@@ -75,6 +78,26 @@ class ServerAddress:
     @property
     def mentions_world(self) -> bool:
         return any(WORLD_PLACEHOLDER in text for text in (*self.argv, *self.env.values()))
+
+
+def _masked_words(words: tuple[str, ...]) -> list[str]:
+    """The words, quoted as a shell would read them, with what follows a flag named like a credential
+    hidden (`--api-key=…`, `--token …`): the label reaches reports and SARIF, and such a value belongs in
+    the environment instead."""
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            shown.append("…")
+            hide_next = False
+            continue
+        match = _SECRET_FLAG.fullmatch(word)
+        if match is not None and match.group("value") is not None:
+            shown.append(shlex.quote(match.group("flag")) + "=…")
+        else:
+            shown.append(shlex.quote(word))
+            hide_next = match is not None
+    return shown
 
 
 def origin_of(url: str) -> str:

@@ -191,7 +191,7 @@ class McpClient:
         self._take_server_info(result.get("serverInfo"), result.get("capabilities"))
         if isinstance(self.transport, HttpTransport):
             self.transport.protocol_version = version
-        self.notify("notifications/initialized", {})
+        self.notify("notifications/initialized", {}, wait_s=max(0.0, deadline - time.monotonic()))
 
     def _discover(self, version: str, deadline: float, *, fallback: bool) -> bool:
         """True when the server speaks `version` (2026-07-28); False to fall back to the handshake."""
@@ -336,13 +336,16 @@ class McpClient:
                                        f"{quote_server_text(str(kind), 40)!r}")
         return result
 
-    def notify(self, method: str, params: Mapping[str, Any]) -> None:
-        """Send a notification (no answer); failures are logged, never raised."""
+    def notify(self, method: str, params: Mapping[str, Any], *, wait_s: float = 0.0) -> None:
+        """Send a notification (no answer); failures are logged, never raised. Over HTTP, `wait_s` is how
+        long to wait for the server to have taken it (so the next request cannot overtake it)."""
         message = {"jsonrpc": "2.0", "method": method, "params": self._envelope(params)}
         try:
             if isinstance(self.transport, HttpTransport):
-                self.transport.send(message, deadline=time.monotonic() + self.timeout_s,
-                                    headers=self._http_headers(method, params))
+                exchange = self.transport.send(message, deadline=time.monotonic() + self.timeout_s,
+                                               headers=self._http_headers(method, params))
+                if wait_s > 0:
+                    exchange.finished.wait(wait_s)
             else:
                 self.transport.send(message)
         except McpError as error:

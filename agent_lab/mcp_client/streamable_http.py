@@ -65,6 +65,7 @@ class Exchange:
     def __init__(self, request_id: Any) -> None:
         self.request_id = request_id
         self.started = threading.Event()  # set once the request may have reached the server
+        self.finished = threading.Event()  # set when the exchange is over, however it ended
         self.connection: http.client.HTTPConnection | None = None
         self.aborted = False
         self.lock = threading.Lock()
@@ -188,6 +189,7 @@ class HttpTransport:
             connection = exchange.connection
             if connection is not None:
                 connection.close()
+            exchange.finished.set()
 
     def _post(self, exchange: Exchange, message: Any, body: bytes, deadline: float, extra: dict[str, str]) -> None:
         remaining = deadline - time.monotonic()

@@ -67,14 +67,26 @@ def world_effects(world: Any) -> list[dict[str, Any]]:
     """The records the server left in the world's directory, file by file in path order."""
     root = Path(os.fspath(world))
     records: list[dict[str, Any]] = []
-    for path in sorted(item for item in root.rglob("*") if item.is_file()):
+    for path in _files_in(root):
         relative = path.relative_to(root).as_posix()
         if path.name.endswith(("-journal", "-wal", "-shm")):
             continue  # SQLite's own bookkeeping
-        records.extend(_file_records(path, relative))
+        if path.is_symlink():  # never followed: a server could point one at any file of this machine
+            records.append({"file": relative, "symlink": True})
+        else:
+            records.extend(_file_records(path, relative))
         if len(records) > MAX_EFFECT_RECORDS:
             raise ValueError(f"the world holds more than {MAX_EFFECT_RECORDS} records")
     return records
+
+
+def _files_in(root: Path) -> list[Path]:
+    """Every file and symlink under `root`, in path order; symlinked directories are not entered."""
+    found: list[Path] = []
+    for directory, folders, files in os.walk(root, followlinks=False):
+        found += [Path(directory, name) for name in files]
+        found += [Path(directory, name) for name in folders if Path(directory, name).is_symlink()]
+    return sorted(found)
 
 
 def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
@@ -110,9 +122,11 @@ def _sqlite_records(path: Path, relative: str) -> list[dict[str, Any]]:
             quoted = '"' + table.replace('"', '""') + '"'
             cursor = connection.execute(f"SELECT * FROM {quoted}")  # noqa: S608 - a name read from the schema, quoted
             columns = [column[0] for column in cursor.description]
-            for row in cursor.fetchmany(MAX_EFFECT_RECORDS + 1):
+            for row in cursor.fetchmany(MAX_EFFECT_RECORDS + 1 - len(records)):
                 records.append({"file": relative, "table": table,
                                 "row": {column: _plain(value) for column, value in zip(columns, row)}})
+            if len(records) > MAX_EFFECT_RECORDS:
+                break
         return records
     except sqlite3.DatabaseError:
         return [{"file": relative, "bytes": path.stat().st_size,
