@@ -117,7 +117,7 @@ def _sqlite_records(path: Path, relative: str) -> list[dict[str, Any]]:
     try:
         tables = [row[0] for row in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-        records = []
+        records: list[dict[str, Any]] = []
         for table in tables:
             quoted = '"' + table.replace('"', '""') + '"'
             cursor = connection.execute(f"SELECT * FROM {quoted}")  # noqa: S608 - a name read from the schema, quoted
