@@ -18,6 +18,7 @@ since no real server hangs, floods, lies or dies on cue. Modes:
   die            tools/call makes the server write a panic to stderr and exit with code 3
   garbage        every answer is a line of text that is not JSON
   endless-pages  tools/list hands out a nextCursor that loops
+  paged          well-behaved, but tools/list gives one tool a page
   poisoned       lists hostile tool definitions (remote $ref, bad names, twice-listed names, deep schemas)
   chatty         well-behaved, but writes 4 MiB to stderr first
   notebook       only echo and append_note, both with an outputSchema (a lab whose gate can pass)
@@ -184,6 +185,12 @@ def handle(message: dict) -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": ["not", "an", "object"]})
         elif MODE == "endless-pages":
             result(request_id, {"tools": tools()[:1], "nextCursor": "same-cursor"})
+        elif MODE == "paged":  # one tool a page; the cursor is the next tool's position
+            position = int(params.get("cursor") or 0)
+            page: dict = {"tools": tools()[position:position + 1]}
+            if position + 1 < len(tools()):
+                page["nextCursor"] = str(position + 1)
+            result(request_id, page)
         else:
             result(request_id, {"tools": tools()})
         return

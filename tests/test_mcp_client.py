@@ -162,6 +162,12 @@ class WellBehavedServerTest(unittest.TestCase):
                     result = client.call_tool("echo", {"text": "hello"})
                     self.assertEqual(result["structuredContent"], {"text": "hello"})
 
+    def test_a_listing_over_many_pages_is_followed_to_its_end(self) -> None:
+        with connect(hostile("well-behaved"), timeout_s=5) as client:
+            whole = [tool["name"] for tool in client.list_tools()]
+        with connect(hostile("paged"), timeout_s=5) as client:
+            self.assertEqual([tool["name"] for tool in client.list_tools()], whole)
+
     def test_a_handshake_era_server_is_reached_by_falling_back(self) -> None:
         with connect(hostile("handshake-only"), timeout_s=TIMEOUT_S) as client:
             self.assertEqual((client.era, client.protocol_version), ("handshake", "2025-11-25"))
