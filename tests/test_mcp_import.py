@@ -135,6 +135,17 @@ class PolicyTest(ServerCase):
         self.assertIn("tools.slow", str(caught.exception))
 
 
+class PrefixTest(ServerCase):
+    def test_a_prefix_keeps_two_servers_apart_and_the_server_is_called_by_its_own_name(self) -> None:
+        imported = import_tools(self.client, policy=REVIEWED, prefix="notes.")
+        with Registry() as registry:
+            imported.register(registry)
+            self.assertIn("notes.echo", registry.names())
+            self.assertEqual(registry.spec("notes.echo").provenance.policy, "policy: tools.echo")  # type: ignore[union-attr]
+            result = registry.invoke(ToolCall(name="notes.echo", arguments={"text": "hi"}), actor=ACTOR)
+        self.assertEqual(result.output, {"text": "hi"})
+
+
 class HintsTest(ServerCase):
     policy = {"tools": {
         "echo": {"effect": "read", "approval": "never", "open_world": False},  # readOnlyHint true: stays read

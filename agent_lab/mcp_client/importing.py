@@ -157,9 +157,11 @@ def _policy(policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | No
 
 
 def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None = None,
-                 lock: LockLike | None = None, timeout_s: float | None = None) -> ServerImport:
+                 lock: LockLike | None = None, timeout_s: float | None = None, prefix: str = "") -> ServerImport:
     """List `client`'s tools and make each a ToolSpec with a handler (see the module docstring).
 
+    `prefix` is put before each tool's name in the registry (to keep two servers' tools apart); the
+    policy still names the tool as the server does, and the server is called by its own name.
     Raises McpError when the listing fails, PolicyError when the policy cannot be applied to a tool it
     names (a bad file, an idempotency key that cannot be added)."""
     rules = _policy(policy)
@@ -175,16 +177,17 @@ def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[st
     for tool in listed:
         name = tool.get("name")
         shown = quote_server_text(name, 80) if isinstance(name, str) else f"(a tool whose name is {type(name).__name__})"
-        reason = _unusable(tool, counts)
+        reason = _unusable(tool, counts, prefix)
         if reason is None:
             try:
-                imported = _import_one(client, tool, rules, lock, watch)
+                imported = _import_one(client, tool, rules, lock, watch, prefix)
             except _Skip as skip:
                 reason = str(skip)
             else:
                 tools.append(imported)
                 continue
-        skipped.append(SkippedTool(shown, reason))
+        if SkippedTool(shown, reason) not in skipped:  # a name listed twice is reported once
+            skipped.append(SkippedTool(shown, reason))
     return ServerImport(client, tuple(tools), tuple(skipped))
 
 
@@ -192,10 +195,12 @@ class _Skip(Exception):
     """A tool that cannot be imported faithfully; the message says why."""
 
 
-def _unusable(tool: Mapping[str, Any], counts: Mapping[str, int]) -> str | None:
+def _unusable(tool: Mapping[str, Any], counts: Mapping[str, int], prefix: str) -> str | None:
     name = tool.get("name")
     if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
         return "its name is not 1-128 characters of A-Z a-z 0-9 _ - . (the MCP rule)"
+    if not TOOL_NAME_PATTERN.fullmatch(prefix + name):
+        return f"its name with the prefix {prefix!r} is not 1-128 characters of A-Z a-z 0-9 _ - ."
     if counts.get(name, 0) > 1:
         return "the server lists this name more than once, so which definition was reviewed is ambiguous"
     schema = tool.get("inputSchema")
@@ -210,7 +215,7 @@ def _unusable(tool: Mapping[str, Any], counts: Mapping[str, int]) -> str | None:
 
 
 def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, lock: LockLike | None,
-                watch: _DefinitionWatch) -> ImportedTool:
+                watch: _DefinitionWatch, prefix: str) -> ImportedTool:
     name = tool["name"]
     try:
         digest = contract_hash(tool)
@@ -227,7 +232,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
     title = tool.get("title") if isinstance(tool.get("title"), str) else None
     output_schema = tool.get("outputSchema")
     try:
-        spec = ToolSpec(name=name, description=description, title=title, input_schema=input_schema,
+        spec = ToolSpec(name=prefix + name, description=description, title=title, input_schema=input_schema,
                         output_schema=output_schema, provenance=provenance, **options)
     except ValueError as error:
         message = " ".join(str(error).split())
@@ -238,7 +243,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         raise _Skip("its schema is nested too deeply to compile") from None
     drift = _lock_verdict(lock, provenance, tool)
     watch.remember(name, digest)
-    handler = _handler(client, spec, watch, added_key, drift, output_schema is not None)
+    handler = _handler(client, spec, name, watch, added_key, drift, output_schema is not None)
     return ImportedTool(spec, handler, dict(tool), drift)
 
 
@@ -322,9 +327,10 @@ class _DefinitionWatch:
             return self.current.get(name) != self.imported.get(name)
 
 
-def _handler(client: McpClient, spec: ToolSpec, watch: _DefinitionWatch, added_key: str | None,
+def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWatch, added_key: str | None,
              drift: str | None, has_output_schema: bool) -> Callable[[Mapping[str, Any], Any], Any]:
-    name, label, writes = spec.name, client.label, spec.writes
+    """The handler of `spec`, which calls the server's tool `name`."""
+    label, writes = client.label, spec.writes
 
     def call_foreign_tool(arguments: Mapping[str, Any], ctx: Any) -> Any:
         if drift is not None:
@@ -365,7 +371,8 @@ def _handler(client: McpClient, spec: ToolSpec, watch: _DefinitionWatch, added_k
             output["structuredContent"] = result["structuredContent"]
         return output
 
-    call_foreign_tool.__qualname__ = call_foreign_tool.__name__ = f"mcp_tool_{name.replace('.', '_').replace('-', '_')}"
+    call_foreign_tool.__qualname__ = call_foreign_tool.__name__ = \
+        f"mcp_tool_{spec.name.replace('.', '_').replace('-', '_')}"
     return call_foreign_tool
 
 
