@@ -17,7 +17,6 @@ the end of its stderr; it sent a message over the size limit; ...). Nothing here
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import __version__
 from .address import ServerAddress, parse_server
+from .pending import Pending, PendingRequests, restated
 from .streamable_http import HttpStatusError, HttpTransport
 from .stdio import CLOSE_GRACE_S, STUCK_GRACE_S, StdioTransport
 from .toolheaders import param_headers, parameter_header_map
@@ -57,16 +57,6 @@ __all__ = ["McpClient", "connect"]
 logger = logging.getLogger("agent_lab.mcp_client")
 
 CANCEL_POLL_S = 0.05  # how often a waiting request looks at its caller's cancel_event
-
-
-class _Pending:
-    __slots__ = ("done", "response", "error", "handle")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.response: dict[str, Any] | None = None
-        self.error: McpError | None = None
-        self.handle: Any = None
 
 
 class McpClient:
@@ -106,10 +96,7 @@ class McpClient:
         self.server_info: dict[str, str] = {}
         self.capabilities: dict[str, Any] = {}
         self.tools_changed = False  # set by notifications/tools/list_changed
-        self._ids = itertools.count(1)
-        self._pending: dict[Any, _Pending] = {}
-        self._lock = threading.Lock()
-        self._broken: McpError | None = None
+        self._requests = PendingRequests(self.label)
         self._header_maps: dict[str, dict[tuple[str, ...], str]] = {}
         self._opened = False
         self._stuck = False  # a request went unanswered: closing gives the server no grace
@@ -152,7 +139,7 @@ class McpClient:
 
     def close(self) -> None:
         """Fail what is pending, end the session and stop the server (stdio). Safe to call twice."""
-        stuck = self._stuck or self._broken is not None
+        stuck = self._stuck or self._requests.broken is not None
         self._lost(McpConnectionError(self.label, "the client closed the connection", sent=False))
         if self._opened:
             self._opened = False
@@ -263,11 +250,7 @@ class McpClient:
         """Send one request and wait for its result (a dict); McpError for anything but a result."""
         if deadline is None:
             deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        if self._broken is not None:
-            raise _restated(self._broken, self._broken.detail, sent=False)
-        with self._lock:
-            request_id = next(self._ids)
-            pending = self._pending[request_id] = _Pending()
+        request_id, pending = self._requests.open()
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": self._envelope(params)}
         try:
             if isinstance(self.transport, HttpTransport):
@@ -276,12 +259,11 @@ class McpClient:
             else:
                 pending.handle = self.transport.send(message)
         except McpError:
-            with self._lock:
-                self._pending.pop(request_id, None)
+            self._requests.close(request_id)
             raise
         return self._await(method, request_id, pending, deadline, cancel_event)
 
-    def _await(self, method: str, request_id: int, pending: _Pending, deadline: float,
+    def _await(self, method: str, request_id: int, pending: Pending, deadline: float,
                cancel_event: threading.Event | None) -> dict[str, Any]:
         while True:
             remaining = deadline - time.monotonic()
@@ -289,21 +271,20 @@ class McpClient:
                 break
             if pending.done.wait(min(remaining, CANCEL_POLL_S) if cancel_event is not None else remaining):
                 break
-        with self._lock:
-            self._pending.pop(request_id, None)
-        timed_out = isinstance(pending.error, McpTimeout) and not isinstance(self._broken, McpTimeout)
+        self._requests.close(request_id)
+        timed_out = isinstance(pending.error, McpTimeout) and not isinstance(self._requests.broken, McpTimeout)
         if not pending.done.is_set() or timed_out:  # (the HTTP socket's own timeout may come first)
             self._stuck = True
             self._cancel(request_id, pending)
             note = self._garbage_note()
             why = "was cancelled by the caller" if cancel_event is not None and cancel_event.is_set() else \
                 "did not answer in time"
-            raise McpTimeout(self.label, f"{why}: {method} (request {request_id}){note}", sent=self._sent(pending))
+            raise McpTimeout(self.label, f"{why}: {method} (request {request_id}){note}", sent=pending.sent)
         if pending.error is not None:
             error = pending.error
             if isinstance(error, McpRemoteError):
                 raise error
-            raise _restated(error, f"{error.detail} (during {method})", sent=self._sent(pending) and error.sent)
+            raise restated(error, f"{error.detail} (during {method})", sent=pending.sent and error.sent)
         return self._result(method, pending.response or {})
 
     def _garbage_note(self) -> str:
@@ -311,11 +292,6 @@ class McpClient:
             return (f" (it wrote {self.transport.ignored_lines} line(s) that are not JSON-RPC; first: "
                     f"{self.transport.first_ignored})")
         return ""
-
-    @staticmethod
-    def _sent(pending: _Pending) -> bool:
-        started = getattr(pending.handle, "started", None)
-        return started.is_set() if isinstance(started, threading.Event) else pending.handle is not None
 
     def _result(self, method: str, response: dict[str, Any]) -> dict[str, Any]:
         if "error" in response:
@@ -351,7 +327,7 @@ class McpClient:
         except McpError as error:
             logger.debug("mcp client: could not send %s: %s", method, error)
 
-    def _cancel(self, request_id: int, pending: _Pending) -> None:
+    def _cancel(self, request_id: int, pending: Pending) -> None:
         self.transport.abort(pending.handle)
         if self.transport.cancels_by_notification or self.era == "handshake":
             self.notify("notifications/cancelled", {"requestId": request_id, "reason": "timed out or cancelled"})
@@ -359,27 +335,7 @@ class McpClient:
     # -- what the transport hands over -----------------------------------------------------------
 
     def _deliver(self, message: Any) -> None:
-        if isinstance(message, list):  # a 2025-03-26 batch
-            for item in message[:1000]:
-                self._deliver(item)
-            return
-        if not isinstance(message, dict):
-            return
-        if "method" in message:
-            self._server_message(message)
-            return
-        request_id = message.get("id")
-        with self._lock:
-            pending = self._pending.get(request_id) if valid_id(request_id) else None
-        if pending is None:
-            logger.debug("mcp client: %s answered request %.40r, which is not waiting; dropped", self.label, request_id)
-            return
-        if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
-            pending.error = McpProtocolError(self.label, 'answered with a message that is not JSON-RPC 2.0 (it needs '
-                                             '"jsonrpc": "2.0" and exactly one of result and error)')
-        else:
-            pending.response = message
-        pending.done.set()
+        self._requests.deliver(message, self._server_message)
 
     def _server_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -403,21 +359,10 @@ class McpClient:
             pass
 
     def _fail(self, request_id: Any, error: McpError) -> None:
-        with self._lock:
-            pending = self._pending.get(request_id)
-        if pending is not None:
-            pending.error = error
-            pending.done.set()
+        self._requests.fail(request_id, error)
 
     def _lost(self, error: McpError) -> None:
-        with self._lock:
-            if self._broken is None:
-                self._broken = error
-            waiting = list(self._pending.values())
-        for pending in waiting:
-            if not pending.done.is_set():
-                pending.error = error
-                pending.done.set()
+        self._requests.lose(error)
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -471,15 +416,6 @@ class McpClient:
         if not isinstance(result.get("isError", False), bool):
             raise McpProtocolError(self.label, f"answered tools/call of {name!r} with isError that is not a boolean")
         return result
-
-
-def _restated(error: McpError, detail: str, *, sent: bool) -> McpError:
-    """A new error of the same kind about the same server, with `detail` and `sent`."""
-    if isinstance(error, HttpStatusError):
-        return HttpStatusError(error.server, detail, error.status, sent=sent)
-    if isinstance(error, McpRemoteError):
-        return error
-    return type(error)(error.server, detail, sent=sent)
 
 
 def _supported(data: Any) -> list[str]:
