@@ -374,6 +374,7 @@ class McpClient:
         tools: list[dict[str, Any]] = []
         cursors: set[str] = set()
         cursor: str | None = None
+        self.tools_changed = False  # a change announced while this listing runs is listed again next time
         for _ in range(MAX_LIST_PAGES):
             try:
                 page = self.request("tools/list", {"cursor": cursor} if cursor is not None else {}, deadline=deadline)
@@ -389,7 +390,6 @@ class McpClient:
                 raise McpProtocolError(self.label, f"lists more than {MAX_TOOLS} tools")
             following = page.get("nextCursor")
             if following is None:
-                self.tools_changed = False
                 self._header_maps = {tool["name"]: parameter_header_map(tool.get("inputSchema"))
                                      for tool in tools if isinstance(tool.get("name"), str)}
                 return tools
