@@ -315,7 +315,11 @@ class _DefinitionWatch:
     def changed(self, name: str, deadline: float) -> bool:
         with self.lock:
             if self.client.tools_changed:
-                listed = self.client.list_tools(timeout_s=max(0.001, deadline - time.monotonic()))
+                try:
+                    listed = self.client.list_tools(timeout_s=max(0.001, deadline - time.monotonic()))
+                except McpError:
+                    self.client.tools_changed = True  # still unknown: the next call lists again
+                    raise
                 current: dict[str, str | None] = {}
                 for tool in listed:
                     if isinstance(tool.get("name"), str):
