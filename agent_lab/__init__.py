@@ -3,7 +3,8 @@
 A model only proposes a tool call; `Registry.invoke` decides whether it may run, runs it under a
 deadline and returns a `ToolResult` the model can act on. This module is the front door: everything in
 `__all__` is the public, typed API. Host formats live in `agent_lab.adapters` and the MCP stdio server in
-`agent_lab.mcp`; other modules are importable but not promised.
+`agent_lab.mcp`, the MCP client that imports a foreign server's tools in `agent_lab.mcp_client`; other
+modules are importable but not promised.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .stores import (
     SqliteReceiptStore,
 )
 from .policy import Actor, Approval
+from .provenance import Provenance
 from .redaction import REDACTED, redact
 from .registry import Registry
 from .retry import Backoff, Retrier, invoke_with_retries, should_retry
@@ -59,6 +61,7 @@ __all__ = [
     "Outcome",
     "Pattern",
     "PostgresReceiptStore",
+    "Provenance",
     "Range",
     "ReceiptKey",
     "ReceiptStore",

@@ -33,8 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
         "tool-eval", help="replay a lab's cases on each of its surfaces; gate on the candidates",
         description="Replay a lab's cases on each of its surfaces, write the reports, and gate on the candidates. "
                     "Defaults come from [tool.agent-lab] in ./pyproject.toml; flags beat it.")
-    tool_eval.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
-                           help="the lab (MODULE:ATTR or path/to/file.py:ATTR; default: the built-in ticket lab)")
+    source = tool_eval.add_mutually_exclusive_group()
+    source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
+                        help="the lab (MODULE:ATTR or path/to/file.py:ATTR; default: the built-in ticket lab)")
+    _add_server_options(tool_eval, source)
     tool_eval.add_argument("--cases", metavar="FILE", action="append", type=_path,
                            help="a JSONL case file (repeatable; default: the lab's own cases)")
     tool_eval.add_argument("--out", metavar="DIR", type=_path, help="report directory (default reports/)")
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_mcp = commands.add_parser(
         "serve-mcp", help="serve a surface's tools over MCP stdio (default: the built-in lab's candidate)"
     )
-    _add_source_options(serve_mcp)
+    _add_source_options(serve_mcp, servers=False)
     serve_mcp.add_argument("--actor-id", metavar="ID", type=_text, help="who every call runs as (default mcp-client)")
     serve_mcp.add_argument("--tenant", metavar="TENANT", type=_text,
                            help="the actor's tenant (default: the lab's actor, else 'default')")
@@ -80,14 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_source_options(command: argparse.ArgumentParser, *, surface_default: str = "its one candidate") -> None:
+def _add_source_options(command: argparse.ArgumentParser, *, surface_default: str = "its one candidate",
+                        servers: bool = True) -> None:
     source = command.add_mutually_exclusive_group()
     source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
                         help="a Lab (MODULE:ATTR or path/to/file.py:ATTR; default: [tool.agent-lab] lab, else the built-in lab)")
     source.add_argument("--registry", metavar="MODULE:ATTR", type=_text,
                         help="a Registry, or a zero-argument function returning one")
+    if servers:
+        _add_server_options(command, source)
     command.add_argument("--surface", metavar="NAME", type=_text,
                          help=f"which surface of the lab (default: {surface_default})")
+
+
+def _add_server_options(command: argparse.ArgumentParser, source: Any) -> None:
+    source.add_argument("--mcp", metavar="SERVER", action="append", type=_text,
+                        help="an MCP server: a quoted command line, or an http(s):// URL (#VAR names the environment "
+                             "variable holding its bearer token); repeatable. Default: [tool.agent-lab] mcp")
+    command.add_argument("--policy", metavar="FILE", type=_path,
+                         help="the policy for the servers' tools, TOML or JSON (default: [tool.agent-lab] policy; "
+                              "without one every tool gets the strictest defaults)")
 
 
 def _path(text: str) -> str:
@@ -130,7 +144,8 @@ def _tool_eval(args: argparse.Namespace) -> int:
     from .lab.tool_eval import run_tool_eval
 
     try:
-        settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit, jobs=args.jobs)
+        settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit, jobs=args.jobs,
+                                      mcp=args.mcp, policy=args.policy)
         lab = settings.load_lab()
         case_files = settings.case_files(lab)
     except (ConfigError, LabError) as error:
@@ -204,13 +219,21 @@ def _open_surfaces(args: argparse.Namespace, *, every: bool = False, candidates:
     from .lab.definition import LabError
     from .lab.inspection import open_lab_surfaces, open_registry
     from .lab.loader import BUILTIN_LAB, default_lab, load_lab
-    from .lab.settings import project_table
+    from .lab.settings import lab_source, project_table
 
     if args.registry is not None:
         if args.surface is not None:
             raise LabError("--surface names a surface of a lab; it does not apply to --registry")
         return [open_registry(args.registry)]
-    reference = args.lab if args.lab is not None else project_table().get("lab")
+    table = project_table()
+    reference, servers, policy = lab_source(table, lab=args.lab, mcp=getattr(args, "mcp", None),
+                                            policy=getattr(args, "policy", None))
+    if servers:
+        from .mcp_client.surfaces import open_server_surfaces
+
+        if args.surface is not None:
+            raise LabError("--surface names a surface of a lab; it does not apply to MCP servers")
+        return open_server_surfaces(servers, policy=policy)
     lab = default_lab() if reference is None else load_lab(reference)
     try:
         return open_lab_surfaces(lab, args.surface, every=every, candidates=candidates)
@@ -272,8 +295,10 @@ def _add_model_eval_parser(commands: Any) -> None:
     """The model-eval subcommand's options (its runner is `_model_eval`)."""
     model_eval = commands.add_parser(
         "model-eval", help="run a lab's tasks with a model (or a scripted agent) on each surface; pass^k over repeats")
-    model_eval.add_argument("--lab", metavar="MODULE:ATTR", help="the lab (default: lab in [tool.agent-lab] of "
-                            "./pyproject.toml, else the built-in ticket lab)")
+    source = model_eval.add_mutually_exclusive_group()
+    source.add_argument("--lab", metavar="MODULE:ATTR", help="the lab (default: lab in [tool.agent-lab] of "
+                        "./pyproject.toml, else the built-in ticket lab)")
+    _add_server_options(model_eval, source)
     model_eval.add_argument("--tasks", metavar="FILE", action="append", type=_path,
                             help="a JSONL task file (repeatable; default: the ticket lab's shipped tasks)")
     model_eval.add_argument("--model", metavar="SPEC", help="openai:MODEL[@BASE_URL][#KEY_ENV], openai-responses:..., "
@@ -298,7 +323,7 @@ def _model_eval(args: argparse.Namespace) -> int:
     """Exit 0: every trial ran; 1: some trials ended in an infrastructure failure (reports say which);
     2: bad input (tasks, lab, model spec, cassette, a replayed request with no recording, report paths)."""
     from .lab.reports import ReportWriteError
-    from .lab.settings import ConfigError, project_table
+    from .lab.settings import ConfigError, configured_lab, lab_source, project_table
     from .modeleval import labglue
     from .modeleval.cassettes import CassetteError, MissingRecording
     from .modeleval.models import ModelSpecError, UrllibTransport
@@ -308,7 +333,9 @@ def _model_eval(args: argparse.Namespace) -> int:
 
     lab = None
     try:
-        lab = labglue.load_lab_target(args.lab or project_table().get("lab") or labglue.DEFAULT_LAB)
+        reference, servers, policy = lab_source(project_table(), lab=args.lab, mcp=args.mcp, policy=args.policy)
+        lab = labglue.load_lab_target(reference or labglue.DEFAULT_LAB) if not servers else \
+            configured_lab(None, servers, policy)
         transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
         progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         evaluation = run_model_eval(

@@ -166,6 +166,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "unavailable": CatalogueEntry(
             _C.DEPENDENCY, True, _N.RETRY_LATER, _O.FAILED, "A service the tool depends on is unavailable."
         ),
+        # Tools imported from an MCP server (agent_lab.mcp_client): the server's own answers.
+        "upstream_error": CatalogueEntry(
+            _C.DEPENDENCY, False, _N.STOP, _O.FAILED, "The tool's server reported that the call failed."
+        ),
     }
 )
 del _C, _N, _O

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from .frozenjson import freeze, thaw
 from .policy import ResourceGuard
+from .provenance import Provenance
 
 __all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "ToolSpec"]
 
@@ -153,6 +154,8 @@ class ToolSpec:
     open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
     # "inline": a trusted, fast sync handler runs on the caller's thread (see Registry.invoke)
     execution: Execution = Execution.POOL
+    # Where the contract came from when it was imported from an MCP server (None: a local tool).
+    provenance: Provenance | None = None
     # Derived when built.
     warnings: tuple[str, ...] = field(init=False, default=())
     input_validator: Any = field(init=False, repr=False, compare=False, default=None)
@@ -240,6 +243,8 @@ class ToolSpec:
             raise ValueError("ToolSpec.resource_guard must be a function (arguments, actor) -> bool")
         if not isinstance(self.open_world, bool):
             raise ValueError("ToolSpec.open_world must be a bool")
+        if self.provenance is not None and not isinstance(self.provenance, Provenance):
+            raise ValueError("ToolSpec.provenance must be an agent_lab.Provenance or None")
         if self.idempotency_key is not None:
             self._check_idempotency_key(self.idempotency_key)
 
@@ -340,6 +345,7 @@ class ToolSpec:
             "open_world": self.open_world,
             "execution": self.execution.value,
             "warnings": list(self.warnings),
+            **({"provenance": self.provenance.to_dict()} if self.provenance is not None else {}),
         }
 
     @property

@@ -41,6 +41,7 @@ SINK = "sink"  # writes text its only caller has masked
 NO_RUN_SECRET = "no secret of a run"  # text built from definitions, figures or ids only
 MODEL_VIEW = "model view"  # what the model is sent: the registry's already redacted views
 NO_VALUES = "no values"  # records that hold no argument or output value by construction
+CALL = "the call"  # a tool call's arguments sent to the server that runs the tool: what the handler is for
 LOGS = "logs"  # log calls: tool, exception type, call id; a handler's text never (test_logs_never_leak)
 
 # module:function (dotted for nested and methods; "*" for every function of a module) -> (kind, why)
@@ -67,6 +68,8 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_inspect": (NO_RUN_SECRET, "tool definitions and contracts"),
     "cli.py:_catalog_cost": (NO_RUN_SECRET, "sizes of tool definitions"),
     "cli.py:_lock": (NO_RUN_SECRET, "how many tools were locked, and the lockfile's path"),
+    "mcp_client/stdio.py:StdioTransport._write_stdin": (CALL, "JSON-RPC requests to the server child; a tool "
+                                                              "call's arguments go to the server that runs it"),
     "lockfile.py:Lockfile.write": (NO_RUN_SECRET, "the lockfile: tool definitions (what the model is shown) and "
                                                   "their hashes; no world runs"),
     "lint/rules.py:<module>": (NO_RUN_SECRET, "the rules table, printed when the module is run"),
@@ -83,7 +86,8 @@ LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "
                  "of a tool with redacted fields)")
     for name in ("registry.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
-                 "integrations/_session.py", "integrations/langchain.py")
+                 "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
+                 "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py")
 }
 # write_files calls whose mask is NO_SECRETS on purpose.
 UNMASKED_FILES = {"modeleval/runner.py:evaluate_model": "the cassette (see WRITERS)"}

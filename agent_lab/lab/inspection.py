@@ -112,7 +112,7 @@ def default_actor(registry: Registry, lab: Lab | None) -> Actor:
 
 def describe_tools(registry: Registry) -> list[dict[str, Any]]:
     """The runtime half of each tool's contract, as JSON, in registration order."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in registry.names():
         spec = registry.spec(name)
         rows.append({
@@ -127,6 +127,8 @@ def describe_tools(registry: Registry) -> list[dict[str, Any]]:
             "output_schema": spec.output_schema is not None,
             "warnings": list(spec.warnings),
         })
+        if spec.provenance is not None:  # imported from an MCP server: where from, and under which policy
+            rows[-1]["provenance"] = spec.provenance.to_dict()
     return rows
 
 
@@ -140,16 +142,35 @@ _COLUMNS = (("tool", "name"), ("effect", "effect"), ("permission", "permission")
             ("warnings", "warnings"))
 
 
+_SERVER_COLUMNS = (("policy", "policy"), ("raised by hints", "raised"), ("contract", "contract_hash"))
+
+
 def render_tool_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
-    """A plain-text table of `describe_tools` rows under a title line."""
-    cells = [[label for label, _ in _COLUMNS]]
+    """A plain-text table of `describe_tools` rows under a title line. Tools imported from an MCP server
+    add their server (in the title), the policy entry that applies, the checks their hints raised and
+    the start of their contract hash."""
+    columns = list(_COLUMNS)
+    servers = sorted({_server_line(row["provenance"]) for row in rows if "provenance" in row})
+    if servers:
+        columns += _SERVER_COLUMNS
+        title += "".join(f"\n  from {server}" for server in servers)
+    cells = [[label for label, _ in columns]]
     for row in rows:
-        cells.append([_cell(row[key]) for _, key in _COLUMNS])
-    widths = [max(len(line[column]) for line in cells) for column in range(len(_COLUMNS))]
+        origin = row.get("provenance") or {}
+        values = {**row, "policy": origin.get("policy") or ("strictest defaults" if origin else None),
+                  "raised": origin.get("raised"), "contract_hash": (origin.get("contract_hash") or "")[:19] or None}
+        cells.append([_cell(values[key]) for _, key in columns])
+    widths = [max(len(line[column]) for line in cells) for column in range(len(columns))]
     lines = [title]
     for line in cells:
         lines.append("  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
     return "\n".join(lines)
+
+
+def _server_line(provenance: dict[str, Any]) -> str:
+    version = f" {provenance['server_version']}" if provenance.get("server_version") else ""
+    return (f"mcp server {provenance['server']}{version} ({provenance['transport']} {provenance['address']}, "
+            f"protocol {provenance['protocol_version']})")
 
 
 def _cell(value: Any) -> str:

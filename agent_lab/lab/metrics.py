@@ -79,6 +79,7 @@ class SurfaceCatalog:
     lint_errors: tuple[str, ...]  # "tool: RULE message", every error-level finding of the lint engine
     without_output_schema: tuple[str, ...]  # tool names
     redact_fields: frozenset[str]  # every field some tool redacts
+    servers: tuple[dict[str, Any], ...] = ()  # the MCP servers its tools were imported from (Provenance)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,20 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -
         lint_errors=tuple(f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}" for finding in errors),
         without_output_schema=tuple(spec.name for spec in specs if spec.output_schema is None),
         redact_fields=frozenset(field for spec in specs for field in spec.redact),
+        servers=_servers(specs),
     )
+
+
+def _servers(specs: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """Each MCP server the specs were imported from, once, in the order its first tool comes."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for spec in specs:
+        if spec.provenance is not None:
+            origin = spec.provenance.to_dict()
+            server = {key: origin[key] for key in ("server", "server_version", "transport", "address",
+                                                   "protocol_version")}
+            seen.setdefault(tuple(server.values()), server)
+    return tuple(seen.values())
 
 
 def _rate(part: int, whole: int) -> float:
@@ -144,6 +158,7 @@ def surface_metrics(name: str, role: str, results: Sequence[CaseResult], catalog
         "tools": catalog.tools,
         "catalog_bytes": catalog.catalog_bytes,
         "catalog_tokens_estimate": catalog.catalog_tokens,
+        **({"servers": [dict(server) for server in catalog.servers]} if catalog.servers else {}),
     }
 
 

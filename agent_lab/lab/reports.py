@@ -315,6 +315,7 @@ def _comparison_md(evaluation: Any) -> str:
         "",
         f"Lab: `{evaluation.lab}`. Surfaces: {listed}.",
         "",
+        *_server_lines(evaluation),
         f"Gate: **{'PASSED' if evaluation.gate_passed else 'FAILED'}** ({passed} of {len(evaluation.gate)} checks). "
         f"Cases: {len(evaluation.cases)} from {_markdown(', '.join(_case_files(evaluation)))}.",
         "",
@@ -349,6 +350,18 @@ def _comparison_md(evaluation: Any) -> str:
         lines.append(f"| {case.case_id} | {_markdown(_cell(case.intent, evaluation.mask))} | {marks} |")
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
+
+
+def _server_lines(evaluation: Any) -> list[str]:
+    """Where the tools of surfaces imported from MCP servers came from (nothing for local surfaces)."""
+    lines = []
+    for surface in evaluation.surfaces:
+        for server in evaluation.metrics[surface.name].get("servers", ()):
+            version = f" {server['server_version']}" if server.get("server_version") else ""
+            lines.append(f"Surface `{surface.name}` calls the MCP server "
+                         f"{_markdown(_cell(server['server'] + version, evaluation.mask))} "
+                         f"({server['transport']}, protocol {server['protocol_version']}).")
+    return lines + [""] if lines else []
 
 
 def _mark(result: CaseResult) -> str:

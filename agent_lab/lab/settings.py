@@ -8,6 +8,9 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
     out = "reports"
     junit = "reports/junit.xml"
     jobs = 4                           # replays at once (default: the core count + 4; 1: serial)
+    # or, instead of lab, MCP servers (a command line or a URL, or a list) and the policy for their tools:
+    # mcp = "npx -y @modelcontextprotocol/server-memory"
+    # policy = "mcp-policy.toml"
 
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
 (`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
@@ -22,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..lint.config import TABLE_KINDS, LintConfig, LintConfigError
-from .definition import Lab
+from .definition import Lab, LabError
 from .loader import BUILTIN_LAB, default_lab, load_lab
 from .pyproject import LINT_TABLE_NAME, TABLE_NAME, ConfigError, read_agent_lab_table, read_lint_table
 
@@ -34,13 +37,15 @@ __all__ = [
     "PYPROJECT",
     "ConfigError",
     "ToolEvalSettings",
+    "configured_lab",
+    "lab_source",
     "lint_config",
     "project_table",
     "tool_eval_settings",
 ]
 
 PYPROJECT = "pyproject.toml"
-KNOWN_KEYS = ("lab", "cases", "out", "junit", "jobs")  # sub-tables ([tool.agent-lab.x]) belong to other commands
+KNOWN_KEYS = ("lab", "cases", "out", "junit", "jobs", "mcp", "policy")  # sub-tables ([tool.agent-lab.x]) belong to other commands
 DEFAULT_OUT = "reports"
 
 
@@ -54,15 +59,19 @@ class ToolEvalSettings:
     junit: str | None
     jobs: int | None = None  # replays at once (None: the core count's default)
     lint: LintConfig = field(default_factory=LintConfig)  # the project's [tool.agent-lab.lint], for the gate
+    servers: tuple[str, ...] = ()  # MCP servers to gate instead of a lab (see agent_lab.mcp_client.surfaces)
+    policy: str | None = None  # the policy file for the servers' tools
 
     @property
     def lab_name(self) -> str:
         """The reference as messages show it."""
+        if self.lab_reference is None and self.servers:
+            return "mcp"
         return self.lab_reference or BUILTIN_LAB
 
     def load_lab(self) -> Lab:
         """The lab (LabError when it cannot be loaded)."""
-        return default_lab() if self.lab_reference is None else load_lab(self.lab_reference)
+        return configured_lab(self.lab_reference, self.servers, self.policy)
 
     def case_files(self, lab: Lab) -> tuple[str, ...]:
         """The case files to run: the configured ones, else the lab's own (ConfigError when neither)."""
@@ -72,6 +81,22 @@ class ToolEvalSettings:
             return tuple(lab.cases)
         raise ConfigError(f"lab {lab.name!r} ships no case files: name them with --cases FILE or with cases "
                           f"in {TABLE_NAME} of {PYPROJECT}")
+
+
+def configured_lab(lab: str | None, servers: Sequence[str] = (), policy: str | None = None) -> Lab:
+    """The lab named `lab`; else a lab of the MCP `servers` (their tools imported under `policy`); else the
+    built-in lab. LabError when it cannot be loaded."""
+    if lab is not None:
+        return load_lab(lab)
+    if servers:
+        from ..mcp_client.surfaces import server_lab
+        from ..mcp_client.tool_policy import PolicyError
+
+        try:
+            return server_lab(list(servers), policy=policy)
+        except (PolicyError, ValueError) as error:
+            raise LabError(str(error)) from None
+    return default_lab()
 
 
 def project_table(directory: Path | None = None) -> dict[str, Any]:
@@ -107,6 +132,11 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
         if not isinstance(paths, list) or not paths or not all(isinstance(path, str) and path for path in paths):
             raise ConfigError(f"{where}: {TABLE_NAME} cases must be a path or a list of paths (non-empty strings)")
         return tuple(paths)
+    if key == "mcp":
+        servers = [value] if isinstance(value, str) else value
+        if not isinstance(servers, list) or not servers or not all(isinstance(item, str) and item for item in servers):
+            raise ConfigError(f"{where}: {TABLE_NAME} mcp must be a server (a command line or a URL) or a list of them")
+        return tuple(servers)
     if key == "jobs":
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where}: {TABLE_NAME} jobs must be a whole number of at least 1 (1: one case at a time)")
@@ -116,13 +146,32 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
     return value
 
 
+def lab_source(table: Mapping[str, Any], *, lab: str | None = None, mcp: Sequence[str] | None = None,
+               policy: str | None = None, where: str = PYPROJECT) -> tuple[str | None, tuple[str, ...], str | None]:
+    """(lab reference, MCP servers, policy file): a flag (`--lab`, or `--mcp` with `--policy`) beats the
+    table, whose `lab` and `mcp` keys exclude each other."""
+    if table.get("lab") is not None and table.get("mcp"):
+        raise ConfigError(f"{where}: {TABLE_NAME} names both lab and mcp; keep one (a lab can hold server "
+                          "surfaces: Surface.from_mcp)")
+    if lab is not None:
+        return lab, (), None
+    if mcp:
+        return None, tuple(mcp), policy if policy is not None else table.get("policy")
+    if table.get("lab") is not None:
+        return table["lab"], (), None
+    return None, tuple(table.get("mcp", ())), policy if policy is not None else table.get("policy")
+
+
 def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = None, out: str | None = None,
-                       junit: str | None = None, jobs: int | None = None,
-                       directory: Path | None = None) -> ToolEvalSettings:
+                       junit: str | None = None, jobs: int | None = None, mcp: Sequence[str] | None = None,
+                       policy: str | None = None, directory: Path | None = None) -> ToolEvalSettings:
     """Flags (None: not given) laid over the project's table, laid over the defaults."""
     table = project_table(directory)
+    lab_reference, servers, policy_file = lab_source(table, lab=lab, mcp=mcp, policy=policy)
     return ToolEvalSettings(
-        lab_reference=lab if lab is not None else table.get("lab"),
+        lab_reference=lab_reference,
+        servers=servers,
+        policy=policy_file,
         cases=tuple(cases) if cases else tuple(table.get("cases", ())),
         out=out if out is not None else table.get("out", DEFAULT_OUT),
         junit=junit if junit is not None else table.get("junit"),

@@ -5,8 +5,9 @@ Found from the registered handler: its source file is read and the first line th
 time), the handler's own definition line. A handler agent-lab wrapped around the user's function
 (`@tool`) is looked through to that function. A file under the base directory is shown by its relative
 path, one outside it by its absolute path (SARIF needs a physical location to show a finding on a
-file); a tool whose handler has no Python source has no location, and reports give its logical
-location only.
+file). A tool imported from an MCP server is located at the server (its URL, or `mcp+stdio:` and its
+command) with no line. A tool whose handler has no Python source has no location, and reports give its
+logical location only.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ __all__ = ["SourceLocation", "handler_function", "locate_tools"]
 
 @dataclass(frozen=True)
 class SourceLocation:
-    path: str  # relative to the base directory, else absolute; forward slashes
-    line: int  # 1-based
+    path: str  # relative to the base directory, else absolute, with forward slashes; or an MCP server's URI
+    line: int  # 1-based (0: no line, for a tool imported from an MCP server)
 
 
 def handler_function(registry: Registry, name: str) -> Optional[Callable[..., Any]]:
@@ -89,6 +90,10 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
     lines_of: dict[str, list[str]] = {}
     found: dict[str, SourceLocation] = {}
     for name in registry.names():
+        provenance = registry.spec(name).provenance
+        if provenance is not None:  # imported from an MCP server: the server is where it is defined
+            found[name] = SourceLocation(provenance.artifact_uri, 0)
+            continue
         function = handler_function(registry, name)
         if function is None:
             continue

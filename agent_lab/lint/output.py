@@ -54,7 +54,8 @@ def render_text(report: LintReport) -> str:
     lines = []
     for finding in report.findings:
         location = report.location_of(finding)
-        where = f"{location.path}:{location.line}" if location else finding.logical_location
+        where = (f"{location.path}:{location.line}" if location.line else location.path) if location \
+            else finding.logical_location
         surface = f"[{finding.surface}] " if finding.surface else ""
         subject = f"{finding.tool}" if finding.tool else "catalog"
         pointer = f" at {finding.pointer}" if finding.pointer else ""
@@ -86,7 +87,7 @@ def render_json(report: LintReport) -> str:
     for finding in report.findings:
         location = report.location_of(finding)
         entry = finding.to_dict()
-        entry["location"] = {"path": location.path, "line": location.line} if location else None
+        entry["location"] = {"path": location.path, "line": location.line or None} if location else None
         entry["logical_location"] = finding.logical_location
         findings.append(entry)
     document = {
@@ -129,8 +130,9 @@ def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, in
     location: dict[str, Any] = {}
     source = report.location_of(finding)
     if source is not None:
-        location["physicalLocation"] = {"artifactLocation": _artifact(source.path),
-                                        "region": {"startLine": source.line}}
+        location["physicalLocation"] = {"artifactLocation": _artifact(source.path)}
+        if source.line:
+            location["physicalLocation"]["region"] = {"startLine": source.line}
     location["logicalLocations"] = [{"fullyQualifiedName": finding.logical_location,
                                      "kind": "member" if finding.tool else "module"}]
     result: dict[str, Any] = {

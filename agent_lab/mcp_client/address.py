@@ -1,0 +1,152 @@
+"""Where a server is: a command line to spawn (stdio) or an http(s):// URL (Streamable HTTP).
+
+`parse_server` reads the text a user gives `--mcp`, `mcp = ...` in `[tool.agent-lab]` or
+`connect()`:
+
+- a command line, split as a POSIX shell would (quotes, backslashes; no expansion, no pipes):
+  `npx -y @modelcontextprotocol/server-memory`. Leading `NAME=VALUE` words set environment variables
+  of the child only: `MEMORY_FILE_PATH=/tmp/m.jsonl npx -y @modelcontextprotocol/server-memory`.
+- a URL, `https://mcp.example.com/mcp`, whose fragment may name the environment variable holding a
+  bearer token: `https://mcp.example.com/mcp#EXAMPLE_TOKEN` (the fragment never leaves the process;
+  the token is read when connecting and sent to that origin only). Credentials written in the URL
+  itself (`https://user:secret@...`) are refused: they would end up in logs and reports.
+
+`{world}` in a command's words or environment values stands for a lab world's directory
+(`with_world`), so each case of a lab gets a server writing to a fresh directory.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import urllib.parse
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = ["WORLD_PLACEHOLDER", "ServerAddress", "parse_server"]
+
+WORLD_PLACEHOLDER = "{world}"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+MAX_LABEL_CHARS = 80
+_SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
+                          r"(?:=(?P<value>.*))?", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ServerAddress:
+    """A parsed server address. `transport` is "stdio" (argv, env) or "http" (url, token_env)."""
+
+    transport: str
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    url: str | None = None
+    token_env: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How messages and reports name the server: the command (without its environment, and without
+        the value of a flag named like a credential, `--api-key`, `--token`, ...) or the URL without its
+        query (which may hold one too), shortened."""
+        if self.transport == "stdio":
+            text = " ".join(_masked_words(self.argv))
+        else:
+            parts = urllib.parse.urlsplit(self.url or "")
+            text = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+            if parts.query:
+                text += "?\u2026"
+        return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "\u2026"
+
+    @property
+    def origin(self) -> str | None:
+        """scheme://host:port of an HTTP server (the only place its token is ever sent)."""
+        if self.url is None:
+            return None
+        return origin_of(self.url)
+
+    def with_world(self, directory: str) -> ServerAddress:
+        """The address with `{world}` replaced by `directory` in every word and environment value."""
+        if self.transport != "stdio":
+            return self
+        return replace(
+            self,
+            argv=tuple(word.replace(WORLD_PLACEHOLDER, directory) for word in self.argv),
+            env=MappingProxyType({name: value.replace(WORLD_PLACEHOLDER, directory) for name, value in self.env.items()}),
+        )
+
+    @property
+    def mentions_world(self) -> bool:
+        return any(WORLD_PLACEHOLDER in text for text in (*self.argv, *self.env.values()))
+
+
+def _masked_words(words: tuple[str, ...]) -> list[str]:
+    """The words, quoted as a shell would read them, with what follows a flag named like a credential
+    hidden (`--api-key=…`, `--token …`): the label reaches reports and SARIF, and such a value belongs in
+    the environment instead."""
+    shown: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next:
+            shown.append("…")
+            hide_next = False
+            continue
+        match = _SECRET_FLAG.fullmatch(word)
+        if match is not None and match.group("value") is not None:
+            shown.append(shlex.quote(match.group("flag")) + "=…")
+        else:
+            shown.append(shlex.quote(word))
+            hide_next = match is not None
+    return shown
+
+
+def origin_of(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def parse_server(text: str) -> ServerAddress:
+    """The address `text` names (ValueError with a one-line reason otherwise)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("an MCP server must be a command line or an http(s):// URL, not an empty value")
+    stripped = text.strip()
+    if re.match(r"(?i)https?://", stripped):
+        return _parse_url(stripped)
+    if re.match(r"(?i)[a-z][a-z0-9+.-]*://", stripped):
+        raise ValueError(f"an MCP server URL must start with http:// or https:// (got {stripped.split('://')[0]}://)")
+    try:
+        words = shlex.split(stripped, posix=True)
+    except ValueError as error:
+        raise ValueError(f"cannot split the command line {stripped!r}: {error}") from None
+    env: dict[str, str] = {}
+    while words and _ASSIGNMENT.fullmatch(words[0]):
+        name, value = _ASSIGNMENT.fullmatch(words.pop(0)).groups()  # type: ignore[union-attr]
+        env[name] = value
+    if not words:
+        raise ValueError(f"the command line {stripped!r} sets environment variables but names no command")
+    if any("\x00" in word for word in words) or any("\x00" in value for value in env.values()):
+        raise ValueError("a command line cannot contain a NUL character")
+    return ServerAddress("stdio", argv=tuple(words), env=MappingProxyType(env))
+
+
+def _parse_url(text: str) -> ServerAddress:
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as error:
+        raise ValueError(f"not a valid URL: {error}") from None
+    if not parts.hostname:
+        raise ValueError("an MCP server URL needs a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("an MCP server URL must not carry credentials (user:password@); name the environment "
+                         "variable that holds a bearer token after '#' instead, e.g. https://host/mcp#MY_TOKEN")
+    token_env = parts.fragment or None
+    if token_env is not None and not _ENV_NAME.fullmatch(token_env):
+        raise ValueError(f"the part after '#' names the environment variable holding the bearer token; "
+                         f"{token_env!r} is not a variable name")
+    url = urllib.parse.urlunsplit((parts.scheme.lower(), parts.netloc, parts.path or "/", parts.query, ""))
+    return ServerAddress("http", url=url, token_env=token_env)

@@ -1,0 +1,234 @@
+"""MCP servers as tool surfaces: for `--mcp` on the commands, and as surfaces of a lab.
+
+- `open_server_surfaces(servers, policy=...)`: one registry per server, for `lint`, `inspect`, `export`
+  and `catalog-cost --mcp SERVER` (each registry owns its client and closes it).
+- `ServerSurfaceBuild`: what `Surface.from_mcp(name, server, ...)` builds with: for each case a fresh
+  server (the command's `{world}` replaced by the case's world directory), its tools imported under the
+  policy into a registry on the lab's receipt store and clock.
+- `McpWorld` and `world_effects`: the world a foreign server writes to, a fresh temporary directory per
+  case; its side effects are what the server left there, read back as JSON records: one per line of a
+  `.jsonl` file, one per `.json` file, one per row of each table of an SQLite file (`.db`, `.sqlite`,
+  `.sqlite3`), and a digest of any other file.
+- `server_lab(servers, ...)`: a Lab of such surfaces over such worlds, which `mcp = ...` in
+  `[tool.agent-lab]` (or `tool-eval --mcp SERVER`) runs with the project's cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..lab.definition import Lab, LabError, Surface
+from ..policy import Actor
+from .address import ServerAddress, parse_server
+from .importing import LockLike, ServerRegistry, import_tools
+from .session import McpClient
+from .tool_policy import PolicyError, ToolPolicy, load_policy
+from .wire import DEFAULT_TIMEOUT_S, McpError
+
+__all__ = ["McpWorld", "ServerSurfaceBuild", "open_server_surfaces", "server_lab", "world_effects"]
+
+logger = logging.getLogger("agent_lab.mcp_client")
+
+MAX_EFFECT_FILE_BYTES = 4 * 1024 * 1024  # a larger file counts as one effect: its digest
+MAX_EFFECT_RECORDS = 10_000
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+class McpWorld:
+    """A fresh temporary directory, removed when the world is dropped (or the process ends)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="agent-lab-world-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"McpWorld({self.path!r})"
+
+
+def new_world(**options: Any) -> McpWorld:
+    if options:
+        raise TypeError(f"an MCP server lab's world takes no options (got {', '.join(sorted(options))})")
+    return McpWorld()
+
+
+def world_effects(world: Any) -> list[dict[str, Any]]:
+    """The records the server left in the world's directory, file by file in path order."""
+    root = Path(os.fspath(world))
+    records: list[dict[str, Any]] = []
+    for path in _files_in(root):
+        relative = path.relative_to(root).as_posix()
+        if path.name.endswith(("-journal", "-wal", "-shm")):
+            continue  # SQLite's own bookkeeping
+        if path.is_symlink():  # never followed: a server could point one at any file of this machine
+            records.append({"file": relative, "symlink": True})
+        else:
+            records.extend(_file_records(path, relative))
+        if len(records) > MAX_EFFECT_RECORDS:
+            raise ValueError(f"the world holds more than {MAX_EFFECT_RECORDS} records")
+    return records
+
+
+def _files_in(root: Path) -> list[Path]:
+    """Every file and symlink under `root`, in path order; symlinked directories are not entered."""
+    found: list[Path] = []
+    for directory, folders, files in os.walk(root, followlinks=False):
+        found += [Path(directory, name) for name in files]
+        found += [Path(directory, name) for name in folders if Path(directory, name).is_symlink()]
+    return sorted(found)
+
+
+def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
+    size = path.stat().st_size
+    if path.suffix in SQLITE_SUFFIXES and size:
+        return _sqlite_records(path, relative)
+    if size > MAX_EFFECT_FILE_BYTES or path.suffix not in (".jsonl", ".json"):
+        return [{"file": relative, "bytes": size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".json":
+        try:
+            return [{"file": relative, "record": json.loads(text)}]
+        except ValueError:
+            return [{"file": relative, "text": text}]
+    lines = []
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                lines.append({"file": relative, "record": json.loads(line)})
+            except ValueError:
+                lines.append({"file": relative, "text": line})
+    return lines
+
+
+def _sqlite_records(path: Path, relative: str) -> list[dict[str, Any]]:
+    """Every row of every table (tables by name, rows in rowid order where there is one), read-only."""
+    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        tables = [row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        records: list[dict[str, Any]] = []
+        for table in tables:
+            quoted = '"' + table.replace('"', '""') + '"'
+            cursor = connection.execute(f"SELECT * FROM {quoted}")  # noqa: S608 - a name read from the schema, quoted
+            columns = [column[0] for column in cursor.description]
+            for row in cursor.fetchmany(MAX_EFFECT_RECORDS + 1 - len(records)):
+                records.append({"file": relative, "table": table,
+                                "row": {column: _plain(value) for column, value in zip(columns, row)}})
+            if len(records) > MAX_EFFECT_RECORDS:
+                break
+        return records
+    except sqlite3.DatabaseError:
+        return [{"file": relative, "bytes": path.stat().st_size,
+                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]
+    finally:
+        connection.close()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def _policy_of(policy: ToolPolicy | str | os.PathLike[str] | None) -> ToolPolicy:
+    if policy is None:
+        return ToolPolicy()
+    if isinstance(policy, ToolPolicy):
+        return policy
+    return load_policy(policy)
+
+
+class ServerSurfaceBuild:
+    """`build(world, **options)` for a Surface whose tools come from an MCP server (see the module)."""
+
+    def __init__(self, server: str | ServerAddress, *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
+                 lock: LockLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, pass_env: Sequence[str] = (),
+                 cwd: str | None = None) -> None:
+        self.address = server if isinstance(server, ServerAddress) else parse_server(server)
+        self.policy = _policy_of(policy)  # read once, when the lab is defined: a bad file fails at import time
+        self.lock = lock
+        self.timeout_s = timeout_s
+        self.pass_env = tuple(pass_env)
+        self.cwd = cwd
+
+    def __call__(self, world: Any, **options: Any) -> ServerRegistry:
+        address = self.address
+        if address.mentions_world:
+            try:
+                address = address.with_world(os.fspath(world))
+            except TypeError:
+                raise TypeError(f"the server command uses {{world}}, but the world ({type(world).__name__}) is not a "
+                                "directory (give it __fspath__, or use agent_lab.mcp_client.surfaces.McpWorld)") from None
+        client = McpClient(address, timeout_s=self.timeout_s, pass_env=self.pass_env, cwd=self.cwd).connect()
+        registry = ServerRegistry(**options)
+        registry.own(client)
+        try:
+            imported = import_tools(client, policy=self.policy, lock=self.lock)
+            imported.register(registry)
+        except BaseException:
+            registry.close()
+            raise
+        for skipped in imported.skipped:
+            logger.warning("mcp server %s: tool %r was not imported: %s", client.label, skipped.name, skipped.reason)
+        return registry
+
+
+def server_lab(servers: Sequence[str], *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
+               cases: Iterable[str] = (), name: str = "mcp", actor: Actor | None = None,
+               lock: LockLike | None = None) -> Lab:
+    """A lab whose candidates are the servers (surfaces `server`, or `server-1`, `server-2`, ...), each case
+    in a fresh `McpWorld` (`{world}` in a command names its directory), effects read by `world_effects`."""
+    if not servers:
+        raise LabError("an MCP server lab needs at least one server")
+    rules = _policy_of(policy)
+    surfaces = [Surface.from_mcp("server" if len(servers) == 1 else f"server-{index}", server, policy=rules, lock=lock)
+                for index, server in enumerate(servers, start=1)]
+    return Lab(name=name, world=new_world, surfaces=surfaces, effects=world_effects, actor=actor, cases=tuple(cases))
+
+
+def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None,
+                         timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
+    """One open surface per server for the commands that take `--mcp` (LabError with one line otherwise).
+    Tools left out of the import are logged as warnings (the command prints them on stderr)."""
+    from ..lab.inspection import OpenSurface
+
+    try:
+        rules = _policy_of(policy)
+        addresses = [parse_server(server) for server in servers]
+    except (PolicyError, ValueError) as error:
+        raise LabError(str(error)) from None
+    opened: list[Any] = []
+    names: set[str] = set()
+    try:
+        for address in addresses:
+            world = McpWorld() if address.mentions_world else None  # a command that writes to {world}
+            registry = ServerSurfaceBuild(address, policy=rules, timeout_s=timeout_s)(world)
+            registry.world = world  # kept (and its directory) while the registry is open
+            client = registry.clients[0]
+            name = client.name
+            if name in names:
+                name = f"{name}#{len(opened) + 1}"
+            names.add(name)
+            opened.append(OpenSurface(name, "server", registry, None, None))
+    except (McpError, PolicyError) as error:
+        for surface in opened:
+            surface.registry.close()
+        raise LabError(str(error)) from None
+    except BaseException:
+        for surface in opened:
+            surface.registry.close()
+        raise
+    return opened

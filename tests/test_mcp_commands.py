@@ -1,0 +1,234 @@
+"""`--mcp SERVER` on the commands, and MCP servers as lab surfaces (the hostile stand-in server).
+
+What a user does: `inspect --mcp "CMD"` to see what a foreign server's tools will be held to, `lint --mcp`
+for a SARIF log whose artifact is the server, `export` and `catalog-cost` of its tools, and `tool-eval`
+of a lab whose surface is the server (`mcp = ...` in `[tool.agent-lab]`, or `Surface.from_mcp`), its
+effects read from the directory the server writes to. Bad input is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+from typing import Any, Iterator
+
+from agent_lab.cli import main
+from agent_lab.mcp_client.surfaces import McpWorld, world_effects
+
+HERE = Path(__file__).resolve().parent
+SERVER = f"{sys.executable} {HERE / 'mcp_hostile_server.py'}"
+NOTEBOOK = f"{SERVER} notebook {{world}}"
+POLICY = {"tools": {
+    "echo": {"permission": "notes:read", "effect": "read", "approval": "never", "open_world": False,
+             "timeout_ms": 5000},
+    "append_note": {"permission": "notes:write", "effect": "write", "approval": "never", "open_world": False,
+                    "idempotency_key": "request_id", "timeout_ms": 5000},
+}}
+ACTOR = {"id": "agent", "tenant": "t", "permissions": ["notes:read", "notes:write"]}
+CASES = [
+    {"case_id": "note-retried-once", "intent": "A keyed note retried after a lost answer is written once.",
+     "actor": ACTOR, "calls": [{"tool": "append_note", "arguments": {"note": "hello", "request_id": "r-1"}},
+                               {"tool": "append_note", "arguments": {"note": "hello", "request_id": "r-1"}}],
+     "expected": {"outcome": "succeeded", "error_code": None, "side_effects": 1, "replayed": True}},
+    {"case_id": "bad-note-refused", "intent": "A note that breaks the schema never reaches the server.",
+     "actor": ACTOR, "calls": [{"tool": "append_note", "arguments": {"note": 7, "request_id": "r-2"}}],
+     "expected": {"outcome": "rejected", "error_code": "invalid_arguments", "side_effects": 0}},
+    {"case_id": "echo", "intent": "A read answers with its structured content.",
+     "actor": ACTOR, "calls": [{"tool": "echo", "arguments": {"text": "hi"}}],
+     "expected": {"outcome": "succeeded", "error_code": None, "side_effects": 0,
+                  "checks": [{"path": "/output/text", "equals": "hi"}]}},
+]
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@contextlib.contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+class ProjectTest(unittest.TestCase):
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+        (self.dir / "policy.json").write_text(json.dumps(POLICY))
+        (self.dir / "cases.jsonl").write_text("".join(json.dumps(case) + "\n" for case in CASES))
+
+    def pyproject(self, text: str) -> None:
+        (self.dir / "pyproject.toml").write_text(textwrap.dedent(text))
+
+
+class CommandsTest(ProjectTest):
+    def test_inspect_shows_the_policy_and_the_provenance_of_each_tool(self) -> None:
+        with working_directory(self.dir):
+            code, out, err = run("inspect", "--mcp", f"{SERVER} well-behaved", "--policy", "policy.json")
+            self.assertEqual((code, err), (0, ""))
+            self.assertIn("hostile-well-behaved: 8 tool(s)", out)
+            self.assertIn("from mcp server hostile-well-behaved 6.6.6 (stdio ", out)
+            echo = next(line for line in out.splitlines() if line.startswith("echo "))
+            self.assertIn("policy.json: tools.echo", echo)
+            self.assertIn("strictest defaults", next(line for line in out.splitlines() if line.startswith("slow ")))
+            code, out, _ = run("inspect", "--mcp", f"{SERVER} well-behaved", "--json")
+        [surface] = json.loads(out)["surfaces"]
+        self.assertEqual(surface["role"], "server")
+        provenance = surface["tools"][0]["provenance"]
+        self.assertEqual((provenance["server"], provenance["transport"], provenance["protocol_version"]),
+                         ("hostile-well-behaved", "stdio", "2026-07-28"))
+        self.assertTrue(provenance["contract_hash"].startswith("sha256:"))
+
+    def test_lint_sarif_names_the_server_as_the_artifact(self) -> None:
+        code, out, _ = run("lint", "--mcp", f"{SERVER} well-behaved", "--format", "sarif")
+        self.assertEqual(code, 1)  # unreviewed tools are destructive without a key: AL401
+        results = json.loads(out)["runs"][0]["results"]
+        located = [result["locations"][0] for result in results]
+        uris = {location["physicalLocation"]["artifactLocation"]["uri"] for location in located}
+        self.assertEqual(len(uris), 1)
+        self.assertTrue(next(iter(uris)).startswith("mcp+stdio:"))
+        self.assertTrue(all("region" not in location["physicalLocation"] for location in located))
+        names = {location["logicalLocations"][0]["fullyQualifiedName"] for location in located}
+        self.assertIn("tool/echo", {name.rsplit("/", 1)[0] if name.count("/") > 1 else name for name in names})
+
+    def test_export_and_catalog_cost_of_a_server(self) -> None:
+        code, out, _ = run("export", "--mcp", f"{SERVER} well-behaved", "--format", "anthropic")
+        self.assertEqual(code, 0)
+        self.assertIn("echo", [tool["name"] for tool in json.loads(out)])
+        code, out, _ = run("catalog-cost", "--mcp", f"{SERVER} well-behaved", "--mcp", f"{SERVER} notebook",
+                           "--format", "json")
+        self.assertEqual(code, 0)
+        self.assertEqual([surface["surface"] for surface in json.loads(out)],
+                         ["hostile-well-behaved", "hostile-notebook"])
+
+    def test_bad_input_is_one_line_and_exit_2(self) -> None:
+        for argv, expected in (
+            (["inspect", "--mcp", "https://user:pw@example.com/mcp"], "must not carry credentials"),
+            (["inspect", "--mcp", "no-such-program-for-agent-lab"], "no program 'no-such-program-for-agent-lab'"),
+            (["inspect", "--mcp", f"{SERVER} lie-version"], "which it was not offered"),
+            (["inspect", "--mcp", f"{SERVER} well-behaved", "--policy", str(self.dir / "none.toml")], "cannot read"),
+            (["inspect", "--mcp", f"{SERVER} well-behaved", "--surface", "x"], "does not apply to MCP servers"),
+        ):
+            with self.subTest(argv=argv):
+                code, out, err = run(*argv)
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(expected, err)
+                self.assertNotIn("Traceback", err)
+
+
+class ServerLabTest(ProjectTest):
+    def test_tool_eval_gates_a_server_configured_in_pyproject(self) -> None:
+        self.pyproject(f"""\
+            [tool.agent-lab]
+            mcp = {json.dumps(NOTEBOOK)}
+            policy = "policy.json"
+            cases = ["cases.jsonl"]
+            """)
+        with working_directory(self.dir):
+            code, out, err = run("tool-eval")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("candidate server             3/3 cases passed", out)
+        report = json.loads((self.dir / "reports" / "tool-comparison.json").read_text())
+        server = report["surfaces"]["server"]
+        self.assertEqual((server["side_effects"], server["duplicate_side_effects"]), (1, 0))
+        self.assertEqual(server["servers"][0]["server"], "hostile-notebook")
+        self.assertIn("hostile-notebook", (self.dir / "reports" / "tool-comparison.md").read_text())
+
+    def test_tool_eval_of_a_lab_with_a_server_surface(self) -> None:
+        (self.dir / "serverlab.py").write_text(textwrap.dedent(f"""\
+            from agent_lab.lab import Lab, Surface
+            from agent_lab.mcp_client.surfaces import McpWorld, world_effects
+
+            lab = Lab(name="notebook", world=McpWorld, effects=world_effects,
+                      surfaces=[Surface.from_mcp("notebook", {NOTEBOOK!r}, policy="policy.json")])
+            """))
+        with working_directory(self.dir):
+            code, out, err = run("tool-eval", "--lab", "serverlab.py:lab", "--cases", "cases.jsonl")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("candidate notebook           3/3 cases passed", out)
+
+    def test_model_eval_runs_an_agent_against_the_server(self) -> None:
+        (self.dir / "echo_agent.py").write_text(textwrap.dedent("""\
+            def agent(request):
+                answers = [message for message in request["messages"] if message["role"] == "tool"]
+                if not answers:
+                    return {"content": "", "tool_calls": [{"name": "echo", "arguments": {"text": "hi from the server"}}]}
+                return {"content": "The server said: " + answers[-1]["content"]["output"]["text"]}
+            agent.scripted = True
+            """))
+        task = {"task_id": "echo-it", "split": "dev", "intent": "Echo a greeting through the server.",
+                "messages": ["Echo a greeting."], "actor": ACTOR, "answer": {"contains": ["hi from the server"]},
+                "surfaces": {"server": {"must_call": [{"tool": "echo",
+                                                       "arguments": {"/text": {"exact": "hi from the server"}}}]}}}
+        (self.dir / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+        sys.path.insert(0, str(self.dir))
+        self.addCleanup(sys.path.remove, str(self.dir))
+        with working_directory(self.dir):
+            code, out, err = run("model-eval", "--mcp", NOTEBOOK, "--policy", "policy.json", "--tasks", "tasks.jsonl",
+                                 "--model", "python:echo_agent:agent", "--repeats", "2", "--out", "out")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("server: 2/2 trials succeeded", out)
+
+    def test_lab_and_mcp_in_one_table_are_refused(self) -> None:
+        self.pyproject("""\
+            [tool.agent-lab]
+            lab = "x:lab"
+            mcp = "server"
+            """)
+        with working_directory(self.dir):
+            code, _, err = run("tool-eval")
+        self.assertEqual(code, 2)
+        self.assertIn("names both lab and mcp", err)
+
+
+class WorldEffectsTest(unittest.TestCase):
+    def test_records_from_jsonl_json_sqlite_and_other_files(self) -> None:
+        world = McpWorld()
+        root = Path(world.path)
+        (root / "a.jsonl").write_text('{"n": 1}\n\n{"n": 2}\nnot json\n')
+        (root / "b.json").write_text('{"k": "v"}')
+        (root / "c.bin").write_bytes(b"\x00\x01")
+        with contextlib.closing(sqlite3.connect(root / "d.db")) as db:
+            db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, data BLOB)")
+            db.execute("INSERT INTO t (name, data) VALUES ('x', X'ff')")
+            db.commit()
+        records = world_effects(world)
+        self.assertEqual(records[:3], [{"file": "a.jsonl", "record": {"n": 1}}, {"file": "a.jsonl", "record": {"n": 2}},
+                                       {"file": "a.jsonl", "text": "not json"}])
+        self.assertEqual(records[3], {"file": "b.json", "record": {"k": "v"}})
+        self.assertEqual((records[4]["file"], records[4]["bytes"]), ("c.bin", 2))
+        self.assertEqual(records[5], {"file": "d.db", "table": "t", "row": {"id": 1, "name": "x", "data": "ff"}})
+        path = world.path
+        del world
+        self.assertFalse(Path(path).exists())  # a dropped world takes its directory with it
+
+    def test_a_symlink_the_server_left_is_never_followed(self) -> None:
+        with tempfile.TemporaryDirectory() as outside:
+            secret = Path(outside, "id_rsa.jsonl")
+            secret.write_text('{"private": "key material"}\n')
+            world = McpWorld()
+            Path(world.path, "leak.jsonl").symlink_to(secret)
+            Path(world.path, "folder").symlink_to(outside, target_is_directory=True)
+            records = world_effects(world)
+        self.assertEqual(records, [{"file": "folder", "symlink": True}, {"file": "leak.jsonl", "symlink": True}])
+
+
+if __name__ == "__main__":
+    unittest.main()
