@@ -992,8 +992,9 @@ class Registry:
 
         One walk takes the plain copy that is checked and kept (the handler may still hold, and
         change, the object it returned, and a container subclass could show the checks other contents
-        than the copy) and bounds its size. It stops once the output is certainly over
-        `EXACT_SIZE_FACTOR` times the budget, so a huge output costs no more than a few budgets to
+        than the copy), writes the types people return as their JSON form (`agent_lab.jsonforms`: a
+        datetime, a Decimal, a dataclass, a pydantic model) and bounds its size. It stops once the
+        output is certainly over `EXACT_SIZE_FACTOR` times the budget, so a huge output costs no more than a few budgets to
         refuse (the refusal then says `output_bytes_at_least`); a size the walk's bound cannot settle
         is measured exactly by the C JSON encoder (`output_bytes`). Then `is_valid`, and `errors`
         only for an output that fails it. A broken output of a *write* is reported with
@@ -1004,7 +1005,8 @@ class Registry:
         assert spec is not None
         budget = spec.max_output_bytes
         try:
-            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget * EXACT_SIZE_FACTOR)
+            # forms=True, passed by position: a keyword argument costs every read ~300 instructions.
+            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget * EXACT_SIZE_FACTOR, True)
         except OverBudget:  # what the walk read (the contents we would keep) is certainly too large
             return self._output_failure(state, "output_too_large", details={
                 "max_output_bytes": budget, "output_bytes_at_least": budget * EXACT_SIZE_FACTOR + 1})
@@ -1084,7 +1086,8 @@ class Registry:
         """Complete or release this call's reservation (if it holds one and no late handler will).
 
         Released (the key is free again): refusals before any effect, and failures known to have had
-        no effect that a retry could fix (retryable errors, timeouts of reads), since storing those
+        no effect that a retry could fix (retryable errors, timeouts of reads, arguments the handler
+        refused), since storing those
         would make every retry replay the failure. Stored: everything else, including writes whose
         outcome is unknown, so that the same key replays "unknown" instead of repeating the effect.
         The store is given what is left of the call's deadline; if that is not enough, the lease
@@ -1227,8 +1230,10 @@ def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]]
 def _frees_key(result: ToolResult) -> bool:
     if result.outcome is Outcome.REJECTED:
         return True
-    if result.outcome is Outcome.FAILED and result.error is not None:
-        return result.error.retryable or result.error.code == "tool_timeout"
+    if result.outcome is Outcome.FAILED and result.error is not None:  # no effect; may the retry differ?
+        # invalid_arguments: the handler refused the arguments (a `@tool` model validator), so the next
+        # call under this key is a corrected one, not a replay of the refusal.
+        return result.error.retryable or result.error.code in ("tool_timeout", "invalid_arguments")
     return False
 
 
