@@ -121,10 +121,6 @@ SUMMARY_VALUE_CHARS = 40
 SUMMARY_MAX_CHARS = 300
 """An approval summary longer than this is cut (it is one readable line, not the full call)."""
 
-class _NotAToolCall:
-    """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
-
-
 class _CallState:
     """Everything one invoke has learned so far. Internal and mutable; one per call.
 
@@ -459,7 +455,8 @@ class Registry:
         approval: Optional[Approval] = None,
         deadline: Optional[float] = None,
     ) -> ToolResult:
-        """Check, run and record one proposed call. Never raises; see the module docstring.
+        """Check, run and record one proposed call. Never raises for anything a model, a handler or a
+        store does (see the module docstring); `call` not being a ToolCall is the developer's TypeError.
 
         `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only);
         the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
@@ -514,15 +511,17 @@ class Registry:
     # -- step 0: start and route -----------------------------------------------------------------
 
     def _start(self, call: Any, actor: Any, approval: Any, deadline: Any) -> _CallState:
-        """Collect the inputs; nothing here can fail, whatever the caller passed."""
-        is_call = isinstance(call, ToolCall)
-        call_id = call.call_id if is_call else None
+        """Collect the inputs; nothing here can fail, whatever a model proposed. A `call` that is not a
+        ToolCall (a dict, say) is a TypeError: the developer's mistake, not arguments a model could fix."""
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"invoke takes a ToolCall, not {type(call).__name__}: build one with "
+                            "ToolCall(name, arguments) or a parser from agent_lab.adapters")
+        call_id = call.call_id
         call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else self._call_ids.next()
         # Plain text only: a str subclass could hash or compare like another tool's name.
-        name = call.name if is_call else None
+        name = call.name
         tool = name if type(name) is str else str.__str__(name) if isinstance(name, str) else ""
-        return _CallState(call if is_call else _NotAToolCall(), actor, approval, deadline, call_id,
-                          time.perf_counter(), time.monotonic(), tool)
+        return _CallState(call, actor, approval, deadline, call_id, time.perf_counter(), time.monotonic(), tool)
 
     def _admit(self, state: _CallState) -> Optional[ToolResult]:
         """Run the pre-run steps in order; the first that answers stops the call. (Written out, not a
@@ -559,8 +558,6 @@ class Registry:
         """
         if self._closed:
             return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
-        if isinstance(state.call, _NotAToolCall):
-            return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
         tools = self._tools
@@ -597,7 +594,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         if isinstance(state.call.arguments, InvalidJSONArguments):  # a host sent text we could not read
-            return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
+            return _malformed_call(state, _sentence(state.call.arguments.reason))  # each reason says what it is
         # From here on every step, and the handler, sees this one copy (see plain_json_copy). The walk
         # stops as soon as the copy is certainly over budget, so refusing a huge value costs the budget.
         try:

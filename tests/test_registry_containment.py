@@ -322,10 +322,14 @@ class GarbageCallTest(unittest.TestCase):
         self.assertTrue(result.error.details["violations"])
         return result
 
-    def test_things_that_are_not_tool_calls(self) -> None:
+    def test_a_dict_or_anything_else_instead_of_a_tool_call_is_the_developers_type_error(self) -> None:
+        # Not arguments a model could fix: the application passed the wrong thing. Nothing is recorded.
         for garbage in (None, "get_ticket", {"name": "get_ticket", "arguments": {}}, 42, object()):
             with self.subTest(garbage=type(garbage).__name__):
-                self.assert_invalid_arguments(garbage)
+                with self.assertRaisesRegex(TypeError, f"invoke takes a ToolCall, not {type(garbage).__name__}"):
+                    self.registry.invoke(garbage, actor=READER)
+                with self.assertRaisesRegex(TypeError, "invoke takes a ToolCall"):
+                    asyncio.run(self.registry.ainvoke(garbage, actor=READER))
 
     def test_tool_names_that_are_not_strings(self) -> None:
         for name in (None, 1, b"get_ticket", ["get_ticket"]):
