@@ -477,11 +477,13 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         self.assertIn("lab files, baseline files-naive-v1: 3 tool(s)", stdout)
         self.assertIn("lab files, candidate files-typed-v3: 4 tool(s)", stdout)
         header = next(line for line in stdout.splitlines() if line.startswith("tool "))
-        for column in ("effect", "permission", "approval", "idempotency key", "timeout ms", "output budget", "redact",
-                       "warnings"):
+        for column in ("effect", "permission", "approval", "condition", "single-use", "idempotency key", "retry",
+                       "timeout ms", "execution", "input budget", "output budget", "formats", "guard", "redact",
+                       "open world", "warnings"):
             self.assertIn(column, header)
         delete = next(line for line in stdout.splitlines() if line.startswith("delete_file") and "always" in line)
-        self.assertEqual(delete.split()[:5], ["delete_file", "destructive", "files:write", "always", "request_id"])
+        self.assertEqual(delete.split()[:7], ["delete_file", "destructive", "files:write", "always", "-", "no",
+                                              "request_id"])
         self.assertIn("write tool without idempotency_key: a retried call may repeat its effect", stdout)
 
     def test_inspect_json_for_a_registry_and_for_one_surface(self) -> None:
@@ -492,10 +494,48 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         [surface] = document["surfaces"]
         read = surface["tools"][0]
         self.assertEqual(read, {"name": "read_file", "effect": "read", "permission": "files:read", "approval": "never",
-                                "idempotency_key": None, "timeout_ms": 10000, "max_output_bytes": 65536,
-                                "redact": ["share_token"], "output_schema": True, "warnings": []})
+                                "approval_condition": None, "single_use_approval": False, "idempotency_key": None,
+                                "retry_policy": "never", "timeout_ms": 10000, "execution": "pool",
+                                "max_input_bytes": 16384, "max_output_bytes": 65536, "format_assertion": True,
+                                "resource_guard": "_guard.<locals>.<lambda>", "redact": ["share_token"],
+                                "open_world": False, "output_schema": True, "warnings": []})
         code, stdout, _ = run("inspect", "--lab", f"{FILES_LAB}:lab", "--surface", "baseline", "--json")
         self.assertEqual([surface["name"] for surface in json.loads(stdout)["surfaces"]], [NAIVE])
+
+    def test_inspect_shows_every_runtime_field_a_spec_can_set(self) -> None:
+        from agent_lab import ToolSpec
+        from agent_lab.lab.inspection import describe_tools
+
+        def only_open_tickets(arguments, actor):
+            return True
+
+        def over_limit(arguments):
+            return arguments.get("amount", 0) > 100
+
+        schema = {"type": "object", "properties": {"request_id": {"type": "string"}}, "required": ["request_id"]}
+        spec = ToolSpec(name="refund", description="Refund.", input_schema=schema, effect="write",
+                        required_permission="refunds:write", approval="conditional", approval_condition=over_limit,
+                        single_use_approval=True, idempotency_key="request_id", retry_policy="transient",
+                        timeout_ms=250.5, execution="inline", max_input_bytes=2048, max_output_bytes=4096,
+                        format_assertion=False, resource_guard=only_open_tickets, redact=("card",), open_world=True)
+        with Registry() as registry:
+            registry.register(spec, lambda arguments: {})
+            [row] = describe_tools(registry)
+        self.assertEqual(row, {
+            "name": "refund", "effect": "write", "permission": "refunds:write", "approval": "conditional",
+            "approval_condition": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
+                                  ".<locals>.over_limit",
+            "single_use_approval": True, "idempotency_key": "request_id", "retry_policy": "transient",
+            "timeout_ms": 250.5, "execution": "inline", "max_input_bytes": 2048, "max_output_bytes": 4096,
+            "format_assertion": False,
+            "resource_guard": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
+                              ".<locals>.only_open_tickets",
+            "redact": ["card"], "open_world": True, "output_schema": False, "warnings": list(spec.warnings)})
+        runtime_fields = {field.name for field in dataclasses.fields(ToolSpec)} - {
+            "name", "description", "input_schema", "output_schema", "title", "warnings", "input_validator",
+            "output_validator"}
+        shown = {"required_permission": "permission", "approval": "approval"}
+        self.assertEqual({shown.get(name, name) for name in runtime_fields} - set(row), set())  # none left out
 
     def test_export_takes_a_lab_surface_or_a_registry(self) -> None:
         code, stdout, _ = run("export", "--lab", f"{FILES_LAB}:lab", "--surface", V3, "--format", "mcp")
