@@ -7,9 +7,11 @@
     anthropic:MODEL[@BASE_URL][#KEY_ENV]          Anthropic Messages
     python:MODULE:ATTR                            a callable in this process (a scripted agent, a test)
 
-The key is read from the environment variable KEY_ENV (default OPENAI_API_KEY / ANTHROPIC_API_KEY; a
-missing default variable sends no key, for local servers that need none). Only its name ever appears in
-a report; its value is sent in a header and nowhere else.
+The key is read from the environment variable KEY_ENV (default OPENAI_API_KEY / ANTHROPIC_API_KEY). A
+missing key is a ModelSpecError before any request when the spec names the variable (#KEY_ENV) or talks
+to the provider's own API (no @BASE_URL); a local server (@BASE_URL) with the default variable unset is
+sent no key, as such servers need none. Only the variable's name ever appears in a report; the key is
+sent in a header and nowhere else.
 """
 
 from __future__ import annotations
@@ -94,9 +96,11 @@ def open_model(text: str, *, transport: Optional[Transport] = None, need_key: bo
     dialect = DIALECTS[spec.provider]
     key: Optional[str] = None
     if need_key and spec.key_env:
-        key = os.environ.get(spec.key_env)
-        if key is None and spec.key_env_given:
-            raise ModelSpecError(f"model spec {spec.display()!r}: the environment variable {spec.key_env} is not set")
+        key = os.environ.get(spec.key_env) or None  # set but empty is no key either
+        if key is None and (spec.key_env_given or spec.base_url == dialect.default_base_url):
+            raise ModelSpecError(f"model spec {spec.display()!r}: the environment variable {spec.key_env} is not set "
+                                 f"(or empty), and {urllib.parse.urlsplit(spec.base_url).hostname} needs a key: "
+                                 "no request was sent")
     return HttpModel(spec, dialect, transport if transport is not None else UrllibTransport(), key)
 
 
