@@ -674,6 +674,35 @@ class ProjectConfigurationTest(TemporaryDirectoryTest):
         self.assertTrue((self.dir / "mine" / "junit.xml").exists())
         self.assertFalse((self.dir / "gate").exists())
 
+    def test_the_tables_cases_go_with_its_lab_and_never_silently_with_another_lab_named_by_flag(self) -> None:
+        self.write("pyproject.toml", '[tool.agent-lab]\nlab = "labs.files_lab:lab"\ncases = "cases.jsonl"\n')
+        one = [case for case in files_cases() if case["case_id"] == "read-masks-the-token"]
+        self.write_cases("own.jsonl", one)
+        self.write("labs/own_lab.py", "from agent_lab.lab import Lab\nfrom labs.files_lab import COMMON, TYPED_V2\n"
+                                      "own = Lab(name='files-own', surfaces=[TYPED_V2], cases=['own.jsonl'], **COMMON)\n")
+        shipping = self.run_in("tool-eval", "--lab", "labs.own_lab:own", "--out", "own-out")
+        self.assertEqual(shipping.returncode, 0, shipping.stderr)
+        self.assertEqual(shipping.stderr, "tool-eval: running the lab's own case files; the cases in [tool.agent-lab] "
+                                          "of pyproject.toml, cases.jsonl, go with labs.files_lab:lab, not with "
+                                          "--lab labs.own_lab:own\n")
+        comparison = json.loads((self.dir / "own-out" / "tool-comparison.json").read_text(encoding="utf-8"))
+        self.assertEqual((comparison["lab"], comparison["case_files"]), ("files-own", ["own.jsonl"]))
+        shipping_none = self.run_in("tool-eval", "--lab", "labs.files_lab:single", "--out", "single-out")
+        self.assertEqual(shipping_none.returncode, 2)
+        self.assertIn("lab 'files-single' ships no case files: name them with --cases FILE (the cases in "
+                      "[tool.agent-lab] of pyproject.toml, cases.jsonl, go with labs.files_lab:lab", shipping_none.stderr)
+        same = self.run_in("tool-eval", "--lab", "labs.files_lab:lab", "--out", "same-out")  # the table's own lab
+        self.assertEqual((same.returncode, same.stderr), (0, ""))
+        comparison = json.loads((self.dir / "same-out" / "tool-comparison.json").read_text(encoding="utf-8"))
+        self.assertEqual(comparison["case_files"], ["cases.jsonl"])
+
+    def test_model_eval_runs_the_shipped_ticket_tasks_only_on_the_ticket_lab(self) -> None:
+        done = self.run_in("model-eval", "--lab", "labs.files_lab:lab", "--out", "eval")
+        self.assertEqual((done.returncode, done.stdout), (2, ""))
+        self.assertEqual(done.stderr, "model-eval: lab 'files': name its tasks with --tasks FILE (the shipped tasks, "
+                                      "tickets.jsonl, are the built-in lab's, agent_lab.lab.tickets:lab)\n")
+        self.assertFalse((self.dir / "eval").exists())
+
     def test_a_table_with_an_unknown_key_or_broken_toml_is_bad_input(self) -> None:
         number = ("pyproject.toml:2: the value of 'cases' must be a string; Python 3.10 reads only strings"
                   if sys.version_info < (3, 11) else "pyproject.toml: [tool.agent-lab] cases must be a path or a list")
