@@ -388,6 +388,8 @@ def pydantic_violations(error: Exception, value: Any, pointer: str) -> Optional[
         at = _pointer_into(value, pointer, location)
         message = str(entry.get("msg") or "is not valid")[:MAX_MESSAGE_CHARACTERS]
         kind = entry.get("type")
+        if kind == "json_invalid":  # the text was json.dumps's own: only a lone surrogate makes pydantic refuse it
+            message = "holds a lone surrogate (half of a UTF-16 pair), which pydantic cannot read"
         violations.append({
             "instance_path": at,
             "keyword_path": "",

@@ -201,6 +201,14 @@ class ModelValidatorsTest(unittest.TestCase):
         self.assertEqual(blocked.error.details["violations"][0]["instance_path"], "/transfer")
         self.assertEqual(EFFECTS, [])
 
+    def test_a_string_pydantic_cannot_read_is_invalid_arguments_that_says_why(self) -> None:
+        with Registry() as registry:
+            registry.register(self.transfer.spec, self.transfer.handler)
+            result = registry.invoke(ToolCall("transfer", good_transfer(memo="caf\ud800")), actor=ACTOR)
+        self.assertEqual(result.error.code, "invalid_arguments")
+        self.assertIn("lone surrogate", result.error.message)
+        self.assertEqual(EFFECTS, [])
+
     def test_the_key_of_a_refused_write_is_free_for_the_corrected_call_which_runs_once(self) -> None:
         with Registry() as registry:
             registry.register(self.transfer.spec, self.transfer.handler)
