@@ -6,9 +6,16 @@ numbered steps (see `input_schema_from_function`). Anything the schema cannot sa
 ``bytes``, ``set``, callables, ``*args``...) is refused when the function is decorated, with a
 `TypeError` naming the function and the parameter: a tool whose schema lies is worse than no tool.
 
+The types people use beyond JSON's own (datetime, date, time, UUID, Decimal, enums, tuples,
+dataclasses, TypedDicts, pydantic models) each have one JSON form, decided in `agent_lab.jsonforms`:
+the schema built here, the output the registry writes and the parameter a handler receives agree.
+pydantic is read by duck typing and never imported.
+
 The registry calls a handler as ``handler(arguments)`` or ``handler(arguments, ctx)``; `handler_for`
 turns the function into such a handler that maps the validated arguments dict to keyword arguments
-and rebuilds dataclasses, enums and tuples where the annotation asks for them.
+and rebuilds the Python values the annotations ask for (only for the parameters that need it). What a
+Python type refuses although the schema let it in (a model validator, a leap second) is a
+ToolFailure("invalid_arguments") with JSON Pointers, raised before the function runs.
 """
 
 from __future__ import annotations
