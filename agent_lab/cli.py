@@ -148,6 +148,8 @@ def _tool_eval(args: argparse.Namespace) -> int:
                                       mcp=args.mcp, policy=args.policy)
         lab = settings.load_lab()
         case_files = settings.case_files(lab)
+        if settings.set_aside:  # never silently: another lab's cases would fail this one's, or pass vacuously
+            print(f"tool-eval: running the lab's own case files; {settings.set_aside_note}", file=sys.stderr)
     except (ConfigError, LabError) as error:
         return _problem(str(error))
     progress = _progress_printer() if args.verbose or _is_terminal(sys.stderr) else None
@@ -300,7 +302,8 @@ def _add_model_eval_parser(commands: Any) -> None:
                         "./pyproject.toml, else the built-in ticket lab)")
     _add_server_options(model_eval, source)
     model_eval.add_argument("--tasks", metavar="FILE", action="append", type=_path,
-                            help="a JSONL task file (repeatable; default: the ticket lab's shipped tasks)")
+                            help="a JSONL task file (repeatable; default: the built-in ticket lab's shipped tasks, "
+                            "for that lab only)")
     model_eval.add_argument("--model", metavar="SPEC", help="openai:MODEL[@BASE_URL][#KEY_ENV], openai-responses:..., "
                             "anthropic:..., or python:MODULE:ATTR (default: the scripted reference agent)")
     model_eval.add_argument("--repeats", metavar="K", type=int, default=3, help="trials per task and surface (default 3)")
@@ -328,7 +331,6 @@ def _model_eval(args: argparse.Namespace) -> int:
     from .modeleval.cassettes import CassetteError, MissingRecording
     from .modeleval.models import ModelSpecError, UrllibTransport
     from .modeleval.runner import DEFAULT_MODEL, run_model_eval
-    from .modeleval.shipped import SHIPPED_TASKS
     from .modeleval.tasks import TaskFileError
 
     lab = None
@@ -339,7 +341,7 @@ def _model_eval(args: argparse.Namespace) -> int:
         transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
         progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         evaluation = run_model_eval(
-            lab, args.tasks or [str(SHIPPED_TASKS)], out_dir=args.out, junit_path=args.junit,
+            lab, args.tasks or labglue.default_tasks(lab), out_dir=args.out, junit_path=args.junit,
             model=args.model or DEFAULT_MODEL, repeats=args.repeats, split=args.split, record=args.record,
             replay=args.replay, transport=transport, progress=progress)
     except TaskFileError as error:

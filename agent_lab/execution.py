@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 from .context import CallContext
 from .errors import ToolError, ToolFailure
+from .jsonforms import NO_FORM, json_form
 
 __all__ = [
     "LOOP_ANSWER_GRACE_S",
@@ -540,7 +541,8 @@ MEASURED_NESTING = 32
 """A container nested this deep makes `measured_json_copy` give no bound (and no canonical promise)."""
 
 
-def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None) -> tuple[Any, bool, Optional[int]]:
+def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None,
+                       forms: bool = False) -> tuple[Any, bool, Optional[int]]:
     """`plain_json_snapshot(value, max_depth)` plus an upper bound of the copy's compact UTF-8 JSON size,
     from the same walk: `(copy, plain, bound)`.
 
@@ -555,6 +557,10 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None)
 
     With `budget`, the walk raises `OverBudget` as soon as the copy is certainly larger (one byte a node
     and a character at least), so the walk's work stays proportional to the budget, not to the value.
+
+    With `forms` (outputs), a value of a type `agent_lab.jsonforms` gives a JSON form (a datetime, a
+    Decimal, a dataclass, a pydantic model, a tuple...) is copied as that form, in the same walk; plain
+    JSON never reaches that check, so it costs a plain output nothing. Arguments are not converted.
     """
     limit = math.inf if budget is None else budget
     if type(value) is dict and len(value) <= _FLAT_FAST_ITEMS and max_depth > 0:
@@ -565,13 +571,13 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None)
             if flat_characters + flat_nodes > limit:
                 raise OverBudget()
             return flat_copy, True, 6 * flat_characters + 25 * flat_nodes
-    state: list[Any] = [0, 0, False, False]  # characters, nodes, a flaw (not plain), unbounded
+    state: list[Any] = [0, 0, False, False, forms]  # characters, nodes, a flaw (not plain), unbounded, forms
     if type(value) is str:
         state[0] = len(value)
         copy = value
     else:
         copy = _measured(value, max_depth, state, limit, max_depth - MEASURED_NESTING)
-    characters, nodes, flawed, unbounded = state
+    characters, nodes, flawed, unbounded, _ = state
     nodes += 1
     if characters + nodes > limit:
         raise OverBudget()
@@ -696,6 +702,10 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
         return _measured(int.__int__(value), depth_left, state, limit, deep_at)
     if isinstance(value, float):
         return _measured(float.__float__(value), depth_left, state, limit, deep_at)
+    if state[4]:
+        form = json_form(value)
+        if form is not NO_FORM:  # one level less: a form whose form is itself cannot loop
+            return _measured(form, depth_left - 1, state, limit, deep_at)
     state[2] = True
     return value
 

@@ -191,6 +191,11 @@ def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: l
         if math.isfinite(item):
             return None
         return pointer, _where(pointer) + " is a float NaN or infinity, which JSON cannot represent"
+    from .jsonforms import why_no_json_form  # only on the way to an error message
+
+    why = why_no_json_form(item)
+    if why is not None:
+        return pointer, _where(pointer) + f" is {why}"
     return pointer, _where(pointer) + f" is a Python {type(item).__name__}, which is not a JSON value"
 
 

@@ -123,10 +123,6 @@ SUMMARY_VALUE_CHARS = 40
 SUMMARY_MAX_CHARS = 300
 """An approval summary longer than this is cut (it is one readable line, not the full call)."""
 
-class _NotAToolCall:
-    """Stands in for anything given to invoke that is not a ToolCall (reported as invalid_arguments)."""
-
-
 class _CallState:
     """Everything one invoke has learned so far. Internal and mutable; one per call.
 
@@ -473,7 +469,8 @@ class Registry:
         deadline: Optional[float] = None,
         attempt: Optional[int] = None,
     ) -> ToolResult:
-        """Check, run and record one proposed call. Never raises; see the module docstring.
+        """Check, run and record one proposed call. Never raises for anything a model, a handler or a
+        store does (see the module docstring); `call` not being a ToolCall is the developer's TypeError.
 
         `deadline` is an absolute `time.monotonic()` time for the whole call (None: the tool's timeout only);
         the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
@@ -535,15 +532,17 @@ class Registry:
     # -- step 0: start and route -----------------------------------------------------------------
 
     def _start(self, call: Any, actor: Any, approval: Any, deadline: Any) -> _CallState:
-        """Collect the inputs; nothing here can fail, whatever the caller passed."""
-        is_call = isinstance(call, ToolCall)
-        call_id = call.call_id if is_call else None
+        """Collect the inputs; nothing here can fail, whatever a model proposed. A `call` that is not a
+        ToolCall (a dict, say) is a TypeError: the developer's mistake, not arguments a model could fix."""
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"invoke takes a ToolCall, not {type(call).__name__}: build one with "
+                            "ToolCall(name, arguments) or a parser from agent_lab.adapters")
+        call_id = call.call_id
         call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else self._call_ids.next()
         # Plain text only: a str subclass could hash or compare like another tool's name.
-        name = call.name if is_call else None
+        name = call.name
         tool = name if type(name) is str else str.__str__(name) if isinstance(name, str) else ""
-        return _CallState(call if is_call else _NotAToolCall(), actor, approval, deadline, call_id,
-                          time.perf_counter(), time.monotonic(), tool)
+        return _CallState(call, actor, approval, deadline, call_id, time.perf_counter(), time.monotonic(), tool)
 
     def _admit(self, state: _CallState) -> Optional[ToolResult]:
         """Run the pre-run steps in order; the first that answers stops the call. (Written out, not a
@@ -580,8 +579,6 @@ class Registry:
         """
         if self._closed:
             return state.refusal("internal_error", "The tool registry is closed; the tool did not run.")
-        if isinstance(state.call, _NotAToolCall):
-            return _malformed_call(state, "The call must be a ToolCall with a tool name and arguments.")
         if not isinstance(state.call.name, str):
             return _malformed_call(state, "The tool name must be a string.")
         tools = self._tools
@@ -618,7 +615,7 @@ class Registry:
         spec = state.spec
         assert spec is not None
         if isinstance(state.call.arguments, InvalidJSONArguments):  # a host sent text we could not read
-            return _malformed_call(state, _sentence(f"The arguments are not valid JSON: {state.call.arguments.reason}"))
+            return _malformed_call(state, _sentence(state.call.arguments.reason))  # each reason says what it is
         # From here on every step, and the handler, sees this one copy (see plain_json_copy). The walk
         # stops as soon as the copy is certainly over budget, so refusing a huge value costs the budget.
         try:
@@ -1044,8 +1041,9 @@ class Registry:
 
         One walk takes the plain copy that is checked and kept (the handler may still hold, and
         change, the object it returned, and a container subclass could show the checks other contents
-        than the copy) and bounds its size. It stops once the output is certainly over
-        `EXACT_SIZE_FACTOR` times the budget, so a huge output costs no more than a few budgets to
+        than the copy), writes the types people return as their JSON form (`agent_lab.jsonforms`: a
+        datetime, a Decimal, a dataclass, a pydantic model) and bounds its size. It stops once the
+        output is certainly over `EXACT_SIZE_FACTOR` times the budget, so a huge output costs no more than a few budgets to
         refuse (the refusal then says `output_bytes_at_least`); a size the walk's bound cannot settle
         is measured exactly by the C JSON encoder (`output_bytes`). Then `is_valid`, and `errors`
         only for an output that fails it. A broken output of a *write* is reported with
@@ -1056,7 +1054,8 @@ class Registry:
         assert spec is not None
         budget = spec.max_output_bytes
         try:
-            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget * EXACT_SIZE_FACTOR)
+            # forms=True, passed by position: a keyword argument costs every read ~300 instructions.
+            copy, plain, bound = measured_json_copy(output, MAX_OUTPUT_DEPTH, budget * EXACT_SIZE_FACTOR, True)
         except OverBudget:  # what the walk read (the contents we would keep) is certainly too large
             return self._output_failure(state, "output_too_large", details={
                 "max_output_bytes": budget, "output_bytes_at_least": budget * EXACT_SIZE_FACTOR + 1})
@@ -1137,7 +1136,8 @@ class Registry:
         """Complete or release this call's reservation (if it holds one and no late handler will).
 
         Released (the key is free again): refusals before any effect, and failures known to have had
-        no effect that a retry could fix (retryable errors, timeouts of reads), since storing those
+        no effect that a retry could fix (retryable errors, timeouts of reads, arguments the handler
+        refused), since storing those
         would make every retry replay the failure. Stored: everything else, including writes whose
         outcome is unknown, so that the same key replays "unknown" instead of repeating the effect.
         The store is given what is left of the call's deadline; if that is not enough, the lease
@@ -1282,8 +1282,10 @@ def _close_names(index: NameIndex, tools: Mapping[str, tuple[ToolSpec, Handler]]
 def _frees_key(result: ToolResult) -> bool:
     if result.outcome is Outcome.REJECTED:
         return True
-    if result.outcome is Outcome.FAILED and result.error is not None:
-        return result.error.retryable or result.error.code == "tool_timeout"
+    if result.outcome is Outcome.FAILED and result.error is not None:  # no effect; may the retry differ?
+        # invalid_arguments: the handler refused the arguments (a `@tool` model validator), so the next
+        # call under this key is a corrected one, not a replay of the refusal.
+        return result.error.retryable or result.error.code in ("tool_timeout", "invalid_arguments")
     return False
 
 

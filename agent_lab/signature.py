@@ -6,9 +6,16 @@ numbered steps (see `input_schema_from_function`). Anything the schema cannot sa
 ``bytes``, ``set``, callables, ``*args``...) is refused when the function is decorated, with a
 `TypeError` naming the function and the parameter: a tool whose schema lies is worse than no tool.
 
+The types people use beyond JSON's own (datetime, date, time, UUID, Decimal, enums, tuples,
+dataclasses, TypedDicts, pydantic models) each have one JSON form, decided in `agent_lab.jsonforms`:
+the schema built here, the output the registry writes and the parameter a handler receives agree.
+pydantic is read by duck typing and never imported.
+
 The registry calls a handler as ``handler(arguments)`` or ``handler(arguments, ctx)``; `handler_for`
 turns the function into such a handler that maps the validated arguments dict to keyword arguments
-and rebuilds dataclasses, enums and tuples where the annotation asks for them.
+and rebuilds the Python values the annotations ask for (only for the parameters that need it). What a
+Python type refuses although the schema let it in (a model validator, a leap second) is a
+ToolFailure("invalid_arguments") with JSON Pointers, raised before the function runs.
 """
 
 from __future__ import annotations
@@ -27,6 +34,19 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .context import CallContext
+from .errors import ToolFailure
+from .jsonforms import (
+    NO_FORM,
+    NoPythonForm,
+    PydanticSchemaError,
+    from_json,
+    is_pydantic_model,
+    json_form,
+    pydantic_schema,
+    pydantic_violations,
+    quoted_field,
+    schema_for_type,
+)
 from .schema.ecma_regex import EcmaRegexError, EcmaRegexUnsupported, compile_ecma
 
 __all__ = [
@@ -358,15 +378,28 @@ def _json_type_of(value: Any) -> str | None:
 
 
 class _SchemaBuilder:
-    """Maps Python annotations to JSON Schema, refusing what it cannot express exactly."""
+    """Maps Python annotations to JSON Schema, refusing what it cannot express exactly.
 
-    def __init__(self) -> None:
+    `output` builds the schema of what a tool returns rather than of what it is given: a dataclass
+    lists every field (also those `__init__` does not take), a pydantic model its serialization
+    schema. Subschemas pydantic names (its `$defs`) are collected in `defs`, for the root to carry.
+    """
+
+    def __init__(self, *, output: bool = False) -> None:
+        self.output = output
+        self.defs: dict[str, Any] = {}
         self._building: list[type] = []  # classes being expanded: a repeat means a recursive type
 
     def schema_for(self, annotation: Any, site: _Site) -> dict[str, Any]:
         annotation, metadata = _strip_annotated(annotation)
         schema = self._bare_schema(annotation, site)
         return _apply_metadata(schema, metadata, site)
+
+    def rooted(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """`schema` as a document's root: with the `$defs` its references need."""
+        if self.defs:
+            schema["$defs"] = dict(sorted(self.defs.items()))
+        return schema
 
     def _bare_schema(self, annotation: Any, site: _Site) -> dict[str, Any]:
         if annotation is None or annotation is type(None):
@@ -375,6 +408,11 @@ class _SchemaBuilder:
             return {"type": _PRIMITIVES[annotation]}
         if annotation in _UNEXPRESSIBLE:
             raise site.refuse(_UNEXPRESSIBLE[annotation])
+        scalar = schema_for_type(annotation)
+        if scalar is not None:  # datetime, date, time, UUID, Decimal: see agent_lab.jsonforms
+            return scalar
+        if is_pydantic_model(annotation):
+            return self._pydantic(annotation, site)
         if isinstance(annotation, (str, typing.ForwardRef)):
             raise site.refuse(f"the forward reference {annotation!r} cannot be resolved")
         if _is_union(annotation):
@@ -394,7 +432,27 @@ class _SchemaBuilder:
             raise site.refuse(f"{annotation!r} has no JSON Schema form here")
         name = getattr(annotation, "__name__", repr(annotation))
         raise site.refuse(f"the type {name} has no JSON Schema form (use str, int, float, bool, list, dict, "
-                          "tuple, Literal, an Enum, a TypedDict or a dataclass)")
+                          "tuple, Literal, an Enum, a TypedDict, a dataclass, a pydantic model, datetime, "
+                          "date, time, UUID or Decimal)")
+
+    def _pydantic(self, model: type, site: _Site) -> dict[str, Any]:
+        """The model's own schema (see `jsonforms.pydantic_schema`); its `$defs` join the root's."""
+        from .schema import SchemaError, Validator
+
+        try:
+            schema, defs = pydantic_schema(model, output=self.output)
+            Validator({**schema, "$defs": defs} if defs else schema, format_assertion=True)
+        except PydanticSchemaError as problem:
+            raise site.refuse(f"{model.__name__}: {problem}") from None
+        except SchemaError as problem:  # e.g. a pattern in Python's regex syntax, not ECMA-262's
+            raise site.refuse(f"the JSON Schema pydantic writes for {model.__name__} cannot be enforced: "
+                              f"{problem}") from None
+        for name, definition in defs.items():
+            known = self.defs.setdefault(name, definition)
+            if known != definition:
+                raise site.refuse(f"two different pydantic types are both called {name!r} in the JSON Schema; "
+                                  "rename one (or give it a model_config title)")
+        return schema
 
     def _union(self, annotation: Any, site: _Site) -> dict[str, Any]:
         branches: list[dict[str, Any]] = []
@@ -454,18 +512,19 @@ class _SchemaBuilder:
         properties: dict[str, Any] = {}
         required = []
         for field in dataclasses.fields(cls):
-            if not field.init:
+            if not field.init and not self.output:  # it cannot be passed in, but it is returned
                 continue
             field_site = site.field(field.name)
             if field.name not in hints:
                 raise field_site.refuse("needs a type annotation")
             schema = self.schema_for(hints[field.name], field_site)
-            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            if self.output or (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING):
                 required.append(field.name)
             elif field.default is not dataclasses.MISSING:
-                schema = _with_default(schema, field.default)
+                schema = _with_default(schema, field.default, self.defs)
             properties[field.name] = schema
-        _refuse_hidden_init_arguments(cls, properties, site)
+        if not self.output:
+            _refuse_hidden_init_arguments(cls, properties, site)
         return _object_schema(properties, required, _class_description(cls))
 
 
@@ -584,8 +643,14 @@ def _constrain(schema: dict[str, Any], applies: Callable[[set[str]], bool], add:
 
 def _apply_metadata(schema: dict[str, Any], metadata: tuple[Any, ...], site: _Site) -> dict[str, Any]:
     """Annotated markers and plain strings become keywords of the schema (JSON Schema keywords only
-    constrain the types they apply to, so a marker on ``str | None`` constrains the string)."""
+    constrain the types they apply to, so a marker on ``str | None`` constrains the string).
+    pydantic's ``Field(ge=1, max_length=5, description=...)`` and annotated-types constraints mean
+    the same as ours (see `_pydantic_markers`)."""
+    expanded: list[Any] = []
     for marker in metadata:
+        translated = _pydantic_markers(marker, site)
+        expanded.extend([marker] if translated is None else translated)
+    for marker in expanded:
         if isinstance(marker, str):
             schema["description"] = marker
         elif isinstance(marker, Describe):
@@ -596,8 +661,72 @@ def _apply_metadata(schema: dict[str, Any], metadata: tuple[Any, ...], site: _Si
             _apply_range(schema, marker, site)
         elif isinstance(marker, Pattern):
             _apply_pattern(schema, marker, site)
+        elif isinstance(marker, _MultipleOf):
+            if not _constrain(schema, lambda kinds: bool(kinds & _NUMERIC_TYPES),
+                              lambda target: target.update(multipleOf=marker.value)):
+                raise site.refuse("multiple_of applies to int and float only")
         # Other libraries' metadata is not ours to interpret: it is ignored.
     return schema
+
+
+@dataclass(frozen=True)
+class _MultipleOf:
+    value: float
+
+
+_PYDANTIC_FIELD_UNSUPPORTED = ("alias", "validation_alias", "json_schema_extra", "default_factory")
+
+
+def _pydantic_markers(marker: Any, site: _Site) -> list[Any] | None:
+    """Our markers for pydantic's ``Field(...)`` or an annotated-types constraint (``Gt(0)``) on a
+    parameter or field, read by duck typing (pydantic is never imported); None for metadata that is
+    neither. What our schema cannot carry is refused, never skipped: a pydantic validator function
+    (it runs only inside a model), an alias, a default written inside Field."""
+    module = getattr(type(marker), "__module__", "") or ""
+    if not (module.startswith("pydantic") or module.startswith("annotated_types")):
+        return None
+    name = type(marker).__name__
+    if callable(getattr(marker, "func", None)):
+        raise site.refuse(f"pydantic's {name} runs only inside a pydantic model, and @tool does not run "
+                          "pydantic on plain parameters: put the value in a model, or check it in the function")
+    if hasattr(marker, "metadata") and hasattr(marker, "json_schema_extra"):  # a FieldInfo
+        unsupported = [key for key in _PYDANTIC_FIELD_UNSUPPORTED if getattr(marker, key, None) is not None]
+        if type(getattr(marker, "default", None)).__name__ != "PydanticUndefinedType":
+            unsupported.append("default")
+        if unsupported:
+            raise site.refuse(f"Field({', '.join(unsupported)}=...) is not read by @tool here: give a default "
+                              "as `= value` and keep only constraints and the description in Field")
+        markers: list[Any] = [Describe(marker.description)] if isinstance(marker.description, str) \
+            and marker.description.strip() else []
+        for inner in marker.metadata:
+            markers.extend(_pydantic_markers(inner, site) or [inner])
+        return markers  # title, examples and discriminator change nothing the schema enforces here
+    try:
+        return _constraint_markers(marker)
+    except ValueError as problem:
+        raise site.refuse(f"pydantic's {name}: {problem}") from None
+    except LookupError:
+        raise site.refuse(f"pydantic's {name} has no JSON Schema form here; use Range, Len, Pattern or "
+                          "Describe, or put the value in a pydantic model") from None
+
+
+def _constraint_markers(marker: Any) -> list[Any]:
+    """Our marker for one annotated-types or pydantic constraint; LookupError for one we do not know."""
+    bounds = {key: getattr(marker, key) for key in ("ge", "gt", "le", "lt") if hasattr(marker, key)}
+    if bounds:
+        return [Range(**bounds)]
+    if hasattr(marker, "min_length") or hasattr(marker, "max_length"):
+        return [Len(min=getattr(marker, "min_length", None), max=getattr(marker, "max_length", None))]
+    if isinstance(getattr(marker, "pattern", None), str):
+        return [Pattern(marker.pattern)]
+    if hasattr(marker, "multiple_of"):
+        value = marker.multiple_of
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError("multiple_of must be a positive finite number")
+        return [_MultipleOf(value)]
+    if getattr(marker, "strict", None) is True:
+        return []  # the schema never coerces: strict already
+    raise LookupError(type(marker).__name__)
 
 
 def _apply_len(schema: dict[str, Any], marker: Len, site: _Site) -> None:
@@ -641,31 +770,27 @@ def _ecma_problem(regex: str) -> str | None:
         where = "" if exc.position is None else f" at position {exc.position}"
         return f"Pattern is not a valid ECMA-262 regular expression ({exc.reason}{where})"
     return None
-    try:
-        compile_ecma(regex)
-    except ValueError as exc:  # EcmaRegexError is a ValueError
-        return str(exc)
-    return None
 
 
 # -- step 5: apply defaults ---------------------------------------------------------------------
 
 
-def _with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
+def _with_default(schema: dict[str, Any], default: Any, defs: Mapping[str, Any]) -> dict[str, Any]:
     """Record a Python default as "default" when it has an exact JSON form the schema accepts.
 
     Otherwise the default still applies in Python; the schema just does not show the model a value it
     would be refused for sending (``x: int = True``, ``n: Annotated[int, Range(ge=1)] = 0``).
+    `defs` are the `$defs` the schema's references point into.
     """
     from .schema import Validator
 
     try:
         value = to_json(default)
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return schema
     try:
-        accepted = Validator(schema).is_valid(value)
+        accepted = Validator({**schema, "$defs": dict(defs)} if defs else schema, format_assertion=True).is_valid(value)
     except ValueError:  # a schema our validator cannot compile: show no default rather than guess
         return schema
     if not accepted:
@@ -706,20 +831,36 @@ def input_schema_from_function(fn: Callable[..., Any]) -> dict[str, Any]:
         schema = builder.schema_for(param.annotation, _Site(function, param.name))  # step 4
         if param.name in docstring.parameters and docstring.parameters[param.name] and "description" not in schema:
             schema = {"description": docstring.parameters[param.name], **schema}
+        if _pydantic_markers(param.default, _Site(function, param.name)) is not None:
+            raise _Site(function, param.name).refuse(
+                "a pydantic Field() as the default is not a value the function would get: write "
+                "`Annotated[T, Field(...)] = default` (or leave the default out)")
         if param.default is inspect.Parameter.empty:  # step 5
             required.append(param.name)
         else:
-            schema = _with_default(schema, param.default)
+            schema = _with_default(schema, param.default, builder.defs)
         properties[param.name] = schema
-    return _object_schema(properties, required, None)  # step 6
+    return builder.rooted(_object_schema(properties, required, None))  # step 6
 
 
 def output_schema_for_annotation(annotation: Any, *, function: str = "<output>") -> dict[str, Any] | None:
-    """An output schema for a TypedDict or dataclass return annotation; None for anything else."""
-    bare = _strip_annotated(annotation)[0]
-    if not (_is_typeddict(bare) or _is_dataclass_type(bare)):
+    """An output schema for a return annotation with structure: a TypedDict, a dataclass or a pydantic
+    model, or a list, tuple, dict value, union or Optional of them (``list[Row]``, ``Row | None``).
+    None for anything else (``dict``, ``str``: no schema says more than the output check already does).
+    The schema describes the output as the registry writes it (`agent_lab.jsonforms`)."""
+    if not _has_structure(annotation, 0):
         return None
-    return _SchemaBuilder().schema_for(annotation, _Site(function, "return"))
+    builder = _SchemaBuilder(output=True)
+    return builder.rooted(builder.schema_for(annotation, _Site(function, "return")))
+
+
+def _has_structure(annotation: Any, depth: int) -> bool:
+    bare = _strip_annotated(annotation)[0]
+    if _is_typeddict(bare) or _is_dataclass_type(bare) or is_pydantic_model(bare):
+        return True
+    if depth > 8 or typing.get_origin(bare) is typing.Literal:
+        return False
+    return any(_has_structure(member, depth + 1) for member in typing.get_args(bare) if member is not Ellipsis)
 
 
 def spec_from_function(
@@ -734,7 +875,8 @@ def spec_from_function(
     """A ToolSpec for `fn`: the model half from its signature and docstring, the runtime half from
     the keyword arguments (required_permission=, effect=, idempotency_key=, timeout_ms=, ...).
 
-    Without `output_schema`, a TypedDict or dataclass return annotation supplies it.
+    Without `output_schema`, a return annotation with structure supplies it (a TypedDict, a dataclass,
+    a pydantic model, or a list or Optional of one; see `output_schema_for_annotation`).
     """
     from .spec import ToolSpec
 
@@ -758,19 +900,37 @@ def spec_from_function(
 
 # -- calling the function from validated JSON arguments ----------------------------------------
 
+MAX_REPORTED_VIOLATIONS = 20
+"""Arguments the Python types refuse are reported with at most this many violations (as the registry's
+schema step reports its own)."""
+
 
 def to_json(value: Any) -> Any:
-    """Plain JSON data for a handler's return value: dataclasses -> dicts, enums -> values,
-    tuples -> lists. Anything else is returned as is (the registry's output step judges it)."""
-    if isinstance(value, enum.Enum):
-        return to_json(value.value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: to_json(getattr(value, field.name)) for field in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
+    """The JSON data the registry's output step makes of `value` (see `agent_lab.jsonforms`):
+    dataclasses and pydantic models become objects, enums their values, tuples lists, datetimes, UUIDs
+    and Decimals strings. A value with no JSON form is returned as it is (the output step refuses it,
+    saying why)."""
     if isinstance(value, dict):
         return {key: to_json(item) for key, item in value.items()}
-    return value
+    if isinstance(value, list):
+        return [to_json(item) for item in value]
+    if type(value) in (str, int, float, bool) or value is None:
+        return value
+    form = json_form(value)
+    return value if form is NO_FORM else to_json(form)
+
+
+class _Refused(Exception):
+    """Arguments the schema accepted that a Python type refused; `violations` say where and why."""
+
+    def __init__(self, violations: list[dict[str, str]]) -> None:
+        super().__init__()
+        self.violations = violations
+
+
+def _violation(pointer: str, reason: str) -> dict[str, str]:
+    return {"instance_path": pointer, "keyword_path": "", "keyword": "python",
+            "message": f"{quoted_field(pointer)} {reason}"}
 
 
 @functools.lru_cache(maxsize=256)
@@ -779,38 +939,92 @@ def _cached_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _to_python(annotation: Any, value: Any) -> Any:
-    """Rebuild the Python value an annotation asks for from (already validated) JSON."""
+def _to_python(annotation: Any, value: Any, pointer: str) -> Any:
+    """Rebuild the Python value an annotation asks for from (already validated) JSON at `pointer`;
+    _Refused when the type cannot take it."""
+    from .jsonvalue import pointer_join
+
     annotation = _strip_annotated(annotation)[0]
     if value is None:
         return None
     if _is_union(annotation):
-        return _union_to_python(annotation, value)
+        return _union_to_python(annotation, value, pointer)
     origin = typing.get_origin(annotation)
     if _is_enum(annotation):
         return annotation(value)
     if origin is typing.Literal:
         return _literal_member(typing.get_args(annotation), value)
+    if schema_for_type(annotation) is not None:
+        try:
+            return from_json(annotation, value)
+        except NoPythonForm as problem:
+            raise _Refused([_violation(pointer, problem.reason)]) from None
+    if is_pydantic_model(annotation):
+        return _validated_model(annotation, value, pointer)
     if _is_dataclass_type(annotation) and isinstance(value, Mapping):
         hints = _cached_hints(annotation)
-        return annotation(**{key: _to_python(hints[key], item) for key, item in value.items()})
+        fields = _rebuilt_members(hints, value, pointer)
+        return _constructed(annotation, fields, value, pointer)
     if _is_typeddict(annotation) and isinstance(value, Mapping):
-        hints = _cached_hints(annotation)
-        return {key: _to_python(hints[key], item) if key in hints else item for key, item in value.items()}
+        return _rebuilt_members(_cached_hints(annotation), value, pointer)
     if origin in _LIST_ORIGINS and isinstance(value, list):
         (item_type,) = typing.get_args(annotation)
-        return [_to_python(item_type, item) for item in value]
+        return [_to_python(item_type, item, f"{pointer}/{index}") for index, item in enumerate(value)]
     if origin is tuple and isinstance(value, list):
         arguments = typing.get_args(annotation)
         if len(arguments) == 2 and arguments[1] is Ellipsis:
-            return tuple(_to_python(arguments[0], item) for item in value)
-        return tuple(_to_python(item_type, item) for item_type, item in zip(arguments, value))
+            return tuple(_to_python(arguments[0], item, f"{pointer}/{index}") for index, item in enumerate(value))
+        return tuple(_to_python(item_type, item, f"{pointer}/{index}")
+                     for index, (item_type, item) in enumerate(zip(arguments, value)))
     if origin in _DICT_ORIGINS and isinstance(value, Mapping):
         value_type = typing.get_args(annotation)[1]
-        return {key: _to_python(value_type, item) for key, item in value.items()}
+        return {key: _to_python(value_type, item, pointer_join(pointer, key)) for key, item in value.items()}
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def _rebuilt_members(hints: Mapping[str, Any], value: Mapping[str, Any], pointer: str) -> dict[str, Any]:
+    """The members of an object, each rebuilt for its hint; every refused member is reported."""
+    from .jsonvalue import pointer_join
+
+    members: dict[str, Any] = {}
+    refused: list[dict[str, str]] = []
+    for key, item in value.items():
+        try:
+            members[key] = _to_python(hints[key], item, pointer_join(pointer, key)) if key in hints else item
+        except _Refused as refusal:
+            refused.extend(refusal.violations)
+    if refused:
+        raise _Refused(refused)
+    return members
+
+
+def _constructed(cls: type, fields: dict[str, Any], value: Any, pointer: str) -> Any:
+    """`cls(**fields)`; a ValueError from the class's own checks (``__post_init__``, a pydantic
+    dataclass) refuses the arguments at `pointer`. Its text is not shown (it was not written for the
+    model); a pydantic ValidationError's errors are, as for a model."""
+    try:
+        return cls(**fields)
+    except ValueError as error:
+        violations = pydantic_violations(error, value, pointer)
+        raise _Refused(violations or [_violation(pointer, f"was refused by {cls.__name__}'s own checks "
+                                                           f"({type(error).__name__})")]) from None
+
+
+def _validated_model(model: Any, value: Any, pointer: str) -> Any:
+    """The pydantic model validated from `value` as JSON text (as it would be from the wire, so a
+    strict model reads dates from strings); its ValidationError refuses the arguments at `pointer`,
+    with pydantic's own messages: one source of truth, the schema, is checked first, and the model's
+    own validators (which no schema can show) get the last word."""
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    try:
+        return model.model_validate_json(text)
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        violations = pydantic_violations(error, value, pointer)
+        if violations is None:
+            raise
+        raise _Refused(violations or [_violation(pointer, f"was refused by {model.__name__}")]) from None
 
 
 def _literal_member(choices: tuple[Any, ...], value: Any) -> Any:
@@ -823,23 +1037,26 @@ def _literal_member(choices: tuple[Any, ...], value: Any) -> Any:
     return value
 
 
-def _union_to_python(annotation: Any, value: Any) -> Any:
+def _union_to_python(annotation: Any, value: Any, pointer: str) -> Any:
     """The first union member the value fits (checked against that member's schema)."""
     members = [member for member in typing.get_args(annotation) if member is not type(None)]
     if len(members) == 1:
-        return _to_python(members[0], value)
+        return _to_python(members[0], value, pointer)
     for member in members:
         if _fits(member, value):
-            return _to_python(member, value)
+            return _to_python(member, value, pointer)
     return value
 
 
 @functools.lru_cache(maxsize=256)
 def _member_validator(annotation: Any) -> Any:
-    """A compiled validator for one union member (built once per member type)."""
+    """A compiled validator for one union member (built once per member type), formats asserted so
+    that a date-time and a date are told apart."""
     from .schema import Validator
 
-    return Validator(_SchemaBuilder().schema_for(annotation, _Site("<union>", "<member>")))
+    builder = _SchemaBuilder()
+    schema = builder.rooted(builder.schema_for(annotation, _Site("<union>", "<member>")))
+    return Validator(schema, format_assertion=True)
 
 
 def _fits(annotation: Any, value: Any) -> bool:
@@ -849,8 +1066,52 @@ def _fits(annotation: Any, value: Any) -> bool:
         return False
 
 
-def _keyword_arguments(hints: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _to_python(hints[key], value) if key in hints else value for key, value in arguments.items()}
+_AS_IS = frozenset({str, int, bool, type(None), None})
+
+
+def _needs_rebuilding(annotation: Any, depth: int = 0) -> bool:
+    """Whether JSON for `annotation` must be rebuilt into Python values (a dataclass, a datetime, a
+    float from an int...). Arguments that need none are passed on as they are, at no cost."""
+    bare = _strip_annotated(annotation)[0]
+    if bare in _AS_IS:
+        return False
+    origin = typing.get_origin(bare)
+    if origin is typing.Literal:
+        return any(isinstance(choice, enum.Enum) for choice in typing.get_args(bare))
+    if depth < 8 and (origin in _LIST_ORIGINS or origin in _DICT_ORIGINS or _is_union(bare)):
+        return any(_needs_rebuilding(argument, depth + 1) for argument in typing.get_args(bare))
+    return True
+
+
+def _keyword_arguments(rebuilt: Mapping[str, Any], arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The function's keyword arguments: each argument whose annotation asks for Python values rebuilt
+    from its JSON. Raises ToolFailure("invalid_arguments") naming every place a Python type refused
+    what the schema let in (a leap second, a model validator's refusal): the function never runs."""
+    if not rebuilt:
+        return arguments
+    from .jsonvalue import escape_pointer_token
+
+    keywords = dict(arguments)
+    refused: list[dict[str, str]] = []
+    for name, annotation in rebuilt.items():
+        if name in keywords:
+            try:
+                keywords[name] = _to_python(annotation, keywords[name], "/" + escape_pointer_token(name))
+            except _Refused as refusal:
+                refused.extend(refusal.violations)
+    if refused:
+        raise _arguments_refused(refused)
+    return keywords
+
+
+def _arguments_refused(violations: list[dict[str, str]]) -> ToolFailure:
+    count = len(violations)
+    message = "The arguments do not fit the tool's Python types: " + violations[0]["message"].rstrip(".")
+    if count > 1:
+        message += f" (and {count - 1} more {'violation' if count == 2 else 'violations'})"
+    return ToolFailure("invalid_arguments", message + ".", details={
+        "violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": count,
+        "violations_truncated": False})
 
 
 def _named(handler: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -864,32 +1125,38 @@ def _named(handler: Callable[..., Any], fn: Callable[..., Any]) -> Callable[...,
 
 def handler_for(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A registry handler for `fn`: ``handler(arguments)`` or ``handler(arguments, ctx)`` when `fn`
-    takes the context; async functions give async handlers. Return values are made plain JSON."""
+    takes the context; async functions give async handlers.
+
+    The handler rebuilds the Python values the annotations ask for (dataclasses, enums, tuples,
+    datetimes, Decimals, pydantic models...) from the validated JSON, and hands back what `fn` returns
+    as it is: the registry's output step writes it as JSON (`agent_lab.jsonforms`). Arguments a Python
+    type refuses (a model's own validator, a leap second) raise ToolFailure("invalid_arguments") with
+    their JSON Pointers, before `fn` runs."""
     exposed, context = _exposed_parameters(fn)
-    hints = {param.name: param.annotation for param in exposed}
+    rebuilt = {param.name: param.annotation for param in exposed if _needs_rebuilding(param.annotation)}
 
     if inspect.iscoroutinefunction(fn):
         if context is None:
             async def async_handler(arguments: Mapping[str, Any]) -> Any:
-                return to_json(await fn(**_keyword_arguments(hints, arguments)))
+                return await fn(**_keyword_arguments(rebuilt, arguments))
 
             return _named(async_handler, fn)
 
         async def async_context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-            keywords = _keyword_arguments(hints, arguments)
-            return to_json(await fn(**keywords, **{context.name: ctx}))
+            keywords = _keyword_arguments(rebuilt, arguments)
+            return await fn(**keywords, **{context.name: ctx})
 
         return _named(async_context_handler, fn)
 
     if context is None:
         def handler(arguments: Mapping[str, Any]) -> Any:
-            return to_json(fn(**_keyword_arguments(hints, arguments)))
+            return fn(**_keyword_arguments(rebuilt, arguments))
 
         return _named(handler, fn)
 
     def context_handler(arguments: Mapping[str, Any], ctx: CallContext) -> Any:
-        keywords = _keyword_arguments(hints, arguments)
-        return to_json(fn(**keywords, **{context.name: ctx}))
+        keywords = _keyword_arguments(rebuilt, arguments)
+        return fn(**keywords, **{context.name: ctx})
 
     return _named(context_handler, fn)
 

@@ -579,7 +579,7 @@ class ParseCallTest(unittest.TestCase):
         self.assertEqual(parse_openai_call(Item()), ToolCall("get_ticket", {"ticket_id": "T-1"}, "c"))
 
     def test_malformed_openai_arguments_never_raise(self):
-        for arguments in ('{"ticket_id": ', "not json", "", None, 42, '{"a": NaN}', '{"a": 1, "a": 2}',
+        for arguments in ('{"ticket_id": ', "not json", None, 42, '{"a": NaN}', '{"a": 1, "a": 2}',
                           '{"a": 1e400}', '{"a": -1e400}', "[" * 100_000, "{" + " " * 2_000_000 + "}"):
             with self.subTest(arguments=str(arguments)[:20]):
                 call = parse_openai_call({"type": "function_call", "name": "get_ticket", "arguments": arguments,
@@ -634,6 +634,33 @@ class ParseCallTest(unittest.TestCase):
                     self.assertEqual(result.error.code, "invalid_arguments")
                     self.assertEqual(result.outcome, Outcome.REJECTED)
         self.assertEqual(ran, [])
+
+    def test_empty_arguments_are_no_arguments_and_the_schema_judges_them(self):
+        from agent_lab.registry import Registry
+
+        actor = Actor(id="u1", tenant="t1", permissions={"tickets:read"})
+        ping = read_spec(name="ping", input_schema={"type": "object", "properties": {}, "additionalProperties": False})
+        with Registry() as registry:
+            registry.register(ping, lambda arguments: {"pong": arguments})
+            registry.register(read_spec(), lambda arguments: {})
+            for text in ("", "  \n"):
+                with self.subTest(text=text):
+                    call = parse_openai_call({"name": "ping", "arguments": text, "call_id": "c"})
+                    self.assertEqual(call.arguments, {})
+                    self.assertEqual(registry.invoke(call, actor=actor).output, {"pong": {}})
+            needs_one = registry.invoke(parse_openai_call({"name": "get_ticket", "arguments": "", "call_id": "c"}),
+                                        actor=actor)
+        self.assertEqual(needs_one.error.details["violations"][0]["keyword"], "required")  # not "not JSON"
+
+    def test_the_not_valid_json_message_says_so_once(self):
+        from agent_lab.registry import Registry
+
+        with Registry() as registry:
+            registry.register(read_spec(), lambda arguments: {})
+            result = registry.invoke(parse_openai_call({"name": "get_ticket", "arguments": "{", "call_id": "c"}),
+                                     actor=Actor(id="u1", tenant="t1", permissions={"tickets:read"}))
+        self.assertEqual(result.error.message.lower().count("not valid json"), 1, result.error.message)
+        self.assertTrue(result.error.message.startswith("The arguments are not valid JSON: "), result.error.message)
 
     def test_unreadable_arguments_tell_the_model_why_without_echoing_the_text(self):
         from agent_lab.registry import Registry

@@ -122,6 +122,27 @@ class JsonAndCompareTest(unittest.TestCase):
         status, output = _run_bench(["--compare", self.path], [{**noisy[0], "ours": [3000, 7000]}])
         self.assertEqual(status, 0, output)
 
+    def test_every_figure_that_misses_its_target_is_marked_and_named(self) -> None:
+        status, output = _run_bench([], self.FIGURES)  # ratio 2.0 against <= 1.3: missed; 4000 <= 8192: met
+        self.assertEqual(status, 0, output)  # timings are noisy: marked, not failed
+        rows = {line.split()[0]: line for line in output.splitlines() if line.startswith(("runtime.", "scale.", "stores."))}
+        self.assertTrue(rows["runtime.read_vs_peer"].endswith("<= 1.3   MISSED"), rows)
+        self.assertTrue(rows["scale.memory_per_tool"].endswith("met"), rows)
+        self.assertTrue(rows["stores.throughput"].endswith("-"), rows)
+        self.assertIn("1 of 2 figures MISS their target: runtime.read_vs_peer", output)
+        self._write(self.FIGURES)
+        with open(self.path, encoding="utf-8") as file:
+            entries = {entry["name"]: entry["meets_target"] for entry in json.load(file)["figures"]}
+        self.assertEqual(entries, {"runtime.read_vs_peer": False, "scale.memory_per_tool": True,
+                                   "stores.throughput": None})
+
+    def test_targets_are_read_as_comparisons_of_the_compared_number(self) -> None:
+        for target, ours, meets in (("<= 1.3", 1.3, True), ("< 1.3", 1.3, False), (">= 2", 2.0, True),
+                                    ("> 2", 2.5, True), ("> 2", 1.0, False), ("<= 8192", 9000.0, False),
+                                    ("about 1", 1.0, None), (None, 1.0, None)):
+            with self.subTest(target=target, ours=ours):
+                self.assertIs(_figures.Figure(name="x", unit="u", ours=ours, target=target).meets_target, meets)
+
     def test_a_file_that_is_not_bench_json_is_exit_2_with_one_line(self) -> None:
         with open(self.path, "w", encoding="utf-8") as file:
             file.write('{"figures": []}')

@@ -8,6 +8,7 @@ timing benchmarks.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gc
 import threading
 import time
@@ -44,6 +45,21 @@ def dict_blocking_in_items(entered: threading.Event, release: threading.Event, l
             return super().items()
 
     return Blocking
+
+
+def datetime_blocking_in_utcoffset(entered: threading.Event, release: threading.Event,
+                                   left: threading.Event) -> datetime.datetime:
+    """A datetime whose tzinfo's `utcoffset()` (what writing it as RFC 3339 calls) blocks until
+    `release`, up to BLOCK_S: handler code that runs where the registry writes an output as JSON."""
+
+    class BlockingZone(datetime.tzinfo):
+        def utcoffset(self, moment: object) -> datetime.timedelta:
+            entered.set()
+            release.wait(BLOCK_S)
+            left.set()
+            return datetime.timedelta(0)
+
+    return datetime.datetime(2026, 8, 4, 9, 30, tzinfo=BlockingZone())
 
 
 class DeadlineTestCase(unittest.TestCase):
@@ -204,14 +220,15 @@ class SyncDeadlineTest(DeadlineTestCase):
         self.assertIsNone(store.lookup(ReceiptKey("acme", "record_ticket_followup", "act-queued")))
 
     def test_code_of_what_a_handler_hands_back_runs_before_the_deadline_not_after_it_on_the_callers_thread(self) -> None:
-        # Reading a returned value or a ToolFailure's details can run the handler's code (a dict
-        # subclass's items(), inside a tuple the output check keeps as it is). It runs on the worker,
-        # under the deadline: the caller hears tool_timeout while that code is still blocked.
+        # Writing a returned value as JSON or reading a ToolFailure's details can run the handler's code
+        # (a tzinfo's utcoffset(), a dict subclass's items()). It runs on the worker, under the
+        # deadline: the caller hears tool_timeout while that code is still blocked.
         entered, left = threading.Event(), threading.Event()
         Blocking = dict_blocking_in_items(entered, self.release, left)
+        when = datetime_blocking_in_utcoffset(entered, self.release, left)
 
         handed_back = {
-            "output": lambda arguments: {"rows": (Blocking(a=1),)},
+            "output": lambda arguments: {"rows": [when]},
             "failure details": lambda arguments: (_ for _ in ()).throw(
                 ToolFailure("conflict", "The ticket is closed.", details={"why": Blocking(a=1)})),
         }
@@ -445,10 +462,10 @@ class AsyncDeadlineTest(DeadlineTestCase):
 
     def test_code_of_what_an_async_handler_returns_runs_on_the_tools_loop_not_on_the_callers_thread(self) -> None:
         entered, left = threading.Event(), threading.Event()
-        Blocking = dict_blocking_in_items(entered, self.release, left)
+        when = datetime_blocking_in_utcoffset(entered, self.release, left)
 
         async def handler(arguments):
-            return {"rows": (Blocking(a=1),)}
+            return {"rows": [when]}
 
         self.registry.register(read_spec(timeout_ms=50), handler)
         with self.assertLogs("agent_lab.execution", "WARNING"):  # the loop it blocks is retired

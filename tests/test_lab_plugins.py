@@ -477,11 +477,13 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         self.assertIn("lab files, baseline files-naive-v1: 3 tool(s)", stdout)
         self.assertIn("lab files, candidate files-typed-v3: 4 tool(s)", stdout)
         header = next(line for line in stdout.splitlines() if line.startswith("tool "))
-        for column in ("effect", "permission", "approval", "idempotency key", "timeout ms", "output budget", "redact",
-                       "warnings"):
+        for column in ("effect", "permission", "approval", "condition", "single-use", "idempotency key", "retry",
+                       "timeout ms", "execution", "input budget", "output budget", "formats", "guard", "redact",
+                       "open world", "warnings"):
             self.assertIn(column, header)
         delete = next(line for line in stdout.splitlines() if line.startswith("delete_file") and "always" in line)
-        self.assertEqual(delete.split()[:5], ["delete_file", "destructive", "files:write", "always", "request_id"])
+        self.assertEqual(delete.split()[:7], ["delete_file", "destructive", "files:write", "always", "-", "no",
+                                              "request_id"])
         self.assertIn("write tool without idempotency_key: a retried call may repeat its effect", stdout)
 
     def test_inspect_json_for_a_registry_and_for_one_surface(self) -> None:
@@ -492,10 +494,50 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         [surface] = document["surfaces"]
         read = surface["tools"][0]
         self.assertEqual(read, {"name": "read_file", "effect": "read", "permission": "files:read", "approval": "never",
-                                "idempotency_key": None, "timeout_ms": 10000, "max_output_bytes": 65536,
-                                "redact": ["share_token"], "output_schema": True, "warnings": []})
+                                "approval_condition": None, "single_use_approval": False, "idempotency_key": None,
+                                "retry_policy": "never", "timeout_ms": 10000, "execution": "pool",
+                                "max_input_bytes": 16384, "max_output_bytes": 65536, "format_assertion": True,
+                                "resource_guard": "_guard.<locals>.<lambda>", "redact": ["share_token"],
+                                "open_world": False, "output_schema": True, "warnings": [],
+                                "provenance": None})
         code, stdout, _ = run("inspect", "--lab", f"{FILES_LAB}:lab", "--surface", "baseline", "--json")
         self.assertEqual([surface["name"] for surface in json.loads(stdout)["surfaces"]], [NAIVE])
+
+    def test_inspect_shows_every_runtime_field_a_spec_can_set(self) -> None:
+        from agent_lab import ToolSpec
+        from agent_lab.lab.inspection import describe_tools
+
+        def only_open_tickets(arguments, actor):
+            return True
+
+        def over_limit(arguments):
+            return arguments.get("amount", 0) > 100
+
+        schema = {"type": "object", "properties": {"request_id": {"type": "string"}}, "required": ["request_id"]}
+        spec = ToolSpec(name="refund", description="Refund.", input_schema=schema, effect="write",
+                        required_permission="refunds:write", approval="conditional", approval_condition=over_limit,
+                        single_use_approval=True, idempotency_key="request_id", retry_policy="transient",
+                        timeout_ms=250.5, execution="inline", max_input_bytes=2048, max_output_bytes=4096,
+                        format_assertion=False, resource_guard=only_open_tickets, redact=("card",), open_world=True)
+        with Registry() as registry:
+            registry.register(spec, lambda arguments: {})
+            [row] = describe_tools(registry)
+        self.assertEqual(row, {
+            "name": "refund", "effect": "write", "permission": "refunds:write", "approval": "conditional",
+            "approval_condition": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
+                                  ".<locals>.over_limit",
+            "single_use_approval": True, "idempotency_key": "request_id", "retry_policy": "transient",
+            "timeout_ms": 250.5, "execution": "inline", "max_input_bytes": 2048, "max_output_bytes": 4096,
+            "format_assertion": False,
+            "resource_guard": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
+                              ".<locals>.only_open_tickets",
+            "redact": ["card"], "open_world": True, "output_schema": False, "warnings": list(spec.warnings),
+            "provenance": None})
+        runtime_fields = {field.name for field in dataclasses.fields(ToolSpec)} - {
+            "name", "description", "input_schema", "output_schema", "title", "warnings", "input_validator",
+            "output_validator"}
+        shown = {"required_permission": "permission", "approval": "approval"}
+        self.assertEqual({shown.get(name, name) for name in runtime_fields} - set(row), set())  # none left out
 
     def test_export_takes_a_lab_surface_or_a_registry(self) -> None:
         code, stdout, _ = run("export", "--lab", f"{FILES_LAB}:lab", "--surface", V3, "--format", "mcp")
@@ -633,6 +675,35 @@ class ProjectConfigurationTest(TemporaryDirectoryTest):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue((self.dir / "mine" / "junit.xml").exists())
         self.assertFalse((self.dir / "gate").exists())
+
+    def test_the_tables_cases_go_with_its_lab_and_never_silently_with_another_lab_named_by_flag(self) -> None:
+        self.write("pyproject.toml", '[tool.agent-lab]\nlab = "labs.files_lab:lab"\ncases = "cases.jsonl"\n')
+        one = [case for case in files_cases() if case["case_id"] == "read-masks-the-token"]
+        self.write_cases("own.jsonl", one)
+        self.write("labs/own_lab.py", "from agent_lab.lab import Lab\nfrom labs.files_lab import COMMON, TYPED_V2\n"
+                                      "own = Lab(name='files-own', surfaces=[TYPED_V2], cases=['own.jsonl'], **COMMON)\n")
+        shipping = self.run_in("tool-eval", "--lab", "labs.own_lab:own", "--out", "own-out")
+        self.assertEqual(shipping.returncode, 0, shipping.stderr)
+        self.assertEqual(shipping.stderr, "tool-eval: running the lab's own case files; the cases in [tool.agent-lab] "
+                                          "of pyproject.toml, cases.jsonl, go with labs.files_lab:lab, not with "
+                                          "--lab labs.own_lab:own\n")
+        comparison = json.loads((self.dir / "own-out" / "tool-comparison.json").read_text(encoding="utf-8"))
+        self.assertEqual((comparison["lab"], comparison["case_files"]), ("files-own", ["own.jsonl"]))
+        shipping_none = self.run_in("tool-eval", "--lab", "labs.files_lab:single", "--out", "single-out")
+        self.assertEqual(shipping_none.returncode, 2)
+        self.assertIn("lab 'files-single' ships no case files: name them with --cases FILE (the cases in "
+                      "[tool.agent-lab] of pyproject.toml, cases.jsonl, go with labs.files_lab:lab", shipping_none.stderr)
+        same = self.run_in("tool-eval", "--lab", "labs.files_lab:lab", "--out", "same-out")  # the table's own lab
+        self.assertEqual((same.returncode, same.stderr), (0, ""))
+        comparison = json.loads((self.dir / "same-out" / "tool-comparison.json").read_text(encoding="utf-8"))
+        self.assertEqual(comparison["case_files"], ["cases.jsonl"])
+
+    def test_model_eval_runs_the_shipped_ticket_tasks_only_on_the_ticket_lab(self) -> None:
+        done = self.run_in("model-eval", "--lab", "labs.files_lab:lab", "--out", "eval")
+        self.assertEqual((done.returncode, done.stdout), (2, ""))
+        self.assertEqual(done.stderr, "model-eval: lab 'files': name its tasks with --tasks FILE (the shipped tasks, "
+                                      "tickets.jsonl, are the built-in lab's, agent_lab.lab.tickets:lab)\n")
+        self.assertFalse((self.dir / "eval").exists())
 
     def test_a_table_with_an_unknown_key_or_broken_toml_is_bad_input(self) -> None:
         number = ("pyproject.toml:2: the value of 'cases' must be a string; Python 3.10 reads only strings"

@@ -112,7 +112,10 @@ class LogsNeverLeakTest(unittest.TestCase):
             def items(self):
                 raise RuntimeError(f"cannot read {secret}")
 
-        self.registry.register(spec("unreadable", effect="write"), lambda arguments: {"rows": (Unreadable(a=1),)})
+        buried: Any = Unreadable(a=1)  # below the output's depth limit: the copy keeps it, the encoder reads it
+        for _ in range(70):
+            buried = [buried]
+        self.registry.register(spec("unreadable", effect="write"), lambda arguments: {"rows": buried})
         self.assertEqual(self.invoke("unreadable").error.code, "internal_error")
         self.assertNothingLeaked()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import unittest
 from pathlib import Path
@@ -285,6 +286,33 @@ class CommandLineTest(TempDirMixin, unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertIn(message, stderr)
                 self.assertEqual(len(stderr.splitlines()), 1)
+
+    def test_a_hosted_api_without_its_key_is_exit_2_before_any_request(self) -> None:
+        from unittest import mock
+
+        from agent_lab.modeleval.models import ModelSpecError, open_model
+
+        class NoNetwork:
+            def send(self, request: Any, context: Any) -> Any:
+                raise AssertionError("a request was sent without a key")
+
+        directory = self.make_dir()
+        for spec, variable, host in (("openai:gpt-4.1-mini", "OPENAI_API_KEY", "api.openai.com"),
+                                     ("openai-responses:gpt-4.1-mini", "OPENAI_API_KEY", "api.openai.com"),
+                                     ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "api.anthropic.com")):
+            for value in (None, ""):
+                with self.subTest(spec=spec, value=value), mock.patch.dict(os.environ):
+                    if value is None:
+                        os.environ.pop(variable, None)
+                    else:
+                        os.environ[variable] = value
+                    with self.assertRaisesRegex(ModelSpecError, f"{variable} is not set .*{host} needs a key"):
+                        open_model(spec, transport=NoNetwork())
+                    code, stdout, stderr = run("model-eval", "--model", spec, "--out", str(directory / "o"))
+                    self.assertEqual((code, stdout), (2, ""))
+                    self.assertIn("no request was sent", stderr)
+        with mock.patch.dict(os.environ, {"OPENAI_API_KEY": ""}):  # a local server needs none: none is sent
+            self.assertIsNotNone(open_model("openai:m@http://127.0.0.1:9", transport=NoNetwork()))
 
     def test_a_split_runs_only_its_tasks(self) -> None:
         directory = self.make_dir()

@@ -14,6 +14,7 @@ backtracks, so that the waiting caller can only look once the job is done.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import sys
 import time
 import unittest
@@ -41,16 +42,18 @@ def wait_past(deadline: float, *, spin: bool = False) -> None:
         time.sleep(max(0.0, until - time.monotonic()))
 
 
-def late_output(deadline: float, *, spin: bool = False) -> dict:
-    """An output whose check ends past `deadline`: it holds (in a tuple, so it is not plain JSON and the
-    check has the encoder read it) a dict subclass whose `items()` waits past the deadline."""
+def late_output(deadline: float, *, spin: bool = False, broken: bool = False) -> dict:
+    """An output whose check ends past `deadline`: it holds a datetime whose tzinfo's `utcoffset()` (what
+    writing it as RFC 3339 calls, during the output's copy and check) waits past the deadline. `broken`:
+    a NaN follows it, so the check, once it gets there, finds the output is not JSON."""
 
-    class Late(dict):
-        def items(self):  # type: ignore[override]
+    class LateZone(datetime.tzinfo):
+        def utcoffset(self, moment: object) -> datetime.timedelta:
             wait_past(deadline, spin=spin)
-            return super().items()
+            return datetime.timedelta(0)
 
-    return {"rows": (Late(a=1),)}
+    rows: list = [datetime.datetime(2026, 8, 4, 9, 30, tzinfo=LateZone())]
+    return {"rows": rows + [float("nan")] if broken else rows}
 
 
 class holding_the_lock:
@@ -140,7 +143,7 @@ class OutputCheckCountsAgainstTheDeadlineTest(unittest.TestCase):
 
         async def write(arguments, ctx):
             effects.record_followup(arguments)
-            return late_output(ctx.deadline)  # broken output (a tuple), found broken past the deadline
+            return late_output(ctx.deadline, broken=True)  # broken output, found broken past the deadline
 
         self.registry.register(followup_spec(timeout_ms=200), write)
         for number, run in enumerate(("invoke", "ainvoke")):

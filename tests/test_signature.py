@@ -588,14 +588,21 @@ class DecoratorTest(unittest.TestCase):
         shape.handler({"item": 7})
         self.assertEqual(seen, [Segment(Point(1), Point(2)), Point(5, 6), 7])
 
-    def test_handler_makes_dataclass_and_enum_results_plain_json(self):
+    def test_a_dataclass_result_is_handed_back_as_is_and_written_as_json_by_the_registry(self):
+        from agent_lab.calls import ToolCall
+        from agent_lab.registry import Registry
+
         @tool
         def report() -> Report:
             """Report."""
             return Report(total=2, names=["a", "b"])
 
-        self.assertEqual(report.handler({}), {"total": 2, "names": ["a", "b"]})
+        self.assertEqual(report.handler({}), Report(total=2, names=["a", "b"]))  # one walk: the registry's
         self.assertEqual(report.spec.output_schema["required"], ["total", "names"])
+        with Registry() as registry:
+            registry.register(report.spec, report.handler)
+            result = registry.invoke(ToolCall("report", {}), actor=Actor(id="u", tenant="t"))
+        self.assertEqual(result.output, {"total": 2, "names": ["a", "b"]})
 
     def test_async_functions_give_async_handlers(self):
         @tool

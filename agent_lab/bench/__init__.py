@@ -69,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = list(_figures.FIGURES)
     if figures:
         print(_figures_table(figures))
+        print(_figures.missed_line(figures))
     if args.json:
         try:
             _write_json(args.json, _figures.figures_document(figures))
@@ -98,9 +99,11 @@ def _figures_table(figures: Sequence[_figures.Figure]) -> str:
             f"{figure.spread:.3g}",
             str(figure.rounds),
             figure.target or "-",
+            figure.verdict,
         ))
-    return "Figures (medians over rounds; ratio = median of per-round ours/peer)\n" + _figures.table(
-        ("figure", "ours", "peer", "ratio", "spread", "rounds", "target"), rows)
+    return ("Figures (medians over rounds; ratio = median of per-round ours/peer; the target is on the ratio, "
+            "or on ours without a peer)\n" + _figures.table(
+                ("figure", "ours", "peer", "ratio", "spread", "rounds", "target", "verdict"), rows))
 
 
 def _write_json(path: str, document: object) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import platform
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -63,13 +65,43 @@ class Figure:
     note: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {field: getattr(self, field) for field in
-                ("name", "unit", "ours", "peer", "ratio", "spread", "rounds", "target", "better", "note")}
+        document = {field: getattr(self, field) for field in
+                    ("name", "unit", "ours", "peer", "ratio", "spread", "rounds", "target", "better", "note")}
+        document["meets_target"] = self.meets_target
+        return document
 
     @property
     def compared(self) -> float:
         """The number a later run is compared on: the ratio when there is a peer, else `ours`."""
         return self.ratio if self.ratio is not None else self.ours
+
+    @property
+    def meets_target(self) -> Optional[bool]:
+        """Whether the compared number meets `target` ("<= 1.3", "< 1", ">= 2", "> 0.5"); None when there
+        is no target, or one that is not such a comparison."""
+        found = _TARGET.fullmatch(self.target or "")
+        if found is None:
+            return None
+        return bool(_COMPARISONS[found.group(1)](self.compared, float(found.group(2))))
+
+    @property
+    def verdict(self) -> str:
+        """How a table shows `meets_target`: "met", "MISSED" (capitals, to be seen), or "-"."""
+        return {True: "met", False: "MISSED", None: "-"}[self.meets_target]
+
+
+_TARGET = re.compile(r"\s*(<=|>=|<|>)\s*([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*")
+_COMPARISONS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
+
+
+def missed_line(figures: Sequence[Figure]) -> str:
+    """One line naming every figure that misses its target (or saying that none does)."""
+    judged = [figure for figure in figures if figure.meets_target is not None]
+    missed = [figure.name for figure in judged if figure.meets_target is False]
+    if not missed:
+        return f"every figure with a target meets it ({len(judged)})"
+    return f"{len(missed)} of {len(judged)} figures MISS their target: {', '.join(missed)}"
 
 
 FIGURES: list[Figure] = []

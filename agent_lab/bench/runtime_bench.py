@@ -341,9 +341,9 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
         values = sorted(values)
         print(f"  {label:<{width}}  {values[len(values) // 2] * 1e6:8.2f}us  (rounds {values[0] * 1e6:.2f}-{values[-1] * 1e6:.2f})")
     print()
-    print(_figures.table(["figure", "target", "ratio", "spread", "rounds"],
+    print(_figures.table(["figure", "target", "ratio", "spread", "rounds", "verdict"],
                          [[f.name, f.target or "", f"{f.ratio:.2f}" if f.ratio is not None else "-", f"{f.spread:.2f}",
-                           str(f.rounds)] for f in figures]))
+                           str(f.rounds), f.verdict] for f in figures]))
     return figures
 
 

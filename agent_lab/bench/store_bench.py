@@ -337,10 +337,10 @@ def print_sqlite(title: str, measured: List[Tuple[str, str, List[float], List[fl
             note=f"reserve + complete against raw sqlite3 INSERT + UPDATE, WAL, synchronous={synchronous}, {label}")
         rows.append((label, f"{statistics.median(raw) * 1e6:.1f}us", f"{figure.ours * 1e6:.1f}us",
                      f"{figure.ratio:.2f}x" if figure.ratio is not None else "-", f"{figure.spread:.2f}",
-                     f"{1 / figure.ratio:.2f}x" if figure.ratio else "-"))
+                     f"{1 / figure.ratio:.2f}x" if figure.ratio else "-", f"{figure.target}: {figure.verdict}"))
     print(title)
     print(_figures.table(("writers", "raw sqlite3", "SqliteReceiptStore", "time vs raw", "spread",
-                          "throughput vs raw"), rows))
+                          "throughput vs raw", "target"), rows))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

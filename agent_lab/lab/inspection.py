@@ -3,8 +3,10 @@
 A surface comes from a lab (`--lab MODULE:ATTR [--surface NAME]`, built over a fresh world) or is a
 team's own registry (`--registry MODULE:ATTR`: a Registry or a zero-argument function returning one).
 `inspect` shows the runtime half of every tool's contract, the half no export ever contains, so a
-reviewer can see what the registry will enforce: effect, permission, approval, idempotency key,
-timeout, output budget, redacted fields and the spec's own warnings (`ToolSpec.warnings`, the lint
+reviewer can see what the registry will enforce: every runtime field of the `ToolSpec` (effect,
+permission, approval with its condition and whether it is single-use, idempotency key, retry policy,
+timeout, execution, input and output budgets, format assertion, resource guard, redacted fields, open
+world), whether there is an output schema, and the spec's own warnings (`ToolSpec.warnings`, the lint
 rules on the runtime half; `agent-lab lint` runs every rule).
 """
 
@@ -111,7 +113,8 @@ def default_actor(registry: Registry, lab: Lab | None) -> Actor:
 
 
 def describe_tools(registry: Registry) -> list[dict[str, Any]]:
-    """The runtime half of each tool's contract, as JSON, in registration order."""
+    """The runtime half of each tool's contract, as JSON, in registration order: every runtime field of
+    its ToolSpec (functions by their qualified name), whether it has an output schema, its warnings."""
     rows: list[dict[str, Any]] = []
     for name in registry.names():
         spec = registry.spec(name)
@@ -120,15 +123,23 @@ def describe_tools(registry: Registry) -> list[dict[str, Any]]:
             "effect": str(spec.effect),
             "permission": spec.required_permission,
             "approval": str(spec.approval),
+            "approval_condition": _function_name(spec.approval_condition),
+            "single_use_approval": spec.single_use_approval,
             "idempotency_key": spec.idempotency_key,
+            "retry_policy": str(spec.retry_policy.value),
             "timeout_ms": _number(spec.timeout_ms),
+            "execution": str(spec.execution.value),
+            "max_input_bytes": spec.max_input_bytes,
             "max_output_bytes": spec.max_output_bytes,
+            "format_assertion": spec.format_assertion,
+            "resource_guard": _function_name(spec.resource_guard),
             "redact": list(spec.redact),
+            "open_world": spec.open_world,
             "output_schema": spec.output_schema is not None,
             "warnings": list(spec.warnings),
+            # imported from an MCP server: where from, and under which policy (None: a local tool)
+            "provenance": spec.provenance.to_dict() if spec.provenance is not None else None,
         })
-        if spec.provenance is not None:  # imported from an MCP server: where from, and under which policy
-            rows[-1]["provenance"] = spec.provenance.to_dict()
     return rows
 
 
@@ -136,10 +147,20 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
+def _function_name(function: Any) -> str | None:
+    """How a reviewer finds a hook in the code: its qualified name (a lambda shows as `<lambda>`)."""
+    if function is None:
+        return None
+    return str(getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+               or type(function).__qualname__)
+
+
 _COLUMNS = (("tool", "name"), ("effect", "effect"), ("permission", "permission"), ("approval", "approval"),
-            ("idempotency key", "idempotency_key"), ("timeout ms", "timeout_ms"),
-            ("output budget", "max_output_bytes"), ("redact", "redact"), ("output schema", "output_schema"),
-            ("warnings", "warnings"))
+            ("condition", "approval_condition"), ("single-use", "single_use_approval"),
+            ("idempotency key", "idempotency_key"), ("retry", "retry_policy"), ("timeout ms", "timeout_ms"),
+            ("execution", "execution"), ("input budget", "max_input_bytes"), ("output budget", "max_output_bytes"),
+            ("formats", "format_assertion"), ("guard", "resource_guard"), ("redact", "redact"),
+            ("open world", "open_world"), ("output schema", "output_schema"), ("warnings", "warnings"))
 
 
 _SERVER_COLUMNS = (("policy", "policy"), ("raised by hints", "raised"), ("contract", "contract_hash"))
@@ -150,7 +171,7 @@ def render_tool_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
     add their server (in the title), the policy entry that applies, the checks their hints raised and
     the start of their contract hash."""
     columns = list(_COLUMNS)
-    servers = sorted({_server_line(row["provenance"]) for row in rows if "provenance" in row})
+    servers = sorted({_server_line(row["provenance"]) for row in rows if row.get("provenance")})
     if servers:
         columns += _SERVER_COLUMNS
         title += "".join(f"\n  from {server}" for server in servers)

@@ -14,7 +14,9 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
 
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
 (`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
-anywhere, the lab's own case files (`Lab.cases`) do. Paths are relative to the current directory.
+anywhere, the lab's own case files (`Lab.cases`) do. The table's `cases` go with the table's `lab` (the
+built-in lab when it names none): a `--lab` naming another lab runs its own cases, and the run says why
+the table's were set aside. Paths are relative to the current directory.
 
 The `[tool.agent-lab.lint]` sub-table configures the lint rules (`agent_lab.lint.config`); `lint_config`
 reads it, and both `agent-lab lint` and the tool-eval gate use what it returns, so one table decides
@@ -61,6 +63,8 @@ class ToolEvalSettings:
     lint: LintConfig = field(default_factory=LintConfig)  # the project's [tool.agent-lab.lint], for the gate
     servers: tuple[str, ...] = ()  # MCP servers to gate instead of a lab (see agent_lab.mcp_client.surfaces)
     policy: str | None = None  # the policy file for the servers' tools
+    set_aside: tuple[str, ...] = ()  # the table's cases, not used because --lab or --mcp names another surface
+    table_lab: str | None = None  # the lab the table names (None: the built-in lab), for messages
 
     @property
     def lab_name(self) -> str:
@@ -79,8 +83,17 @@ class ToolEvalSettings:
             return self.cases
         if lab.cases:
             return tuple(lab.cases)
+        if self.set_aside:
+            raise ConfigError(f"lab {lab.name!r} ships no case files: name them with --cases FILE ({self.set_aside_note})")
         raise ConfigError(f"lab {lab.name!r} ships no case files: name them with --cases FILE or with cases "
                           f"in {TABLE_NAME} of {PYPROJECT}")
+
+    @property
+    def set_aside_note(self) -> str:
+        """Why the table's cases are not run: they belong to another lab than the one --lab names."""
+        owner = self.table_lab or f"the built-in lab {BUILTIN_LAB}"
+        return (f"the cases in {TABLE_NAME} of {PYPROJECT}, {', '.join(self.set_aside)}, go with {owner}, "
+                f"not with --lab {self.lab_reference}")
 
 
 def configured_lab(lab: str | None, servers: Sequence[str] = (), policy: str | None = None) -> Lab:
@@ -165,16 +178,21 @@ def lab_source(table: Mapping[str, Any], *, lab: str | None = None, mcp: Sequenc
 def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = None, out: str | None = None,
                        junit: str | None = None, jobs: int | None = None, mcp: Sequence[str] | None = None,
                        policy: str | None = None, directory: Path | None = None) -> ToolEvalSettings:
-    """Flags (None: not given) laid over the project's table, laid over the defaults."""
+    """Flags (None: not given) laid over the project's table, laid over the defaults. The table's cases
+    are another lab's when `--lab` (or `--mcp`) names what the table does not: they are set aside, not run."""
     table = project_table(directory)
     lab_reference, servers, policy_file = lab_source(table, lab=lab, mcp=mcp, policy=policy)
+    table_cases = tuple(table.get("cases", ()))
+    theirs = (lab is not None and lab != table.get("lab")) or (bool(mcp) and tuple(mcp) != tuple(table.get("mcp", ())))
     return ToolEvalSettings(
         lab_reference=lab_reference,
         servers=servers,
         policy=policy_file,
-        cases=tuple(cases) if cases else tuple(table.get("cases", ())),
+        cases=tuple(cases) if cases else (() if theirs else table_cases),
         out=out if out is not None else table.get("out", DEFAULT_OUT),
         junit=junit if junit is not None else table.get("junit"),
         jobs=jobs if jobs is not None else table.get("jobs"),
         lint=lint_config(directory),
+        set_aside=table_cases if theirs and not cases else (),
+        table_lab=table.get("lab"),
     )

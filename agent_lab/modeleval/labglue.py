@@ -17,8 +17,8 @@ from ..lab.loader import BUILTIN_LAB, load_lab
 from ..lab.replay import LAB_CURSOR_SECRET, LAB_NOW
 from ..registry import Registry
 
-__all__ = ["DEFAULT_LAB", "EVAL_FINGERPRINT_KEY", "Lab", "LabError", "build_registry", "load_lab_target",
-           "new_receipts", "open_world", "surfaces_of", "world_effects", "world_secrets"]
+__all__ = ["DEFAULT_LAB", "EVAL_FINGERPRINT_KEY", "Lab", "LabError", "build_registry", "default_tasks",
+           "load_lab_target", "new_receipts", "open_world", "surfaces_of", "world_effects", "world_secrets"]
 
 DEFAULT_LAB = BUILTIN_LAB
 EVAL_FINGERPRINT_KEY = b"agent-lab model-eval fingerprint key (fixed so replays are byte-identical)"
@@ -27,6 +27,19 @@ EVAL_FINGERPRINT_KEY = b"agent-lab model-eval fingerprint key (fixed so replays 
 def load_lab_target(target: str) -> Lab:
     """The lab named MODULE:ATTR or path/to/file.py:ATTR (LabError naming it and the cause)."""
     return load_lab(target)
+
+
+def default_tasks(lab: Lab) -> list[str]:
+    """The task files to run when none are named: the shipped ones, which are the built-in ticket lab's
+    and nobody else's (run on another lab they would fail, or pass, for reasons of their own). LabError
+    for any other lab: it must name its tasks."""
+    from ..lab.loader import default_lab
+    from .shipped import SHIPPED_TASKS
+
+    if lab is default_lab():
+        return [str(SHIPPED_TASKS)]
+    raise LabError(f"lab {lab.name!r}: name its tasks with --tasks FILE (the shipped tasks, {SHIPPED_TASKS.name}, "
+                   f"are the built-in lab's, {BUILTIN_LAB})")
 
 
 def surfaces_of(lab: Lab) -> list[Any]:

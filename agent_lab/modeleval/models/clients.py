@@ -7,12 +7,14 @@
     anthropic:MODEL[@BASE_URL][#KEY_ENV]          Anthropic Messages
     python:MODULE:ATTR                            a callable in this process (a scripted agent, a test)
 
-The key is read from the environment variable KEY_ENV (default OPENAI_API_KEY / ANTHROPIC_API_KEY; a
-missing or empty default variable sends no key, for local servers that need none). White space around
-it is dropped (a key read from a file ends in a line break); a key that still holds a control character
-or anything but printable ASCII is refused with a message that names the variable and shows no part of
-the key (http.client's own error quoted the whole header). Only the variable's name ever appears in a
-report; the key's value is sent in a header and nowhere else.
+The key is read from the environment variable KEY_ENV (default OPENAI_API_KEY / ANTHROPIC_API_KEY). A
+missing or empty key is a ModelSpecError before any request when the spec names the variable (#KEY_ENV)
+or talks to the provider's own API (no @BASE_URL); a local server (@BASE_URL) with the default variable
+unset is sent no key, as such servers need none. White space around it is dropped (a key read from a file
+ends in a line break); a key that still holds a control character or anything but printable ASCII is
+refused with a message that names the variable and shows no part of the key (http.client's own error
+quoted the whole header). Only the variable's name ever appears in a report; the key's value is sent in
+a header and nowhere else.
 """
 
 from __future__ import annotations
@@ -98,6 +100,10 @@ def open_model(text: str, *, transport: Optional[Transport] = None, need_key: bo
     key: Optional[str] = None
     if need_key and spec.key_env:
         key = _checked_key(spec, os.environ.get(spec.key_env))
+        if key is None and spec.base_url == dialect.default_base_url:
+            raise ModelSpecError(f"model spec {spec.display()!r}: the environment variable {spec.key_env} is not set "
+                                 f"(or empty), and {urllib.parse.urlsplit(spec.base_url).hostname} needs a key: "
+                                 "no request was sent")
     return HttpModel(spec, dialect, transport if transport is not None else UrllibTransport(), key)
 
 
