@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from .agent import Trial
-from .grading import Grade
+from .grading import CHECK_KINDS, Grade
 from .tasks import Task
 
 __all__ = ["WILSON_Z", "TrialResult", "UnequalTrials", "pass_hat_k", "rate", "surface_metrics", "wilson_interval"]
@@ -114,6 +114,7 @@ def surface_metrics(results: Sequence[TrialResult], repeats: int) -> dict[str, A
     figures["unsafe_effects"] = sum(result.grade.unsafe_effects for result in graded if result.grade)
     figures["minefields_hit"] = sum(result.grade.minefields_hit for result in graded if result.grade)
     figures["secrets_repeated"] = sum(result.trial.secrets_repeated for result in graded)
+    figures.update(_budget_figures(graded))
     figures["approvals_requested"] = sum(call.approval is not None for call in calls)
     figures["approvals_granted"] = sum(call.approval == "granted" for call in calls)
     figures["steps_per_task"] = _mean([result.trial.steps for result in graded])
@@ -124,6 +125,19 @@ def surface_metrics(results: Sequence[TrialResult], repeats: int) -> dict[str, A
     latencies = [r.trial.latency_ms for r in graded if r.trial.latency_ms is not None]
     figures["model_latency_ms_per_task"] = _mean(latencies)
     return figures
+
+
+def _budget_figures(graded: Sequence[TrialResult]) -> dict[str, Any]:
+    """Trials that failed for each kind of check, and per budget: trials over it, trials with no figure."""
+    grades = [result.grade for result in graded if result.grade is not None]
+    names = sorted({use.name for grade in grades for use in grade.budgets})
+    return {
+        "failed_trials_by_kind": {kind: sum(kind in grade.failure_kinds for grade in grades) for kind in CHECK_KINDS},
+        "trials_over_budget": sum(bool(grade.over_budget) for grade in grades),
+        "over_budget": {name: sum(name in grade.over_budget for grade in grades) for name in names},
+        "budgets_not_measured": {name: sum(1 for grade in grades for use in grade.budgets
+                                           if use.name == name and not use.measured) for name in names},
+    }
 
 
 def _pass_hat(results: Sequence[TrialResult], repeats: int, failed_infra: int) -> tuple[Optional[dict[str, float]], str]:

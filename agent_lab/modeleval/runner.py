@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from .agent import run_trial
 from .cassettes import Cassette, RecordingTransport, ReplayTransport
 from .grading import grade_trial
-from .labglue import build_registry, new_receipts, open_world, surfaces_of, world_effects, world_secrets
+from .labglue import build_registry, new_receipts, open_world, surface_catalog, surfaces_of, world_effects, world_secrets
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
 from .models.http import Transport, UrllibTransport
-from .tasks import Task, load_tasks
+from .tasks import Task, load_tasks, tasks_digest
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_REPEATS", "ModelEvaluation", "evaluate_model", "run_model_eval"]
 
@@ -45,6 +45,10 @@ class ModelEvaluation:
     results: Mapping[str, tuple[TrialResult, ...]]  # surface -> trials in task, trial order
     metrics: Mapping[str, Mapping[str, Mapping[str, Any]]]  # surface -> split -> figures
     served_by: tuple[str, ...]
+    reported_models: tuple[str, ...] = ()  # model ids the provider's answers named
+    tasks_sha256: str = ""
+    catalogs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # surface -> catalog identity
+    agent_lab_version: str = ""
 
     @property
     def infrastructure_failures(self) -> int:
@@ -68,8 +72,8 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
     if record is not None and replay is not None:
         raise ModelSpecError("--record and --replay exclude each other")
     surfaces = surfaces_of(lab)
-    tasks = [task for task in load_tasks(task_paths, surfaces=[s.name for s in surfaces])
-             if split == "all" or task.split == split]
+    tasks = selected_tasks(lab, task_paths, split)
+    catalogs = {surface.name: surface_catalog(lab, surface) for surface in surfaces}
     client, mode, cassette = _client(model, record, replay, transport)
     results: dict[str, list[TrialResult]] = {surface.name: [] for surface in surfaces}
     with _registry_warnings_silenced():
@@ -89,6 +93,8 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         cassette.directory.mkdir(parents=True, exist_ok=True)
         write_files({cassette.path: cassette.text()})
     served = tuple(sorted({name for rs in results.values() for r in rs for name in r.trial.served_by}))
+    from .. import __version__
+
     return ModelEvaluation(
         lab_name=lab_name or str(getattr(lab, "name", "lab")),
         surfaces=tuple((surface.name, bool(getattr(surface, "baseline", False))) for surface in surfaces),
@@ -97,7 +103,17 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         results={name: tuple(rs) for name, rs in results.items()},
         metrics={name: by_split(rs, repeats) for name, rs in results.items() if rs},
         served_by=served,
+        reported_models=tuple(sorted({name for rs in results.values() for r in rs for name in r.trial.reported_models})),
+        tasks_sha256=tasks_digest(tasks), catalogs=catalogs, agent_lab_version=__version__,
     )
+
+
+def selected_tasks(lab: Any, task_paths: Sequence[str], split: str) -> list[Task]:
+    """The tasks of `task_paths` in `split` (every one for "all"), checked against the lab's surfaces."""
+    if split not in SPLIT_CHOICES:
+        raise ValueError(f"split must be one of {', '.join(SPLIT_CHOICES)}")
+    return [task for task in load_tasks(task_paths, surfaces=[s.name for s in surfaces_of(lab)])
+            if split == "all" or task.split == split]
 
 
 def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, junit_path: str | Path | None = None,
