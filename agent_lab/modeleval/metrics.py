@@ -7,6 +7,9 @@
   and for small n, unlike the normal approximation).
 - abstention: a trial abstains when it proposes no call at all. An unparseable call is a proposal, so it
   is never an abstention (BFCL counted one as a correct abstention: gorilla issue #1362).
+- the difference of two rates (a baseline run's and this run's): Newcombe's hybrid score interval
+  (his method 10, 1998), built from the two Wilson intervals. When it excludes 0 the repeats tell the
+  rates apart; when it holds 0 they cannot, however far apart the two values look.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from .agent import Trial
 from .grading import CHECK_KINDS, Grade
 from .tasks import Task
 
-__all__ = ["WILSON_Z", "TrialResult", "UnequalTrials", "pass_hat_k", "rate", "surface_metrics", "wilson_interval"]
+__all__ = ["WILSON_Z", "TrialResult", "UnequalTrials", "difference_interval", "pass_hat_k", "rate", "surface_metrics",
+           "wilson_interval"]
 
 WILSON_Z = 1.959963984540054  # the 97.5th percentile of the standard normal: a two-sided 95% interval
 DIGITS = 4
@@ -56,6 +60,21 @@ def wilson_interval(successes: int, total: int, z: float = WILSON_Z) -> Optional
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 0.9999999999999999
     high = 1.0 if successes == total else min(1.0, centre + half)
     return low, high
+
+
+def difference_interval(successes: int, total: int, base_successes: int, base_total: int,
+                        z: float = WILSON_Z) -> Optional[tuple[float, float]]:
+    """The 95% interval of successes/total - base_successes/base_total (Newcombe's hybrid score
+    interval from the two Wilson intervals); None when either side has no trials."""
+    mine, theirs = wilson_interval(successes, total, z), wilson_interval(base_successes, base_total, z)
+    if mine is None or theirs is None:
+        return None
+    p1, p2 = successes / total, base_successes / base_total
+    (l1, u1), (l2, u2) = mine, theirs
+    difference = p1 - p2
+    low = difference - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = difference + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, low), min(1.0, high)
 
 
 def rate(successes: int, total: int) -> dict[str, Any]:

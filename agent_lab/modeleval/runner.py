@@ -5,16 +5,24 @@ Where the answers come from is decided once: an in-process agent, a live endpoin
 whose exchanges are recorded into a cassette (`record`), or a cassette alone (`replay`: no network).
 Bad input (tasks, lab, model spec, cassette) raises before any report is written; a replayed request
 with no recording raises `MissingRecording`.
+
+With a baseline (an earlier run's report directory), the run is also judged against it: the baseline is
+read and its tasks checked before anything runs (other tasks, or malformed reports: `BaselineError`),
+and the verdict (`model-eval-verdict.json` and `.md`, and a suite of `junit.xml`) joins the run's one
+atomic set of reports. Without one, a verdict left in the directory by an earlier run is removed: it
+judged other reports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
+from ..redaction import redact_text
 from .agent import run_trial
 from .cassettes import Cassette, RecordingTransport, ReplayTransport
 from .grading import grade_trial
@@ -22,7 +30,11 @@ from .labglue import build_registry, new_receipts, open_world, surface_catalog, 
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
 from .models.http import Transport, UrllibTransport
+from .runreports import BaselineError, RunReports, load_run
 from .tasks import Task, load_tasks, tasks_digest
+
+if TYPE_CHECKING:
+    from .verdict import Verdict
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_REPEATS", "ModelEvaluation", "evaluate_model", "run_model_eval"]
 
@@ -49,6 +61,11 @@ class ModelEvaluation:
     tasks_sha256: str = ""
     catalogs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # surface -> catalog identity
     agent_lab_version: str = ""
+    verdict: Optional[Verdict] = None  # the baseline verdict, when run_model_eval was given a baseline
+
+    @property
+    def regressions(self) -> int:
+        return len(self.verdict.regressions) if self.verdict is not None else 0
 
     @property
     def infrastructure_failures(self) -> int:
@@ -117,21 +134,68 @@ def selected_tasks(lab: Any, task_paths: Sequence[str], split: str) -> list[Task
 
 
 def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, junit_path: str | Path | None = None,
+                   baseline: str | Path | None = None, compare_tasks: Optional[Sequence[str]] = None,
                    **options: Any) -> ModelEvaluation:
-    """Evaluate, then replace every report or none (see `evaluate_model` for the options)."""
+    """Evaluate, then replace every report or none (see `evaluate_model` for the options). With `baseline`
+    (an earlier run's `--out`), judge the run against it too: `evaluation.verdict`, and the verdict files
+    beside the reports. Raises BaselineError (before anything runs) for a baseline that cannot be read or
+    that ran other tasks, unless `compare_tasks` names the tasks to compare."""
     from ..lab.reports import check_report_targets, write_files
     from .reports import REPORT_FILES, render_reports
+    from .verdict import check_comparable
+    from .verdict_reports import VERDICT_FILES
 
     out = Path(out_dir)
     targets = {name: out / name for name in REPORT_FILES}
     if junit_path is not None:
         targets["junit.xml"] = Path(junit_path)
+    if compare_tasks and baseline is None:
+        raise BaselineError("--compare-task chooses tasks of a baseline verdict: give --baseline DIR too")
+    earlier: Optional[RunReports] = None
+    if baseline is not None:
+        if Path(baseline).resolve() == out.resolve():
+            raise BaselineError(f"{baseline}: the baseline is the report directory of this run, which would "
+                                "replace it: write this run's reports elsewhere (--out)")
+        targets.update({name: out / name for name in VERDICT_FILES})
+        earlier = load_run(baseline)
     check_report_targets(targets.values(), keep=[*task_paths])
+    if earlier is not None:
+        tasks = selected_tasks(lab, task_paths, options.get("split", "all"))
+        check_comparable(earlier, tasks_digest(tasks), {task.task_id: task.digest for task in tasks}, compare_tasks)
     evaluation = evaluate_model(lab, task_paths, **options)
     secrets = world_secrets(lab, open_world(lab))
     rendered = render_reports(evaluation, secrets)
+    if earlier is not None:
+        verdict = _judge(earlier, rendered, out, secrets, compare_tasks)
+        evaluation = dataclasses.replace(evaluation, verdict=verdict)
     write_files({targets[name]: text for name, text in rendered.items()})
+    if earlier is None:
+        _remove_stale_verdict(out, VERDICT_FILES)
     return evaluation
+
+
+def _judge(earlier: RunReports, rendered: dict[str, str], out: Path, secrets: Sequence[str],
+           compare_tasks: Optional[Sequence[str]]) -> Verdict:
+    """The verdict on this run, added to `rendered`: its two files and a suite of junit.xml.
+
+    This run is read from the texts about to be written, which `render_reports` has masked: the same
+    files, masked the same way, as the baseline's, so a masked argument is never a difference."""
+    from ..lab.reports import display_path
+    from .verdict import compare_runs
+    from .verdict_reports import add_verdict_suite, render_verdict
+
+    this_run = RunReports.from_texts(rendered["model-eval.json"], rendered["model-eval-runs.jsonl"],
+                                     where=display_path(str(out)))
+    verdict = compare_runs(earlier, this_run, compare_tasks=compare_tasks)
+    rendered.update({name: redact_text(text, secrets) for name, text in render_verdict(verdict).items()})
+    rendered["junit.xml"] = redact_text(add_verdict_suite(rendered["junit.xml"], verdict), secrets)
+    return verdict
+
+
+def _remove_stale_verdict(out: Path, names: Sequence[str]) -> None:
+    for name in names:
+        with contextlib.suppress(OSError):  # none there, or not ours to remove: nothing else depends on it
+            (out / name).unlink()
 
 
 def _client(model: str, record: Optional[str], replay: Optional[str], transport: Optional[Transport]) -> tuple[Any, str, Optional[Cassette]]:
