@@ -271,6 +271,27 @@ class SwappedThingsTest(TempDirMixin, unittest.TestCase):
         for path in (directory / "after").iterdir():
             self.assertNotIn(SECRET, path.read_text(encoding="utf-8"), path.name)
 
+    def test_a_regression_on_a_labs_baseline_surface_is_shown_but_never_gates(self) -> None:
+        # The same lab with the typed surface as its baseline (a reference design): measured, never a gate.
+        typed = next(s for s in ticket_lab.surfaces if s.name == TYPED)
+        wide = next(s for s in ticket_lab.surfaces if s.name != TYPED)
+        lab = dataclasses.replace(ticket_lab, surfaces=[dataclasses.replace(wide, baseline=False),
+                                                       dataclasses.replace(typed, baseline=True)])
+        directory = self.make_dir()
+        tasks = write_tasks(directory, upgrade_tasks())
+        run_model_eval(lab, [tasks], out_dir=directory / "before", model=ONE, repeats=1)
+        evaluation = run_model_eval(lab, [tasks], out_dir=directory / "after", model=TWO, repeats=1,
+                                    baseline=str(directory / "before"))
+        verdict = evaluation.verdict
+        self.assertEqual(verdict.counts["regressed"], 4)
+        self.assertEqual((verdict.regressions, evaluation.regressions), ([], 0))
+        gate = next(s for s in ElementTree.parse(directory / "after" / "junit.xml").getroot()
+                    if s.get("name") == "model-eval verdict")
+        self.assertEqual((gate.get("failures"), gate.get("skipped")), ("0", "4"))
+        text = (directory / "after" / "model-eval-verdict.md").read_text(encoding="utf-8")
+        self.assertIn("# Model eval verdict: no regressions", text)
+        self.assertIn(f"- `status-once` on {TYPED} (a baseline surface: a reference, never a gate)", text)
+
     def test_more_than_one_thing_swapped_is_said_so(self) -> None:
         directory = self.make_dir()
         credit = next(t for t in upgrade_tasks() if t["task_id"] == "small-credit")
@@ -403,3 +424,39 @@ class MalformedBaselineTest(TempDirMixin, unittest.TestCase):
         self.assertEqual((len(verdict.regressions), verdict.counts["unchanged"]), (0, 2))
         with self.assertRaises(BaselineError):
             load_run(self.root / "no-such")
+
+
+class CallDiffTest(unittest.TestCase):
+    KEYS = {"issue_ticket_credit": "/action_id"}
+
+    def texts(self, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+        from agent_lab.modeleval.calldiff import diff_calls
+
+        return [change.text() for change in diff_calls(before, after, self.KEYS)]
+
+    @staticmethod
+    def call(tool: str, arguments: Any, unparseable: bool = False) -> dict[str, Any]:
+        return {"tool": tool, "arguments": arguments, "unparseable": unparseable}
+
+    def test_an_idempotency_keys_value_is_not_a_change_but_its_absence_is(self) -> None:
+        before = [self.call("issue_ticket_credit", {"ticket_id": "T-1001", "action_id": "a-1"})]
+        self.assertEqual(self.texts(before, [self.call("issue_ticket_credit", {"ticket_id": "T-1001", "action_id": "b-2"})]), [])
+        self.assertEqual(self.texts(before, [self.call("issue_ticket_credit", {"ticket_id": "T-1001"})]),
+                         ['call 1 issue_ticket_credit: /action_id removed (was "<idempotency key>")'])
+
+    def test_pointers_are_escaped_and_reach_into_nested_values(self) -> None:
+        before = [self.call("search", {"a/b": 1, "m~n": [1, {"x": 2}]})]
+        after = [self.call("search", {"a/b": 2, "m~n": [1, {"x": 3}], "new": True})]
+        self.assertEqual(self.texts(before, after), ["call 1 search: /a~1b changed from 1 to 2",
+                                                     "call 1 search: /m~0n/1/x changed from 2 to 3",
+                                                     "call 1 search: /new added (true)"])
+
+    def test_unreadable_arguments_and_removed_calls_are_named(self) -> None:
+        before = [self.call("get_ticket", {"ticket_id": "T-1"}), self.call("list_tickets", {})]
+        after = [self.call("get_ticket", None, unparseable=True)]
+        self.assertEqual(self.texts(before, after), [
+            'call 1 get_ticket: the whole arguments changed from {"ticket_id":"T-1"} to "<unparseable arguments>"',
+            "call 2 list_tickets of the baseline removed: {}"])
+
+    def test_a_tool_name_a_model_wrote_with_control_characters_is_escaped(self) -> None:
+        self.assertEqual(self.texts([], [self.call("get\nticket\x00", {})]), ['call 1 get\\nticket\\u0000 added: {}'])

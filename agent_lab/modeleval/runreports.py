@@ -33,8 +33,12 @@ _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _COUNT = {"type": "integer", "minimum": 0}
 _REPORT_SCHEMA = {
     "type": "object",
-    "required": ["identity", "tasks"],
+    "required": ["identity", "tasks", "surfaces"],
     "properties": {
+        "surfaces": {"type": "array", "items": {
+            "type": "object", "required": ["name", "baseline"],
+            "properties": {"name": {"type": "string"}, "baseline": {"type": "boolean"}},
+        }},
         "identity": {
             "type": "object",
             "required": ["lab", "agent_lab_version", "model", "tasks_sha256", "surfaces", "split", "repeats", "mode"],
@@ -139,6 +143,7 @@ class RunReports:
     identity: Mapping[str, Any]
     tasks: Mapping[str, Mapping[str, Any]]  # task_id -> its row of model-eval.json
     trials: Mapping[tuple[str, str], tuple[TrialLine, ...]]  # (task_id, surface) -> trials in order
+    reference_surfaces: frozenset[str] = frozenset()  # the lab's baseline surfaces: measured, never a gate
 
     @classmethod
     def from_texts(cls, report: str, runs: str, *, where: str) -> RunReports:
@@ -186,7 +191,8 @@ class RunReports:
                 raise BaselineError(f"{runs_label}: task {task_id!r} has trials on {surface!r}, which {REPORT_NAME} "
                                     "does not list for it: the two files are not of one run")
         return cls(where=where, identity=data["identity"], tasks=tasks,
-                   trials={key: tuple(sorted(found, key=lambda t: t.trial)) for key, found in sorted(trials.items())})
+                   trials={key: tuple(sorted(found, key=lambda t: t.trial)) for key, found in sorted(trials.items())},
+                   reference_surfaces=frozenset(s["name"] for s in data["surfaces"] if s["baseline"]))
 
 
 def load_run(directory: str | Path) -> RunReports:

@@ -14,6 +14,9 @@ For each task and surface both runs ran, three questions, each answered from the
    Only a task that passed at least once in the baseline has a trajectory worth keeping: for one that
    never passed, changes are shown, never held against the run.
 
+A lab's baseline surface (a reference design, measured but never a gate, as everywhere in the lab) gets
+its statuses like any other, but its regressions do not fail the verdict: reports show them as such.
+
 The status follows, first match wins:
 - **regressed**: the rate fell, or a new unsafe effect, minefield effect or repeated secret appeared
   (whatever the rate did), or (the rate did not rise) a new outcome or a changed trajectory;
@@ -31,6 +34,7 @@ catalog, agent-lab's version, the lab, repeats, split), so a reader can see whet
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -89,10 +93,12 @@ class Entry:
     trajectories: tuple[TrajectoryDiff, ...]
     trajectories_gate: bool  # False: the baseline never passed, so a changed trajectory is shown, not held
     definition_changed: bool = False
+    gating: bool = True  # False on a lab's baseline surface: a reference, measured but never a gate
 
     @property
     def regressed(self) -> bool:
-        return self.status == "regressed"
+        """A regression that fails the verdict (one on a lab's baseline surface is shown, never counted)."""
+        return self.status == "regressed" and self.gating
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,7 +108,7 @@ class Entry:
             "new_outcomes": {name: dict(found) for name, found in self.new_outcomes.items()},
             "trajectory_changes": [diff.to_dict() for diff in self.trajectories],
             "trajectory_changes_count": self.trajectories_gate,
-            "task_definition_changed": self.definition_changed,
+            "task_definition_changed": self.definition_changed, "gating": self.gating,
         }
 
 
@@ -179,9 +185,10 @@ def compare_runs(baseline: RunReports, run: RunReports, *, compare_tasks: Option
                 not_compared.append(f"{task_id} on {surface}: ran only in {side}")
                 continue
             keys = dict(run.identity["surfaces"].get(surface, {}).get("idempotency_keys", {}))
-            entries.append(_entry(task_id, surface, baseline.trials.get((task_id, surface), ()),
-                                  run.trials.get((task_id, surface), ()), keys,
-                                  definition_changed=digests[task_id] != baseline.tasks[task_id]["sha256"]))
+            found = _entry(task_id, surface, baseline.trials.get((task_id, surface), ()),
+                           run.trials.get((task_id, surface), ()), keys,
+                           definition_changed=digests[task_id] != baseline.tasks[task_id]["sha256"])
+            entries.append(dataclasses.replace(found, gating=surface not in run.reference_surfaces))
     differences, same = _differences(baseline, run)
     return Verdict(baseline_where=baseline.where, run_where=run.where, differences=tuple(differences),
                    same=tuple(same), compared_tasks=tuple(sorted(dict.fromkeys(compare_tasks))) if compare_tasks else None,

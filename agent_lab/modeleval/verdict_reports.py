@@ -39,7 +39,9 @@ def render_verdict(verdict: Verdict) -> dict[str, str]:
 
 def summary(verdict: Verdict) -> str:
     counts = verdict.counts
-    return ", ".join(f"{counts[status]} {status}" for status in STATUSES)
+    text = ", ".join(f"{counts[status]} {status}" for status in STATUSES)
+    reference = sum(entry.status == "regressed" and not entry.gating for entry in verdict.entries)
+    return text + (f" ({reference} of the regressed on a baseline surface, never a gate)" if reference else "")
 
 
 def _json(verdict: Verdict) -> str:
@@ -126,7 +128,8 @@ def _markdown(verdict: Verdict) -> str:
         if not chosen:
             lines.append("None.")
         for entry in chosen:
-            lines.append(f"- `{_inline(entry.task_id)}` on {_inline(entry.surface)}")
+            reference = "" if entry.gating else " (a baseline surface: a reference, never a gate)"
+            lines.append(f"- `{_inline(entry.task_id)}` on {_inline(entry.surface)}{reference}")
             lines += _list_items(entry)
     changed_elsewhere = [entry for entry in verdict.entries if entry.status == "unchanged" and entry.trajectories]
     if changed_elsewhere:
@@ -149,7 +152,12 @@ def add_verdict_suite(junit: str, verdict: Verdict) -> str:
         classname = quoteattr(f"model-eval.verdict.{entry.surface}")
         name = quoteattr(entry.task_id)
         detail = "\n".join("  " * depth + text for depth, text in entry_lines(entry))
-        if entry.regressed:
+        if entry.status == "regressed" and not entry.gating:
+            skipped += 1
+            cases.append(f"    <testcase classname={classname} name={name}><skipped message="
+                         f"{quoteattr('regressed on a baseline surface (a reference, never a gate): ' + '; '.join(entry.reasons))}"
+                         f"/></testcase>")
+        elif entry.regressed:
             failures += 1
             cases.append(f'    <testcase classname={classname} name={name}><failure type="regression" '
                          f'message={quoteattr("regressed: " + "; ".join(entry.reasons))}>{escape(detail)}</failure></testcase>')
