@@ -274,15 +274,15 @@ def _trajectory_diffs(baseline: Sequence[TrialLine], run: Sequence[TrialLine],
                 fresh.setdefault(key, []).append(trial)
     diffs = []
     for trials in list(fresh.values())[:MAX_TRAJECTORY_DIFFS]:
-        best: Optional[tuple[int, int, list[Change], list[TrialLine]]] = None
-        candidates = sorted(known.values(), key=lambda g: (-len(g), g[0].trial))[:MAX_DIFF_CANDIDATES]
-        for rank, group in enumerate(candidates):
+        best: Optional[tuple[list[Change], list[TrialLine]]] = None
+        # the most frequent baseline trajectories first, so a tie goes to the one the baseline showed most
+        for group in sorted(known.values(), key=lambda g: (-len(g), g[0].trial))[:MAX_DIFF_CANDIDATES]:
             changes = diff_calls(group[0].calls, trials[0].calls, keys)
-            if best is None or len(changes) < best[0]:
-                best = (len(changes), rank, changes, group)
+            if best is None or len(changes) < len(best[0]):
+                best = (changes, group)
         if best is None:
             continue  # no graded baseline trial: nothing to diff against
-        diffs.append(TrajectoryDiff(tuple(t.trial for t in trials), tuple(t.trial for t in best[3]), tuple(best[2])))
+        diffs.append(TrajectoryDiff(tuple(t.trial for t in trials), tuple(t.trial for t in best[1]), tuple(best[0])))
     return diffs
 
 
