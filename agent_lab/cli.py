@@ -318,13 +318,21 @@ def _add_model_eval_parser(commands: Any) -> None:
     model_eval.add_argument("--out", metavar="DIR", default="reports/model-eval", type=_path,
                             help="report directory (default reports/model-eval/)")
     model_eval.add_argument("--junit", metavar="FILE", type=_path, help="where to write JUnit XML (default DIR/junit.xml)")
+    model_eval.add_argument("--baseline", metavar="DIR", type=_path,
+                            help="judge this run against an earlier run's reports in DIR (its --out): exit 1 on a "
+                                 "regression; the verdict is written beside this run's reports")
+    model_eval.add_argument("--compare-task", metavar="TASK_ID", action="append", dest="compare_tasks", type=_text,
+                            help="with --baseline: compare only this task (repeatable); needed when the two runs' "
+                                 "tasks differ")
     model_eval.add_argument("-v", "--verbose", action="store_true", help="one line per trial on stderr")
     model_eval.set_defaults(run=_model_eval)
 
 
 def _model_eval(args: argparse.Namespace) -> int:
-    """Exit 0: every trial ran; 1: some trials ended in an infrastructure failure (reports say which);
-    2: bad input (tasks, lab, model spec, cassette, a replayed request with no recording, report paths)."""
+    """Exit 0: every trial ran (and, with --baseline, nothing regressed); 1: some trials ended in an
+    infrastructure failure (reports say which), or a regression against the baseline; 2: bad input (tasks,
+    lab, model spec, cassette, a replayed request with no recording, report paths, a baseline that cannot
+    be read or that ran other tasks)."""
     from .lab.reports import ReportWriteError
     from .lab.settings import ConfigError, configured_lab, lab_source, project_table
     from .modeleval import labglue
@@ -343,7 +351,8 @@ def _model_eval(args: argparse.Namespace) -> int:
         evaluation = run_model_eval(
             lab, args.tasks or labglue.default_tasks(lab), out_dir=args.out, junit_path=args.junit,
             model=args.model or DEFAULT_MODEL, repeats=args.repeats, split=args.split, record=args.record,
-            replay=args.replay, transport=transport, progress=progress)
+            replay=args.replay, transport=transport, progress=progress, baseline=args.baseline,
+            compare_tasks=args.compare_tasks)
     except TaskFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -360,7 +369,7 @@ def _model_eval(args: argparse.Namespace) -> int:
     from .modeleval.reports import source_line
 
     _print_model_eval_summary(evaluation, args, source_line(evaluation))
-    return EXIT_GATE_FAILED if evaluation.infrastructure_failures else EXIT_OK
+    return EXIT_GATE_FAILED if evaluation.infrastructure_failures or evaluation.regressions else EXIT_OK
 
 
 def _print_model_eval_summary(evaluation: Any, args: argparse.Namespace, source: str) -> None:
@@ -376,6 +385,8 @@ def _print_model_eval_summary(evaluation: Any, args: argparse.Namespace, source:
                         f"{figures['unsafe_effects']} unsafe effect(s), {figures['infrastructure_failures']} "
                         "infrastructure failure(s)"))
     print(mask.text(f"reports in {args.out}"))
+    if evaluation.verdict is not None:
+        _print_verdict(evaluation.verdict, mask)
 
 
 def _model_eval_mask(args: argparse.Namespace, lab: Any) -> Any:
@@ -403,6 +414,15 @@ def _model_eval_mask(args: argparse.Namespace, lab: Any) -> Any:
         except Exception:  # noqa: BLE001 - a lab that cannot say its secrets already failed the run
             pass
     return SecretMask(secrets)
+
+
+def _print_verdict(verdict: Any, mask: Any) -> None:
+    from .modeleval.verdict_reports import summary
+
+    differs = "; ".join(f"{d.what}" for d in verdict.differences) or "nothing"
+    print(mask.text(f"verdict against {verdict.baseline_where}: {summary(verdict)} (differs: {differs})"))
+    for entry in verdict.regressions:
+        print(mask.text(f"regressed: {entry.task_id} on {entry.surface}: {'; '.join(entry.reasons)}"))
 
 
 def _inspect(args: argparse.Namespace) -> int:

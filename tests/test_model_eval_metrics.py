@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import unittest
 
-from agent_lab.modeleval.metrics import UnequalTrials, pass_hat_k, rate, wilson_interval
+from agent_lab.modeleval.metrics import UnequalTrials, difference_interval, pass_hat_k, rate, wilson_interval
 from agent_lab.modeleval.runner import evaluate_model
 
 from model_eval_fixtures import CREDITOR, LAB, TYPED, TempDirMixin, abstain_task, get_task, write_tasks
@@ -50,6 +50,21 @@ class WilsonTest(unittest.TestCase):
         low, high = wilson_interval(10, 10)  # type: ignore[misc]
         self.assertAlmostEqual(low, 0.7225, places=4)
         self.assertEqual(high, 1.0)
+
+    def test_the_difference_interval_matches_newcombes_published_examples(self) -> None:
+        # Newcombe (1998), method 10: 56/70 - 48/80 gives 0.0524 to 0.3339; 9/10 - 3/10 gives 0.1705 to 0.8090.
+        for (s1, n1, s2, n2), expected in (((56, 70, 48, 80), (0.0524, 0.3339)), ((9, 10, 3, 10), (0.1705, 0.8090))):
+            with self.subTest(rates=(s1, n1, s2, n2)):
+                low, high = difference_interval(s1, n1, s2, n2)  # type: ignore[misc]
+                self.assertAlmostEqual(low, expected[0], places=4)
+                self.assertAlmostEqual(high, expected[1], places=4)
+
+    def test_how_many_repeats_tell_a_total_flip_apart(self) -> None:
+        # All trials passed before, none now: one repeat each cannot tell; two can.
+        self.assertGreater(difference_interval(0, 1, 1, 1)[1], 0)  # type: ignore[index]
+        self.assertLess(difference_interval(0, 2, 2, 2)[1], 0)  # type: ignore[index]
+        self.assertGreater(difference_interval(2, 3, 3, 3)[1], 0)  # type: ignore[index]  # one failure in three: cannot
+        self.assertIsNone(difference_interval(0, 0, 1, 1))
 
     def test_a_rate_over_nothing_has_no_value_and_no_interval(self) -> None:
         self.assertEqual(rate(0, 0), {"value": None, "numerator": 0, "denominator": 0, "wilson95": None})

@@ -59,6 +59,8 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_model_eval": (MASKED, "model-eval's error lines: the key and the lab's secrets (_model_eval_mask); its "
                                    "progress lines hold task ids, surface names and verdicts only"),
     "cli.py:_print_model_eval_summary": (MASKED, "model-eval's summary lines: evaluation.mask.text"),
+    "cli.py:_print_verdict": (MASKED, "the baseline verdict's lines (regressions quote argument diffs): the "
+                                      "run's mask.text"),
     "cli.py:_tool_eval": (NO_RUN_SECRET, "case-file problems (FILE:LINE and the validator's messages, which never "
                                          "quote a value); a lab's errors are masked where they are made"),
     "cli.py:_problem": (NO_RUN_SECRET, "configuration and lab-loading errors, masked where made (Lab._masked)"),

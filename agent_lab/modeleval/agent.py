@@ -97,6 +97,7 @@ class Trial:
     output_tokens: Optional[int] = None
     latency_ms: Optional[float] = None  # summed model latency as measured or recorded (None: not a network model)
     served_by: tuple[str, ...] = ()
+    reported_models: tuple[str, ...] = ()  # the model ids the provider's answers named
     infrastructure: Optional[str] = None  # why the trial could not finish, when it is not the model's doing
     secrets_repeated: bool = False
 
@@ -132,6 +133,7 @@ def run_trial(task: Task, surface: str, registry: Registry, model: ModelClient, 
         output_tokens=_total(turn.usage.output_tokens for turn in loop.turns),
         latency_ms=_total_float(turn.latency_ms for turn in loop.turns),
         served_by=tuple(sorted({turn.served_by for turn in loop.turns if turn.served_by})),
+        reported_models=tuple(sorted({turn.reported_model for turn in loop.turns if turn.reported_model})),
         infrastructure=reason, secrets_repeated=repeated,
     )
 

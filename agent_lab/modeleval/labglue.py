@@ -9,8 +9,10 @@ hold a fingerprint key it gets a fixed one, so the fingerprints a model is shown
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from ..fingerprint import canonical_json
 from ..idempotency import InMemoryReceiptStore
 from ..lab.definition import Lab, LabError
 from ..lab.loader import BUILTIN_LAB, load_lab
@@ -18,7 +20,8 @@ from ..lab.replay import LAB_CURSOR_SECRET, LAB_NOW
 from ..registry import Registry
 
 __all__ = ["DEFAULT_LAB", "EVAL_FINGERPRINT_KEY", "Lab", "LabError", "build_registry", "default_tasks",
-           "load_lab_target", "new_receipts", "open_world", "surfaces_of", "world_effects", "world_secrets"]
+           "load_lab_target", "new_receipts", "open_world", "surface_catalog", "surfaces_of", "world_effects",
+           "world_secrets"]
 
 DEFAULT_LAB = BUILTIN_LAB
 EVAL_FINGERPRINT_KEY = b"agent-lab model-eval fingerprint key (fixed so replays are byte-identical)"
@@ -59,6 +62,28 @@ def build_registry(lab: Lab, surface: Any, world: Any, receipts: Any) -> Registr
     """The surface's registry over `world`, on `receipts`, at the lab's fixed clock and cursor secret."""
     registry: Registry = lab.build(surface, world, receipts=receipts, clock=_lab_clock, cursor_secret=LAB_CURSOR_SECRET)
     return registry
+
+
+def surface_catalog(lab: Lab, surface: Any) -> dict[str, Any]:
+    """A surface's catalog as a baseline verdict compares it: the SHA-256 of every tool's model-facing half
+    and runtime contract (a changed description, schema or approval policy changes it), and each tool's
+    idempotency-key argument as a JSON Pointer (its value is picked fresh per action, so never compared)."""
+    world = open_world(lab)
+    receipts = new_receipts()
+    try:
+        registry = build_registry(lab, surface, world, receipts)
+        try:
+            specs = [registry.spec(name) for name in registry.names()]
+        finally:
+            registry.close()
+    finally:
+        receipts.close()
+    tools = [{"tool": spec.catalog_entry(), "contract": spec.runtime_contract()} for spec in specs]
+    return {
+        "catalog_sha256": hashlib.sha256(canonical_json(tools).encode("utf-8")).hexdigest(),
+        "idempotency_keys": {spec.name: "/" + spec.idempotency_key.replace("~", "~0").replace("/", "~1")
+                             for spec in specs if spec.idempotency_key},
+    }
 
 
 def _lab_clock() -> float:

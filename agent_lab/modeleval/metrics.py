@@ -7,6 +7,9 @@
   and for small n, unlike the normal approximation).
 - abstention: a trial abstains when it proposes no call at all. An unparseable call is a proposal, so it
   is never an abstention (BFCL counted one as a correct abstention: gorilla issue #1362).
+- the difference of two rates (a baseline run's and this run's): Newcombe's hybrid score interval
+  (his method 10, 1998), built from the two Wilson intervals. When it excludes 0 the repeats tell the
+  rates apart; when it holds 0 they cannot, however far apart the two values look.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from .agent import Trial
-from .grading import Grade
+from .grading import CHECK_KINDS, Grade
 from .tasks import Task
 
-__all__ = ["WILSON_Z", "TrialResult", "UnequalTrials", "pass_hat_k", "rate", "surface_metrics", "wilson_interval"]
+__all__ = ["WILSON_Z", "TrialResult", "UnequalTrials", "difference_interval", "pass_hat_k", "rate", "surface_metrics",
+           "wilson_interval"]
 
 WILSON_Z = 1.959963984540054  # the 97.5th percentile of the standard normal: a two-sided 95% interval
 DIGITS = 4
@@ -56,6 +60,21 @@ def wilson_interval(successes: int, total: int, z: float = WILSON_Z) -> Optional
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, not 0.9999999999999999
     high = 1.0 if successes == total else min(1.0, centre + half)
     return low, high
+
+
+def difference_interval(successes: int, total: int, base_successes: int, base_total: int,
+                        z: float = WILSON_Z) -> Optional[tuple[float, float]]:
+    """The 95% interval of successes/total - base_successes/base_total (Newcombe's hybrid score
+    interval from the two Wilson intervals); None when either side has no trials."""
+    mine, theirs = wilson_interval(successes, total, z), wilson_interval(base_successes, base_total, z)
+    if mine is None or theirs is None:
+        return None
+    p1, p2 = successes / total, base_successes / base_total
+    (l1, u1), (l2, u2) = mine, theirs
+    difference = p1 - p2
+    low = difference - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = difference + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, low), min(1.0, high)
 
 
 def rate(successes: int, total: int) -> dict[str, Any]:
@@ -114,6 +133,7 @@ def surface_metrics(results: Sequence[TrialResult], repeats: int) -> dict[str, A
     figures["unsafe_effects"] = sum(result.grade.unsafe_effects for result in graded if result.grade)
     figures["minefields_hit"] = sum(result.grade.minefields_hit for result in graded if result.grade)
     figures["secrets_repeated"] = sum(result.trial.secrets_repeated for result in graded)
+    figures.update(_budget_figures(graded))
     figures["approvals_requested"] = sum(call.approval is not None for call in calls)
     figures["approvals_granted"] = sum(call.approval == "granted" for call in calls)
     figures["steps_per_task"] = _mean([result.trial.steps for result in graded])
@@ -124,6 +144,19 @@ def surface_metrics(results: Sequence[TrialResult], repeats: int) -> dict[str, A
     latencies = [r.trial.latency_ms for r in graded if r.trial.latency_ms is not None]
     figures["model_latency_ms_per_task"] = _mean(latencies)
     return figures
+
+
+def _budget_figures(graded: Sequence[TrialResult]) -> dict[str, Any]:
+    """Trials that failed for each kind of check, and per budget: trials over it, trials with no figure."""
+    grades = [result.grade for result in graded if result.grade is not None]
+    names = sorted({use.name for grade in grades for use in grade.budgets})
+    return {
+        "failed_trials_by_kind": {kind: sum(kind in grade.failure_kinds for grade in grades) for kind in CHECK_KINDS},
+        "trials_over_budget": sum(bool(grade.over_budget) for grade in grades),
+        "over_budget": {name: sum(name in grade.over_budget for grade in grades) for name in names},
+        "budgets_not_measured": {name: sum(1 for grade in grades for use in grade.budgets
+                                           if use.name == name and not use.measured) for name in names},
+    }
 
 
 def _pass_hat(results: Sequence[TrialResult], repeats: int, failed_infra: int) -> tuple[Optional[dict[str, float]], str]:

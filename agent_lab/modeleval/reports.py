@@ -6,6 +6,8 @@ trial's world held, the model's key) are masked through the run's `SecretMask`, 
 reports take too: cells before they are cut, arguments by the fields their tools redact, and every whole
 file as `write_files` writes it (JSON text token by token, so it stays JSON). Every report says where
 the answers came from, and a scripted agent is named as one, never as a model.
+`model-eval.json` also carries the run's identity (model spec and the model ids the provider reported,
+the tasks' SHA-256, each surface's catalog SHA-256, agent-lab's version), which a baseline verdict reads.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Mapping
 from xml.sax.saxutils import escape, quoteattr
 
 from ..lab.reports import display_path, json_line
+from .grading import CHECK_KINDS
 from .metrics import TrialResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "render_reports"]
@@ -39,6 +42,10 @@ DEFINITIONS = {
     "recovery_after_injected_errors": "trials with an injected error in which a later call of that tool succeeded",
     "unsafe_effects": "effects no expected-effect entry accounts for, plus minefield effects",
     "approvals_requested": "calls answered approval_required (granted or not)",
+    "trials_over_budget": "graded trials that went over a budget of their task (model turns, tool calls, tokens as the "
+                          "provider reported them, model latency as measured or recorded): a failure of its own kind",
+    "failed_trials_by_kind": "failed trials per kind of check: check (calls, effects, answers), trajectory "
+                             "(trajectory, max_calls, absent_arguments), budget",
     "wilson95": "Wilson score interval, 95%",
 }
 MAX_CELL = 160
@@ -74,7 +81,7 @@ def source_line(evaluation: Any) -> str:
 def _task_rows(evaluation: Any) -> list[dict[str, Any]]:
     rows = []
     for task in evaluation.tasks:
-        row: dict[str, Any] = {"task_id": task.task_id, "split": task.split, "intent": task.intent,
+        row: dict[str, Any] = {"task_id": task.task_id, "sha256": task.digest, "split": task.split, "intent": task.intent,
                                "source": f"{display_path(task.source_path)}:{task.source_line}", "surfaces": {}}
         for surface, results in evaluation.results.items():
             mine = [r for r in results if r.task.task_id == task.task_id]
@@ -84,13 +91,31 @@ def _task_rows(evaluation: Any) -> list[dict[str, Any]]:
             row["surfaces"][surface] = {
                 "trials": len(mine), "successes": sum(r.passed for r in mine),
                 "infrastructure_failures": sum(r.grade is None for r in mine), "failed_checks": failed,
+                "over_budget": _over_budget(mine),
             }
         rows.append(row)
     return rows
 
 
+def _over_budget(results: list[TrialResult]) -> dict[str, int]:
+    """Trials over each budget of the task (a kind of failure of its own)."""
+    grades = [r.grade for r in results if r.grade is not None]
+    names = sorted({use.name for grade in grades for use in grade.budgets})
+    return {name: sum(name in grade.over_budget for grade in grades) for name in names}
+
+
+def _identity(evaluation: Any) -> dict[str, Any]:
+    """What a baseline verdict compares to see what was swapped between two runs."""
+    return {"lab": evaluation.lab_name, "agent_lab_version": evaluation.agent_lab_version,
+            "model": {"spec": evaluation.model.spec, "reported": list(evaluation.reported_models)},
+            "tasks_sha256": evaluation.tasks_sha256,
+            "surfaces": {name: dict(catalog) for name, catalog in evaluation.catalogs.items()},
+            "split": evaluation.split, "repeats": evaluation.repeats, "mode": evaluation.mode}
+
+
 def _json_report(evaluation: Any) -> str:
     document = {
+        "identity": _identity(evaluation),
         "lab": evaluation.lab_name,
         "surfaces": [{"name": name, "baseline": baseline} for name, baseline in evaluation.surfaces],
         "task_files": [display_path(path) for path in evaluation.task_files],
@@ -135,6 +160,7 @@ _COUNT_ROWS = (
     ("unsafe effects", "unsafe_effects"),
     ("minefield effects", "minefields_hit"),
     ("secrets repeated (trials)", "secrets_repeated"),
+    ("trials over budget", "trials_over_budget"),
     ("approvals requested", "approvals_requested"),
     ("approvals granted", "approvals_granted"),
     ("model turns per task", "steps_per_task"),
@@ -183,6 +209,9 @@ def _markdown(evaluation: Any) -> str:
         for label, key in _COUNT_ROWS:
             lines.append(f"| {label} | " + " | ".join("n/a" if figures[s][key] is None else str(figures[s][key])
                                                      for s in present) + " |")
+        lines.append("| failed trials by kind | " + " | ".join(
+            ", ".join(f"{kind} {count}" for kind, count in figures[s]["failed_trials_by_kind"].items()) for s in present)
+            + " |")
         notes = {figures[s]["pass_hat_k_note"] for s in present}
         lines += ["", "pass^k: " + "; ".join(sorted(notes)) + ". Rates show value (numerator/denominator; Wilson 95% interval)."]
     lines += ["", "## Tasks", "", "| task | split | intent | " + " | ".join(surfaces) + " |",
@@ -205,9 +234,26 @@ def _markdown(evaluation: Any) -> str:
     for row, surface, figures in failures:
         lines.append(f"- `{row['task_id']}` on {surface} ({figures['successes']}/{figures['trials']} passed): "
                      + "; ".join(_cell(evaluation, name) for name in figures["failed_checks"]))
+    lines += _over_budget_section(evaluation)
     lines += ["", "## Definitions", ""] + [f"- {key}: {text}" for key, text in DEFINITIONS.items()]
     lines += ["", "## Scope", "", SCOPE, ""]
     return "\n".join(lines)
+
+
+def _over_budget_section(evaluation: Any) -> list[str]:
+    """Trials over a budget, per task and surface: a kind of failure of its own, listed apart."""
+    lines = ["", "## Budgets (over, or not measured)", ""]
+    found = []
+    for surface, results in evaluation.results.items():
+        for task in evaluation.tasks:
+            mine = [r for r in results if r.task.task_id == task.task_id and r.grade is not None]
+            over = {name: count for name, count in _over_budget(mine).items() if count}
+            unmeasured = sorted({use.name for r in mine if r.grade for use in r.grade.budgets if not use.measured})
+            if over or unmeasured:
+                parts = [f"{name} in {count} of {len(mine)} trial(s)" for name, count in over.items()]
+                parts += [f"{name} not measured (no figure reported)" for name in unmeasured]
+                found.append(f"- `{task.task_id}` on {surface}: " + "; ".join(parts))
+    return lines + (found or ["None."])
 
 
 _CHART_ROWS = (
@@ -277,6 +323,7 @@ def _runs(evaluation: Any) -> str:
                 "steps": trial.steps, "calls": [_call(evaluation, call) for call in trial.calls], "answers": list(trial.answers),
                 "effects": list(trial.effects), "input_tokens": trial.input_tokens,
                 "output_tokens": trial.output_tokens, "latency_ms": trial.latency_ms,
+                **_trial_figures(result),
             }))
     return "".join(line + "\n" for line in lines)
 
@@ -286,6 +333,28 @@ def _call(evaluation: Any, call: Any) -> dict[str, Any]:
     shown = call.to_dict()
     shown["arguments"] = evaluation.mask.value(shown["arguments"])
     return shown
+
+
+def _trial_figures(result: TrialResult) -> dict[str, Any]:
+    """What a baseline verdict reads of a trial besides its calls: effects and secrets it was graded on,
+    each budget with what the trial used, the budgets it went over and why it failed."""
+    grade = result.grade
+    return {"unsafe_effects": grade.unsafe_effects if grade else 0,
+            "minefields_hit": grade.minefields_hit if grade else 0,
+            "secrets_repeated": result.trial.secrets_repeated,
+            "budgets": {use.name: use.to_dict() for use in grade.budgets} if grade else {},
+            "over_budget": grade.over_budget if grade else [],
+            "failure_kinds": grade.failure_kinds if grade else [],
+            "reported_models": list(result.trial.reported_models)}
+
+
+_FAILURE_TYPES = {"check": "failed_checks", "trajectory": "trajectory", "budget": "over_budget"}
+
+
+def _failure_type(results: list[TrialResult]) -> str:
+    """A JUnit failure's type: the kinds its trials failed by (`over_budget` is one of its own)."""
+    kinds = {kind for r in results if r.grade for kind in r.grade.failure_kinds}
+    return ",".join(_FAILURE_TYPES[kind] for kind in CHECK_KINDS if kind in kinds)
 
 
 def _junit(evaluation: Any) -> str:
@@ -314,12 +383,13 @@ def _junit(evaluation: Any) -> str:
                 body = f"<error message={quoteattr(f'{len(infra)} trial(s) ended in an infrastructure failure: {reason}')}/>"
             elif passed < len(mine):
                 message = f"{passed} of {len(mine)} trials passed; failed: {'; '.join(failed)}"
+                kinds = _failure_type(mine)
                 if baseline:
                     skipped += 1
                     body = f"<skipped message={quoteattr('baseline surface (a reference, never a failure): ' + message)}/>"
                 else:
                     failures += 1
-                    body = f"<failure message={quoteattr(message)}/>"
+                    body = f"<failure type={quoteattr(kinds)} message={quoteattr(message)}/>"
             cases.append(f"    <testcase classname={classname} name={name}>{body}</testcase>" if body
                          else f"    <testcase classname={classname} name={name}/>")
         suites.append(f'  <testsuite name={quoteattr("model-eval " + surface)} tests="{len(cases)}" '

@@ -5,26 +5,38 @@ Where the answers come from is decided once: an in-process agent, a live endpoin
 whose exchanges are recorded into a cassette (`record`), or a cassette alone (`replay`: no network).
 Bad input (tasks, lab, model spec, cassette) raises before any report is written; a replayed request
 with no recording raises `MissingRecording`.
+
+With a baseline (an earlier run's report directory), the run is also judged against it: the baseline is
+read and its tasks checked before anything runs (other tasks, or malformed reports: `BaselineError`),
+and the verdict (`model-eval-verdict.json` and `.md`, and a suite of `junit.xml`) joins the run's one
+atomic set of reports. Without one, a verdict left in the directory by an earlier run is removed: it
+judged other reports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextlib
+import dataclasses
 import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from .agent import run_trial
 from .cassettes import Cassette, MissingRecording, RecordingTransport, ReplayTransport
 from .grading import grade_trial
-from .labglue import build_registry, new_receipts, open_world, surfaces_of, world_effects, world_secrets
+from .labglue import build_registry, new_receipts, open_world, surface_catalog, surfaces_of, world_effects, world_secrets
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
 from ..redaction import NO_SECRETS, SecretMask
 from .models.http import Transport, UrllibTransport
-from .tasks import Task, load_tasks
+from .runreports import BaselineError, RunReports, load_run
+from .tasks import Task, load_tasks, tasks_digest
+
+if TYPE_CHECKING:
+    from .verdict import Verdict
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_REPEATS", "ModelEvaluation", "evaluate_model", "run_model_eval"]
 
@@ -50,6 +62,15 @@ class ModelEvaluation:
     # Every secret a trial's world held, and the model's key: masked in every report and line.
     secrets: frozenset[str] = field(default=frozenset(), repr=False)
     redact_fields: frozenset[str] = frozenset()  # fields some tool redacts: masked in the arguments shown
+    reported_models: tuple[str, ...] = ()  # model ids the provider's answers named
+    tasks_sha256: str = ""
+    catalogs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # surface -> catalog identity
+    agent_lab_version: str = ""
+    verdict: Optional[Verdict] = None  # the baseline verdict, when run_model_eval was given a baseline
+
+    @property
+    def regressions(self) -> int:
+        return len(self.verdict.regressions) if self.verdict is not None else 0
 
     @property
     def infrastructure_failures(self) -> int:
@@ -78,8 +99,8 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
     if record is not None and replay is not None:
         raise ModelSpecError("--record and --replay exclude each other")
     surfaces = surfaces_of(lab)
-    tasks = [task for task in load_tasks(task_paths, surfaces=[s.name for s in surfaces])
-             if split == "all" or task.split == split]
+    tasks = selected_tasks(lab, task_paths, split)
+    catalogs = {surface.name: surface_catalog(lab, surface) for surface in surfaces}
     client, mode, cassette = _client(model, record, replay, transport)
     results: dict[str, list[TrialResult]] = {surface.name: [] for surface in surfaces}
     masked = _Masked(set(getattr(client, "credentials", ())), set())
@@ -105,6 +126,8 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         # recording to replay, never a report, and masking it would change what a replay answers.
         write_files({cassette.path: cassette.text()}, mask=NO_SECRETS)
     served = tuple(sorted({name for rs in results.values() for r in rs for name in r.trial.served_by}))
+    from .. import __version__
+
     return ModelEvaluation(
         lab_name=lab_name or str(getattr(lab, "name", "lab")),
         surfaces=tuple((surface.name, bool(getattr(surface, "baseline", False))) for surface in surfaces),
@@ -115,24 +138,83 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
         served_by=served,
         secrets=frozenset(masked.secrets),
         redact_fields=frozenset(masked.fields),
+        reported_models=tuple(sorted({name for rs in results.values() for r in rs for name in r.trial.reported_models})),
+        tasks_sha256=tasks_digest(tasks), catalogs=catalogs, agent_lab_version=__version__,
     )
 
 
+def selected_tasks(lab: Any, task_paths: Sequence[str], split: str) -> list[Task]:
+    """The tasks of `task_paths` in `split` (every one for "all"), checked against the lab's surfaces."""
+    if split not in SPLIT_CHOICES:
+        raise ValueError(f"split must be one of {', '.join(SPLIT_CHOICES)}")
+    return [task for task in load_tasks(task_paths, surfaces=[s.name for s in surfaces_of(lab)])
+            if split == "all" or task.split == split]
+
+
 def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, junit_path: str | Path | None = None,
+                   baseline: str | Path | None = None, compare_tasks: Optional[Sequence[str]] = None,
                    **options: Any) -> ModelEvaluation:
-    """Evaluate, then replace every report or none (see `evaluate_model` for the options)."""
+    """Evaluate, then replace every report or none (see `evaluate_model` for the options). With `baseline`
+    (an earlier run's `--out`), judge the run against it too: `evaluation.verdict`, and the verdict files
+    beside the reports. Raises BaselineError (before anything runs) for a baseline that cannot be read or
+    that ran other tasks, unless `compare_tasks` names the tasks to compare."""
     from ..lab.reports import check_report_targets, write_files
     from .reports import REPORT_FILES, render_reports
+    from .verdict import check_comparable
+    from .verdict_reports import VERDICT_FILES
 
     out = Path(out_dir)
     targets = {name: out / name for name in REPORT_FILES}
     if junit_path is not None:
         targets["junit.xml"] = Path(junit_path)
+    if compare_tasks and baseline is None:
+        raise BaselineError("--compare-task chooses tasks of a baseline verdict: give --baseline DIR too")
+    earlier: Optional[RunReports] = None
+    if baseline is not None:
+        if Path(baseline).resolve() == out.resolve():
+            raise BaselineError(f"{baseline}: the baseline is the report directory of this run, which would "
+                                "replace it: write this run's reports elsewhere (--out)")
+        targets.update({name: out / name for name in VERDICT_FILES})
+        earlier = load_run(baseline)
     check_report_targets(targets.values(), keep=[*task_paths])
+    if earlier is not None:
+        tasks = selected_tasks(lab, task_paths, options.get("split", "all"))
+        check_comparable(earlier, tasks_digest(tasks), {task.task_id: task.digest for task in tasks}, compare_tasks)
     evaluation = evaluate_model(lab, task_paths, **options)
     rendered = render_reports(evaluation)
+    if earlier is not None:
+        verdict = _judge(earlier, rendered, out, evaluation.mask, compare_tasks)
+        evaluation = dataclasses.replace(evaluation, verdict=verdict)
     write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
+    if earlier is None:
+        _remove_stale_verdict(out, VERDICT_FILES)
     return evaluation
+
+
+def _judge(earlier: RunReports, rendered: dict[str, str], out: Path, mask: SecretMask,
+           compare_tasks: Optional[Sequence[str]]) -> Verdict:
+    """The verdict on this run, added to `rendered` (which `write_files` then masks with `mask`): its two
+    files and a suite of junit.xml.
+
+    This run is read from the texts about to be written, masked as `write_files` will mask them: the
+    same files, masked the same way, as the baseline's, so a masked argument is never a difference."""
+    from ..lab.reports import display_path
+    from .verdict import compare_runs
+    from .verdict_reports import add_verdict_suite, render_verdict
+
+    this_run = RunReports.from_texts(mask.file("model-eval.json", rendered["model-eval.json"]),
+                                     mask.file("model-eval-runs.jsonl", rendered["model-eval-runs.jsonl"]),
+                                     where=display_path(str(out)))
+    verdict = compare_runs(earlier, this_run, compare_tasks=compare_tasks)
+    rendered.update(render_verdict(verdict))
+    rendered["junit.xml"] = add_verdict_suite(rendered["junit.xml"], verdict)
+    return verdict
+
+
+def _remove_stale_verdict(out: Path, names: Sequence[str]) -> None:
+    for name in names:
+        with contextlib.suppress(OSError):  # none there, or not ours to remove: nothing else depends on it
+            (out / name).unlink()
 
 
 def _client(model: str, record: Optional[str], replay: Optional[str], transport: Optional[Transport]) -> tuple[Any, str, Optional[Cassette]]:

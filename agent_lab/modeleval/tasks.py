@@ -2,10 +2,16 @@
 
 A task says what the user asks (`messages`, sent one at a time: the next after the model answers
 without a tool call), who asks (`actor`), how approvals are given (`approvals`), how many model turns
-it may take (`step_limit`) and what success means: on each surface it runs on, calls that must happen
-and calls that must not, errors injected into chosen calls, calls a person approves; for every
-surface, effects the world must end with, "minefield" effects that must never happen, whether the
-right answer is no tool call at all (`abstain`) and what the final answer may say.
+it may take (`step_limit`), what a trial may spend (`budget`: model turns, tool calls, tokens, latency)
+and what success means: on each surface it runs on, calls that must happen and calls that must not,
+the shape of the trajectory (`trajectory`: these calls strictly in order, in any order, among others,
+or nothing but them), how often a tool may be called (`max_calls`), arguments that must stay absent
+(`absent_arguments`), errors injected into chosen calls, calls a person approves; for every surface,
+effects the world must end with, "minefield" effects that must never happen, whether the right answer
+is no tool call at all (`abstain`) and what the final answer may say.
+
+Each task carries the SHA-256 of its canonical JSON (`digest`), and a task set one over all of them
+(`tasks_digest`): a baseline verdict compares two runs only when they ran the same tasks.
 
 Anything wrong with a file is one `TaskFileError` listing every problem as `FILE:LINE: message`.
 """
@@ -13,28 +19,35 @@ Anything wrong with a file is one `TaskFileError` listing every problem as `FILE
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import CATALOGUE
+from ..fingerprint import canonical_json
 from ..lab.jsonl import LineProblem, NotPlainJSON, lone_surrogate_at, read_lines, read_plain_json
 from ..policy import Actor
 from ..schema import MAX_INSTANCE_DEPTH, SchemaError, Validator
 
 __all__ = [
+    "BUDGETS",
     "DEFAULT_STEP_LIMIT",
     "SPLITS",
+    "TRAJECTORY_MATCHES",
     "Task",
     "TaskFileError",
     "TaskProblem",
     "load_tasks",
     "task_schema",
+    "tasks_digest",
 ]
 
 TASK_SCHEMA_PATH = Path(__file__).with_name("task_schema.json")
 SPLITS = ("dev", "heldout")
+BUDGETS = ("model_turns", "tool_calls", "tokens", "latency_ms")
+TRAJECTORY_MATCHES = ("strict", "unordered", "subset", "superset")
 DEFAULT_STEP_LIMIT = 8
 MAX_TASK_FILE_BYTES = 16 * 1024 * 1024
 MAX_VIOLATIONS_PER_LINE = 5
@@ -71,6 +84,8 @@ class Task:
     answer: Mapping[str, Any] = field(default_factory=dict)
     system: Optional[str] = None
     tags: tuple[str, ...] = ()
+    budget: Mapping[str, Any] = field(default_factory=dict)
+    digest: str = ""  # SHA-256 of the task's canonical JSON: equal digests, the same task
     source_path: str = ""
     source_line: int = 0
 
@@ -94,6 +109,17 @@ def task_schema() -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def _task_validator() -> Validator:
     return Validator(task_schema())
+
+
+def tasks_digest(tasks: Sequence[Task]) -> str:
+    """One SHA-256 for a task set: over each task's id and digest, in id order (so the files' order, their
+    paths and their formatting do not count; what the tasks say does)."""
+    return digest_of_task_digests({task.task_id: task.digest for task in tasks})
+
+
+def digest_of_task_digests(digests: Mapping[str, str]) -> str:
+    """`tasks_digest` from task ids and their digests (as a report lists them)."""
+    return hashlib.sha256(canonical_json(dict(digests)).encode("utf-8")).hexdigest()
 
 
 def load_tasks(paths: Sequence[str], *, surfaces: Optional[Sequence[str]] = None) -> list[Task]:
@@ -151,6 +177,7 @@ def _parse_task(path: str, number: int, text: str, problems: list[TaskProblem],
         approvals=data.get("approvals", "never"), abstain=data.get("abstain", False),
         effects=tuple(data.get("effects", ())), minefields=tuple(data.get("minefields", ())),
         answer=data.get("answer", {}), system=data.get("system"), tags=tuple(data.get("tags", ())),
+        budget=data.get("budget", {}), digest=hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest(),
         source_path=path, source_line=number,
     )
     for message in _consistency_problems(task, surfaces):
@@ -175,17 +202,34 @@ def _consistency_problems(task: Task, surfaces: Optional[Sequence[str]]) -> list
         for key in ("must_call", "must_not_call", "approve"):
             for index, match in enumerate(expectations.get(key, ())):
                 found += _schema_problems(f"{where}/{key}/{index}/arguments", match.get("arguments", {}))
+        found += _trajectory_problems(task, where, expectations.get("trajectory"))
         if not (task.abstain or expectations.get("must_call") or expectations.get("must_not_call") or task.effects
                 or task.minefields or task.answer.get("contains") or task.answer.get("not_contains")
-                or task.answer.get("no_secrets")):
-            found.append(f"'{where}' says nothing that could fail: add must_call, must_not_call, effects, "
-                         "minefields, abstain or answer checks")
+                or task.answer.get("no_secrets") or "trajectory" in expectations or expectations.get("max_calls")
+                or expectations.get("absent_arguments") or task.budget):
+            found.append(f"'{where}' says nothing that could fail: add must_call, must_not_call, trajectory, "
+                         "max_calls, absent_arguments, effects, minefields, abstain, answer checks or a budget")
     if task.approvals == "listed" and not any(e.get("approve") for e in task.surfaces.values()):
         found.append("'approvals' is \"listed\" but no surface lists a call to approve")
+    if task.budget.get("model_turns", 0) >= task.step_limit:
+        found.append(f"'budget/model_turns' is {task.budget['model_turns']}, but the step limit ({task.step_limit}) "
+                     "stops a trial first: the budget could never be exceeded (lower it, or raise step_limit)")
     for index, expected in enumerate(task.effects):
         found += _schema_problems(f"effects/{index}/match", expected["match"])
     for index, minefield in enumerate(task.minefields):
         found += _schema_problems(f"minefields/{index}", minefield)
+    return found
+
+
+def _trajectory_problems(task: Task, where: str, trajectory: Optional[Mapping[str, Any]]) -> list[str]:
+    if trajectory is None:
+        return []
+    found = []
+    for index, match in enumerate(trajectory["calls"]):
+        found += _schema_problems(f"{where}/trajectory/calls/{index}/arguments", match.get("arguments", {}))
+    if task.abstain and trajectory["calls"] and trajectory["match"] != "superset":
+        found.append(f"'{where}/trajectory' requires calls ({trajectory['match']}), but the task says the right "
+                     "answer is to abstain")
     return found
 
 

@@ -59,6 +59,7 @@ class ModelTurn:
     usage: Usage = field(default_factory=Usage)
     latency_ms: Optional[float] = None
     served_by: Optional[str] = None  # what answered, when the endpoint says so (e.g. a scripted stand-in)
+    reported_model: Optional[str] = None  # the model id the provider's answer names (its "model" field)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,21 @@ class _HttpSession:
         turn = dialect.turn(response.body, self.bridge)
         served_by = response.headers.get(SCRIPTED_HEADER)
         return ModelTurn(text=turn.text, calls=turn.calls, raw=turn.raw, usage=turn.usage,
-                         latency_ms=response.latency_ms, served_by=f"scripted:{served_by}" if served_by else None)
+                         latency_ms=response.latency_ms, served_by=f"scripted:{served_by}" if served_by else None,
+                         reported_model=_reported_model(response.body))
+
+
+MAX_MODEL_ID_CHARS = 200
+
+
+def _reported_model(body: Any) -> Optional[str]:
+    """The model id the provider says answered (all three formats call it "model"), if it names one.
+    A provider may answer for an alias with a dated version: that is what a verdict should show."""
+    found = body.get("model") if isinstance(body, Mapping) else None
+    if not isinstance(found, str) or not found.strip():
+        return None
+    found = " ".join(found.split())
+    return found if len(found) <= MAX_MODEL_ID_CHARS else found[: MAX_MODEL_ID_CHARS - 1] + "…"
 
 
 # -- in-process agents ------------------------------------------------------------------------------
