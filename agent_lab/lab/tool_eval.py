@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from ..interrupts import raise_stop_request
 from ..lint import LintConfig
 from ..redaction import redact_text
 from .cases import Case, load_cases
-from .definition import Lab, Surface
+from .definition import Lab, LabError, Surface, describe_exception
 from .grading import grade_run
 from .metrics import CaseResult, GateCheck, SurfaceCatalog, compare, gate_checks, surface_catalog, surface_metrics
 from .replay import replay_case
@@ -292,7 +293,14 @@ def _waits_on_world(case: Case) -> bool:
 def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
     if case.steps_for(surface.name, surface.role) is None:
         return CaseResult(case=case, surface=surface.name, role=surface.role, run=None)
-    run = replay_case(case, surface, lab=lab)
+    try:
+        run = replay_case(case, surface, lab=lab)
+    except Exception:
+        raise  # a LabError, a CaseFileError, or a bug of ours (shown as one)
+    except BaseException as error:  # noqa: BLE001 - the engine raises none: the lab's objects did
+        raise_stop_request(error)  # (a Registry subclass's own methods, say); only Ctrl-C stops the run
+        raise LabError(f"case {case.case_id!r} on surface {surface.name!r}: the lab's code raised "
+                       f"{describe_exception(error)}") from None
     return CaseResult(case=case, surface=surface.name, role=surface.role, run=run, grades=grade_run(case, run))
 
 
