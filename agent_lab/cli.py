@@ -445,7 +445,13 @@ def _emit(text: str, output: str | None, command: str) -> bool:
     import os
     import tempfile
 
+    from .lab.inputs import input_overwritten, run_inputs
+
     target = Path(output)
+    overwritten = input_overwritten([target], run_inputs())
+    if overwritten is not None:  # pyproject.toml, the lab's module: never replaced by a report
+        print(f"{command}: cannot write {output}: it is {overwritten[1]}", file=sys.stderr)
+        return False
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
         try:

@@ -179,6 +179,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     for report paths that cannot be written; an unusable path is refused before the cases run, and
     nothing is written on any of these errors.
     """
+    from .inputs import run_inputs
     from .reports import REPORT_FILES, check_report_targets, render_reports, write_files
 
     out = Path(out_dir)
@@ -187,7 +188,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     targets["junit.xml"] = junit
     if jobs is not None:
         checked_jobs(jobs)  # refused before anything runs
-    check_report_targets(targets.values(), keep=case_paths)
+    check_report_targets(targets.values(), keep=run_inputs(case_paths))  # pyproject.toml and the lab's module too
     evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()})

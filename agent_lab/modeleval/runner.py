@@ -103,14 +103,20 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
 def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, junit_path: str | Path | None = None,
                    **options: Any) -> ModelEvaluation:
     """Evaluate, then replace every report or none (see `evaluate_model` for the options)."""
+    from ..lab.inputs import run_inputs
     from ..lab.reports import check_report_targets, write_files
+    from .cassettes import CASSETTE_FILE
     from .reports import REPORT_FILES, render_reports
 
     out = Path(out_dir)
     targets = {name: out / name for name in REPORT_FILES}
     if junit_path is not None:
         targets["junit.xml"] = Path(junit_path)
-    check_report_targets(targets.values(), keep=[*task_paths])
+    # Nothing written may replace an input (the tasks, a replayed cassette, pyproject.toml, the lab's
+    # module), and a recorded cassette is one more file written: never a report's, never an input.
+    replayed = [Path(options["replay"]) / CASSETTE_FILE] if options.get("replay") else []
+    recorded = [Path(options["record"]) / CASSETTE_FILE] if options.get("record") else []
+    check_report_targets([*targets.values(), *recorded], keep=run_inputs(task_files=task_paths, cassettes=replayed))
     evaluation = evaluate_model(lab, task_paths, **options)
     secrets = world_secrets(lab, open_world(lab))
     rendered = render_reports(evaluation, secrets)
