@@ -244,7 +244,9 @@ def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], to
     except BaseException as exception:  # noqa: BLE001 - containing it is the point, sys.exit and Ctrl-C too
         raise_stop_request(exception)  # only the caller's own Ctrl-C passes (see agent_lab.interrupts)
         return _contained_for(tool, call_id, exception, handler)
-    if isinstance(output, CoroutineType):  # a sync wrapper returned a coroutine: never leave it unawaited
+    # A sync wrapper returned a coroutine: never leave it unawaited. (`type`, not isinstance, which would
+    # ask the output's own `__class__`: handler code, here outside the try.) CoroutineType has no subclasses.
+    if type(output) is CoroutineType:
         output.close()
         return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
                                                        "itself"), handler)
@@ -307,7 +309,7 @@ def _task_run(task: asyncio.Future, ctx: CallContext, handler: Handler) -> Run:
     if exception is not None:
         return _contained(ctx, exception, handler)
     output = task.result()
-    if isinstance(output, ProcessExit):  # the handler raised KeyboardInterrupt or SystemExit in its task
+    if type(output) is ProcessExit:  # the handler raised KeyboardInterrupt or SystemExit in its task
         raise_stop_request(output.exception)
         return _contained(ctx, output.exception, handler)
     return Run.returned(output)
@@ -1011,7 +1013,14 @@ class _ToolLoop:
 
     def _run(self) -> None:
         try:
-            self.loop.run_forever()
+            while True:
+                try:
+                    self.loop.run_forever()
+                    return  # stopped on purpose
+                except BaseException as escaped:  # noqa: BLE001 - a task a handler left behind raised SystemExit
+                    # or KeyboardInterrupt, which asyncio lets out of the loop: the loop itself is intact
+                    # (the task is done, the other callbacks are still queued), so it goes on serving.
+                    logger.warning("a task on the tools' event loop raised %s; the loop goes on", type_name(escaped))
         finally:
             self.loop.close()
 

@@ -916,8 +916,11 @@ class Registry:
         dict subclass's methods, a `__class__` property, a `__del__`): that code runs here, where the
         caller can stop waiting at the deadline, never on the caller's thread after it."""
         assert state.spec is not None
-        return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
-                                                   state.call_id, ctx))
+        try:
+            return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
+                                                       state.call_id, ctx))
+        except BaseException as exception:  # noqa: BLE001 - on a worker: never the caller's stop request
+            return tuple.__new__(Run, (RunKind.RAISED, None, None, type_name(exception), self._internal_error(state)))
 
     def _check_run(self, state: _CallState, run: Run) -> Run:
         """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread.

@@ -213,17 +213,39 @@ class HooksAndOutputsTest(StopRequestTestCase):
             def __class__(self):  # type: ignore[override]  # what isinstance() asks of an unknown object
                 raise SystemExit(0)
 
-        async def async_returns(arguments: Any) -> Any:
-            return {"value": ExitsWhenRead()}
+        for returned in ("inside a dict", "itself"):
+            def output() -> Any:
+                return {"value": ExitsWhenRead()} if returned == "inside a dict" else ExitsWhenRead()
 
-        for execution in ("pool", "inline", "async", "ainvoke"):
-            with self.subTest(execution=execution):
-                registry = self.registry()
-                handler = async_returns if execution in ("async", "ainvoke") else (lambda arguments: {"value": ExitsWhenRead()})
-                registry.register(ToolSpec(name="odd", description="d", input_schema=OPEN, effect="write",
-                                           execution="inline" if execution == "inline" else "pool"), handler)
-                result = self.ainvoke(registry, "odd") if execution == "ainvoke" else self.invoke(registry, "odd")
-                self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.UNKNOWN))
+            async def async_returns(arguments: Any) -> Any:
+                return output()
+
+            for execution in ("pool", "inline", "async", "ainvoke"):
+                with self.subTest(execution=execution, returned=returned):
+                    registry = self.registry()
+                    handler = async_returns if execution in ("async", "ainvoke") else (lambda arguments: output())
+                    registry.register(ToolSpec(name="odd", description="d", input_schema=OPEN, effect="write",
+                                               execution="inline" if execution == "inline" else "pool"), handler)
+                    result = self.ainvoke(registry, "odd") if execution == "ainvoke" else self.invoke(registry, "odd")
+                    self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.UNKNOWN))
+
+    def test_a_task_an_async_handler_leaves_behind_that_exits_does_not_stop_the_tools_loop(self) -> None:
+        async def spawns_an_exiting_task(arguments: Any) -> Any:
+            async def exits() -> None:
+                raise SystemExit(9)  # asyncio lets this out of the event loop itself
+
+            asyncio.ensure_future(exits())
+            await asyncio.sleep(0.05)  # the loop runs the task meanwhile
+            return {"ok": True}
+
+        async def fine(arguments: Any) -> Any:
+            return {"ok": True}
+
+        registry = self.registry()
+        registry.register(ToolSpec(name="spawns", description="d", input_schema=OPEN), spawns_an_exiting_task)
+        registry.register(ToolSpec(name="fine", description="d", input_schema=OPEN), fine)
+        self.assertEqual(self.invoke(registry, "spawns").output, {"ok": True})  # its own call still answers
+        self.assertEqual(self.invoke(registry, "fine").output, {"ok": True})
 
     def test_an_exception_whose_message_or_class_name_exits_when_read_is_still_contained(self) -> None:
         class NameExits(type):
