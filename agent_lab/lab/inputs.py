@@ -43,21 +43,21 @@ def run_inputs(case_files: Iterable[PathLike] = (), *, task_files: Iterable[Path
     return inputs
 
 
-def input_overwritten(targets: Iterable[PathLike], inputs: Mapping[PathLike, str]) -> Optional[Tuple[Path, str]]:
+def input_overwritten(targets: Iterable[PathLike], inputs: Mapping[Path, str]) -> Optional[Tuple[Path, str]]:
     """The first of `targets` that is one of `inputs` (the same file, however spelled), and what that
     input is; None when none is."""
     by_path: dict[Path, str] = {}
     by_inode: dict[Tuple[int, int], str] = {}
-    for path, what in inputs.items():
-        resolved, inode = _identity(Path(path))
-        by_path.setdefault(resolved, what)
+    for path, kind in inputs.items():
+        resolved, inode = _identity(path)
+        by_path.setdefault(resolved, kind)
         if inode is not None:
-            by_inode.setdefault(inode, what)
+            by_inode.setdefault(inode, kind)
     for target in targets:
         resolved, inode = _identity(Path(target))
-        what = by_path.get(resolved) or (by_inode.get(inode) if inode is not None else None)
-        if what is not None:
-            return Path(target), what
+        found = by_path.get(resolved) or (by_inode.get(inode) if inode is not None else None)
+        if found is not None:
+            return Path(target), found
     return None
 
 

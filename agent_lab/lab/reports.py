@@ -109,7 +109,8 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
     taken as case files), however a target spells one of them. Raises ReportWriteError."""
     from .inputs import input_overwritten
 
-    kept = keep if isinstance(keep, Mapping) else {path: "a case file of this run" for path in keep}
+    kept = {Path(path): what for path, what in keep.items()} if isinstance(keep, Mapping) else \
+        {Path(path): "a case file of this run" for path in keep}
     paths = list(paths)
     overwritten = input_overwritten(paths, kept)
     if overwritten is not None:
