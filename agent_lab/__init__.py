@@ -15,6 +15,7 @@ from .context import CallContext
 from .cursor import CursorCodec
 from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
 from .fingerprint import NotCanonicalJSON, canonical_json, fingerprint
+from .interrupts import tracking_interrupts
 from .stores import (
     InMemoryReceiptStore,
     Lapse,
@@ -87,4 +88,5 @@ __all__ = [
     "redact",
     "should_retry",
     "tool",
+    "tracking_interrupts",
 ]

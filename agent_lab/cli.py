@@ -1,7 +1,9 @@
 """The `run_lab.py` / `python -m agent_lab` / `agent-lab` command line: thin, one library call per subcommand.
 
 Exit codes: 0 ok (gate passed), 1 gate failed, 2 bad input (`FILE:LINE: what is wrong`, or
-`MODULE:ATTR: what is wrong` for a lab, on stderr; never a traceback). Paths are relative to the
+`MODULE:ATTR: what is wrong` for a lab, on stderr; never a traceback). Code under test never decides
+the exit code: a handler's `sys.exit` is a failed call, a lab hook's a broken lab; only a real Ctrl-C
+stops a command (see `agent_lab.interrupts`). Paths are relative to the
 current directory, whose `pyproject.toml` may configure the lab in `[tool.agent-lab]`; with no lab
 configured, the built-in ticket lab and its shipped cases run.
 """
@@ -568,7 +570,13 @@ def _emit(text: str, output: str | None, command: str) -> bool:
     import os
     import tempfile
 
+    from .lab.inputs import input_overwritten, run_inputs
+
     target = Path(output)
+    overwritten = input_overwritten([target], run_inputs())
+    if overwritten is not None:  # pyproject.toml, the lab's module: never replaced by a report
+        print(f"{command}: cannot write {output}: it is {overwritten[1]}", file=sys.stderr)
+        return False
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
         try:
@@ -620,11 +628,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # argparse's own usage errors (2) and --help (0)
         return int(exit_request.code or 0) if not isinstance(exit_request.code, str) else EXIT_BAD_INPUT
     args.passed_through = unknown
-    try:
-        return int(args.run(args))
-    except BrokenPipeError:  # the reader went away (`export ... | head`): not our failure, no traceback
-        _silence_stdout()
-        return EXIT_OK
+    from .interrupts import tracking_interrupts
+
+    # Ctrl-C is told apart from a KeyboardInterrupt the code under test raises: only Ctrl-C stops the
+    # command; a lab's or a handler's own (and its sys.exit) is a broken lab or a failed call.
+    with tracking_interrupts():
+        try:
+            return int(args.run(args))
+        except BrokenPipeError:  # the reader went away (`export ... | head`): not our failure, no traceback
+            _silence_stdout()
+            return EXIT_OK
+        except Exception:
+            raise  # a bug of ours: its traceback is the report
+        except BaseException as error:  # noqa: BLE001 - our commands raise none: the code under test did
+            return _stopped_by_code_under_test(args.command, error)
+
+
+def _stopped_by_code_under_test(command: str, error: BaseException) -> int:
+    """A SystemExit, GeneratorExit or KeyboardInterrupt (not Ctrl-C's) that the lab's or registry's code
+    raised where no narrower step caught it (a Registry subclass's own method, say): bad input, one
+    line. The caller's own Ctrl-C is raised again: it stops the command."""
+    from .interrupts import raise_stop_request
+    from .lab.definition import describe_exception
+
+    raise_stop_request(error, in_user_code=False)
+    return _problem(f"{command}: the lab's or registry's code raised {describe_exception(error)}; "
+                    "code under test must not stop the process")
 
 
 def _silence_stdout() -> None:

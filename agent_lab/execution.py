@@ -8,8 +8,9 @@ The registry's execute step needs three things that have nothing to do with poli
   thread that runs async handlers for the synchronous `invoke` (replaced when a handler blocks it).
   Both belong to one registry, start on first use and stop with `Registry.close()`.
 * `Run`: what came of one handler call (returned, failed on purpose, raised, timed out, never started)
-  as a plain value. `run_sync` and `run_async` never raise for anything a handler does, except
-  KeyboardInterrupt and SystemExit, which belong to the process, not to the tool.
+  as a plain value. `run_sync` and `run_async` never raise for anything a handler does, BaseException
+  included (SystemExit, KeyboardInterrupt, GeneratorExit): only the caller's own stop request passes,
+  as `agent_lab.interrupts.stop_request` tells it apart (a real Ctrl-C on the main thread).
 * What a handler's exception leaves in the logs (`describe_exception`): its type and where it was
   raised, never its text for a tool with redacted fields, and never the exception object itself.
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 from .context import CallContext
 from .errors import ToolError, ToolFailure
 from .jsonforms import NO_FORM, json_form
+from .interrupts import raise_stop_request
 
 __all__ = [
     "LOOP_ANSWER_GRACE_S",
@@ -63,7 +65,7 @@ __all__ = [
 
 logger = logging.getLogger("agent_lab.execution")
 
-# Exceptions that stop the process on purpose; a tool must never swallow them.
+# The exceptions that may be a request to stop the process (see `agent_lab.interrupts`).
 PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
 
 
@@ -206,7 +208,7 @@ class Run(NamedTuple):
 
     @classmethod
     def raised(cls, exception: BaseException) -> Run:
-        return cls(RunKind.RAISED, None, None, type(exception).__name__)
+        return cls(RunKind.RAISED, None, None, type_name(exception))
 
     @classmethod
     def timed_out(cls) -> Run:
@@ -240,11 +242,12 @@ def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], to
         output = handler.function(arguments) if ctx is None else handler.call(arguments, ctx)
     except ToolFailure as failure:
         return Run.failed(failure.error)
-    except PROCESS_EXITS:
-        raise
-    except BaseException as exception:  # noqa: BLE001 - containing it is the point
+    except BaseException as exception:  # noqa: BLE001 - containing it is the point, sys.exit and Ctrl-C too
+        raise_stop_request(exception)  # only the caller's own Ctrl-C passes (see agent_lab.interrupts)
         return _contained_for(tool, call_id, exception, handler)
-    if isinstance(output, CoroutineType):  # a sync wrapper returned a coroutine: never leave it unawaited
+    # A sync wrapper returned a coroutine: never leave it unawaited. (`type`, not isinstance, which would
+    # ask the output's own `__class__`: handler code, here outside the try.) CoroutineType has no subclasses.
+    if type(output) is CoroutineType:
         output.close()
         return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
                                                        "itself"), handler)
@@ -273,9 +276,8 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
         task = asyncio.ensure_future(_carrying_exits(handler.call(arguments, ctx)))
     except ToolFailure as failure:
         return Run.failed(failure.error)
-    except PROCESS_EXITS:
-        raise
     except BaseException as exception:  # noqa: BLE001
+        raise_stop_request(exception)
         return _contained(ctx, exception, handler)
     task.add_done_callback(_retrieve_outcome)
     try:
@@ -308,8 +310,9 @@ def _task_run(task: asyncio.Future, ctx: CallContext, handler: Handler) -> Run:
     if exception is not None:
         return _contained(ctx, exception, handler)
     output = task.result()
-    if isinstance(output, ProcessExit):
-        raise output.exception
+    if type(output) is ProcessExit:  # the handler raised KeyboardInterrupt or SystemExit in its task
+        raise_stop_request(output.exception)
+        return _contained(ctx, output.exception, handler)
     return Run.returned(output)
 
 
@@ -321,18 +324,18 @@ def _retrieve_outcome(task: asyncio.Future) -> None:
 
 @dataclass(frozen=True)
 class ProcessExit:
-    """A KeyboardInterrupt or SystemExit raised by an async handler on the registry's loop thread.
+    """A KeyboardInterrupt or SystemExit an async handler raised, carried out of its task as a value.
 
-    Raised there it would stop the loop (and every later async call); instead it is carried back to
-    the caller's thread and re-raised there, as it would be for a sync handler.
+    Raised inside a task, asyncio lets these two escape the event loop itself (stopping it, and every
+    later async call with it); carried out, `run_async` decides whose they are (`stop_request`): on the
+    registry's loop thread, or anywhere but the main thread, they are the handler's, a contained failure.
     """
 
     exception: BaseException
 
 
 async def _carrying_exits(awaitable: Any) -> Any:
-    """Await the handler, turning KeyboardInterrupt/SystemExit into a value: raised inside the task
-    `wait_for` may create, they would escape the event loop itself instead of reaching our caller."""
+    """Await the handler, turning KeyboardInterrupt/SystemExit into a `ProcessExit` value."""
     try:
         return await awaitable
     except PROCESS_EXITS as exit_request:
@@ -340,15 +343,13 @@ async def _carrying_exits(awaitable: Any) -> Any:
 
 
 async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallContext,
-                                   check: Optional[Callable[[Run], Run]] = None) -> Any:
-    """`run_async` for the registry's own loop thread: returns a `Run` or a `ProcessExit`. `check`
-    (the registry's output check) runs here too, not on the waiting caller's thread: an object the
-    handler hands back can run code when it is read, and the caller stops waiting for this loop."""
-    try:
-        run = await run_async(handler, arguments, ctx)
-        return run if check is None else check(run)
-    except PROCESS_EXITS as exit_request:
-        return ProcessExit(exit_request)
+                                   check: Optional[Callable[[Run], Run]] = None) -> Run:
+    """`run_async` for the registry's own loop thread. `check` (the registry's output check, which
+    contains what reading the output raises) runs here too, not on the waiting caller's thread: an
+    object the handler hands back can run code when it is read, and the caller stops waiting for this
+    loop. Nothing raised here is the caller's stop request: this is never the main thread."""
+    run = await run_async(handler, arguments, ctx)
+    return run if check is None else check(run)
 
 
 def _contained(ctx: CallContext, exception: BaseException, handler: Handler) -> Run:
@@ -362,11 +363,23 @@ def _contained_for(tool: str, call_id: str, exception: BaseException, handler: H
     What the logs get, at every level, is what `describe_exception` writes: never the exception
     object itself (`exc_info`), whose message and traceback text the handler wrote, possibly with a
     secret argument or output value in it."""
-    logger.warning("handler of tool %r raised %s (call %s)", tool, type(exception).__name__, call_id)
+    kind = type_name(exception)
+    logger.warning("handler of tool %r raised %s (call %s)", tool, kind, call_id)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug("handler of tool %r (call %s) raised %s", tool, call_id,
                      describe_exception(exception, show_message=not handler.redacts))
-    return Run.raised(exception)
+    return Run(RunKind.RAISED, None, None, kind)
+
+
+_TYPE_NAME = type.__dict__["__name__"]  # the class's own name, read through the C slot
+_TYPE_QUALNAME = type.__dict__["__qualname__"]
+_TYPE_MODULE = type.__dict__["__module__"]
+
+
+def type_name(value: object) -> str:
+    """The name of `value`'s class, read without running any of its code (a metaclass may define a
+    `__name__` property that raises)."""
+    return str.__str__(_TYPE_NAME.__get__(type(value)))
 
 
 MAX_LOGGED_MESSAGE_CHARS = 200
@@ -398,16 +411,26 @@ def describe_exception(exception: BaseException, *, show_message: bool) -> str:
         seen.add(id(current))
         parts.append(f"{_qualified_type(current)}: {_logged_message(current, show_message)}")
         parts.extend(_frames(current))
-        cause = current.__cause__
-        current = cause if cause is not None else (None if current.__suppress_context__ else current.__context__)
+        cause = _CAUSE.__get__(current)  # the C slots: an exception class's properties are not asked
+        current = cause if cause is not None else \
+            (None if _SUPPRESS_CONTEXT.__get__(current) else _CONTEXT.__get__(current))
     return "\n".join(parts)
+
+
+_CAUSE = BaseException.__dict__["__cause__"]
+_CONTEXT = BaseException.__dict__["__context__"]
+_SUPPRESS_CONTEXT = BaseException.__dict__["__suppress_context__"]
+_TRACEBACK = BaseException.__dict__["__traceback__"]
 
 
 def _qualified_type(exception: BaseException) -> str:
     kind = type(exception)
-    module = getattr(kind, "__module__", None)
-    name = getattr(kind, "__qualname__", None) or kind.__name__
-    return name if module in (None, "builtins") else f"{module}.{name}"
+    try:  # through the C slots: a metaclass's properties are not asked
+        module = _TYPE_MODULE.__get__(kind)
+        name = str.__str__(_TYPE_QUALNAME.__get__(kind))
+    except Exception:  # noqa: BLE001 - __module__ is whatever the class dict holds (a property, say)
+        return type_name(exception)
+    return name if not isinstance(module, str) or module == "builtins" else f"{str.__str__(module)}.{name}"
 
 
 def _logged_message(exception: BaseException, show_message: bool) -> str:
@@ -415,7 +438,11 @@ def _logged_message(exception: BaseException, show_message: bool) -> str:
         return WITHHELD_MESSAGE
     try:
         text = str(exception)
-    except Exception:  # noqa: BLE001 - a __str__ that raises is no reason for the log call to raise
+        if not isinstance(text, str):
+            return "[message unreadable]"
+        text = str.__str__(text)
+    except BaseException as problem:  # noqa: BLE001 - a __str__ that raises (sys.exit too) is no reason to raise
+        raise_stop_request(problem)
         return "[message unreadable]"
     if len(text) > MAX_LOGGED_MESSAGE_CHARS:
         text = text[:MAX_LOGGED_MESSAGE_CHARS] + "..."
@@ -424,8 +451,9 @@ def _logged_message(exception: BaseException, show_message: bool) -> str:
 
 def _frames(exception: BaseException) -> list[str]:
     try:
-        frames = traceback.extract_tb(exception.__traceback__)
-    except Exception:  # noqa: BLE001
+        frames = traceback.extract_tb(_TRACEBACK.__get__(exception))
+    except BaseException as problem:  # noqa: BLE001
+        raise_stop_request(problem, in_user_code=False)
         return ["  (traceback unreadable)"]
     lines = []
     for frame in frames:
@@ -968,7 +996,9 @@ class _LoopJob:
         if task.cancelled():
             self._answer = Run.timed_out()  # cancelled after its caller stopped waiting
         elif task.exception() is not None:
-            self._error = task.exception()  # a bug outside the handler: the caller raises it
+            error = task.exception()  # a bug outside the handler: the caller raises it, as the step's bug
+            self._error = error if isinstance(error, Exception) else \
+                RuntimeError(f"{type_name(error)} on the tools' event loop")  # never a stop request there
         else:
             self._answer = task.result()
         self.finished.set()
@@ -976,8 +1006,6 @@ class _LoopJob:
     def outcome(self) -> Run:
         if self._error is not None:
             raise self._error
-        if isinstance(self._answer, ProcessExit):
-            raise self._answer.exception
         return self._answer
 
 
@@ -995,7 +1023,14 @@ class _ToolLoop:
 
     def _run(self) -> None:
         try:
-            self.loop.run_forever()
+            while True:
+                try:
+                    self.loop.run_forever()
+                    return  # stopped on purpose
+                except BaseException as escaped:  # noqa: BLE001 - a task a handler left behind raised SystemExit
+                    # or KeyboardInterrupt, which asyncio lets out of the loop: the loop itself is intact
+                    # (the task is done, the other callbacks are still queued), so it goes on serving.
+                    logger.warning("a task on the tools' event loop raised %s; the loop goes on", type_name(escaped))
         finally:
             self.loop.close()
 

@@ -20,12 +20,21 @@ stdout carries protocol messages only: while `serve` owns the process's real std
 duplicate of file descriptor 1 for the protocol and points descriptor 1 and `sys.stdout` at stderr, so
 neither a stray `print` in a handler nor a child process or a raw write to descriptor 1 can corrupt the
 stream. Logs go to the `agent_lab.mcp` logger (stderr when the application configures nothing).
+
+Back-pressure. What the server owes a client and holds in memory meanwhile is bounded, whatever the
+client does: an accepted tools/call holds its place (`_Backlog`), with the bytes of the line that carried
+it (a batch's line once, for all its responses), from its arrival until its answer is written to stdout,
+not merely computed. At most `MAX_PENDING_CALLS` calls and `MAX_HELD_BYTES` of lines are held; a call
+beyond either is refused at once (`SERVER_BUSY`) by the reader, which writes every other answer itself.
+So a client that stops reading stdout stops the reader too, on the full pipe, once the backlog is full.
+Nothing raised while a call runs on a worker, `sys.exit` included, leaves its request unanswered.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -49,6 +58,8 @@ __all__ = [
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "LATEST_VERSION",
+    "MAX_BATCH_ANSWER_BYTES",
+    "MAX_HELD_BYTES",
     "MAX_PENDING_CALLS",
     "METHOD_NOT_FOUND",
     "MODERN_VERSIONS",
@@ -75,7 +86,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-SERVER_BUSY = -32000  # JSON-RPC's range for server-defined errors: too many calls pending
+SERVER_BUSY = -32000  # JSON-RPC's range for server-defined errors: the backlog is full (see MAX_HELD_BYTES)
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 # Reserved `_meta` keys of the 2026-07-28 per-request envelope.
@@ -87,7 +98,13 @@ _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
 DEFAULT_MAX_WORKERS = 4  # tools/call running at once; ping and cancellation are answered meanwhile
-MAX_PENDING_CALLS = 64  # tools/call running or waiting for a worker; beyond it a call is refused at once
+MAX_PENDING_CALLS = 64  # tools/call whose answer is not yet written (running, waiting, or blocked on stdout)
+MAX_HELD_BYTES = 8 * 1024 * 1024  # their request lines (a batch's once) and a waiting batch's answers, as JSON
+MAX_BATCH_ANSWER_BYTES = 4 * 1024 * 1024  # one batch's answers, as JSON; the rest of it is refused unserved
+# So the server holds at most MAX_HELD_BYTES, plus the line being read (MAX_MESSAGE_BYTES) and its batch's
+# answers (MAX_BATCH_ANSWER_BYTES, and a short "Server busy" for each request past it), plus the answers
+# of the calls running (max_workers, each within its tool's max_output_bytes), whatever the client does;
+# measured under every flood of a client that never reads: 29-147 MB peak RSS (README, "serve-mcp").
 # A call's deadline runs from its arrival: one waiting for a worker (all held by slow calls) is answered
 # deadline_exceeded when its tool's timeout passes, not whenever a worker frees up. So each pending call
 # has a thread of its own (at most MAX_PENDING_CALLS) that waits for one of `max_workers` run slots.
@@ -138,13 +155,14 @@ class _LineWriter:
         self._lock = threading.Lock()
         self.broken = False
 
-    def send(self, message: Mapping[str, Any] | list[Any]) -> None:
-        try:
-            line = _frame(message)
-        except (TypeError, ValueError):  # a value that is not JSON: the client still gets an answer
-            logger.exception("a response could not be encoded as JSON")
-            request_id = message.get("id") if isinstance(message, dict) else None
-            line = _frame(_error(request_id, INTERNAL_ERROR, "Internal error"))
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.send_line(_encoded(message) + "\n")
+
+    def send_batch(self, answers: list[str]) -> None:
+        """One batch's answers, each already encoded (`_encoded`), as one JSON array on one line."""
+        self.send_line("[" + ",".join(answers) + "]\n")
+
+    def send_line(self, line: str) -> None:
         with self._lock:
             if self.broken:
                 return
@@ -159,9 +177,16 @@ class _LineWriter:
                 logger.warning("stdout is closed; no further messages can be sent")
 
 
-def _frame(message: Mapping[str, Any] | list[Any]) -> str:
-    """One compact JSON line; ensure_ascii means the frame can never contain a raw line separator."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False) + "\n"
+def _encoded(message: Mapping[str, Any]) -> str:
+    """One answer as compact JSON, without its newline (ensure_ascii: it can never contain a raw line
+    separator). One that is not JSON becomes an internal error for its id: the client still gets an answer."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        logger.error("a response could not be encoded as JSON")
+        request_id = message.get("id") if isinstance(message, dict) else None
+        return json.dumps(_error(request_id if _valid_id(request_id) else None, INTERNAL_ERROR, "Internal error"),
+                          separators=(",", ":"))
 
 
 def _read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | None]:
@@ -245,6 +270,67 @@ class _Session:
 
 
 @dataclass
+class _Held:
+    """One request line's share of the backlog: how many of its calls were accepted, and whether its
+    bytes are counted (once, for all of them)."""
+
+    size: int
+    calls: int = 0
+    charged: bool = False
+    answers: int = 0  # bytes of a waiting batch's answers made already
+
+
+class _Backlog:
+    """The answers the server owes and the memory they hold: accepted calls (at most MAX_PENDING_CALLS)
+    and the request lines that carried them (at most MAX_HELD_BYTES), each from its acceptance (by the
+    reader) until its answer has been written or dropped (by whichever thread sends it). `peak_calls`
+    and `peak_bytes` are the most ever held at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.bytes = 0
+        self.peak_calls = 0
+        self.peak_bytes = 0
+
+    def take(self, held: _Held) -> str | None:
+        """Hold one more call of `held`'s line; None when done, else why not (the busy message)."""
+        with self._lock:
+            if self.calls >= MAX_PENDING_CALLS:
+                return f"Server busy: {MAX_PENDING_CALLS} tools/call requests are pending; retry later"
+            extra = 0 if held.charged else held.size
+            if self.bytes + extra > MAX_HELD_BYTES:
+                return (f"Server busy: the pending tools/call requests hold {MAX_HELD_BYTES} bytes or more "
+                        "(the client may not be reading its answers); retry later")
+            self.calls += 1
+            self.bytes += extra
+            held.calls += 1
+            held.charged = True
+            self.peak_calls = max(self.peak_calls, self.calls)
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
+            return None
+
+    def full(self) -> bool:
+        """The held lines and answers reach MAX_HELD_BYTES: no call should start making another answer."""
+        return self.bytes >= MAX_HELD_BYTES
+
+    def hold_answers(self, held: _Held, size: int) -> None:
+        """A batch of `held`'s line waits for its running calls with `size` bytes of answers made already:
+        they count too (taken without asking: the batch is accepted, its calls are running)."""
+        with self._lock:
+            held.answers += size
+            self.bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def give_back(self, held: _Held) -> None:
+        """`held`'s line is answered (or will never be): its calls and bytes are held no more."""
+        with self._lock:
+            self.calls -= held.calls
+            self.bytes -= (held.size if held.charged else 0) + held.answers
+            held.calls, held.charged, held.answers = 0, False, 0
+
+
+@dataclass
 class _InFlight:
     """A tools/call running on the pool; `cancelled` suppresses its response."""
 
@@ -275,6 +361,8 @@ class _Server:
         self.session = _Session()
         # One waiting thread per pending call (bounded by MAX_PENDING_CALLS); `run_slots` bounds how many run.
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PENDING_CALLS, thread_name_prefix="mcp-call")
+        self.backlog = _Backlog()
+        self.reading = _Held(0)  # the line the reader is handling (touched by the reader thread only)
         self.run_slots = threading.BoundedSemaphore(max_workers)
         self.in_flight: dict[_RequestId, _InFlight] = {}
         self.in_flight_lock = threading.Lock()
@@ -292,6 +380,7 @@ class _Server:
             return
         if not line.strip():
             return
+        self.reading = _Held(len(line))
         try:
             message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant,
                                  object_pairs_hook=_unique_members)
@@ -328,31 +417,66 @@ class _Server:
         if not messages:
             self.writer.send(_error(None, INVALID_REQUEST, "Invalid Request: an empty batch"))
             return
-        pending = [self.handle_message(message, in_batch=True) for message in messages]
+        # Answers are kept encoded (a few bytes each, where a dict of a dict costs hundreds), and once
+        # they pass MAX_BATCH_ANSWER_BYTES the rest of the batch is answered without being served.
+        pending: list[Any] = []  # encoded answers, and futures of calls still running
+        size = 0
+        for message in messages:
+            answer = self.handle_message(message, in_batch=True) if size <= MAX_BATCH_ANSWER_BYTES \
+                else self.answer_unserved(message)
+            if answer is None:
+                continue
+            if not isinstance(answer, concurrent.futures.Future):
+                answer = _encoded(answer)
+                size += len(answer) + 1
+            pending.append(answer)
         running = [item for item in pending if isinstance(item, concurrent.futures.Future)]
         if not running:
-            self.send_batch(pending)
+            if pending:
+                self.writer.send_batch(pending)
             return
         # The batch is answered once its last call ends, by the worker that ends it: the reader goes on
         # reading meanwhile, so a ping is answered and a cancellation of a batch's call is seen in time.
+        # The batch's line and its answers stay in the backlog until that answer is written.
         left = [len(running)]
         left_lock = threading.Lock()
+        held = self.reading
+        self.backlog.hold_answers(held, size)
 
         def one_ended(_: concurrent.futures.Future) -> None:
             with left_lock:
                 left[0] -= 1
                 last = left[0] == 0
             if last:
-                self.send_batch(pending)
+                try:
+                    self.send_batch(pending)
+                finally:
+                    self.backlog.give_back(held)
 
         for future in running:
             future.add_done_callback(one_ended)
 
     def send_batch(self, pending: list[Any]) -> None:
-        responses = [_settle(item) for item in pending]
-        answered = [response for response in responses if response is not None]
-        if answered:
-            self.writer.send(answered)
+        """A batch's answers, once its last call has ended: the encoded ones, and each call's (none for
+        a cancelled call)."""
+        answers = [item if isinstance(item, str) else _settle(item) for item in pending]
+        encoded = [answer for answer in answers if answer is not None]
+        if encoded:
+            self.writer.send_batch(encoded)
+
+    def answer_unserved(self, message: Any) -> Any:
+        """A batch's answer to `message` once the batch's answers are over MAX_BATCH_ANSWER_BYTES: a
+        request is refused unserved (SERVER_BUSY, "Server busy": short, since a batch may hold a hundred
+        thousand); a notification is handled as usual (a cancellation is still seen); and a malformed
+        message, whose error could only carry a null id that matches nothing, is not answered."""
+        try:
+            request = _parse_request(message)
+        except (_ProtocolError, _UnanswerableNotification):
+            return None
+        if request.is_notification:
+            self.handle_notification(request)
+            return None
+        return _error(request.id, SERVER_BUSY, "Server busy")
 
     def handle_message(self, message: Any, *, in_batch: bool) -> Any:
         """Returns the response (a dict, a Future of one, or None); tools/call outside a batch answers itself."""
@@ -563,20 +687,26 @@ class _Server:
         call = _tool_call(request)
         request_id: _RequestId = request.id  # type: ignore[assignment]
         tracker = _InFlight(deadline=self.arrival_deadline(call.name))
+        held = self.reading
         with self.in_flight_lock:
             if request_id in self.in_flight:
                 raise _ProtocolError(
                     INVALID_REQUEST, "Invalid Request: this id is already in use by a running request"
                 )
-            if len(self.in_flight) >= MAX_PENDING_CALLS:  # bounded memory, whatever a client sends
-                raise _ProtocolError(
-                    SERVER_BUSY, f"Server busy: {MAX_PENDING_CALLS} tools/call requests are pending; retry later"
-                )
+            busy = self.backlog.take(held)  # bounded memory, whatever a client sends (or fails to read)
+            if busy is not None:
+                raise _ProtocolError(SERVER_BUSY, busy)
             self.in_flight[request_id] = tracker
-        future = self.pool.submit(self.run_call, request_id, call, tracker, shape)
+        try:
+            future = self.pool.submit(self.run_call, request_id, call, tracker, shape, held)
+        except BaseException:
+            with self.in_flight_lock:
+                self.in_flight.pop(request_id, None)
+            self.backlog.give_back(held)
+            raise
         if in_batch:
             return future  # the batch collects every response and sends them together
-        future.add_done_callback(self.send_finished)
+        future.add_done_callback(functools.partial(self.send_finished, held))
         return None
 
     def arrival_deadline(self, name: str) -> float | None:
@@ -599,33 +729,51 @@ class _Server:
         call: ToolCall,
         tracker: _InFlight,
         shape: Callable[[Mapping[str, Any]], dict[str, Any]],
-    ) -> dict[str, Any] | None:
+        held: _Held,
+    ) -> str | None:
+        """The call's answer, encoded (a few bytes a character, where the dicts would cost hundreds) and
+        counted in the backlog with `held`'s line until it is written; None for a cancelled call."""
         try:
-            if tracker.deadline is None:  # a tool the actor cannot call: refused at once, no slot needed
-                holding = False
-            else:
-                holding = self.run_slots.acquire(timeout=max(0.0, tracker.deadline - time.monotonic()))
-                # False: the deadline passed while waiting
-            try:
-                if holding and tracker.cancelled.is_set():
-                    return None  # cancelled before it started: it never runs
-                # Not holding a slot, the deadline has passed: the registry answers deadline_exceeded
-                # without running the handler.
-                response = self.call_response(request_id, call, shape, tracker.deadline)
-            finally:
-                if holding:
-                    self.run_slots.release()
+            response = self.answer_call(request_id, call, tracker, shape)
         finally:
             with self.in_flight_lock:
                 self.in_flight.pop(request_id, None)
-        if tracker.cancelled.is_set():
+        if response is None or tracker.cancelled.is_set():
             return None  # the client gave up on this request: it gets no response, as the spec says
-        return response
+        answer = _encoded(response)
+        self.backlog.hold_answers(held, len(answer) + 1)
+        return answer
 
-    def send_finished(self, future: concurrent.futures.Future) -> None:
-        response = _settle(future)
-        if response is not None:
-            self.writer.send(response)
+    def answer_call(
+        self,
+        request_id: _RequestId,
+        call: ToolCall,
+        tracker: _InFlight,
+        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        if tracker.deadline is None:  # a tool the actor cannot call: refused at once, no slot needed
+            return self.call_response(request_id, call, shape, None)
+        if not self.run_slots.acquire(timeout=max(0.0, tracker.deadline - time.monotonic())):
+            # The deadline passed while waiting: the registry answers deadline_exceeded without running it.
+            return self.call_response(request_id, call, shape, tracker.deadline)
+        try:
+            if tracker.cancelled.is_set():
+                return None  # cancelled before it started: it never runs
+            if self.backlog.full():  # answers nobody has read yet fill the backlog: make no more
+                return _error(request_id, SERVER_BUSY, "Server busy: answers the client has not read fill the "
+                              "server's backlog; the call did not run; retry later")
+            return self.call_response(request_id, call, shape, tracker.deadline)
+        finally:
+            self.run_slots.release()
+
+    def send_finished(self, held: _Held, future: concurrent.futures.Future) -> None:
+        """Write a finished call's answer (none for a cancelled call), then free its place in the backlog."""
+        try:
+            answer = _settle(future)
+            if answer is not None:
+                self.writer.send_line(answer + "\n")
+        finally:
+            self.backlog.give_back(held)
 
     def call_response(
         self,
@@ -639,7 +787,8 @@ class _Server:
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
             return _result(request_id, shape(render_mcp_result(result)))
-        except Exception as exc:  # never its message: it may quote the call's arguments
+        except BaseException as exc:  # noqa: BLE001 - on a worker thread, sys.exit too: the request is still answered
+            # (never the message: it may quote the call's arguments)
             logger.error("tools/call failed outside the registry pipeline: %s",
                          describe_exception(exc, show_message=False))
             return _error(request_id, INTERNAL_ERROR, "Internal error")
@@ -660,7 +809,7 @@ class _Server:
             return None
         try:
             return self.approvals(call, self.actor)
-        except Exception as exc:
+        except BaseException as exc:  # noqa: BLE001 - on a worker thread: sys.exit too grants nothing
             try:
                 show_message = not self.registry.spec(call.name).redact
             except Exception:
@@ -692,12 +841,12 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _settle(item: Any) -> Any:
-    """A response, whether it is ready already or still running on the pool."""
+    """A call's encoded answer (or None), once its job on the pool has ended."""
     if isinstance(item, concurrent.futures.Future):
         try:
             return item.result()
-        except Exception:  # run_call catches everything; this is belt and braces
-            logger.exception("a tools/call worker failed")
+        except BaseException as exc:  # noqa: BLE001 - run_call catches everything; this is belt and braces
+            logger.error("a tools/call worker failed: %s", describe_exception(exc, show_message=False))
             return None
     return item
 

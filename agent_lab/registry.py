@@ -7,7 +7,8 @@
 Each pre-run step is a small method that returns None (go on) or a `ToolResult` that stops the call
 (a refusal, or a replayed receipt); `invoke` stops at the first one and goes straight to record.
 Nothing a handler or a model does escapes as an exception: whatever `invoke` is given, it returns a
-`ToolResult`. Only KeyboardInterrupt and SystemExit pass through (they stop the process on purpose).
+`ToolResult`. The one thing that passes through is the caller's own request to stop (a real Ctrl-C on
+the main thread; `agent_lab.interrupts` says exactly how it is told from a handler's `sys.exit`).
 
 Decisions worth knowing (each is also noted where it is made):
 
@@ -73,8 +74,10 @@ from .execution import (
     run_async,
     run_sync_for,
     seconds_left,
+    type_name,
 )
 from .fingerprint import Fingerprinter, NotCanonicalJSON, has_lone_surrogate, new_fingerprint_key
+from .interrupts import raise_stop_request, stop_request
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, Hold, KeyHolder, ReceiptNote
 from .stores import InMemoryReceiptStore, Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
 from .jsonvalue import check_json_value, compact_json_writer, find_non_json
@@ -484,10 +487,8 @@ class Registry:
             result = self._admit(state)
             if result is None:
                 result = self._conclude(state, self._execute(state))
-        except PROCESS_EXITS:
-            self._let_go(state)  # the process is stopping; the store's lease still guards the key
-            raise
-        except BaseException:  # noqa: BLE001 - a bug in a step must not escape either
+        except BaseException as exception:  # noqa: BLE001 - a bug in a step must not escape either
+            self._stop_if_requested(state, exception)
             result = self._internal_error(state)
         return self._record(state, result)
 
@@ -519,10 +520,8 @@ class Registry:
                     cancelled = True
                     run = state.interrupted_run or Run.timed_out()
                 result = self._conclude(state, run)
-        except PROCESS_EXITS:
-            self._let_go(state)  # the process is stopping; the store's lease still guards the key
-            raise
-        except BaseException:  # noqa: BLE001
+        except BaseException as exception:  # noqa: BLE001
+            self._stop_if_requested(state, exception)
             result = self._internal_error(state)
         result = self._record(state, result)
         if cancelled:
@@ -684,10 +683,9 @@ class Registry:
             return state.refusal("deadline_exceeded")
         try:
             visible = spec.resource_guard(_hook_arguments(state), actor) is True
-        except PROCESS_EXITS:
-            raise
-        except BaseException as exception:  # noqa: BLE001
-            logger.warning("resource guard of tool %r raised %s", spec.name, type(exception).__name__)
+        except BaseException as exception:  # noqa: BLE001 - sys.exit and GeneratorExit too
+            raise_stop_request(exception)  # only the caller's own Ctrl-C passes
+            logger.warning("resource guard of tool %r raised %s", spec.name, type_name(exception))
             return state.refusal("internal_error")
         if not visible:
             # Invisible: answered exactly like a resource that does not exist (never leak existence).
@@ -708,10 +706,9 @@ class Registry:
             return state.refusal("deadline_exceeded")
         try:
             needed = spec.approval is ApprovalPolicy.ALWAYS or spec.needs_approval(_hook_arguments(state))
-        except PROCESS_EXITS:
-            raise
-        except BaseException as exception:  # noqa: BLE001
-            logger.warning("approval condition of tool %r raised %s", spec.name, type(exception).__name__)
+        except BaseException as exception:  # noqa: BLE001 - sys.exit and GeneratorExit too
+            raise_stop_request(exception)  # only the caller's own Ctrl-C passes
+            logger.warning("approval condition of tool %r raised %s", spec.name, type_name(exception))
             return state.refusal("internal_error")
         if not needed:
             return None
@@ -839,6 +836,16 @@ class Registry:
         """The process is stopping: stop holding the key; the store's lease guards it from now on."""
         self._holder.let_go(state.hold)
 
+    def _stop_if_requested(self, state: _CallState, exception: BaseException) -> None:
+        """Let the caller's stop request through invoke (a real Ctrl-C: see `agent_lab.interrupts`),
+        after letting go of the key; return for anything else, which the caller contains. Raised in the
+        registry's own steps, a KeyboardInterrupt or SystemExit on the main thread is the caller's
+        (code declared on the tool contains its own where it calls it)."""
+        stop = stop_request(exception, in_user_code=False)
+        if stop is not None:
+            self._let_go(state)  # the process is stopping; the store's lease still guards the key
+            raise stop
+
     # -- step 6: execute -------------------------------------------------------------------------
 
     def _context(self, state: _CallState) -> CallContext:
@@ -935,22 +942,34 @@ class Registry:
         dict subclass's methods, a `__class__` property, a `__del__`): that code runs here, where the
         caller can stop waiting at the deadline, never on the caller's thread after it."""
         assert state.spec is not None
-        return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
-                                                   state.call_id, ctx))
+        try:
+            return self._check_run(state, run_sync_for(handler, arguments, state.call_deadline, state.spec.name,
+                                                       state.call_id, ctx))
+        except BaseException as exception:  # noqa: BLE001 - on a worker: never the caller's stop request
+            return tuple.__new__(Run, (RunKind.RAISED, None, None, type_name(exception), self._internal_error(state)))
 
     def _check_run(self, state: _CallState, run: Run) -> Run:
         """`Run.checked` for a handler that returned or raised ToolFailure, made on the calling thread,
         and whether the handler and this check ended past the call's deadline (`finished_late`, read
         by the waiting thread once it has the run: see `_overran`). The output check counts against
-        the deadline like the handler: a check that ends late never makes the call look on time."""
+        the deadline like the handler: a check that ends late never makes the call look on time.
+
+        Reading what the handler handed back runs its code (a dict subclass, a `__class__` property, a
+        ToolFailure's details): whatever that raises, BaseException included, is the call's
+        `internal_error` (a write's outcome unknown), never an exception for the thread that checks;
+        only the caller's own stop request passes (see `agent_lab.interrupts`)."""
         kind = run.kind
         # Built with tuple.__new__: 145 ns against 339 ns for the named tuple's own __new__ with a keyword.
-        if kind is RunKind.RETURNED:
-            run = tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
-        elif kind is RunKind.FAILED:
-            run = tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
-        elif kind is not RunKind.RAISED:
-            return run  # it never ran, or the caller already stopped waiting for it
+        try:
+            if kind is RunKind.RETURNED:
+                run = tuple.__new__(Run, (RunKind.RETURNED, None, None, None, self._output_result(state, run.output)))
+            elif kind is RunKind.FAILED:
+                run = tuple.__new__(Run, (RunKind.FAILED, None, None, None, self._run_failure(state, run)))
+            elif kind is not RunKind.RAISED:
+                return run  # it never ran, or the caller already stopped waiting for it
+        except BaseException as exception:  # noqa: BLE001
+            raise_stop_request(exception)
+            run = tuple.__new__(Run, (RunKind.RAISED, None, None, type_name(exception), self._internal_error(state)))
         deadline = state.call_deadline
         if deadline is not None and time.monotonic() > deadline:
             state.finished_late = True
@@ -970,7 +989,8 @@ class Registry:
 
     def _execute_on_loop_thread(self, state: _CallState, ctx: CallContext, handler: Handler, arguments: Any) -> Run:
         """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
-        its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread)."""
+        its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread).
+        Nothing it raises there, SystemExit and KeyboardInterrupt included, is the caller's to stop on."""
         try:
             run = self._loop_thread.run(handler, arguments, ctx, functools.partial(self._check_run, state))
         except PoolClosed:
@@ -982,7 +1002,7 @@ class Registry:
         if future.cancelled():  # close() dropped it from the executor's queue before a worker took it
             return Run.closed()
         if future.done():  # it may have ended past the deadline: the caller can wake late (the GIL, a busy host)
-            run = future.result()
+            run = _job_run(future)
             return self._overran(state, ctx, run) if state.finished_late else run
         if future.cancel():
             return Run.not_started()  # never left the queue: nothing ran
@@ -1001,13 +1021,7 @@ class Registry:
         return state.hold is not None and state.spec is not None and state.spec.writes
 
     def _complete_late_future(self, state: _CallState, future: concurrent.futures.Future) -> None:
-        try:
-            run = future.result()
-        except PROCESS_EXITS:
-            run = Run.raised(SystemExit())  # the worker saw one; the effect may have happened
-        except BaseException as exception:  # noqa: BLE001
-            run = Run.raised(exception)
-        self._complete_late(state, run)
+        self._complete_late(state, _job_run(future))
 
     def _complete_late(self, state: _CallState, run: Run) -> None:
         """Store the result of a write that finished after its caller stopped waiting.
@@ -1015,23 +1029,27 @@ class Registry:
         Stored under the call's owner token, so it lands only if nobody resolved the key meanwhile
         (past the late-completion window the key may have been resolved; then the store refuses it)."""
         try:
-            result = run.checked if run.checked is not None else \
-                self._output_result(state, run.output) if run.kind is RunKind.RETURNED else self._run_failure(state, run)
+            if run.checked is None:
+                run = self._check_run(state, run)
+            result = run.checked if run.checked is not None else self._run_failure(state, run)
             self._store_outcome(state, result, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
-        except PROCESS_EXITS:
-            raise
         except BaseException as exception:  # noqa: BLE001
-            logger.warning("could not store the late result of tool %r: %s", state.tool, type(exception).__name__)
+            raise_stop_request(exception, in_user_code=False)
+            logger.warning("could not store the late result of tool %r: %s", state.tool, type_name(exception))
             self._let_go(state)
 
     # -- step 7: output --------------------------------------------------------------------------
 
     def _conclude(self, state: _CallState, run: Run) -> ToolResult:
-        """Turn what the handler did into the call's result, checking a returned output."""
+        """Turn what the handler did into the call's result, checking a returned output (here, on the
+        caller's thread, only for an async handler `ainvoke` awaited on it)."""
+        if run.kind is RunKind.RETURNED:
+            state.step = "output"
+        if run.checked is None and (run.kind is RunKind.RETURNED or run.kind is RunKind.FAILED):
+            run = self._check_run(state, run)
         if run.kind is not RunKind.RETURNED:
             return run.checked if run.checked is not None else self._run_failure(state, run)
-        state.step = "output"
-        result = run.checked if run.checked is not None else self._output_result(state, run.output)
+        result = run.checked
         if result.ok:
             state.step = "record"
         return result
@@ -1120,10 +1138,9 @@ class Registry:
         try:
             if state.hold is not None:
                 self._settle_receipt(state, result)
-        except PROCESS_EXITS:
-            raise
         except BaseException as exception:  # noqa: BLE001
-            logger.warning("could not record the receipt of a call of %r: %s", state.tool, type(exception).__name__)
+            raise_stop_request(exception, in_user_code=False)
+            logger.warning("could not record the receipt of a call of %r: %s", state.tool, type_name(exception))
             self._holder.give_up(state.hold, "could not build its receipt")
         # The result was built for this call and nobody else holds it yet: stamp it in place
         # (dataclasses.replace would copy every field on the hot path).
@@ -1163,10 +1180,9 @@ class Registry:
             return
         try:
             self._audit.write(_audit_record(state, result))
-        except PROCESS_EXITS:
-            raise
         except BaseException as exception:  # noqa: BLE001 - an audit failure must not break the call
-            logger.warning("audit sink failed to write a record for %r: %s", state.tool, type(exception).__name__)
+            raise_stop_request(exception, in_user_code=False)
+            logger.warning("audit sink failed to write a record for %r: %s", state.tool, type_name(exception))
 
     def _internal_error(self, state: _CallState) -> ToolResult:
         """A bug in a step (not in a handler): contained, logged, and reported without details.
@@ -1190,6 +1206,16 @@ class Registry:
 # ---------------------------------------------------------------------------------------------
 # Small pure helpers
 # ---------------------------------------------------------------------------------------------
+
+
+def _job_run(future: concurrent.futures.Future) -> Run:
+    """What a finished pool job came to. The job (`_run_and_check`) answers a `Run` whatever the handler
+    does; should it raise all the same, it raised on a worker thread, so it is never the caller's stop
+    request (`agent_lab.interrupts`): a contained failure, as a handler's exception is."""
+    try:
+        return future.result()
+    except BaseException as exception:  # noqa: BLE001
+        return Run.raised(exception)
 
 
 def _call_deadline(state: _CallState, spec: ToolSpec) -> float:

@@ -12,17 +12,27 @@ a plain copy of the very read-only schema the validators are compiled from, and 
 catalog advertise one schema while another is enforced. Validators are shared by schema content
 (`agent_lab.schema.shared_validator`): a spec built again, or another spec with an equal schema,
 reuses the compiled validator and its frozen schema.
+
+Every text of a spec is Unicode text: a lone surrogate ("\\ud800", which no UTF-8 file, terminal or
+host can carry) in the title, the description, a permission, a redacted field or anywhere in a schema
+(a member name or a string) is refused when the spec is built, with the field and the JSON Pointer, so
+nothing that prints or exports a spec (lint, catalog-cost, export, inspect) can fail on one later.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from .fingerprint import has_lone_surrogate
 from .frozenjson import freeze, thaw
+from .jsonvalue import pointer_join
 from .policy import ResourceGuard
 from .provenance import Provenance
 
@@ -120,6 +130,46 @@ def _compile(schema: Any, field_name: str, *, format_assertion: bool) -> Any:
                          f"{exc}") from None
 
 
+_SURROGATE_SCAN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Validator -> where its schema holds a lone surrogate (None: nowhere). Validators are shared by schema
+content, so a schema is scanned once however many specs are built on it."""
+_SURROGATE_SCAN_LOCK = threading.Lock()
+
+
+def _lone_surrogate_in_schema(validator: Any) -> str | None:
+    """Where the validator's (frozen, compiled, so bounded) schema holds a lone surrogate: the JSON
+    Pointer of the string, or of the object whose member name holds it, with what it is; else None.
+    One C-speed encoding answers for the common schema (all ASCII); only a schema with other text is
+    walked."""
+    with _SURROGATE_SCAN_LOCK:
+        if validator in _SURROGATE_SCAN:
+            found: str | None = _SURROGATE_SCAN[validator]
+            return found
+    text = json.dumps(validator.schema, ensure_ascii=False)
+    found = None if not has_lone_surrogate(text) else _lone_surrogate_at(validator.schema)
+    with _SURROGATE_SCAN_LOCK:
+        _SURROGATE_SCAN[validator] = found
+    return found
+
+
+def _lone_surrogate_at(schema: Any) -> str | None:
+    """The first place (document order) of `schema` holding a lone surrogate, iteratively; the pointer
+    never contains the surrogate (a member name that holds one is named by the object around it)."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        value, pointer = stack.pop()
+        if isinstance(value, str):
+            if has_lone_surrogate(value):
+                return f"a string at {pointer or '/'}"
+        elif isinstance(value, Mapping):
+            if any(has_lone_surrogate(key) for key in value):
+                return f"a member name of the object at {pointer or '/'}"
+            stack.extend(reversed([(item, pointer_join(pointer, key)) for key, item in value.items()]))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(reversed([(item, pointer_join(pointer, index)) for index, item in enumerate(value)]))
+    return None
+
+
 def _cached(schema: Any, format_assertion: Any) -> Any:
     """The shared Validator an equal schema was compiled into before, or None (nothing is compiled)."""
     from .schema import validator_cache
@@ -193,6 +243,7 @@ class ToolSpec:
             self._refuse_slow_patterns(output_validator, "output_schema")
             set_field(self, "output_validator", output_validator)
             set_field(self, "output_schema", output_validator.schema)
+        self._refuse_lone_surrogates()
         set_field(self, "warnings", self._lint())
 
     # -- construction checks -------------------------------------------------------------------
@@ -212,6 +263,23 @@ class ToolSpec:
             )
         if self.output_schema is not None and not isinstance(self.output_schema, Mapping):
             raise ValueError(f"ToolSpec.output_schema of {self.name!r} must be a JSON Schema object or None")
+
+    def _refuse_lone_surrogates(self) -> None:
+        """Every text of the spec, both halves, is Unicode text (see the module docstring)."""
+        texts = {"title": self.title, "description": self.description, "required_permission": self.required_permission}
+        for field_name, text in texts.items():
+            if text is not None and has_lone_surrogate(text):
+                raise ValueError(f"ToolSpec.{field_name} of {self.name!r} holds a lone surrogate (\\ud800-\\udfff), "
+                                 "which is not Unicode text; no host or terminal can show it")
+        for index, field_name in enumerate(self.redact):
+            if has_lone_surrogate(field_name):
+                raise ValueError(f"ToolSpec.redact of {self.name!r} holds a lone surrogate (\\ud800-\\udfff) in "
+                                 f"entry {index}, which is not Unicode text")
+        for field_name, validator in (("input_schema", self.input_validator), ("output_schema", self.output_validator)):
+            found = None if validator is None else _lone_surrogate_in_schema(validator)
+            if found is not None:
+                raise ValueError(f"ToolSpec.{field_name} of {self.name!r} holds a lone surrogate (\\ud800-\\udfff), "
+                                 f"which is not Unicode text, in {found}; no host or terminal can show it")
 
     def _checked_redact(self) -> tuple[str, ...]:
         if isinstance(self.redact, str) or not all(isinstance(item, str) for item in self.redact):

@@ -7,6 +7,7 @@ import io
 import json
 import re
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -175,9 +176,11 @@ class ToolEvalCommandTest(unittest.TestCase):
         def interrupted_at_the_fourth_rename(source: object, target: object) -> None:
             renamed.append(target)
             if len(renamed) == 4:
-                raise KeyboardInterrupt
+                signal.raise_signal(signal.SIGINT)  # a real Ctrl-C: its handler raises KeyboardInterrupt here
             real_replace(source, target)
 
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
         with mock.patch("os.replace", side_effect=interrupted_at_the_fourth_rename), \
                 self.assertRaises(KeyboardInterrupt):
             run("tool-eval", "--cases", cases, "--out", str(out))

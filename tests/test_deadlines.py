@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import gc
+import signal
 import threading
 import time
 import unittest
@@ -352,21 +353,31 @@ class LateWriteTest(DeadlineTestCase):
         self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
         self.assertEqual(self.effects, ["act-1"])
 
-    def test_a_call_interrupted_by_keyboard_interrupt_leaves_the_key_to_the_stores_lease(self) -> None:
+    def test_a_call_interrupted_by_the_callers_ctrl_c_leaves_the_key_to_the_stores_lease(self) -> None:
         now = [1_000_000.0]
         store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
         registry = Registry(receipts=store)
         self.addCleanup(registry.close)
         attempts: list[str] = []
+        started = threading.Event()
+        self.addCleanup(self.release.set)
 
         def interrupted_once(arguments):
             attempts.append(arguments["action_id"])
             if len(attempts) == 1:
-                raise KeyboardInterrupt
+                started.set()  # the caller presses Ctrl-C while it waits for this write
+                self.release.wait(BLOCK_S)
             return {"followup_id": "F-1"}
 
-        registry.register(followup_spec(), interrupted_once)
-        with self.assertRaises(KeyboardInterrupt):
+        def press_ctrl_c() -> None:
+            if started.wait(BLOCK_S):
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        registry.register(followup_spec(timeout_ms=2000), interrupted_once)
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        with self.assertRaises(KeyboardInterrupt):  # the caller's own Ctrl-C passes through invoke
             registry.invoke(followup_call(), actor=WRITER)
         self.assertEqual(registry.invoke(followup_call(), actor=WRITER).error.code, "idempotency_in_progress")
         now[0] += 3600  # the lease is over, with no receipt: the write may have happened, so it is unknown

@@ -75,30 +75,6 @@ class HandlerContainmentTest(unittest.TestCase):
         self.assertEqual(result.error.next_action.value, "lookup_status")
         self.assertFalse(result.error.retryable)
 
-    def test_keyboard_interrupt_and_system_exit_are_not_swallowed(self) -> None:
-        registry = Registry(run_inline=True)
-        self.addCleanup(registry.close)
-        registry.register(ToolSpec(name="stop", description="d", input_schema=OPEN_SCHEMA), raising(SystemExit(3)))
-        registry.register(ToolSpec(name="ctrl_c", description="d", input_schema=OPEN_SCHEMA),
-                          raising(KeyboardInterrupt()))
-        with self.assertRaises(SystemExit):
-            registry.invoke(ToolCall("stop", {}), actor=READER)
-        with self.assertRaises(KeyboardInterrupt):
-            registry.invoke(ToolCall("ctrl_c", {}), actor=READER)
-
-    def test_system_exit_from_an_async_handler_reaches_the_caller_and_the_loop_survives(self) -> None:
-        async def exiting(arguments):
-            raise SystemExit(4)
-
-        async def fine(arguments):
-            return "still here"
-
-        self.registry.register(ToolSpec(name="exiting", description="d", input_schema=OPEN_SCHEMA), exiting)
-        self.registry.register(ToolSpec(name="fine", description="d", input_schema=OPEN_SCHEMA), fine)
-        with self.assertRaises(SystemExit):
-            self.registry.invoke(ToolCall("exiting", {}), actor=READER)
-        self.assertEqual(self.registry.invoke(ToolCall("fine", {}), actor=READER).output, "still here")
-
     def test_exceptions_from_async_handlers_are_contained_too(self) -> None:
         async def failing(arguments):
             raise ValueError(SECRET)

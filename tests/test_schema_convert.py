@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import unittest
 
-from agent_lab.schema import DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, SchemaError, Validator
+from agent_lab.schema import (DRAFT_04, DRAFT_06, DRAFT_07, DRAFT_2019_09, DRAFT_2020_12, MAX_SCHEMA_DEPTH, SchemaError,
+                              Validator)
 from agent_lab.schema.convert import SchemaConversionError, original_pointer, to_draft_2020_12
 
 import test_schema_differential as grammars
@@ -134,6 +136,36 @@ class ConversionRuleTests(unittest.TestCase):
                 self.assertEqual(caught.exception.path, path)
         self.assertEqual(converted({"$schema": DRAFT_07, "$defs": {"y": {"type": "string"}}, "$ref": "#/$defs/y"}),
                          {"$defs": {"y": {"type": "string"}}, "$ref": "#/$defs/y"})
+
+    def test_a_schema_nested_1500_deep_is_a_conversion_error_with_its_pointer_not_a_recursion_error(self):
+        for dialect in (DRAFT_07, DRAFT_2019_09, DRAFT_04, DRAFT_2020_12):
+            with self.subTest(dialect=dialect):
+                schema = {"type": "string"}
+                for _ in range(1500):
+                    schema = {"items": schema}
+                schema["$schema"] = dialect
+                with self.assertRaises(SchemaConversionError) as refused:
+                    to_draft_2020_12(schema)
+                self.assertEqual(refused.exception.path, "/items" * MAX_SCHEMA_DEPTH)
+                self.assertEqual(refused.exception.keyword, "items")
+                self.assertIn(f"nested deeper than {MAX_SCHEMA_DEPTH} levels", str(refused.exception))
+
+    def test_a_schema_within_the_limit_that_runs_out_of_stack_is_a_conversion_error_too(self):
+        schema = {"$schema": DRAFT_07, "type": "string"}
+        for _ in range(MAX_SCHEMA_DEPTH - 1):
+            schema = {"$schema": DRAFT_07, "not": schema}
+
+        def convert_with_little_stack_left(frames_left: int):
+            if frames_left:
+                return convert_with_little_stack_left(frames_left - 1)
+            return to_draft_2020_12(schema)
+
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        with self.assertRaises(SchemaConversionError) as refused:  # about 60 frames left for the conversion
+            convert_with_little_stack_left(sys.getrecursionlimit() - depth - 60)
+        self.assertIn("nested too deeply to convert", str(refused.exception))
 
     def test_an_unknown_dialect_is_a_schema_error_naming_it(self):
         with self.assertRaisesRegex(SchemaError, "draft-03"):

@@ -226,5 +226,82 @@ class TwoHalvesTest(unittest.TestCase):
                          [False, True, True])
 
 
+class LoneSurrogateTest(unittest.TestCase):
+    """A lone surrogate (no UTF-8 text can hold one) anywhere in a spec's text is refused where the spec
+    is built, naming the field and the JSON Pointer; lint, catalog-cost and export used to crash on it
+    with a UnicodeEncodeError traceback."""
+
+    LONE = "\ud800"
+
+    def spec(self, **changes: Any) -> ToolSpec:
+        options: dict[str, Any] = {"name": "ping", "description": "Ping.", "input_schema": {"type": "object"}}
+        options.update(changes)
+        return ToolSpec(**options)
+
+    def test_every_text_of_a_spec_is_checked_with_the_field_and_the_pointer(self) -> None:
+        lone = self.LONE
+        cases = {
+            "description": ({"description": f"Ping {lone}."}, "ToolSpec.description of 'ping'"),
+            "title": ({"title": f"Ping{lone}"}, "ToolSpec.title of 'ping'"),
+            "permission": ({"required_permission": f"ping{lone}"}, "ToolSpec.required_permission of 'ping'"),
+            "redact": ({"redact": ("token", f"key{lone}")}, "ToolSpec.redact of 'ping' holds a lone surrogate "
+                       "(\\ud800-\\udfff) in entry 1"),
+            "schema description": ({"input_schema": {"type": "object", "properties": {"a": {
+                "type": "string", "description": f"A {lone}"}}}}, "in a string at /properties/a/description"),
+            "member name": ({"input_schema": {"type": "object", "properties": {f"a{lone}": {"type": "string"}}}},
+                            "in a member name of the object at /properties"),
+            "enum value": ({"input_schema": {"type": "object", "properties": {"a": {"enum": ["ok", lone]}}}},
+                           "in a string at /properties/a/enum/1"),
+            "output schema title": ({"output_schema": {"type": "object", "title": f"\udfff{lone}"}},
+                                    "ToolSpec.output_schema of 'ping' holds a lone surrogate"),
+            "schema root": ({"input_schema": {"type": "object", "$comment": lone}}, "in a string at /$comment"),
+        }
+        for label, (changes, expected) in cases.items():
+            with self.subTest(label), self.assertRaises(ValueError) as refused:
+                self.spec(**changes)
+            message = str(refused.exception)
+            self.assertIn(expected, message)
+            message.encode("utf-8")  # the message itself can be printed: it never quotes the surrogate
+
+    def test_a_schema_is_refused_every_time_even_when_an_equal_schema_was_compiled_before(self) -> None:
+        from agent_lab.schema import shared_validator
+
+        schema = {"type": "object", "description": f"Shared {self.LONE}"}
+        shared_validator(schema, format_assertion=True)  # compiled (and cached) outside any spec
+        for _ in range(2):
+            with self.assertRaises(ValueError):
+                self.spec(input_schema=schema)
+
+    def test_astral_characters_written_as_one_code_point_are_text(self) -> None:
+        spec = self.spec(description="Ping \U0001f600.", input_schema={"type": "object", "title": "\u00e9t\u00e9"})
+        self.assertEqual(spec.description, "Ping \U0001f600.")
+
+    def test_lint_catalog_cost_and_export_refuse_such_a_registry_in_one_line(self) -> None:
+        import contextlib
+        import io
+        import tempfile
+        from pathlib import Path
+
+        from agent_lab.cli import main
+
+        with tempfile.TemporaryDirectory() as directory:
+            module = Path(directory) / "surrogate_tools.py"
+            module.write_text(
+                "from agent_lab import Registry, ToolSpec\n\n"
+                "def registry():\n"
+                "    tools = Registry()\n"
+                "    tools.register(ToolSpec(name='ping', description='Ping \\ud800 it.',\n"
+                "                            input_schema={'type': 'object'}), lambda arguments: {})\n"
+                "    return tools\n", encoding="utf-8")
+            for command in (["lint"], ["catalog-cost"], ["export", "--format", "openai"], ["inspect"]):
+                with self.subTest(command=command[0]):
+                    stdout, stderr = io.StringIO(), io.StringIO()
+                    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                        code = main([*command, "--registry", f"{module}:registry"])
+                    self.assertEqual((code, stdout.getvalue()), (2, ""))
+                    self.assertEqual(len(stderr.getvalue().splitlines()), 1, stderr.getvalue())
+                    self.assertIn("ToolSpec.description of 'ping' holds a lone surrogate", stderr.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -77,7 +77,8 @@ WRITERS: dict[str, tuple[str, str]] = {
     "lint/rules.py:<module>": (NO_RUN_SECRET, "the rules table, printed when the module is run"),
     "audit.py:JsonlAuditSink.write": (NO_VALUES, "audit_record's fields: ids, codes, steps, never a value"),
     "registry.py:Registry._write_audit": (NO_VALUES, "hands _audit_record's record to the sink"),
-    "mcp.py:_LineWriter.send": (MODEL_VIEW, "MCP responses: ToolResult.to_model(), redacted by the registry"),
+    "mcp.py:_LineWriter.send_line": (MODEL_VIEW, "MCP responses (send and send_batch encode them): "
+                                                 "ToolResult.to_model(), redacted by the registry"),
     "mcp.py:_protocol_stream": (MODEL_VIEW, "opens the MCP protocol stream"),
     "modeleval/loopback.py:LoopbackModelServer._handler_class.Handler._serve": (
         MODEL_VIEW, "the stand-in model server's answers, from the scripted agent"),

@@ -7,7 +7,9 @@ time instead of a confusing failure in the middle of a run.
 
 The lab's own code (world factory, builders, effect and secret readers, hooks) is called through the
 methods below, which turn anything it raises or returns wrongly into one `LabError` naming the part
-and the cause: a broken lab is bad input (exit 2), never a traceback and never a failed gate.
+and the cause: a broken lab is bad input (exit 2), never a traceback and never a failed gate. Anything
+means anything: `sys.exit(0)`, a KeyboardInterrupt the lab raises itself, GeneratorExit, an exception
+whose message cannot be read. Only the caller's own Ctrl-C stops the run (`agent_lab.interrupts`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..execution import type_name
+from ..interrupts import raise_stop_request
 from ..policy import Actor
 
 __all__ = [
@@ -54,9 +58,24 @@ def _one_line(text: str) -> str:
 
 
 def describe_exception(error: BaseException) -> str:
-    """`TypeName: message` on one line, for messages about the lab's own code."""
-    message = _one_line(str(error))
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    """`TypeName: message` on one line, for messages about the lab's own code. Never raises for what the
+    exception does: a message that cannot be read (its `__str__` raises, sys.exit too, or returns no
+    text) is said to be unreadable, and the class's name is read without running its code."""
+    name = type_name(error)
+    try:
+        text = str(error)
+        message = _one_line(str.__str__(text)) if isinstance(text, str) else "[message unreadable]"
+    except BaseException as problem:  # noqa: BLE001 - the lab's own code, run by str()
+        raise_stop_request(problem)
+        message = "[message unreadable]"
+    return f"{name}: {message}" if message else name
+
+
+def _hook_error(where: str, error: BaseException, mask: Callable[[str], str] = str) -> LabError:
+    """The LabError for a lab hook that raised `error` (anything but the caller's own Ctrl-C, which is
+    raised instead): `where` plus what was raised, on one line, passed through `mask`."""
+    raise_stop_request(error)
+    return LabError(f"{where} raised {mask(describe_exception(error))}")
 
 
 def _check_name(value: Any, what: str) -> str:
@@ -142,6 +161,14 @@ def _check_build_signature(surface: Surface) -> None:
 
 def _no_hook(world: Any) -> None:
     return None
+
+
+def _is_registry(value: Any) -> bool:
+    """A Registry subclass's instance, told by its class alone (isinstance would ask the object's own
+    `__class__`, which a builder's object may make raise)."""
+    from ..registry import Registry
+
+    return issubclass(type(value), Registry)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,8 +279,8 @@ class Lab:
         """A fresh world (LabError when the factory raises)."""
         try:
             return self.world(**dict(options or {}))
-        except Exception as error:  # noqa: BLE001 - the lab's own code: any failure is a broken lab
-            raise LabError(f"world() raised {describe_exception(error)}") from None
+        except BaseException as error:  # noqa: BLE001 - the lab's own code: any failure (sys.exit too) is a broken lab
+            raise _hook_error("world()", error) from None
 
     def build(self, surface: Surface, world: Any, **options: Any) -> Any:
         """`surface.build(world, **options)`, checked: a Registry that uses the receipt store it was given."""
@@ -261,11 +288,11 @@ class Lab:
 
         try:
             registry = surface.build(world, **options)
-        except Exception as error:  # noqa: BLE001
-            raise LabError(f"surface {surface.name!r}: build(world) raised "
-                           f"{self._masked(world, describe_exception(error))}") from None
-        if not isinstance(registry, Registry):
-            raise LabError(f"surface {surface.name!r}: build(world) returned {type(registry).__name__}, not a Registry")
+        except BaseException as error:  # noqa: BLE001
+            raise _hook_error(f"surface {surface.name!r}: build(world)", error,
+                              lambda text: self._masked(world, text)) from None
+        if type(registry) is not Registry and not _is_registry(registry):
+            raise LabError(f"surface {surface.name!r}: build(world) returned {type_name(registry)}, not a Registry")
         if "receipts" in options and registry.receipts is not options["receipts"]:
             registry.close()
             raise LabError(f"surface {surface.name!r}: build(world, **options) must pass the options on to "
@@ -279,15 +306,18 @@ class Lab:
         try:
             returned = self.effects(world)
             records = None if isinstance(returned, (str, bytes, Mapping)) else list(returned)
-        except Exception as error:  # noqa: BLE001
-            raise LabError(f"effects(world) raised {self._masked(world, describe_exception(error))}") from None
+        except BaseException as error:  # noqa: BLE001
+            raise _hook_error("effects(world)", error, lambda text: self._masked(world, text)) from None
         if records is None:  # its characters or keys would each count as a side effect
-            raise LabError(f"effects(world) must return a list of records, not a {type(returned).__name__}")
+            raise LabError(f"effects(world) must return a list of records, not a {type_name(returned)}")
         for index, record in enumerate(records):
             try:
                 canonical_json(record)
             except ValueError as error:
                 raise LabError(f"effects(world) record {index} is not JSON ({_one_line(str(error))})") from None
+            except BaseException as error:  # noqa: BLE001 - a record's own code ran (a dict subclass, say)
+                raise _hook_error(f"reading effects(world) record {index}", error,
+                                  lambda text: self._masked(world, text)) from None
         return records
 
     def secrets_of(self, world: Any) -> frozenset[str]:
@@ -297,18 +327,21 @@ class Lab:
         try:
             values = self.secrets(world)
             found = list(values) if not isinstance(values, (str, Mapping)) else None
-        except Exception as error:  # noqa: BLE001
-            raise LabError(f"secrets(world) raised {describe_exception(error)}") from None
+        except BaseException as error:  # noqa: BLE001 - never masked: the secrets could not be read
+            raise _hook_error("secrets(world)", error) from None
         if found is None:  # a mapping's keys would be masked, and its values (the secrets, likely) shown
-            kind = "one string" if isinstance(values, str) else f"a {type(values).__name__} (its keys, not its values)"
+            kind = "one string" if isinstance(values, str) else f"a {type_name(values)} (its keys, not its values)"
             raise LabError(f"secrets(world) must return a collection of strings, not {kind}")
+        texts = []
         for value in found:
-            if not isinstance(value, str):
-                raise LabError(f"secrets(world) returned a {type(value).__name__}; secrets are strings")
-            if len(value) < MIN_SECRET_CHARACTERS:
+            if type(value) is not str and not issubclass(type(value), str):
+                raise LabError(f"secrets(world) returned a {type_name(value)}; secrets are strings")
+            text = str.__str__(value)  # a str subclass's own methods are never asked again
+            if len(text) < MIN_SECRET_CHARACTERS:
                 raise LabError(f"secrets(world) returned a value shorter than {MIN_SECRET_CHARACTERS} characters, "
                                "which reports could not mask")
-        return frozenset(found)
+            texts.append(text)
+        return frozenset(texts)
 
     def _masked(self, world: Any, message: str) -> str:
         """A message about the lab's code with the world's secrets masked: the error line goes to
@@ -326,8 +359,8 @@ class Lab:
         """Release the world's held operations and wait until none runs (no-op without a `settle` hook)."""
         try:
             (self.settle or _no_hook)(world)
-        except Exception as error:  # noqa: BLE001
-            raise LabError(f"settle(world) raised {self._masked(world, describe_exception(error))}") from None
+        except BaseException as error:  # noqa: BLE001
+            raise _hook_error("settle(world)", error, lambda text: self._masked(world, text)) from None
 
     def writes_started_in(self, world: Any) -> int:
         """How many writes the world has begun (LabError without the hook or for a non-integer)."""
@@ -335,8 +368,8 @@ class Lab:
             raise LabError("the lab has no writes_started hook")
         try:
             count = self.writes_started(world)
-        except Exception as error:  # noqa: BLE001
-            raise LabError(f"writes_started(world) raised {self._masked(world, describe_exception(error))}") from None
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise LabError(f"writes_started(world) returned {type(count).__name__}, not an integer")
-        return count
+        except BaseException as error:  # noqa: BLE001
+            raise _hook_error("writes_started(world)", error, lambda text: self._masked(world, text)) from None
+        if type(count) is bool or not issubclass(type(count), int):
+            raise LabError(f"writes_started(world) returned {type_name(count)}, not an integer")
+        return int.__int__(count)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..interrupts import raise_stop_request
 from .definition import Lab, LabError, describe_exception
 
 __all__ = ["BUILTIN_LAB", "default_lab", "load_lab", "load_registry", "reference_file", "resolve_reference"]
@@ -49,7 +50,8 @@ def load_registry(reference: str) -> Any:
         raise LabError(f"{reference}: is {_kind(value)}, not a Registry or a function returning one")
     try:
         built = value()
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's factory: any failure is bad input
+    except BaseException as error:  # noqa: BLE001 - the user's factory: any failure (sys.exit too) is bad input
+        raise_stop_request(error)  # only the caller's own Ctrl-C stops the command
         raise LabError(f"{reference}: calling it raised {describe_exception(error)}") from None
     if not isinstance(built, Registry):
         raise LabError(f"{reference}: returned {_kind(built)}, not a Registry")
@@ -68,7 +70,8 @@ def resolve_reference(reference: str) -> Any:
             value = getattr(value, part)
         except AttributeError:
             raise LabError(f"{reference}: {reference.rpartition(':')[0]} has no attribute {attribute!r}") from None
-        except Exception as error:  # noqa: BLE001 - a property or module __getattr__ of the user's
+        except BaseException as error:  # noqa: BLE001 - a property or module __getattr__ of the user's
+            raise_stop_request(error)
             raise LabError(f"{reference}: reading {attribute!r} raised {describe_exception(error)}") from None
     return value
 
@@ -101,7 +104,8 @@ def _import_module(reference: str, name: str) -> Any:
         if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
             raise LabError(f"{reference}: no module named {error.name!r} (from {Path.cwd()})") from None
         raise LabError(f"{reference}: importing {name} raised {describe_exception(error)}") from None
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's module: any failure (sys.exit too) is bad input
+    except BaseException as error:  # noqa: BLE001 - the user's module: any failure (sys.exit too) is bad input
+        raise_stop_request(error)
         raise LabError(f"{reference}: importing {name} raised {describe_exception(error)}") from None
 
 
@@ -123,10 +127,9 @@ def _import_file(reference: str, path: Path) -> Any:
     sys.modules[name] = module  # dataclasses and pickling look modules up here while they load
     try:
         spec.loader.exec_module(module)
-    except BaseException as error:
+    except BaseException as error:  # noqa: BLE001 - any failure (sys.exit too) is bad input
         del sys.modules[name]
-        if not isinstance(error, (Exception, SystemExit)):  # KeyboardInterrupt stops the command
-            raise
+        raise_stop_request(error)  # only the caller's own Ctrl-C stops the command
         raise LabError(f"{reference}: importing {path} raised {describe_exception(error)}") from None
     return module
 

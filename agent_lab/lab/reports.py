@@ -70,17 +70,22 @@ class ReportWriteError(Exception):
     """A report could not be written, and no report was replaced. `str()` is "PATH: what is wrong"."""
 
 
-def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] = ()) -> None:
+def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | Mapping[str | Path, str] = ()) -> None:
     """Refuse targets that cannot become report files, before any slow work: a directory, a path
-    under a file, two reports aimed at one file, or a file in `keep` (the run's case files, which a
-    mistyped --junit would otherwise overwrite). Raises ReportWriteError."""
-    kept = {Path(path).resolve() for path in keep}
+    under a file, two reports aimed at one file, or a file in `keep`: the run's inputs, which a mistyped
+    --junit would otherwise overwrite (`inputs.run_inputs`: path -> what it is; a plain list of paths is
+    taken as case files), however a target spells one of them. Raises ReportWriteError."""
+    from .inputs import input_overwritten
+
+    kept = {Path(path): what for path, what in keep.items()} if isinstance(keep, Mapping) else \
+        {Path(path): "a case file of this run" for path in keep}
     paths = list(paths)
+    overwritten = input_overwritten(paths, kept)
+    if overwritten is not None:
+        raise ReportWriteError(f"{overwritten[0]}: {overwritten[1]}")
     directories = {parent for path in paths for parent in path.resolve().parents}  # of the reports
     seen: set[Path] = set()
     for path in paths:
-        if path.resolve() in kept:
-            raise ReportWriteError(f"{path}: a case file of this run")
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
         if path.resolve() in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
+from ..interrupts import raise_stop_request
 from ..lint import LintConfig
 from ..redaction import SecretMask
 from .cases import Case, load_cases
-from .definition import Lab, Surface
+from .definition import Lab, LabError, Surface, describe_exception
 from .grading import grade_run
 from .metrics import CaseResult, GateCheck, SurfaceCatalog, compare, gate_checks, surface_catalog, surface_metrics
 from .replay import replay_case
@@ -184,6 +185,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     for report paths that cannot be written; an unusable path is refused before the cases run, and
     nothing is written on any of these errors.
     """
+    from .inputs import run_inputs
     from .reports import REPORT_FILES, check_report_targets, render_reports, write_files
 
     out = Path(out_dir)
@@ -192,7 +194,7 @@ def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OU
     targets["junit.xml"] = junit
     if jobs is not None:
         checked_jobs(jobs)  # refused before anything runs
-    check_report_targets(targets.values(), keep=case_paths)
+    check_report_targets(targets.values(), keep=run_inputs(case_paths))  # pyproject.toml and the lab's module too
     evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs)
     rendered = render_reports(evaluation)
     write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
@@ -298,7 +300,14 @@ def _waits_on_world(case: Case) -> bool:
 def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
     if case.steps_for(surface.name, surface.role) is None:
         return CaseResult(case=case, surface=surface.name, role=surface.role, run=None)
-    run = replay_case(case, surface, lab=lab)
+    try:
+        run = replay_case(case, surface, lab=lab)
+    except Exception:
+        raise  # a LabError, a CaseFileError, or a bug of ours (shown as one)
+    except BaseException as error:  # noqa: BLE001 - the engine raises none: the lab's objects did
+        raise_stop_request(error)  # (a Registry subclass's own methods, say); only Ctrl-C stops the run
+        raise LabError(f"case {case.case_id!r} on surface {surface.name!r}: the lab's code raised "
+                       f"{describe_exception(error)}") from None
     return CaseResult(case=case, surface=surface.name, role=surface.role, run=run, grades=grade_run(case, run))
 
 

@@ -158,7 +158,9 @@ def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, 
     (an earlier run's `--out`), judge the run against it too: `evaluation.verdict`, and the verdict files
     beside the reports. Raises BaselineError (before anything runs) for a baseline that cannot be read or
     that ran other tasks, unless `compare_tasks` names the tasks to compare."""
+    from ..lab.inputs import run_inputs
     from ..lab.reports import check_report_targets, write_files
+    from .cassettes import CASSETTE_FILE
     from .reports import REPORT_FILES, render_reports
     from .verdict import check_comparable
     from .verdict_reports import VERDICT_FILES
@@ -176,7 +178,15 @@ def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, 
                                 "replace it: write this run's reports elsewhere (--out)")
         targets.update({name: out / name for name in VERDICT_FILES})
         earlier = load_run(baseline)
-    check_report_targets(targets.values(), keep=[*task_paths])
+    # Nothing written may replace an input (the tasks, a replayed cassette, pyproject.toml, the lab's
+    # module, the baseline's reports), and a recorded cassette is one more file written: never a
+    # report's, never an input.
+    replayed = [Path(options["replay"]) / CASSETTE_FILE] if options.get("replay") else []
+    recorded = [Path(options["record"]) / CASSETTE_FILE] if options.get("record") else []
+    inputs = run_inputs(task_files=task_paths, cassettes=replayed)
+    if baseline is not None:
+        inputs.update({Path(baseline) / name: "a report of the baseline run" for name in (*REPORT_FILES, *VERDICT_FILES)})
+    check_report_targets([*targets.values(), *recorded], keep=inputs)
     if earlier is not None:
         tasks = selected_tasks(lab, task_paths, options.get("split", "all"))
         check_comparable(earlier, tasks_digest(tasks), {task.task_id: task.digest for task in tasks}, compare_tasks)

@@ -20,7 +20,9 @@ One difference is kept and documented instead of refused: draft-04's `"type": "i
 (a number written with a fraction) while 2020-12's accepts it; the registry still validates arguments
 against the original schema, so 1.0 is still refused where the tool runs.
 
-The input is never modified; the result shares nothing with it.
+The input is never modified; the result shares nothing with it. A schema nested deeper than
+`MAX_SCHEMA_DEPTH` (which no `Validator` compiles either) is refused with the pointer where it goes too
+deep, and so is one that exhausts Python's recursion limit on the way: never a RecursionError.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 from ..frozenjson import FrozenObject, thaw
-from ..jsonvalue import escape_pointer_token
+from ..jsonvalue import escape_pointer_token, pointer_join
 from ._dialects import DIALECTS, DRAFT_04, DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, normalize_uri
 from ._keywords import DEFAULT_VOCABULARIES, VOCABULARIES
 from ._uri import pointer_tokens, resolve_uri, split_fragment
-from .model import SchemaError
+from .model import MAX_SCHEMA_DEPTH, SchemaError
 
 __all__ = ["SchemaConversionError", "original_pointer", "to_draft_2020_12"]
 
@@ -70,13 +72,43 @@ def to_draft_2020_12(schema: Any, *, dialect: Optional[str] = None) -> Any:
     rules = builtin_dialect(source)
     if rules is None:
         raise SchemaError(f"cannot convert from $schema {source!r}: not a dialect this package knows")
-    if isinstance(schema, FrozenObject) and rules.uri == DRAFT_2020_12:
-        return thaw(schema)  # a spec's read-only schema: plain dicts and lists all the way down
-    if rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
-        return copy.deepcopy(schema if not isinstance(schema, Mapping) else dict(schema))
-    result = _Conversion(schema, rules).run()
-    _check_readable(schema, result, rules)
+    too_deep = _nested_too_deep(schema, MAX_SCHEMA_DEPTH)
+    if too_deep is not None:
+        raise SchemaConversionError(_last_token(too_deep), too_deep,
+                                    f"the schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
+    try:
+        if isinstance(schema, FrozenObject) and rules.uri == DRAFT_2020_12:
+            return thaw(schema)  # a spec's read-only schema: plain dicts and lists all the way down
+        if rules.uri == DRAFT_2020_12 or not isinstance(schema, Mapping):
+            return copy.deepcopy(schema if not isinstance(schema, Mapping) else dict(schema))
+        result = _Conversion(schema, rules).run()
+        _check_readable(schema, result, rules)
+    except RecursionError:  # within the depth limit, but called with little of the stack left
+        raise SchemaConversionError("$schema", "", "the schema is nested too deeply to convert here") from None
     return result
+
+
+def _nested_too_deep(schema: Any, limit: int) -> Optional[str]:
+    """The JSON Pointer of the first object or array (in document order) nested `limit` containers deep
+    inside `schema`, else None. Iterative: it never recurses, however deep the schema goes."""
+    stack: List[Tuple[Any, str, int]] = [(schema, "", 0)]
+    while stack:
+        node, pointer, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children = [(child, pointer_join(pointer, key), depth + 1) for key, child in node.items()]
+        elif isinstance(node, (list, tuple)):
+            children = [(child, pointer_join(pointer, index), depth + 1) for index, child in enumerate(node)]
+        else:
+            continue
+        if depth >= limit:
+            return pointer
+        stack.extend(reversed(children))
+    return None
+
+
+def _last_token(pointer: str) -> str:
+    """The keyword (or member name, or index) a JSON Pointer ends with; "$schema" for the root."""
+    return pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~") if pointer else "$schema"
 
 
 def _check_readable(schema: Mapping[str, Any], result: Any, rules: Dialect) -> None:
@@ -114,7 +146,7 @@ def original_pointer(schema: Any, pointer: str, *, dialect: Optional[str] = None
     conversion = _Conversion(schema, rules)
     try:
         conversion.run()
-    except SchemaError:
+    except (SchemaError, RecursionError):
         return pointer
     origin = {new: old for old, new in conversion.moved.items()}
     cut = len(pointer)  # the longest prefix of `pointer` that is a converted subschema's place

@@ -28,6 +28,8 @@ from typing import Any, Callable, Mapping, Optional
 
 from ...adapters import HostBridge, parse_openai_chat_call
 from ...calls import ToolCall
+from ...execution import type_name
+from ...interrupts import raise_stop_request
 from ...policy import Actor
 from ...registry import Registry
 from ..transcript import ModelTurn, ProposedCall, ToolAnswer, Transcript, TurnContext, Usage, UserMessage
@@ -207,7 +209,8 @@ class PythonModel:
         module_name, _, attribute = target.rpartition(":")
         try:
             module = importlib.import_module(module_name)
-        except Exception as error:  # noqa: BLE001 - any import failure is a bad spec, said in one line
+        except BaseException as error:  # noqa: BLE001 - any import failure (sys.exit too) is a bad spec, in one line
+            raise_stop_request(error)
             raise ModelSpecError(f"model spec 'python:{target}': cannot import {module_name} "
                                  f"({type(error).__name__})") from None
         agent = getattr(module, attribute, None)
@@ -229,8 +232,9 @@ class _PythonSession:
                    "messages": agent_messages(transcript), "trial": context.trial}
         try:
             reply = self.model.agent(request)
-        except Exception as error:  # noqa: BLE001 - the agent's own bug: not a proposal of the model
-            raise InfrastructureFailure(f"the in-process agent raised {type(error).__name__}") from None
+        except BaseException as error:  # noqa: BLE001 - the agent's own bug (sys.exit too): not a proposal of the model
+            raise_stop_request(error)  # only the caller's own Ctrl-C stops the run
+            raise InfrastructureFailure(f"the in-process agent raised {type_name(error)}") from None
         return _python_turn(reply, context.step)
 
 
