@@ -376,10 +376,11 @@ class Registry:
         `happened=True`: the effect took place and `output` is its result (checked against the tool's
         output schema; its `redact` fields are masked): later calls with the same arguments replay it.
         `happened=False`: it did not take place: the key is free, and the next call runs the tool.
-        Returns False when the key is not unknown (still running, already settled, free, or unknown
-        for a store it could not reach in `timeout_s`), and while this registry's own handler still runs
-        under the key past its late-completion window (the key answers unknown, but nobody can know yet). Say "did not happen" only when you know: a
-        handler still running somewhere would then take effect a second time.
+        Returns False when the key is not unknown (still running here or on another host, already
+        settled, free), and when the store did not answer within `timeout_s` (unreachable, locked, or
+        its commit unconfirmed: a resolution whose answer was lost may still have landed, so look the
+        key up before resolving it again). Never raises for a store failure. Say "did not happen" only
+        when you know: a handler still running somewhere would then take effect a second time.
         """
         spec = self.spec(tool)
         receipt_key = ReceiptKey(tenant, spec.name, key)
@@ -393,11 +394,15 @@ class Registry:
             record = _resolved_record(result, held.fingerprint)
             note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
             return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
-        found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
-        if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+        try:
+            found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
+            if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+                return False
+            record = _resolved_record(result, found.fingerprint)
+            return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            logger.warning("receipt store could not resolve a key of tool %r: %s", spec.name, type(exception).__name__)
             return False
-        record = _resolved_record(result, found.fingerprint)
-        return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
 
     def _resolved_result(self, spec: ToolSpec, output: Any) -> ToolResult:
         """The result a resolved key replays: `output`, checked like a handler's."""

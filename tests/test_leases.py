@@ -163,6 +163,32 @@ class CrashBetweenEffectAndReceiptTest(unittest.TestCase):
             registry.resolve_unknown("no_such_tool", "act-1", tenant=WRITER.tenant, happened=False)
 
 
+class ResolveUnknownOnABusyStoreTest(unittest.TestCase):
+    def test_resolve_unknown_answers_false_when_the_store_cannot_answer_and_true_once_it_can(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "receipts.sqlite3")
+            clock = FakeClock()
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock)
+            self.addCleanup(store.close)
+            registry = Registry(receipts=store)
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(timeout_ms=5_000), EffectLog().record_followup)
+            store.reserve(KEY, registry.fingerprint("record_ticket_followup", followup_call().arguments))
+            clock.advance(CRASH_LEASE_S)  # its holder died: the key is unknown
+            resolve = lambda: registry.resolve_unknown(  # noqa: E731
+                "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=False, timeout_s=0.05)
+            writer = sqlite3.connect(path, isolation_level=None)
+            self.addCleanup(writer.close)
+            writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock: the store cannot answer
+            with self.assertLogs("agent_lab.registry", "WARNING") as logs:
+                self.assertIs(resolve(), False)  # as documented; it used to raise ReceiptStoreUnavailable
+            self.assertIn("ReceiptStoreUnavailable", "\n".join(logs.output))
+            writer.execute("ROLLBACK")
+            self.assertIs(store.lookup(KEY).status, ReservationStatus.UNKNOWN)  # nothing was changed
+            self.assertIs(resolve(), True)
+            self.assertIsNone(store.lookup(KEY))
+
+
 class FailingCompleteStore(InMemoryReceiptStore):
     """A store whose writes of receipts fail (a full disk, a database error); everything else works."""
 
