@@ -26,8 +26,8 @@ Decisions worth knowing (each is also noted where it is made):
   again after the key is reserved and right before the handler starts: no handler starts late.
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
-  effect either way). Past the window the key is `outcome_unknown` until it finishes or the application
-  resolves it. An async handler is cancelled at its deadline instead; for a write the receipt then
+  effect either way). Past the window the key answers `outcome_unknown` here, but its lease is renewed
+  until the handler returns, so other processes see it in progress and nobody can resolve it meanwhile. An async handler is cancelled at its deadline instead; for a write the receipt then
   says "unknown".
 * A call holds its key in this registry from reservation until its outcome is stored, and one
   lease-keeper thread renews the store's lease of every held key meanwhile (see `agent_lab.leases`).
@@ -437,8 +437,9 @@ class Registry:
 
     def close(self, *, wait: bool = False) -> None:
         """Stop the worker pool and the event-loop thread. Queued jobs are dropped; handlers already
-        running finish on their own (with wait=True, close waits for them). A receipt store the
-        registry made itself is closed too; one passed in belongs to the caller."""
+        running finish on their own (with wait=True, close waits for them), and the lease of a write
+        still running stays renewed until it returns, so keep a store you passed in open that long. A
+        receipt store the registry made itself is closed too; one passed in belongs to the caller."""
         self._closed = True
         self._pool.close(wait=wait)
         self._loop_thread.close()

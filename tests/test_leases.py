@@ -538,6 +538,82 @@ class StillRunningIsNotUnknownTest(unittest.TestCase):
         self.assertFalse(resolve(False))  # settled now: nothing to resolve
 
 
+class StillRunningOnAnotherHostTest(unittest.TestCase):
+    """Host A's write outlives its late window; host B (another store on the same file) must not be able
+    to free the key while A's handler still runs: A keeps renewing its lease until the handler returns."""
+
+    def test_a_key_whose_handler_still_runs_on_another_host_stays_in_progress_there_and_cannot_be_freed(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        path = os.path.join(directory.name, "receipts.sqlite3")
+        clock = FakeClock()
+        hosts = []
+        for renew_every_s in (0.005, None):  # host A renews often; host B only answers
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock)
+            registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=renew_every_s)
+            registry.register(followup_spec(timeout_ms=20), stuck_write)
+            self.addCleanup(store.close)
+            self.addCleanup(registry.close)
+            hosts.append((registry, store))
+        (host_a, _), (host_b, store_b) = hosts
+        resolve_on_b = lambda: host_b.resolve_unknown(  # noqa: E731
+            "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=False)
+
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            first = host_a.invoke(followup_call(), actor=WRITER)
+            self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+            wait_for(lambda: host_a.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "host A's late window to end")
+        clock.advance(CRASH_LEASE_S + 1)  # longer than a lease since host A's late window ended
+        # Host A's handler still runs, so its keeper renews the lease: B sees the key in progress again.
+        wait_for(lambda: store_b.lookup(KEY).status is ReservationStatus.IN_PROGRESS,
+                 "host A to renew the lease of its running handler", patience_s=10.0)
+        elsewhere = host_b.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((elsewhere.error.code, elsewhere.error.next_action),
+                         ("idempotency_in_progress", NextAction.RETRY_LATER))
+        self.assertIs(resolve_on_b(), False)  # "did not happen" would let B's retry run it a second time
+        self.assertEqual(store_b.unresolved(), [])
+        self.assertEqual(effects.effects, [])
+
+        release.set()  # A's handler returns: its result is the receipt on every host, and the one effect
+        wait_for(lambda: store_b.lookup(KEY).status is ReservationStatus.REPLAY, "host A's late receipt")
+        self.assertTrue(host_b.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_closed_registry_keeps_renewing_the_lease_of_a_handler_that_still_runs_until_it_returns(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        clock = FakeClock()
+        store = RenewCountingStore(lease_s=60, clock=clock)
+        registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=0.005)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+            registry.close()  # returns at once: the keeper goes on only for the handler that still runs
+            clock.advance(61)
+            wait_for(lambda: clock.now in store.renewed_at, "a renewal after the registry was closed", patience_s=10.0)
+        self.assertIs(store.lookup(KEY).status, ReservationStatus.IN_PROGRESS)
+        release.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertEqual(len(effects.effects), 1)
+
+
 class PausedCompleteStore(InMemoryReceiptStore):
     """Its completions wait for `go` once `pause` is set, after noting that they started."""
 

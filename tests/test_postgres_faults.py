@@ -259,6 +259,49 @@ class PostgresFaultTest(unittest.TestCase):
         self.assertEqual(again.output, {"recorded_by": "the only run"})
         self.assertEqual(read_effects(self.effects_path), ["act-1"])
 
+    # -- a handler that outlives its late window on one host --------------------------------------
+
+    def test_a_write_still_running_on_one_host_past_its_late_window_cannot_be_freed_from_another(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments: Dict[str, Any]) -> Dict[str, Any]:
+            release.wait(PATIENCE_S)
+            append_effect(self.effects_path, f"{arguments['action_id']} host A, late")
+            return {"recorded_by": "host A"}
+
+        store_a = PostgresReceiptStore(connect_factory(self.schema, "agent-lab-host-a"), lease_s=60)
+        host_a = Registry(receipts=store_a, late_completion_s=0.05, renew_every_s=0.01)
+        self.addCleanup(store_a.close)
+        self.addCleanup(host_a.close)
+        host_a.register(followup_spec(timeout_ms=20), stuck_write)
+        host_b, _ = self.registry("agent-lab-host-b")
+        host_b.register(followup_spec(timeout_ms=20), lambda arguments: append_effect(
+            self.effects_path, f"{arguments['action_id']} host B") or {"recorded_by": "host B"})
+        key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            self.assertEqual(host_a.invoke(followup_call(), actor=WRITER).error.code, "tool_timeout")
+            give_up = time.monotonic() + PATIENCE_S
+            while host_a.invoke(followup_call(), actor=WRITER).error.code != "outcome_unknown":
+                self.assertLess(time.monotonic(), give_up, "host A's late window did not end")
+                time.sleep(0.01)
+        RowShiftingClock(self.database).advance(61)  # a whole lease has passed on the database's clock
+        give_up = time.monotonic() + 10.0
+        while host_b.receipts.lookup(key).status is not ReservationStatus.IN_PROGRESS:  # A renews its lease
+            self.assertLess(time.monotonic(), give_up, "host A stopped renewing the lease of a running handler")
+            time.sleep(0.01)
+        self.assertEqual(host_b.invoke(followup_call(), actor=WRITER).error.code, "idempotency_in_progress")
+        self.assertIs(host_b.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                             happened=False), False)
+        release.set()
+        give_up = time.monotonic() + PATIENCE_S
+        while host_b.receipts.lookup(key).status is not ReservationStatus.REPLAY:
+            self.assertLess(time.monotonic(), give_up, "host A's late receipt never landed")
+            time.sleep(0.01)
+        self.assertEqual(host_b.invoke(followup_call(), actor=WRITER).output, {"recorded_by": "host A"})
+        self.assertEqual(read_effects(self.effects_path), ["act-1 host A, late"])
+
     # -- a worker killed while it holds a key ------------------------------------------------------
 
     def test_a_worker_killed_between_effect_and_receipt_leaves_the_key_unknown_until_resolved(self):
