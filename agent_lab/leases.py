@@ -249,8 +249,10 @@ class KeyHolder:
 
     # -- storing an outcome ------------------------------------------------------------------
 
-    def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float) -> Optional[ReceiptNote]:
-        """One try at storing the outcome; None when the store failed (nothing known to have changed)."""
+    def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float, *,
+                 retry: bool = False) -> Optional[ReceiptNote]:
+        """One try at storing the outcome; None when the store failed (its answer is unknown: the change
+        may have landed, so a retry must be one the store can recognise, see `complete`)."""
         if self._store_closed:
             with self._lock:
                 self._drop_locked(hold)
@@ -269,9 +271,14 @@ class KeyHolder:
         with self._lock:
             self._drop_locked(hold)
         if done is not True:
-            logger.warning("receipt store refused the outcome of a call of tool %r: its key was taken over or "
-                           "resolved while it ran (fenced by the owner token); the store keeps what came after",
-                           hold.tool)
+            if retry and record is None:  # a release has nothing to recognise itself by once it landed
+                logger.info("the key of a call of tool %r was no longer held by it when its release was retried: "
+                            "an earlier attempt whose answer was lost freed it, or it was taken over or resolved",
+                            hold.tool)
+            else:  # a completion that landed is recognised by its owner (True): this one never did
+                logger.warning("receipt store refused the outcome of a call of tool %r: its key was taken over or "
+                               "resolved while it ran (fenced by the owner token); the store keeps what came after",
+                               hold.tool)
             return ReceiptNote.REFUSED
         return ReceiptNote.RELEASED if record is None else ReceiptNote.STORED
 
@@ -383,12 +390,13 @@ class KeyHolder:
             self._renew(hold)
 
     def _retry(self, hold: Hold) -> None:
-        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S) is not None:
+        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S, retry=True) is not None:
             return
         with self._lock:
             hold.attempts_left -= 1
             if hold.attempts_left <= 0:
-                self._give_up_locked(hold, f"could not store its outcome after {RECEIPT_RETRY_ATTEMPTS + 1} attempts")
+                self._give_up_locked(hold, f"could not confirm that its outcome was stored after "
+                                           f"{RECEIPT_RETRY_ATTEMPTS + 1} attempts")
             else:
                 hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
 

@@ -323,6 +323,23 @@ class ReceiptStoreConformance:
         self.assertFalse(self.store.complete(KEY, owner, OTHER_RECORD))
         self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
 
+    def test_a_completion_repeated_by_its_owner_with_the_same_record_is_stored_once_not_fenced(self) -> None:
+        owner = self.reserve()
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        self.clock.advance(TTL_S - 1)
+        self.assertIs(self.store.complete(KEY, owner, RECORD), True)  # its first answer was lost: a retry
+        self.assertIs(self.store.complete(KEY, owner, OTHER_RECORD), False)  # never another record
+        self.assertIs(self.store.complete(KEY, "not-the-owner-token", RECORD), False)
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+        self.clock.advance(1)  # the ttl counts from the first completion, not from its repeat
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_resolved_receipt_is_nobodys_to_complete_again(self) -> None:
+        owner = self.reserve()
+        self.clock.advance(LEASE_S)
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=RECORD))
+        self.assertIs(self.store.complete(KEY, owner, RECORD), False)  # fenced: the application settled it
+
     def test_a_completion_without_a_reservation_is_refused(self) -> None:
         self.assertFalse(self.store.complete(KEY, "made-up-owner", RECORD))
         self.assertIsNone(self.store.lookup(KEY))

@@ -381,6 +381,31 @@ class RegistryOnPostgresTest(unittest.TestCase):
         self.assertEqual(reused.error.code, "approval_used")
         self.assertEqual(len(effects.effects), 1)
 
+    def test_a_receipt_whose_commit_answer_was_lost_is_confirmed_by_the_retry_and_never_logged_as_fenced(self):
+        store = PostgresReceiptStore(faulty(self.database.connect(self.schema)), lease_s=60)
+        self.addCleanup(store.close)
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+
+        def write_then_lose_the_receipts_answer(arguments):
+            FaultyConnection.lose_commits = 1  # the complete commits, then its connection drops
+            return effects.record_followup(arguments)
+
+        self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
+        registry.register(followup_spec(), write_then_lose_the_receipts_answer)
+        with self.assertLogs("agent_lab.leases", "INFO") as logs:
+            first = registry.invoke(followup_call(), actor=WRITER)
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # the keeper's retry on a new connection
+        self.assertTrue(first.ok)
+        self.assertIn("failed to complete", "\n".join(logs.output))
+        self.assertNotIn("fenced", "\n".join(logs.output))  # it landed: the retry recognised its own receipt
+        self.assertNotIn("refused", "\n".join(logs.output))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, first.output)
+        self.assertEqual(len(effects.effects), 1)
+
     def test_an_idempotency_key_with_nul_is_invalid_arguments_on_every_store(self):
         stores = {"memory": InMemoryReceiptStore(),
                   "postgres": PostgresReceiptStore(self.database.connect(self.schema))}

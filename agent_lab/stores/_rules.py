@@ -21,8 +21,10 @@ COMPLETED = "completed"
 
 
 class Entry(NamedTuple):
-    """One stored row. ``owner`` is None for a completed receipt (and for in-flight rows written
-    before owner tokens existed, which nobody can complete: they lapse to unknown).
+    """One stored row. ``owner`` is the owner token of an in-flight reservation, and of the holder that
+    completed a receipt (so that a retry of that same completion, whose first answer was lost, can be
+    told apart from someone else's); None for a receipt the application resolved, and for in-flight rows
+    written before owner tokens existed (nobody can complete those: they lapse to unknown).
 
     A receipt's record is ``record_text`` (canonical JSON, as a database stores it) or, in a store that
     keeps rows in memory, ``record``: the value that text parses to, built once by `record_value` and
@@ -99,6 +101,13 @@ def held_by(entry: Optional[Entry], owner: str) -> bool:
     replace or remove the entry), so a stale holder can never overwrite what came after it.
     """
     return entry is not None and entry.state == IN_FLIGHT and entry.owner is not None and entry.owner == owner
+
+
+def completed_by(entry: Optional[Entry], owner: str, record: Any) -> bool:
+    """A completion repeated by the holder that already stored this very record (the answer to its
+    first attempt was lost): it changes nothing and is reported as stored, not as fenced."""
+    return entry is not None and entry.state == COMPLETED and entry.owner is not None and entry.owner == owner \
+        and entry.record == record
 
 
 def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:

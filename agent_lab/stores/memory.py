@@ -113,10 +113,10 @@ class InMemoryReceiptStore:
                 raise ValueError("the receipt store is closed")
             entry = self._entries.get(address)
             if not rules.held_by(entry, owner):
-                return False
+                return rules.completed_by(entry, owner, value)  # a retry of a completion that landed
             assert entry is not None
             self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._clock() + self._ttl_s,
-                                                 record=value)
+                                                 owner=owner, record=value)
             return True
         finally:
             lock.release()

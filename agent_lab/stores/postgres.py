@@ -129,9 +129,12 @@ _SQL = {
         " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
     ),
     "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{now}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    # The holder keeps its owner token in the receipt: a retry of the same completion (its first answer
+    # was lost with a connection) finds its own record, changes nothing and says so.
     "complete": (
-        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
-        " owner = NULL WHERE " + _WHERE_HELD_BY
+        f"UPDATE {_RECEIPTS} SET record = :record, expires_at = CASE WHEN state = 'in_flight'"
+        " THEN {now} + {ttl} ELSE expires_at END, state = 'completed' WHERE " + _WHERE_KEY +
+        " AND owner = :owner AND (state = 'in_flight' OR (state = 'completed' AND record = :record))"
     ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
     "resolve_happened": (

@@ -170,7 +170,9 @@ class ReceiptStore(Protocol):
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
         """Store the result record for ``owner``'s reservation (also after its lease lapsed, as long
-        as nobody took the key over or resolved it); False, storing nothing, otherwise."""
+        as nobody took the key over or resolved it); False, storing nothing, otherwise. A repeat by the
+        same owner with the same record (its first answer was lost, say with a connection) changes
+        nothing and is True: that record is the receipt. Its ttl counts from the first completion."""
         ...
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:

@@ -93,7 +93,13 @@ _UPSERT_ENTRY = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _RENEW = "UPDATE receipts SET expires_at = ? WHERE " + _WHERE_HELD_BY
-_COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_HELD_BY
+# The holder keeps its owner token in the receipt: a retry of the same completion (its first answer was
+# lost) finds its own record and changes nothing but says so; the ttl counts from the first completion.
+_COMPLETE = (
+    "UPDATE receipts SET record = ?1, expires_at = CASE WHEN state = 'in_flight' THEN ?2 ELSE expires_at END,"
+    " state = 'completed' WHERE tenant = ?3 AND tool = ?4 AND key = ?5 AND owner = ?6"
+    " AND (state = 'in_flight' OR (state = 'completed' AND record = ?1))"
+)
 _RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
 _RESOLVE_HAPPENED = (
     "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
