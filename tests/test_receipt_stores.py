@@ -23,6 +23,7 @@ from agent_lab.idempotency import (
     SqliteReceiptStore,
     fingerprint,
 )
+from agent_lab.registry import Registry
 from agent_lab.stores import Lapse, ReceiptStoreUnavailable
 
 from store_conformance import (
@@ -39,6 +40,7 @@ from store_conformance import (
     ReceiptStoreConformance,
     holding,
 )
+from test_registry_fixtures import WRITER, followup_call, followup_spec
 
 
 class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
@@ -123,6 +125,53 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
         for name, call in calls.items():
             with self.subTest(call=name), self.assertRaises(ReceiptStoreUnavailable):
                 call()
+
+    def test_a_file_deleted_under_an_open_store_is_refused_by_it_and_by_a_new_store_never_split(self):
+        effects = []
+        registries = []
+
+        def registry_on(store):
+            registry = Registry(receipts=store, late_completion_s=1)
+            registry.register(followup_spec(timeout_ms=1_000),
+                              lambda arguments: effects.append(arguments["action_id"]) or {})
+            self.addCleanup(registry.close)
+            registries.append(registry)
+            return registry
+
+        first = registry_on(self.store)
+        self.assertTrue(first.invoke(followup_call(action_id="act-1"), actor=WRITER).ok)
+        os.remove(self.path)  # an operator, a cleanup job or a bad deploy removes the file; -wal and -shm stay
+        for action_id in ("act-1", "act-2"):  # a replay from the unlinked file, a run into it: both refused
+            with self.subTest(action_id=action_id), self.assertLogs("agent_lab.registry", "WARNING"):
+                refused = first.invoke(followup_call(action_id=action_id), actor=WRITER)
+                self.assertEqual((refused.error.code, refused.error.retryable), ("receipt_store_unavailable", True))
+        with self.assertRaisesRegex(ReceiptStoreUnavailable, "write-ahead log"):
+            self.make_store(self.clock)  # a new store would start empty beside the old log: run act-1 again
+        self.assertEqual(effects, ["act-1"])
+        for suffix in ("-wal", "-shm"):  # the operator starts an empty store on purpose
+            os.remove(self.path + suffix)
+        second = registry_on(self.make_store(self.clock))
+        self.addCleanup(second.receipts.close)
+        self.assertTrue(second.invoke(followup_call(action_id="act-2"), actor=WRITER).ok)
+        with self.assertLogs("agent_lab.registry", "WARNING"):  # the old store never writes into the new file
+            self.assertEqual(first.invoke(followup_call(action_id="act-2"), actor=WRITER).error.code,
+                             "receipt_store_unavailable")
+        self.assertEqual(effects, ["act-1", "act-2"])
+
+    def test_a_file_replaced_under_an_open_store_is_refused_until_it_is_back(self):
+        owner = self.store.reserve(KEY, FIRST).owner
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        moved, replacement = self.path + ".moved", self.path + ".replacement"
+        SqliteReceiptStore(replacement, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock).close()  # another file
+        os.rename(self.path, moved)
+        os.replace(replacement, self.path)  # a restore from a backup, a deploy copying a file over it
+        for name, call in (("reserve", lambda: self.store.reserve(KEY, FIRST)),
+                           ("lookup", lambda: self.store.lookup(KEY)),
+                           ("complete", lambda: self.store.complete(KEY, owner, RECORD))):
+            with self.subTest(call=name), self.assertRaisesRegex(ReceiptStoreUnavailable, "removed or replaced"):
+                call()
+        os.replace(moved, self.path)  # the original is back under its path
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
 
     def test_an_unknown_synchronous_level_is_refused(self):
         with self.assertRaises(ValueError):

@@ -203,8 +203,12 @@ class SqliteReceiptStore:
         self._busy_timeout_ms = BUSY_TIMEOUT_MS
         self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
         self._call_deadline = 0.0  # monotonic: when the current call's time is up (set by `_call`)
-        connection, self._fingerprint_key = _open_connection(os.fspath(path), level, given_key)
+        self._path = os.fspath(path)
+        connection, self._fingerprint_key = _open_connection(self._path, level, given_key)
         self._connection: Optional[sqlite3.Connection] = connection
+        # The file this store opened, by device and inode: a call finding another file (or none) under the
+        # path refuses, so a store whose file was deleted or replaced never splits in two (see `_call`).
+        self._identity = _file_identity(self._path)
 
     @property
     def lease_s(self) -> float:
@@ -355,6 +359,10 @@ class SqliteReceiptStore:
             connection = self._connection
             if connection is None:
                 raise ValueError("the receipt store is closed")
+            if self._identity is not None and _file_identity(self._path) != self._identity:
+                raise ReceiptStoreUnavailable(
+                    "the receipt database file was removed or replaced while this store had it open; it refuses "
+                    "every call until that file is back (a new file would not know the receipts stored before)")
             try:
                 if left != self._busy_timeout_for:
                     self._wait_at_most(connection, left)
@@ -482,11 +490,34 @@ def _create_private_file(path: str) -> None:
 
     Receipts hold real tool results (only the tools' `redact` fields are masked), so the file should
     not be world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
+
+    A missing file beside a write-ahead log that is not empty is refused (ReceiptStoreUnavailable): the
+    database was deleted while in use, and a new file there would both lose its receipts and meet its log.
     """
     if path in ("", ":memory:"):
         return
+    if not os.path.exists(path):
+        try:
+            wal_bytes = os.path.getsize(path + "-wal")
+        except OSError:
+            wal_bytes = 0
+        if wal_bytes > 0:
+            raise ReceiptStoreUnavailable(
+                "the receipt database file is missing but its write-ahead log (-wal) is still there: it was "
+                "deleted while in use; restore it, or remove the -wal and -shm files to start an empty store")
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(descriptor)
+
+
+def _file_identity(path: str) -> Optional[Tuple[int, int]]:
+    """The (device, inode) of the file at `path`; None for an in-memory database or a missing file."""
+    if path in ("", ":memory:"):
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
 
 
 def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
