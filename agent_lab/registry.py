@@ -797,7 +797,9 @@ class Registry:
             return state.refusal("deadline_exceeded")
         try:
             first_use = self._receipts.consume_approval(  # present: register checked it
-                approval.tenant, approval.approval_id, expires_at=approval.expires_at, timeout_s=timeout_s)
+                approval.tenant, approval.approval_id, expires_at=approval.expires_at,
+                now=self._clock(),  # the clock that checks expiry: the ledger keeps the use that long by its own
+                timeout_s=timeout_s)
         except PROCESS_EXITS:
             raise
         except (ReceiptStoreUnavailable, OSError) as exception:

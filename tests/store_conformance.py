@@ -657,6 +657,26 @@ class PurgeAndApprovalConformance:
         self.clock.advance(1)
         self.assertEqual(self.store.purge(), 1)
 
+    def test_a_spent_approval_is_kept_while_a_lagging_checking_clock_still_takes_it_for_valid(self) -> None:
+        lag_s = TTL_S + 50  # the registry's clock is behind the store's by more than the store's ttl
+        checking_now = self.clock.now - lag_s
+        expires_at = checking_now + 300  # valid for 300 s by the clock that checks it
+        spend = lambda: self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at,  # noqa: E731
+                                                    now=checking_now + (self.clock.now - started))
+        started = self.clock.now
+        self.assertIs(spend(), True)
+        self.clock.advance(299)  # still valid by the checking clock: never forgotten meanwhile
+        self.assertEqual(self.store.purge(), 0)
+        self.assertIs(spend(), False)
+        self.clock.advance(1 + TTL_S)  # expired there, and the margin has passed
+        self.assertEqual(self.store.purge(), 1)
+
+    def test_the_clock_reading_given_with_an_approval_must_be_a_finite_number(self) -> None:
+        for now in (float("nan"), float("inf"), True, "1"):
+            with self.subTest(now=now), self.assertRaises(ValueError):
+                self.store.consume_approval("tenant-a", "apr-1", expires_at=self.clock.now + 60, now=now)
+        self.assertIs(self.spend(), True)
+
     def test_a_busy_store_spends_no_approval_and_gives_up_within_the_timeout(self) -> None:
         with self.busy_store(self.store), self.assertRaises(ReceiptStoreUnavailable):
             self.spend(timeout_s=BUSY_TIMEOUT_S)

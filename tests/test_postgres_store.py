@@ -406,6 +406,25 @@ class RegistryOnPostgresTest(unittest.TestCase):
         self.assertEqual(again.output, first.output)
         self.assertEqual(len(effects.effects), 1)
 
+    def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_databases_by_more_than_the_ttl(self):
+        shift = [0.0]
+        store = PostgresReceiptStore(self.database.connect(self.schema), lease_s=60, ttl_s=1)  # the database's clock
+        self.addCleanup(store.close)
+        registry = Registry(receipts=store, clock=lambda: time.time() - 5 + shift[0])  # this host: 5 s behind
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+        registry.register(followup_spec(approval="always", single_use_approval=True, idempotency_key=None),
+                          effects.record_followup)
+        call = followup_call()
+        approval = registry.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        answers = []
+        for _ in range(10):  # a retry every second (moved on by hand) while the approval is valid here
+            answers.append(registry.invoke(call, actor=WRITER, approval=approval).error)
+            RowShiftingClock(self.database).advance(1)
+            shift[0] += 1
+        self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
+        self.assertEqual(len(effects.effects), 1)
+
     def test_an_idempotency_key_with_nul_is_invalid_arguments_on_every_store(self):
         stores = {"memory": InMemoryReceiptStore(),
                   "postgres": PostgresReceiptStore(self.database.connect(self.schema))}

@@ -161,11 +161,19 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-def check_approval(tenant: object, approval_id: object, expires_at: object) -> Tuple[str, str, float]:
-    """The (tenant, approval id, expiry) of an approval to spend, as plain values a database can store."""
-    if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)) or not math.isfinite(expires_at):
-        raise ValueError("expires_at must be a finite number of seconds")
-    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), float(expires_at)
+def check_approval(tenant: object, approval_id: object, expires_at: object,
+                   now: object = None) -> Tuple[str, str, float, Optional[float]]:
+    """The (tenant, approval id, expiry, validity left) of an approval to spend, as plain values a
+    database can store. The validity left is ``expires_at - now`` (at least 0) when the caller says
+    what its clock reads (``now``), else None: the expiry is then read on the store's own clock."""
+    for name, value in (("expires_at", expires_at), ("now", now)):
+        if value is None and name == "now":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of seconds")
+    left = None if now is None else max(0.0, float(expires_at) - float(now))  # type: ignore[arg-type]
+    return (_storable_text("tenant", tenant), _storable_text("approval_id", approval_id), float(expires_at),  # type: ignore[arg-type]
+            left)
 
 
 def _storable_text(name: str, value: object) -> str:
@@ -178,9 +186,13 @@ def _storable_text(name: str, value: object) -> str:
     return text
 
 
-def approval_kept_until(expires_at: float, now: float, ttl_s: float) -> float:
-    """Until when a spent approval is remembered: its expiry (or now, if later) plus the receipt ttl, a
-    margin that covers clocks of other hosts running somewhat ahead of the store's."""
+def approval_kept_until(expires_at: float, left: Optional[float], now: float, ttl_s: float) -> float:
+    """Until when (on the store's clock, `now`) a spent approval is remembered, plus the receipt ttl as a
+    margin: for as long as it stays valid by the clock that checks its expiry (`left`, measured on that
+    clock: a host whose clock lags the store's by more than the ttl must not find it forgotten while it
+    still takes it for valid), or, when that clock is not known, until its expiry read on this one."""
+    if left is not None:
+        return now + left + ttl_s
     return max(expires_at, now) + ttl_s
 
 

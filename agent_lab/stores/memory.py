@@ -182,17 +182,19 @@ class InMemoryReceiptStore:
             return len(expired) + len(spent)
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
         with self._locked(timeout_s):
-            now = self._clock()
+            store_now = self._clock()
             self._reserves_since_sweep += 1
-            self._sweep_now_and_then(now)
+            self._sweep_now_and_then(store_now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
-            if kept_until is not None and kept_until > now:
+            if kept_until is not None and kept_until > store_now:
                 return False
-            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, left, store_now,
+                                                                                     self._ttl_s)
             return True
 
     def close(self) -> None:

@@ -156,9 +156,11 @@ _SQL = {
         " ORDER BY kept_until LIMIT :limit FOR UPDATE SKIP LOCKED)"
     ),
     # A first use inserts the row; a use past the row's retention replaces it; any other use changes nothing.
+    # The retention (rules.approval_kept_until): the validity left by the caller's clock, when it is given.
     "spend_approval": (
         f"INSERT INTO {_APPROVALS} (tenant, approval_id, kept_until)"
-        " VALUES (:tenant, :approval_id, GREATEST(CAST(:expires_at AS double precision), {now}) + {ttl})"
+        " VALUES (:tenant, :approval_id, COALESCE({now} + CAST(:left AS double precision),"
+        " GREATEST(CAST(:expires_at AS double precision), {now})) + {ttl})"
         f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
         f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING 1"
     ),
@@ -359,10 +361,11 @@ class PostgresReceiptStore:
         return self._call(timeout_s, lambda transaction: self._purge(transaction, limit))
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
-        values = self._values(None, tenant=tenant, approval_id=approval_id, expires_at=expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
+        values = self._values(None, tenant=tenant, approval_id=approval_id, expires_at=expires_at, left=left)
         return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
 
     def close(self) -> None:

@@ -208,11 +208,16 @@ class ReceiptStore(Protocol):
         ...
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
         """Spend a single-use approval, atomically: True for its first use (from now on it is used, for
         every registry sharing the store), False when it was used before. ``expires_at`` is the
-        approval's expiry; the store remembers the use at least until then plus its receipt ``ttl_s``."""
+        approval's expiry and ``now`` the time by the clock that checks it (the registry's): the store
+        remembers the use for the validity left by that clock (``expires_at - now``), measured on its
+        own, plus its receipt ``ttl_s``, so a host whose clock lags the store's by any amount never finds
+        a spent approval forgotten while it still takes it for valid. Without ``now`` the expiry is read
+        on the store's own clock (then only lags under ``ttl_s`` are covered)."""
         ...
 
     def close(self) -> None:

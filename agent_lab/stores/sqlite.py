@@ -325,13 +325,14 @@ class SqliteReceiptStore:
         return self._call(timeout_s, work)
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
 
         def work(connection: sqlite3.Connection) -> bool:
             now = self._clock()
-            kept_until = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            kept_until = rules.approval_kept_until(expires_at, left, now, self._ttl_s)
             return _changed(connection.execute(_SPEND_APPROVAL, (tenant, approval_id, kept_until, now)))
 
         return self._call(timeout_s, work)
