@@ -36,6 +36,15 @@ BUSY_TIMEOUT_S = 0.05  # how long a call may wait on a busy store in the tests
 PATIENCE_S = 30.0  # a hang guard, never a timing assertion
 
 
+def random_text(length: int, *, seed: int) -> str:
+    """`length` characters no compressor can shorten much (letters of several scripts, drawn at random)."""
+    import random
+
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_éüçñøåßžčΩλπ☎✓日本語"
+    chooser = random.Random(seed)
+    return "".join(chooser.choice(alphabet) for _ in range(length))
+
+
 class FakeClock:
     """A clock the test moves by hand, so expiry is tested without sleeping."""
 
@@ -413,6 +422,30 @@ class ReceiptStoreConformance:
         answer = self.store.lookup(KEY)
         self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
         self.assertEqual(answer.record, RECORD)
+
+    # -- long keys ----------------------------------------------------------------------------
+
+    def test_long_keys_and_tenants_that_do_not_compress_are_stored_replayed_listed_and_resolved(self) -> None:
+        long_text = random_text(3000, seed=17)  # far over PostgreSQL's 2,704-byte btree row; incompressible
+        keys = [ReceiptKey(KEY.tenant, KEY.tool, long_text), ReceiptKey(random_text(3000, seed=18), KEY.tool, "k"),
+                ReceiptKey(KEY.tenant, KEY.tool, "~sha256:" + "0" * 64)]  # shaped like a stored digest
+        done, unknown, read = keys
+        self.completed(key=done)
+        self.assertEqual(self.store.reserve(done, FIRST).record, RECORD)
+        self.assertStatus(self.store.reserve(done, SECOND), ReservationStatus.CONFLICT, FIRST)
+        owner = self.reserve(key=unknown)
+        self.assertTrue(self.store.renew(unknown, owner))
+        self.reserve(key=read, lapse=Lapse.TAKEOVER)
+        self.assertIsNone(self.store.lookup(ReceiptKey(KEY.tenant, KEY.tool, long_text[:-1])))  # its own key only
+        self.clock.advance(LEASE_S)
+        self.assertEqual(self.store.unresolved(), [unknown])  # listed by its whole text
+        self.assertTrue(self.store.resolve(unknown, FIRST, record=OTHER_RECORD))
+        self.assertEqual(self.store.lookup(unknown).record, OTHER_RECORD)
+        self.assertIsNone(self.store.lookup(read))
+        long_id = random_text(3000, seed=19)
+        self.assertIs(self.store.consume_approval(long_text, long_id, expires_at=self.clock.now + 60), True)
+        self.assertIs(self.store.consume_approval(long_text, long_id, expires_at=self.clock.now + 60), False)
+        self.assertIs(self.store.consume_approval(long_text, long_id[:-1], expires_at=self.clock.now + 60), True)
 
     # -- isolation ----------------------------------------------------------------------------
 

@@ -151,6 +151,59 @@ class PostgresStoreTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "schema version"):
             self.open()
 
+    # The tables as version 1 of the store created them (agent-lab before long keys were digested).
+    VERSION_1_TABLES = (
+        """CREATE TABLE agent_lab_store_meta (name text COLLATE "C" PRIMARY KEY, value text NOT NULL)""",
+        """CREATE TABLE agent_lab_receipts (
+            tenant text COLLATE "C" NOT NULL, tool text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,
+            fingerprint text COLLATE "C" NOT NULL, state text NOT NULL CHECK (state IN ('in_flight', 'completed')),
+            record text, expires_at double precision NOT NULL, owner text COLLATE "C",
+            lapse text NOT NULL CHECK (lapse IN ('unknown', 'takeover')), PRIMARY KEY (tenant, tool, key))""",
+        "CREATE INDEX agent_lab_receipts_by_expiry ON agent_lab_receipts (expires_at)",
+        """CREATE TABLE agent_lab_approvals (tenant text COLLATE "C" NOT NULL, approval_id text COLLATE "C" NOT NULL,
+            kept_until double precision NOT NULL, PRIMARY KEY (tenant, approval_id))""",
+        "CREATE INDEX agent_lab_approvals_by_retention ON agent_lab_approvals (kept_until)",
+    )
+
+    def test_a_version_1_database_is_migrated_and_its_long_and_prefixed_keys_still_replay(self):
+        import json
+
+        from agent_lab.fingerprint import fingerprint_key_id
+
+        long_key = "x" * 3000  # it compresses: version 1 could index it as it is
+        legacy = {long_key: RECORD, "~sha256:" + "0" * 64: {"output": "prefixed"}, "act-short": {"output": "short"}}
+        with self.database.admin() as connection:
+            connection.execute(f"SET search_path = {self.schema}")
+            for statement in self.VERSION_1_TABLES:
+                connection.execute(statement)
+            for name, value in (("schema_version", "1"), ("fingerprint_key", FINGERPRINT_KEY.hex()),
+                                ("fingerprint_key_id", fingerprint_key_id(FINGERPRINT_KEY))):
+                connection.execute("INSERT INTO agent_lab_store_meta VALUES (%s, %s)", (name, value))
+            for key, record in legacy.items():
+                connection.execute("INSERT INTO agent_lab_receipts VALUES (%s, %s, %s, %s, 'completed', %s, %s, NULL,"
+                                   " 'unknown')", ("acme", "record_followup", key, FIRST,
+                                                   json.dumps(record, sort_keys=True, separators=(",", ":")),
+                                                   self.clock.now + 3600))
+            connection.execute("INSERT INTO agent_lab_receipts VALUES ('acme', 'record_followup', %s, %s, 'in_flight',"
+                               " NULL, %s, 'owner-1', 'unknown')", ("y" * 3000, FIRST, self.clock.now - 1))
+            connection.execute("INSERT INTO agent_lab_approvals VALUES (%s, 'apr-1', %s)", ("t" * 3000, self.clock.now + 3600))
+        store = self.open()
+        for key, record in legacy.items():
+            with self.subTest(key=key[:20]):
+                self.assertEqual(store.reserve(ReceiptKey("acme", "record_followup", key), FIRST).record, record)
+        self.assertEqual(store.unresolved(), [ReceiptKey("acme", "record_followup", "y" * 3000)])
+        self.assertIs(store.consume_approval("t" * 3000, "apr-1", expires_at=self.clock.now + 60), False)
+        with self.database.admin() as connection:
+            self.assertEqual(connection.execute(f"SELECT value FROM {self.schema}.agent_lab_store_meta"
+                                                " WHERE name = 'schema_version'").fetchone()[0], str(POSTGRES_SCHEMA_VERSION))
+            # A worker still running version 1 would store a long key as it is, where this version looks
+            # for its digest: the table refuses that row, so such a worker can only fail, never run twice.
+            with self.assertRaisesRegex(Exception, "stored"):
+                connection.execute(f"INSERT INTO {self.schema}.agent_lab_receipts (tenant, tool, key, fingerprint,"
+                                   " state, expires_at, lapse) VALUES ('acme', 'record_followup', %s, %s,"
+                                   " 'in_flight', 0, 'unknown')", ("z" * 3000, FIRST))
+        self.assertEqual(self.open().fingerprint_key, FINGERPRINT_KEY)  # a second opening changes nothing
+
     def test_a_given_fingerprint_key_is_not_stored_only_its_id_and_another_key_is_refused(self):
         self.open(fingerprint_key=FINGERPRINT_KEY).close()
         with self.database.admin() as connection:
@@ -424,6 +477,33 @@ class RegistryOnPostgresTest(unittest.TestCase):
             shift[0] += 1
         self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
         self.assertEqual(len(effects.effects), 1)
+
+    def test_a_3000_character_idempotency_key_runs_once_and_replays_on_every_store(self):
+        import os
+        import tempfile
+
+        from agent_lab.stores import SqliteReceiptStore
+
+        from store_conformance import random_text
+
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        stores = {"memory": InMemoryReceiptStore(lease_s=60),
+                  "sqlite": SqliteReceiptStore(os.path.join(directory.name, "receipts.sqlite3"), lease_s=60),
+                  "postgres": PostgresReceiptStore(self.database.connect(self.schema), lease_s=60)}
+        long_key = random_text(3000, seed=3)
+        for name, store in stores.items():
+            self.addCleanup(store.close)
+            effects = EffectLog()
+            registry = Registry(receipts=store)
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(), effects.record_followup)
+            with self.subTest(store=name):
+                first = registry.invoke(followup_call(action_id=long_key), actor=WRITER)
+                again = registry.invoke(followup_call(action_id=long_key), actor=WRITER)
+                self.assertTrue(first.ok, first.error)
+                self.assertTrue(again.replayed)
+                self.assertEqual(len(effects.effects), 1)
 
     def test_an_idempotency_key_with_nul_is_invalid_arguments_on_every_store(self):
         stores = {"memory": InMemoryReceiptStore(),

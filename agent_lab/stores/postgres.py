@@ -9,6 +9,7 @@ answers. See ``PostgresReceiptStore`` for the decisions (clock, pool, timeouts, 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -40,8 +41,19 @@ __all__ = [
 
 logger = logging.getLogger("agent_lab.stores.postgres")
 
-POSTGRES_SCHEMA_VERSION = 1
-"""Stored in the table ``agent_lab_store_meta``; a database written by a newer version is refused."""
+POSTGRES_SCHEMA_VERSION = 2
+"""Stored in the table ``agent_lab_store_meta``; a database written by a newer version is refused, an
+older one is migrated when opened. Version 2 stores a key part too long for a btree index by its digest
+(see ``STORED_PART_MAX_BYTES``)."""
+
+STORED_PART_MAX_BYTES = 512
+"""A tenant, tool, idempotency key or approval id longer than this (in UTF-8), or starting with
+``DIGEST_PREFIX``, is stored in its table's primary key as ``DIGEST_PREFIX`` + the hex SHA-256 of its
+UTF-8 text, and the receipt keeps the whole text beside it (``full_tenant``, ``full_tool``,
+``full_key``). PostgreSQL cannot index a row of more than 2,704 bytes; without this a long key (one
+that does not compress) failed on every try, forever. Every part that fits is stored as it is."""
+
+DIGEST_PREFIX = "~sha256:"
 
 POOL_SIZE = 8
 """Connections one store opens at most (lazily, as concurrent calls need them): the registry's default
@@ -73,6 +85,25 @@ each statement, the same for every host."""
 
 # -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {lease}, {ttl} ----
 
+
+def _stored_form_check(column: str) -> str:
+    """A primary-key part is stored as it is (short, without the digest prefix) or as a digest: the CHECK
+    that fences off a worker of version 1, which would store a long key as it is where this version
+    looks for its digest."""
+    return (f"CHECK ((octet_length({column}) <= {STORED_PART_MAX_BYTES} AND left({column}, {len(DIGEST_PREFIX)})"
+            f" <> '{DIGEST_PREFIX}') OR {column} ~ '^{DIGEST_PREFIX}[0-9a-f]{{64}}$')")
+
+
+def _stored_form_sql(column: str) -> str:
+    """`_stored_part` in SQL (for migrating rows of version 1)."""
+    return f"'{DIGEST_PREFIX}' || encode(sha256(convert_to({column}, 'UTF8')), 'hex')"
+
+
+def _needs_digest_sql(column: str) -> str:
+    return (f"(octet_length({column}) > {STORED_PART_MAX_BYTES}"
+            f" OR left({column}, {len(DIGEST_PREFIX)}) = '{DIGEST_PREFIX}')")
+
+
 _CREATE = (
     f"""CREATE TABLE IF NOT EXISTS {_META} (
         name  text COLLATE "C" PRIMARY KEY,
@@ -80,25 +111,42 @@ _CREATE = (
     )""",
     # COLLATE "C": text compares and sorts by code point, as Python does, whatever the database's locale.
     f"""CREATE TABLE IF NOT EXISTS {_RECEIPTS} (
-        tenant      text COLLATE "C" NOT NULL,
-        tool        text COLLATE "C" NOT NULL,
-        key         text COLLATE "C" NOT NULL,
+        tenant      text COLLATE "C" NOT NULL {_stored_form_check("tenant")},
+        tool        text COLLATE "C" NOT NULL {_stored_form_check("tool")},
+        key         text COLLATE "C" NOT NULL {_stored_form_check("key")},
         fingerprint text COLLATE "C" NOT NULL,
         state       text NOT NULL CHECK (state IN ('in_flight', 'completed')),
         record      text,
         expires_at  double precision NOT NULL,
         owner       text COLLATE "C",
         lapse       text NOT NULL CHECK (lapse IN ('unknown', 'takeover')),
+        full_tenant text COLLATE "C",
+        full_tool   text COLLATE "C",
+        full_key    text COLLATE "C",
         PRIMARY KEY (tenant, tool, key)
     )""",
     f"CREATE INDEX IF NOT EXISTS {_RECEIPTS}_by_expiry ON {_RECEIPTS} (expires_at)",
     f"""CREATE TABLE IF NOT EXISTS {_APPROVALS} (
-        tenant      text COLLATE "C" NOT NULL,
-        approval_id text COLLATE "C" NOT NULL,
+        tenant      text COLLATE "C" NOT NULL {_stored_form_check("tenant")},
+        approval_id text COLLATE "C" NOT NULL {_stored_form_check("approval_id")},
         kept_until  double precision NOT NULL,
         PRIMARY KEY (tenant, approval_id)
     )""",
     f"CREATE INDEX IF NOT EXISTS {_APPROVALS}_by_retention ON {_APPROVALS} (kept_until)",
+)
+
+_MIGRATE_FROM_V1 = (
+    # The whole text of a part stored as a digest, then every row of version 1 whose part is stored as a
+    # digest from now on (long, or starting with the prefix), then the checks that keep it so.
+    f"ALTER TABLE {_RECEIPTS} ADD COLUMN IF NOT EXISTS full_tenant text COLLATE \"C\","
+    " ADD COLUMN IF NOT EXISTS full_tool text COLLATE \"C\", ADD COLUMN IF NOT EXISTS full_key text COLLATE \"C\"",
+    *(f"UPDATE {_RECEIPTS} SET full_{column} = {column}, {column} = {_stored_form_sql(column)}"
+      f" WHERE {_needs_digest_sql(column)}" for column in ("tenant", "tool", "key")),
+    *(f"UPDATE {_APPROVALS} SET {column} = {_stored_form_sql(column)} WHERE {_needs_digest_sql(column)}"
+      for column in ("tenant", "approval_id")),
+    *(f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_stored {_stored_form_check(column)}"
+      for table, columns in ((_RECEIPTS, ("tenant", "tool", "key")), (_APPROVALS, ("tenant", "approval_id")))
+      for column in columns),
 )
 
 _WHERE_KEY = "tenant = :tenant AND tool = :tool AND key = :key"
@@ -114,8 +162,9 @@ _SQL = {
         " set_config('idle_in_transaction_session_timeout', :idle_ms, true)"
     ),
     "insert_new": (
-        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
-        " VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL, {now} + {lease}, :owner, :lapse)"
+        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse,"
+        " full_tenant, full_tool, full_key) VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL,"
+        " {now} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
         " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING 1"
     ),
     "select_entry": (
@@ -143,8 +192,8 @@ _SQL = {
     ),
     "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN,
     "unresolved": (
-        f"SELECT tenant, tool, key FROM {_RECEIPTS} WHERE state = 'in_flight' AND lapse = 'unknown'"
-        " AND expires_at <= {now} ORDER BY tenant, tool, key LIMIT :limit"
+        f"SELECT COALESCE(full_tenant, tenant), COALESCE(full_tool, tool), COALESCE(full_key, key) FROM {_RECEIPTS}"
+        " WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now} ORDER BY 1, 2, 3 LIMIT :limit"
     ),
     # SKIP LOCKED: two workers purging at once split the work instead of waiting for each other.
     "purge_receipts": (
@@ -167,6 +216,7 @@ _SQL = {
     "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
     "select_meta": f"SELECT name, value FROM {_META}",
     "insert_meta": f"INSERT INTO {_META} (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING",
+    "update_meta": f"UPDATE {_META} SET value = :value WHERE name = :name",
     "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
 }
 
@@ -365,7 +415,8 @@ class PostgresReceiptStore:
         timeout_s: Optional[float] = None,
     ) -> bool:
         tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
-        values = self._values(None, tenant=tenant, approval_id=approval_id, expires_at=expires_at, left=left)
+        values = self._values(None, tenant=_stored_part(tenant), approval_id=_stored_part(approval_id),
+                              expires_at=expires_at, left=left)
         return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
 
     def close(self) -> None:
@@ -380,9 +431,17 @@ class PostgresReceiptStore:
     # -- helpers ------------------------------------------------------------------------------
 
     def _values(self, address: Optional[Tuple[str, str, str]], **more: Any) -> Dict[str, Any]:
-        """A statement's parameters: the key's address, what else it needs, and this process's "now"
-        when the store runs on an injected clock (the database's clock needs no parameter)."""
-        values: Dict[str, Any] = {} if address is None else {"tenant": address[0], "tool": address[1], "key": address[2]}
+        """A statement's parameters: the key's address as stored (`_stored_part`; the whole text of a
+        part stored as a digest goes in full_*), what else it needs, and this process's "now" when the
+        store runs on an injected clock (the database's clock needs no parameter)."""
+        if address is None:
+            values: Dict[str, Any] = {}
+        else:
+            tenant, tool, key = address
+            values = {"tenant": _stored_part(tenant), "tool": _stored_part(tool), "key": _stored_part(key)}
+            values["full_tenant"] = None if values["tenant"] is tenant else tenant
+            values["full_tool"] = None if values["tool"] is tool else tool
+            values["full_key"] = None if values["key"] is key else key
         values.update(more)
         if self._clock is not None:
             values["now"] = _epoch_seconds(self._clock())
@@ -485,7 +544,11 @@ class PostgresReceiptStore:
             transaction.execute_sql(statement)
         meta = transaction.meta()
         stored_version = meta.get(_VERSION_ROW)
-        if stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
+        if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
+            for statement in _MIGRATE_FROM_V1:
+                transaction.execute_sql(statement)
+            transaction.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
+        elif stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
             raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
                              f"understands ({POSTGRES_SCHEMA_VERSION})")
         key, new_rows = _settle_fingerprint_key(meta, given_key)
@@ -751,6 +814,21 @@ def _close_quietly(connection: Any) -> None:
         connection.close()
     except Exception:  # noqa: BLE001 - closing a dead connection may fail; there is nothing left to free
         pass
+
+
+def _stored_part(text: str) -> str:
+    """How a tenant, tool, key or approval id is stored in a primary key: as it is, or (too long for a
+    btree row, or starting with DIGEST_PREFIX, so that no text is ever stored as another's digest)
+    DIGEST_PREFIX + the hex SHA-256 of its UTF-8 text. The same text always gives the same form, and two
+    texts never share one (short of a SHA-256 collision). Returns `text` itself when it is kept."""
+    if len(text) <= _SURELY_SHORT and not text.startswith(DIGEST_PREFIX):  # at most 4 UTF-8 bytes a character
+        return text
+    if len(text.encode("utf-8")) <= STORED_PART_MAX_BYTES and not text.startswith(DIGEST_PREFIX):
+        return text
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_SURELY_SHORT = STORED_PART_MAX_BYTES // 4
 
 
 def _epoch_seconds(now: Any) -> float:
