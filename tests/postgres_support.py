@@ -183,9 +183,17 @@ def faulty(connect: Callable[[], Any]) -> Callable[[], FaultyConnection]:
 class HookedConnection(FaultyConnection):
     """A FaultyConnection that calls `before_statement(sql, connection)` (class-wide; None: nothing)
     before each statement the store runs, with the raw psycopg connection of that transaction: a test
-    can move time on there, or read the transaction's settings."""
+    can move time on there, or read the transaction's settings. `rewrite(sql)` (class-wide; None:
+    nothing) changes each statement before it is sent: `step_database_clock` makes the server's clock
+    read later, as a clock stepped on the server would, which no test can do to a real server."""
 
     before_statement: Optional[Callable[[str, Any], None]] = None
+    rewrite: Optional[Callable[[str], str]] = None
+
+    @staticmethod
+    def step_database_clock(seconds: float) -> None:
+        later = f"(statement_timestamp() + interval '{float(seconds)!r} seconds')"
+        HookedConnection.rewrite = staticmethod(lambda sql: sql.replace("statement_timestamp()", later))
 
     def cursor(self) -> Any:
         return _HookedCursor(self._connection)
@@ -200,6 +208,9 @@ class _HookedCursor:
         hook = HookedConnection.before_statement
         if hook is not None:
             hook(str(sql), self._connection)
+        rewrite = HookedConnection.rewrite
+        if rewrite is not None:
+            sql = rewrite(str(sql))
         return self._cursor.execute(sql, parameters)
 
     def __getattr__(self, name: str) -> Any:

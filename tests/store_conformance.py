@@ -46,15 +46,25 @@ def random_text(length: int, *, seed: int) -> str:
 
 
 class FakeClock:
-    """A clock the test moves by hand, so expiry is tested without sleeping."""
+    """A wall clock and a monotonic clock the test moves by hand, so expiry is tested without sleeping.
+    Give a store both (`clock=clock, monotonic=clock.monotonic`): `advance` is time passing (both move),
+    `step` is the wall clock being set (the monotonic one does not move)."""
 
     def __init__(self, now: float = 1_000_000.0) -> None:
         self.now = now
+        self.elapsed = 0.0  # what the monotonic clock reads
 
     def __call__(self) -> float:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.elapsed
+
     def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.elapsed += seconds
+
+    def step(self, seconds: float) -> None:
         self.now += seconds
 
 
@@ -516,6 +526,57 @@ class ReceiptStoreConformance:
         self.store.close()
         with self.assertRaises(ValueError):
             self.store.reserve(KEY, FIRST)
+
+
+class ClockStepConformance:
+    """The store's wall clock is set (`FakeClock.step`) while its monotonic clock runs on: nothing may
+    expire sooner than the time that really passed. Mixed in next to ReceiptStoreConformance, for a
+    store whose `make_store` passes `monotonic=clock.monotonic`."""
+
+    def test_a_wall_clock_stepped_forward_past_the_ttl_expires_no_receipt_and_lapses_no_lease(self) -> None:
+        self.completed()
+        running = ReceiptKey(KEY.tenant, KEY.tool, "running")
+        self.reserve(key=running)
+        self.clock.step(TTL_S * 10 + 1)  # a day, a year: more than any ttl
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)  # never a second run
+        self.assertEqual(answer.record, RECORD)
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+        self.assertStatus(self.store.lookup(running), ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertEqual(self.store.unresolved(), [])
+        self.assertFalse(self.store.resolve(running, FIRST, record=None))
+        self.assertEqual(self.store.purge(), 0)
+        self.clock.advance(LEASE_S)  # each lapses when its own time has passed
+        self.assertStatus(self.store.lookup(running), ReservationStatus.UNKNOWN, FIRST)
+        self.clock.advance(TTL_S - LEASE_S)
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_wall_clock_stepped_back_never_shortens_a_receipt(self) -> None:
+        self.completed()
+        self.clock.step(-TTL_S * 10)
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+        key = ReceiptKey(KEY.tenant, KEY.tool, "after-the-step")
+        self.completed(key=key)  # written on the clock as it reads now: replays for its whole ttl
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.lookup(key), ReservationStatus.REPLAY, FIRST)
+
+    def test_a_forward_step_is_taken_once_everything_written_before_it_has_expired(self) -> None:
+        self.completed()
+        self.clock.step(TTL_S * 10)
+        after_step = ReceiptKey(KEY.tenant, KEY.tool, "after-the-step")
+        self.reserve(key=after_step, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)  # the step is held: a lease written since lasts longer, never shorter
+        self.assertStatus(self.store.lookup(after_step), ReservationStatus.IN_PROGRESS, FIRST)
+        self.clock.advance(TTL_S - LEASE_S)  # the ttl has passed since the step: the store takes it
+        self.assertIsNone(self.store.lookup(KEY))
+        self.assertIsNone(self.store.lookup(after_step))
+        later = ReceiptKey(KEY.tenant, KEY.tool, "later")
+        self.reserve(key=later, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S - 1)
+        self.assertStatus(self.store.lookup(later), ReservationStatus.IN_PROGRESS, FIRST)
+        self.clock.advance(1)  # leases and ttls are their own length again
+        self.assertIsNone(self.store.lookup(later))
 
 
 class DurableStoreConformance:

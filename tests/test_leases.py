@@ -27,6 +27,7 @@ from agent_lab.calls import ToolCall
 from agent_lab.errors import NextAction, Outcome
 from agent_lab.leases import RECEIPT_RETRY_ATTEMPTS
 from agent_lab.registry import Registry
+from agent_lab.stores._clock import system_monotonic
 from agent_lab.stores import BUSY_TIMEOUT_MS, InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore
 from agent_lab.spec import ToolSpec
 
@@ -102,8 +103,9 @@ class CrashBetweenEffectAndReceiptTest(unittest.TestCase):
 
     def registry(self, *, lease_lapsed: bool) -> Registry:
         """Another process's registry on the same file; `lease_lapsed`: its clock is past the lease."""
-        clock = (lambda: time.time() + CRASH_LEASE_S + 1) if lease_lapsed else time.time
-        store = SqliteReceiptStore(self.database, lease_s=CRASH_LEASE_S, clock=clock)
+        later = CRASH_LEASE_S + 1 if lease_lapsed else 0  # both of its clocks are that much later
+        store = SqliteReceiptStore(self.database, lease_s=CRASH_LEASE_S, clock=lambda: time.time() + later,
+                                   monotonic=lambda: system_monotonic() + later)
         registry = Registry(receipts=store)
         registry.register(followup_spec(timeout_ms=5_000), appending(self.effects_path))
         self.addCleanup(store.close)
@@ -168,7 +170,7 @@ class ResolveUnknownOnABusyStoreTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "receipts.sqlite3")
             clock = FakeClock()
-            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock)
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock, monotonic=clock.monotonic)
             self.addCleanup(store.close)
             registry = Registry(receipts=store)
             self.addCleanup(registry.close)
@@ -206,7 +208,7 @@ class FailedCompleteTest(unittest.TestCase):
         logging.disable(logging.CRITICAL)
         self.addCleanup(logging.disable, logging.NOTSET)
         clock = FakeClock()
-        store = FailingCompleteStore(lease_s=60, clock=clock)
+        store = FailingCompleteStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         effects = EffectLog()
         audit = MemoryAuditSink()
         registry = Registry(receipts=store, audit=audit)
@@ -282,7 +284,7 @@ class RenewCountingStore(InMemoryReceiptStore):
 class LeaseRenewalTest(unittest.TestCase):
     def test_a_handler_outliving_its_lease_is_renewed_and_never_runs_twice(self) -> None:
         clock = FakeClock()
-        store = RenewCountingStore(lease_s=60, clock=clock)
+        store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         effects = EffectLog()
         started, release = threading.Event(), threading.Event()
         self.addCleanup(release.set)
@@ -336,7 +338,7 @@ def status_spec(**overrides: Any) -> ToolSpec:
 class FencingTest(unittest.TestCase):
     def test_a_stale_holders_complete_is_refused_and_recorded(self) -> None:
         clock = FakeClock()
-        store = InMemoryReceiptStore(lease_s=60, clock=clock)
+        store = InMemoryReceiptStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         audit = MemoryAuditSink()
         started, release = threading.Event(), threading.Event()
         self.addCleanup(release.set)
@@ -557,7 +559,7 @@ class StillRunningOnAnotherHostTest(unittest.TestCase):
         clock = FakeClock()
         hosts = []
         for renew_every_s in (0.005, None):  # host A renews often; host B only answers
-            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock)
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock, monotonic=clock.monotonic)
             registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=renew_every_s)
             registry.register(followup_spec(timeout_ms=20), stuck_write)
             self.addCleanup(store.close)
@@ -598,7 +600,7 @@ class StillRunningOnAnotherHostTest(unittest.TestCase):
             return effects.record_followup(arguments)
 
         clock = FakeClock()
-        store = RenewCountingStore(lease_s=60, clock=clock)
+        store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=0.005)
         registry.register(followup_spec(timeout_ms=20), stuck_write)
         with self.assertLogs("agent_lab.leases", "WARNING"):

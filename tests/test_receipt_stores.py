@@ -8,6 +8,7 @@ import os
 import queue
 import sqlite3
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +34,7 @@ from store_conformance import (
     LEASE_S,
     RECORD,
     TTL_S,
+    ClockStepConformance,
     DurableApprovalConformance,
     DurableStoreConformance,
     FakeClock,
@@ -43,9 +45,11 @@ from store_conformance import (
 from test_registry_fixtures import WRITER, followup_call, followup_spec
 
 
-class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
+class InMemoryReceiptStoreTest(ClockStepConformance, PurgeAndApprovalConformance, ReceiptStoreConformance,
+                               unittest.TestCase):
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
-        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key)
+        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key,
+                                    monotonic=clock.monotonic)
 
     def busy_store(self, store):
         return holding(store._lock)
@@ -54,8 +58,8 @@ class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConforma
         self.assertNotEqual(self.store.fingerprint_key, self.make_store(self.clock).fingerprint_key)
 
 
-class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
-                             ReceiptStoreConformance, unittest.TestCase):
+class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, DurableStoreConformance,
+                             PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory()
         self.addCleanup(directory.cleanup)
@@ -64,7 +68,8 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
         super().setUp()
 
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, synchronous="NORMAL", fingerprint_key=None):
-        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, synchronous=synchronous,
+        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, monotonic=clock.monotonic,
+                                  synchronous=synchronous,
                                   fingerprint_key=fingerprint_key)
 
     def use_new_storage(self):
@@ -162,7 +167,8 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
         owner = self.store.reserve(KEY, FIRST).owner
         self.assertTrue(self.store.complete(KEY, owner, RECORD))
         moved, replacement = self.path + ".moved", self.path + ".replacement"
-        SqliteReceiptStore(replacement, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock).close()  # another file
+        SqliteReceiptStore(replacement, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                           monotonic=self.clock.monotonic).close()  # another file
         os.rename(self.path, moved)
         os.replace(replacement, self.path)  # a restore from a backup, a deploy copying a file over it
         for name, call in (("reserve", lambda: self.store.reserve(KEY, FIRST)),
@@ -222,6 +228,44 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
             self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY)
 
 
+class SqliteWallClockStepTest(unittest.TestCase):
+    """The store's wall clock (time.time, read through `clock=`) is stepped forward by a day and a second,
+    the receipt ttl; the system's monotonic clock, which the store guards it with, is not."""
+
+    def setUp(self):
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.step = 0.0
+        self.effects = []
+
+    def registry(self):
+        store = SqliteReceiptStore(self.path, clock=lambda: time.time() + self.step)  # ttl_s: a day
+        registry = Registry(receipts=store)
+        registry.register(followup_spec(), lambda arguments: self.effects.append(arguments["action_id"]) or {})
+        self.addCleanup(store.close)
+        self.addCleanup(registry.close)
+        return registry
+
+    def test_a_retry_after_the_wall_clock_stepped_past_the_ttl_replays_and_never_runs_again(self):
+        registry = self.registry()
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+        self.step = 86_401.0
+        retried = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok and retried.replayed, retried)
+        self.assertEqual(self.effects, ["act-1"])
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "the anchor is kept per boot only where the monotonic "
+                                                           "clock counts from boot for every process (Linux)")
+    def test_a_store_opened_after_the_step_still_counts_from_before_it(self):
+        self.assertTrue(self.registry().invoke(followup_call(), actor=WRITER).ok)
+        self.step = 86_401.0
+        restarted = self.registry()  # a process started after the step, on the same file
+        retried = restarted.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok and retried.replayed, retried)
+        self.assertEqual(self.effects, ["act-1"])
+
+
 class ReceiptKeyTest(unittest.TestCase):
     def test_a_lone_surrogate_in_any_part_of_a_receipt_key_is_refused_for_every_store(self):
         for part in ("tenant", "tool", "key"):
@@ -278,7 +322,8 @@ class SqliteMigrationTest(unittest.TestCase):
         connection.close()
 
     def open(self):
-        store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                                   monotonic=self.clock.monotonic)
         self.addCleanup(store.close)
         return store
 

@@ -219,7 +219,7 @@ class LaggingHostClockTest(unittest.TestCase):
 
     def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_stores_by_more_than_its_ttl(self) -> None:
         store_now = [1_000_000.0]
-        store = InMemoryReceiptStore(ttl_s=1, clock=lambda: store_now[0])
+        store = InMemoryReceiptStore(ttl_s=1, clock=lambda: store_now[0], monotonic=lambda: store_now[0])
         registry = Registry(receipts=store, clock=lambda: store_now[0] - 5)  # this host is 5 s behind
         self.addCleanup(registry.close)
         effects = EffectLog()

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
+from ._clock import StepGuard, system_monotonic
 from .protocol import (
     PURGE_LIMIT,
     Lapse,
@@ -83,7 +84,8 @@ DATABASE_CLOCK = "date_part('epoch', statement_timestamp())"
 """The SQL for "now" when the store uses the database's clock: seconds since the epoch at the start of
 each statement, the same for every host."""
 
-# -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {lease}, {ttl} ----
+# -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {stamp}, {lease},
+# {ttl}: {now} is the time expiry is decided by, {stamp} the time new expiries count from (see _clock.py). -
 
 
 def _stored_form_check(column: str) -> str:
@@ -159,12 +161,12 @@ _PURGEABLE = "expires_at <= {now} AND NOT (state = 'in_flight' AND lapse = 'unkn
 _SQL = {
     "timeouts": (
         "SELECT set_config('statement_timeout', :statement_ms, true), set_config('lock_timeout', :lock_ms, true),"
-        " set_config('idle_in_transaction_session_timeout', :idle_ms, true)"
+        " set_config('idle_in_transaction_session_timeout', :idle_ms, true), " + DATABASE_CLOCK
     ),
     "insert_new": (
         f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse,"
         " full_tenant, full_tool, full_key) VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL,"
-        " {now} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
+        " {stamp} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
         " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING 1"
     ),
     "select_entry": (
@@ -174,20 +176,20 @@ _SQL = {
     # if the row is (still) purgeable now, whatever happened since it was read.
     "take_over": (
         f"UPDATE {_RECEIPTS} SET fingerprint = :fingerprint, state = 'in_flight', record = NULL,"
-        " expires_at = {now} + {lease}, owner = :owner, lapse = :lapse"
+        " expires_at = {stamp} + {lease}, owner = :owner, lapse = :lapse"
         " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
     ),
-    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{now}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{lease}} WHERE " + _WHERE_HELD_BY,
     # The holder keeps its owner token in the receipt: a retry of the same completion (its first answer
     # was lost with a connection) finds its own record, changes nothing and says so.
     "complete": (
         f"UPDATE {_RECEIPTS} SET record = :record, expires_at = CASE WHEN state = 'in_flight'"
-        " THEN {now} + {ttl} ELSE expires_at END, state = 'completed' WHERE " + _WHERE_KEY +
+        " THEN {stamp} + {ttl} ELSE expires_at END, state = 'completed' WHERE " + _WHERE_KEY +
         " AND owner = :owner AND (state = 'in_flight' OR (state = 'completed' AND record = :record))"
     ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
     "resolve_happened": (
-        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
         " owner = NULL WHERE " + _WHERE_UNKNOWN
     ),
     "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN,
@@ -208,8 +210,8 @@ _SQL = {
     # The retention (rules.approval_kept_until): the validity left by the caller's clock, when it is given.
     "spend_approval": (
         f"INSERT INTO {_APPROVALS} (tenant, approval_id, kept_until)"
-        " VALUES (:tenant, :approval_id, COALESCE({now} + CAST(:left AS double precision),"
-        " GREATEST(CAST(:expires_at AS double precision), {now})) + {ttl})"
+        " VALUES (:tenant, :approval_id, COALESCE({stamp} + CAST(:left AS double precision),"
+        " GREATEST(CAST(:expires_at AS double precision), {stamp})) + {ttl})"
         f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
         f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING 1"
     ),
@@ -241,7 +243,11 @@ class PostgresReceiptStore:
     disagree still agree on when a lease lapsed. ``clock=`` replaces it by a clock of this process (a
     callable returning seconds since the epoch), sent with each statement: for tests that move time
     by hand, or a deployment that trusts its hosts' clocks. Every store sharing the tables must then use
-    the same kind of clock; never mix the two on one database.
+    the same kind of clock; never mix the two on one database. Either clock is guarded against steps by
+    this process's ``monotonic`` clock (see `agent_lab.stores._clock`): the database's clock is read
+    with every call, and nothing expires sooner than the time the store has seen pass since it opened,
+    so a server clock stepped forward by more than a ttl never lets a retry run again on a store that
+    was open before the step (one opened after it takes the clock as it finds it).
 
     Concurrency. ``reserve`` is an ``INSERT ... ON CONFLICT DO NOTHING``: exactly one contender inserts
     a free key, in any process on any host. A key that holds an expired receipt or a lapsed read is
@@ -281,6 +287,7 @@ class PostgresReceiptStore:
         pool_size: int = POOL_SIZE,
         paramstyle: Optional[str] = None,
         open_timeout_s: float = OPEN_TIMEOUT_S,
+        monotonic: Optional[Callable[[], float]] = None,
     ) -> None:
         if not callable(connect):
             raise TypeError("connect must be a callable that returns a new DB-API connection")
@@ -289,6 +296,10 @@ class PostgresReceiptStore:
         if clock is not None and not callable(clock):
             raise TypeError("clock must be None (the database's clock) or a callable returning epoch seconds")
         self._clock = clock
+        self._monotonic = system_monotonic if monotonic is None else monotonic
+        self._guard = StepGuard(lambda: _epoch_seconds(clock()) if clock is not None else math.nan,
+                                self._monotonic, max(self._ttl_s, self._lease_s))
+        self._guard_lock = threading.Lock()  # calls run on several connections at once
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
         if paramstyle is not None and paramstyle not in _PARAMSTYLES:
@@ -443,9 +454,19 @@ class PostgresReceiptStore:
             values["full_tool"] = None if values["tool"] is tool else tool
             values["full_key"] = None if values["key"] is key else key
         values.update(more)
-        if self._clock is not None:
-            values["now"] = _epoch_seconds(self._clock())
+        with self._guard_lock:
+            if self._clock is not None:
+                values["now"], values["stamp"] = self._guard.times()
+            else:  # the database's clock is bounded by what this process has seen pass (None: not yet)
+                floor = self._guard.floor(self._monotonic())
+                values["floor"] = floor if math.isfinite(floor) else None
         return values
+
+    def _observe_database_clock(self, database_now: Any, received_at: float) -> None:
+        """The database's clock as a call's first statement read it: what the guard's floor follows."""
+        if self._clock is None and isinstance(database_now, (int, float)):
+            with self._guard_lock:
+                self._guard.observe(float(database_now), received_at)
 
     def _call(self, timeout_s: Optional[float], work: Callable[["_Transaction"], _Answer]) -> _Answer:
         return self._call_until(_monotonic() + store_timeout(timeout_s), work)
@@ -579,7 +600,9 @@ class _Transaction:
         statement_ms = str(min(max(left_ms, 1), _MAX_TIMEOUT_MS))
         idle_ms = str(min(max(left_ms, IDLE_IN_TRANSACTION_FLOOR_MS), _MAX_TIMEOUT_MS))
         self.execute("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
-        self._cursor.fetchall()
+        row = self._cursor.fetchone()
+        if row is not None:
+            self._store._observe_database_clock(row[-1], self._store._monotonic())
 
     def execute(self, name: str, values: Mapping[str, Any]) -> Any:
         statement = self._store._statements[name]
@@ -759,8 +782,12 @@ _PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
 
 
 def _render_all(paramstyle: str, injected_clock: bool, *, lease_s: float, ttl_s: float) -> Dict[str, _Statement]:
-    now = "CAST(:now AS double precision)" if injected_clock else DATABASE_CLOCK
-    return {name: _render(template.format(now=now, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
+    if injected_clock:  # the guarded times of this process's clock, sent with each statement
+        now, stamp = "CAST(:now AS double precision)", "CAST(:stamp AS double precision)"
+    else:  # the database's clock, bounded by this process's guard of it (a NULL floor bounds nothing)
+        now = f"LEAST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
+        stamp = f"GREATEST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
+    return {name: _render(template.format(now=now, stamp=stamp, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
             for name, template in _SQL.items()}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -10,6 +11,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
+from ._clock import StepGuard, boot_identity, system_monotonic
 from .protocol import (
     PURGE_LIMIT,
     Lapse,
@@ -72,6 +74,8 @@ CREATE TABLE IF NOT EXISTS approvals (
 ) WITHOUT ROWID
 """
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
+_ANCHOR_ROW = "clock_anchor"  # "<boot id> <wall minus monotonic>": the clock guard's anchor for this boot
+_SAVE_ANCHOR = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_anchor', ?)"
 
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
 # The fencing rule (rules.held_by) and the resolving rule (rules.may_resolve) as SQL.
@@ -154,7 +158,13 @@ class SqliteReceiptStore:
     waits for that lock, and then for SQLite's (its busy timeout, set per call), only as long as its
     ``timeout_s`` allows; then it raises ``ReceiptStoreUnavailable``, having changed nothing.
     Expiry times are absolute ``clock()`` seconds, so the default wall clock (``time.time``) is the
-    right one for a file shared between processes and restarts; a monotonic clock is not.
+    right one for a file shared between processes and restarts; a monotonic clock is not. The wall
+    clock is guarded against steps by ``monotonic`` (see `agent_lab.stores._clock`): nothing expires
+    sooner than the monotonic clock says, so a wall clock stepped forward by more than a ttl never lets
+    a retry run again. With the system's monotonic clock (the default) on Linux, the guard's anchor is
+    kept in the file for the current boot, so a process that opens the file after a step (a restart)
+    still counts from before it; after a reboot, or with a ``monotonic`` you pass, the anchor is taken
+    when the store opens. A test that moves time by hand moves both clocks.
 
     Fingerprint key: a new file gets a random key, stored in it (table ``store_meta``) inside the
     transaction that creates the schema, so processes opening a new file at once all read the one key.
@@ -189,10 +199,14 @@ class SqliteReceiptStore:
         clock: Callable[[], float] = time.time,
         synchronous: str = "NORMAL",
         fingerprint_key: Optional[bytes] = None,
+        monotonic: Optional[Callable[[], float]] = None,
     ) -> None:
         self._ttl_s = rules.check_duration("ttl_s", ttl_s)
         self._lease_s = rules.check_duration("lease_s", lease_s)
         self._clock = clock
+        self._guard = StepGuard(clock, system_monotonic if monotonic is None else monotonic,
+                                max(self._ttl_s, self._lease_s))
+        self._boot = boot_identity() if monotonic is None else None  # keep the anchor in the file for it
         level = synchronous.upper() if isinstance(synchronous, str) else None
         if level not in _SYNCHRONOUS_LEVELS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS_LEVELS)}")
@@ -204,7 +218,9 @@ class SqliteReceiptStore:
         self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
         self._call_deadline = 0.0  # monotonic: when the current call's time is up (set by `_call`)
         self._path = os.fspath(path)
-        connection, self._fingerprint_key = _open_connection(self._path, level, given_key)
+        connection, self._fingerprint_key, anchor = _open_connection(self._path, level, given_key,
+                                                                     self._boot, self._guard)
+        self._guard.offset = anchor
         self._connection: Optional[sqlite3.Connection] = connection
         # The file this store opened, by device and inode: a call finding another file (or none) under the
         # path refuses, so a store whose file was deleted or replaced never splits in two (see `_call`).
@@ -234,14 +250,14 @@ class SqliteReceiptStore:
         owner = rules.new_owner_token()
 
         def work(connection: sqlite3.Connection) -> Reservation:
-            now = self._clock()
+            now, stamp = self._times(connection)
             if self._sweep_now_and_then(connection, now):  # its DELETE may have waited for the lock
                 self._wait_no_longer_than_the_call(connection)
             # 1. Take a key no row holds, in one atomic statement.
-            if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
+            if _changed(connection.execute(_CLAIM, (*address, fingerprint, stamp + self._lease_s, owner, lapse_value))):
                 return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             # 2. Answer from the row as it is now (a replay needs no write lock).
-            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._clock())
+            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._times(connection)[0])
             if answer is not None:
                 return answer
             # 3. The row has nothing to keep (expired), or was removed after 1: decide again under the
@@ -249,13 +265,13 @@ class SqliteReceiptStore:
             #    lock already: this wait gets only what is left of the call's time.
             self._wait_no_longer_than_the_call(connection)
             with _immediate_transaction(connection):
-                now = self._clock()
+                now, stamp = self._times(connection)
                 answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
                 if answer is not None:
                     return answer
                 connection.execute(
                     _UPSERT_ENTRY,
-                    (*address, fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner, lapse_value),
+                    (*address, fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner, lapse_value),
                 )
                 return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
 
@@ -265,7 +281,7 @@ class SqliteReceiptStore:
         rules.check_owner(owner)
         address = rules.address(key)
         return self._call(timeout_s, lambda connection: _changed(
-            connection.execute(_RENEW, (self._clock() + self._lease_s, *address, owner))))
+            connection.execute(_RENEW, (self._times(connection)[1] + self._lease_s, *address, owner))))
 
     def complete(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
@@ -274,7 +290,7 @@ class SqliteReceiptStore:
         text = rules.record_text(record)
         address = rules.address(key)
         return self._call(timeout_s, lambda connection: _changed(
-            connection.execute(_COMPLETE, (text, self._clock() + self._ttl_s, *address, owner))))
+            connection.execute(_COMPLETE, (text, self._times(connection)[1] + self._ttl_s, *address, owner))))
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -294,21 +310,22 @@ class SqliteReceiptStore:
         address = rules.address(key)
 
         def work(connection: sqlite3.Connection) -> bool:
-            now = self._clock()
+            now, stamp = self._times(connection)
             if text is None:
                 return _changed(connection.execute(_RESOLVE_NOT_HAPPENED, (*address, now, fingerprint)))
-            return _changed(connection.execute(_RESOLVE_HAPPENED, (text, now + self._ttl_s, *address, now, fingerprint)))
+            return _changed(connection.execute(_RESOLVE_HAPPENED, (text, stamp + self._ttl_s, *address, now, fingerprint)))
 
         return self._call(timeout_s, work)
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
         address = rules.address(key)
-        return self._call(timeout_s, lambda connection: rules.status_of(_read_entry(connection, address), self._clock()))
+        return self._call(timeout_s, lambda connection: rules.status_of(_read_entry(connection, address),
+                                                                        self._times(connection)[0]))
 
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
         rules.check_limit(limit)
         rows = self._call(timeout_s, lambda connection: connection.execute(
-            _SELECT_UNRESOLVED, (self._clock(), limit)).fetchall())
+            _SELECT_UNRESOLVED, (self._times(connection)[0], limit)).fetchall())
         return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
@@ -316,7 +333,7 @@ class SqliteReceiptStore:
 
         def work(connection: sqlite3.Connection) -> int:
             with _immediate_transaction(connection):
-                now = self._clock()
+                now = self._times(connection)[0]
                 deleted = connection.execute(_PURGE_RECEIPTS, (now, limit)).rowcount
                 if deleted < limit:
                     deleted += connection.execute(_PURGE_APPROVALS, (now, limit - deleted)).rowcount
@@ -331,8 +348,8 @@ class SqliteReceiptStore:
         tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
 
         def work(connection: sqlite3.Connection) -> bool:
-            now = self._clock()
-            kept_until = rules.approval_kept_until(expires_at, left, now, self._ttl_s)
+            now, stamp = self._times(connection)
+            kept_until = rules.approval_kept_until(expires_at, left, stamp, self._ttl_s)
             return _changed(connection.execute(_SPEND_APPROVAL, (tenant, approval_id, kept_until, now)))
 
         return self._call(timeout_s, work)
@@ -374,6 +391,19 @@ class SqliteReceiptStore:
                 raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
         finally:
             self._lock.release()
+
+    def _times(self, connection: sqlite3.Connection) -> Tuple[float, float]:
+        """(check, stamp): the time to decide expiry by, and to count new expiries from (`StepGuard`).
+        A step the guard has just taken becomes the file's anchor, for processes that open it later."""
+        times = self._guard.times()
+        if self._guard.moved:
+            self._guard.moved = False
+            if self._boot is not None:
+                try:
+                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {self._guard.offset!r}",))
+                except sqlite3.OperationalError:  # busy: kept in this process; the next step saves it
+                    pass
+        return times
 
     def _wait_no_longer_than_the_call(self, connection: sqlite3.Connection) -> None:
         """Before another statement of a call that may wait for SQLite's lock (each statement waits up
@@ -438,8 +468,10 @@ def _changed(cursor: sqlite3.Cursor) -> bool:
     return cursor.rowcount == 1
 
 
-def _open_connection(path: str, synchronous: str, given_key: Optional[bytes]) -> Tuple[sqlite3.Connection, bytes]:
-    """Open the file in WAL mode, make sure the schema is there and settle the fingerprint key."""
+def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], boot: Optional[str],
+                     guard: StepGuard) -> Tuple[sqlite3.Connection, bytes, float]:
+    """Open the file in WAL mode, make sure the schema is there, settle the fingerprint key and the clock
+    guard's anchor (kept in the file for the current `boot`; None: this store's own)."""
     _create_private_file(path)
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -448,11 +480,11 @@ def _open_connection(path: str, synchronous: str, given_key: Optional[bytes]) ->
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         _use_wal(connection)
         connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
-        key = _ensure_schema(connection, given_key)
+        key, anchor = _ensure_schema(connection, given_key, boot, guard)
     except BaseException:
         connection.close()
         raise
-    return connection, key
+    return connection, key, anchor
 
 
 def _use_wal(connection: sqlite3.Connection) -> None:
@@ -521,9 +553,11 @@ def _file_identity(path: str) -> Optional[Tuple[int, int]]:
     return (status.st_dev, status.st_ino)
 
 
-def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
-    """Create or migrate the schema and return the fingerprint key, all in one write transaction, so
-    that processes opening one new file at once wait for each other and agree on everything."""
+def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], boot: Optional[str],
+                   guard: StepGuard) -> Tuple[bytes, float]:
+    """Create or migrate the schema and return the fingerprint key and the clock anchor, all in one write
+    transaction, so that processes opening one new file at once wait for each other and agree on
+    everything."""
     with _immediate_transaction(connection):
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -538,7 +572,27 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -
             connection.execute(_CREATE_META)
             connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        return _settle_fingerprint_key(connection, given_key)
+        return _settle_fingerprint_key(connection, given_key), _settle_anchor(connection, boot, guard)
+
+
+def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> float:
+    """The clock guard's anchor (wall minus monotonic): the one kept in the file for this boot, or (a new
+    boot, a new file, or no boot to keep it for) the clocks' offset now, kept for this boot from now on."""
+    guard.times()  # the first reading sets the guard's offset to now's
+    offset = guard.offset
+    assert offset is not None
+    if boot is None:
+        return offset
+    row = connection.execute("SELECT value FROM store_meta WHERE name = ?", (_ANCHOR_ROW,)).fetchone()
+    if row is not None:
+        kept_boot, _, kept_offset = str(row[0]).partition(" ")
+        try:
+            if kept_boot == boot and math.isfinite(float(kept_offset)):
+                return float(kept_offset)
+        except ValueError:
+            pass
+    connection.execute(_SAVE_ANCHOR, (f"{boot} {offset!r}",))
+    return offset
 
 
 def _settle_fingerprint_key(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:

@@ -1,0 +1,133 @@
+"""How a store reads the time: its wall clock, guarded against steps by a monotonic clock.
+
+Expiry times are absolute wall-clock seconds (they outlive the process, and other processes read them),
+so a store needs a wall clock. But a wall clock can step: an operator sets it, a virtual machine resumes,
+NTP corrects a large offset. A forward step longer than a receipt's ttl made every receipt look expired,
+and a retry ran its effect again. So a store reads the time through a `StepGuard`:
+
+* the *floor* is the wall clock as it read at an anchor, moved on by the monotonic clock since then
+  (`anchor + monotonic()`); the monotonic clock never steps;
+* an entry counts as expired only when the wall clock and the floor both say so (every check uses
+  `min(wall, floor)`), and every expiry written counts from the later of the two (`max(wall, floor)`);
+* a difference under `STEP_S` is noise (the two clocks are read one after the other) or slewing, and is
+  taken as it comes. A backward step is taken at once: it only makes entries live longer. A forward step
+  is taken only after `hold_s` (the store's longest lifetime: its ttl or its lease) has passed on the
+  monotonic clock, when everything written before the step has expired by the floor anyway; until then
+  entries live longer by the step, never shorter.
+
+A store that is not moved keeps its anchor (and its floor) for as long as it is open. The SQLite store
+keeps its anchor in its file for the current boot, so a store opened after a step (a restarted process)
+still knows the time from before it (see `boot_identity`); a store opened after a reboot, and the
+in-memory and PostgreSQL stores when they open, take the wall clock as they find it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Optional, Tuple
+
+__all__ = ["STEP_S", "StepGuard", "boot_identity", "system_monotonic"]
+
+STEP_S = 1.0
+"""A change of the wall clock against the monotonic clock smaller than this is not a step."""
+
+
+def _boot_time() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _choose_system_monotonic() -> Callable[[], float]:
+    """CLOCK_BOOTTIME where there is one (Linux): the same for every process of a boot, and counting
+    the time the machine slept (so a suspend is not a step); elsewhere `time.monotonic`."""
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        try:
+            _boot_time()
+            return _boot_time
+        except OSError:
+            pass
+    return time.monotonic
+
+
+system_monotonic: Callable[[], float] = _choose_system_monotonic()
+"""The monotonic clock a store uses unless it is given one."""
+
+
+def boot_identity() -> Optional[str]:
+    """An id of the running boot, when `system_monotonic` counts from it for every process (Linux):
+    then an anchor stored with it stays valid for every process until the next reboot. None elsewhere."""
+    if system_monotonic is not _boot_time:
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            identity = file.read().strip()
+    except (OSError, ValueError):
+        return None
+    return identity if identity and " " not in identity else None
+
+
+class StepGuard:
+    """The (check, stamp) times of a store: `check` to decide what has expired, `stamp` to count new
+    expiries from. Not thread-safe: a store calls it under its own lock (or wraps it in one).
+
+    `wall` and `monotonic` are read one after the other by `times`; `observe` takes a wall reading made
+    elsewhere (the database's clock) with the monotonic time it was received at. `offset`: an anchor
+    (wall minus monotonic) to start from, e.g. one kept since before a restart; None: the first reading.
+    After a step is taken, `moved` is True until the store clears it (to keep the new anchor)."""
+
+    __slots__ = ("_wall", "_monotonic", "_hold_s", "offset", "_pending_until", "_pending_offset", "moved")
+
+    def __init__(self, wall: Callable[[], float], monotonic: Callable[[], float], hold_s: float,
+                 offset: Optional[float] = None) -> None:
+        self._wall = wall
+        self._monotonic = monotonic
+        self._hold_s = hold_s
+        self.offset = offset
+        self._pending_until: Optional[float] = None  # monotonic: when a forward step will be taken
+        self._pending_offset = 0.0  # the offset that step leads to
+        self.moved = False
+
+    def times(self) -> Tuple[float, float]:
+        """(check, stamp) now. The monotonic clock is read first: a pause between the two readings can
+        only look like a forward step, which is never taken early."""
+        monotonic_now = self._monotonic()
+        return self.observe(self._wall(), monotonic_now)
+
+    def observe(self, wall_now: float, monotonic_now: float) -> Tuple[float, float]:
+        """(check, stamp) for a wall-clock reading taken at `monotonic_now`."""
+        if not (math.isfinite(wall_now) and math.isfinite(monotonic_now)):
+            raise ValueError("the store's clocks must return finite numbers of seconds")
+        offset = wall_now - monotonic_now
+        anchor = self.offset
+        if anchor is not None and self._pending_until is None:  # the common case, written out
+            if anchor <= offset <= anchor + STEP_S:
+                self.offset = offset  # noise, or the wall clock slewed a little ahead: follow it
+                return wall_now, wall_now
+            if anchor - STEP_S <= offset < anchor:
+                return wall_now, anchor + monotonic_now  # noise, or slewed back: entries live longer
+        return self._step(offset, wall_now, monotonic_now)
+
+    def floor(self, monotonic_now: float) -> float:
+        """The wall clock as the anchor says it reads at `monotonic_now` (-inf before any reading)."""
+        return -math.inf if self.offset is None else self.offset + monotonic_now
+
+    def _step(self, offset: float, wall_now: float, monotonic_now: float) -> Tuple[float, float]:
+        anchor = self.offset
+        if anchor is None or offset < anchor - STEP_S:  # a first reading, or a backward step: take it
+            self._take(offset)
+        elif offset <= anchor + STEP_S:  # back within reach of the anchor: no step after all
+            self._pending_until = None
+            if offset > anchor:
+                self.offset = offset
+        elif self._pending_until is None or abs(offset - self._pending_offset) > STEP_S:
+            self._pending_until = monotonic_now + self._hold_s  # a new forward step: hold it
+            self._pending_offset = offset
+        elif monotonic_now >= self._pending_until:  # held long enough: all older entries have expired
+            self._take(offset)
+        floor = self.offset + monotonic_now  # type: ignore[operator]
+        return min(wall_now, floor), max(wall_now, floor)
+
+    def _take(self, offset: float) -> None:
+        self.moved = self.offset is not None
+        self.offset = offset
+        self._pending_until = None
