@@ -29,7 +29,7 @@ from agent_lab.errors import NextAction, Outcome
 from agent_lab.leases import ReceiptNote
 from agent_lab.stores import PostgresReceiptStore, ReceiptKey, ReservationStatus
 
-from postgres_support import DSN, SKIP_REASON, RowShiftingClock, ScratchDatabase
+from postgres_support import DSN, SKIP_REASON, MissingStandby, RowShiftingClock, ScratchDatabase
 from test_registry_fixtures import WRITER, ListAuditSink, followup_call, followup_spec
 
 PATIENCE_S = 60.0  # a hang guard, never a timing assertion
@@ -254,6 +254,58 @@ class PostgresFaultTest(unittest.TestCase):
         self.assertTrue(first.ok)  # the effect happened; its caller gets its result
         self.assertTrue(registry.wait_settled(PATIENCE_S))  # the keeper stored the receipt on a new connection
         self.assertEqual(audit.records[0]["receipt"], ReceiptNote.PENDING.value)
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, {"recorded_by": "the only run"})
+        self.assertEqual(read_effects(self.effects_path), ["act-1"])
+
+    # -- a commit the server holds past the call's deadline ------------------------------------------
+
+    def test_a_reserve_whose_commit_waits_for_a_missing_standby_is_cut_at_the_deadline_and_runs_nothing(self):
+        registry, _ = self.registry("agent-lab-sync-reserve")
+        effects: List[str] = []
+        registry.register(followup_spec(), lambda arguments: effects.append(arguments["action_id"]) or {"ok": True})
+        answers: List[Any] = []
+        with MissingStandby(self.database), self.assertLogs("agent_lab.registry", "WARNING"):
+            caller = threading.Thread(target=lambda: answers.append(
+                registry.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() + 0.5)))
+            caller.start()
+            caller.join(10.0)  # a hang guard far above the 0.5 s deadline: the commit waits for ever
+            self.assertFalse(caller.is_alive(), "invoke waited for the missing standby past its deadline")
+        [refused] = answers
+        self.assertEqual((refused.error.code, refused.error.next_action), ("receipt_store_unavailable",
+                                                                           NextAction.RETRY_LATER))
+        self.assertEqual(effects, [])
+        # The standby is back: the reservation the cut commit may have made is freed by the store's next
+        # call (its owner token was never handed out), and the retry runs the tool once.
+        retried = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok, retried.error)
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(effects, ["act-1"])
+
+    def test_a_receipt_whose_commit_waits_for_a_missing_standby_is_cut_and_confirmed_once_it_is_back(self):
+        registry, audit = self.registry("agent-lab-sync-complete")
+        standby = MissingStandby(self.database)
+        self.addCleanup(standby.stop)
+
+        def write_then_lose_the_standby(arguments: Dict[str, Any]) -> Dict[str, Any]:
+            append_effect(self.effects_path, arguments["action_id"])
+            standby.start()  # the receipt's commit will wait for a standby that is gone
+            return {"recorded_by": "the only run"}
+
+        registry.register(followup_spec(timeout_ms=4_000), write_then_lose_the_standby)
+        answers: List[Any] = []
+        with self.assertLogs("agent_lab.leases", "INFO") as logs:
+            caller = threading.Thread(target=lambda: answers.append(registry.invoke(followup_call(), actor=WRITER)))
+            caller.start()
+            caller.join(20.0)  # a hang guard far above the 4 s timeout
+            self.assertFalse(caller.is_alive(), "invoke waited for the missing standby past its deadline")
+            standby.stop()
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # the keeper's retry confirms the receipt
+        [first] = answers
+        self.assertTrue(first.ok)  # the effect happened: its caller is told so
+        self.assertEqual(audit.records[0]["receipt"], ReceiptNote.PENDING.value)
+        self.assertNotIn("fenced", "\n".join(logs.output))
         again = registry.invoke(followup_call(), actor=WRITER)
         self.assertTrue(again.replayed)
         self.assertEqual(again.output, {"recorded_by": "the only run"})

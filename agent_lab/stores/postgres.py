@@ -260,9 +260,11 @@ class PostgresReceiptStore:
     Deadlines. A call waits for a pooled connection (or a new one) no longer than its ``timeout_s``,
     and sets ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` for its
     transaction (``SET LOCAL``, through ``set_config``) from what is left of it: a locked row or table,
-    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. Opening a connection is
-    bounded the same way, whatever the driver does; give the factory its own connect timeout too
-    (psycopg: ``connect_timeout``), so abandoned attempts end.
+    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. A COMMIT's wait for a
+    synchronous standby is not bounded by those settings: every call is watched (`_Watchdog`) and
+    cancelled at its deadline, its connection dropped, its outcome unknown (as after a lost commit,
+    below). Opening a connection is bounded the same way, whatever the driver does; give the factory its
+    own connect timeout too (psycopg: ``connect_timeout``), so abandoned attempts end.
 
     Lost connections. Any driver error is ``ReceiptStoreUnavailable`` for the call that met it (retry
     later), and the connection is dropped if it cannot be rolled back; the next call opens a new one. A
@@ -307,6 +309,7 @@ class PostgresReceiptStore:
         open_timeout_s = rules.check_duration("open_timeout_s", open_timeout_s)
         given_key = None if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
         self._pool = _Pool(connect, pool_size)
+        self._watchdog = _Watchdog()
         self._orphans: List[Tuple[Tuple[str, str, str], str]] = []  # reservations whose commit was lost
         self._orphans_lock = threading.Lock()
         self._reserves_since_purge = 0
@@ -314,12 +317,16 @@ class PostgresReceiptStore:
         try:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
+            if _canceller(first) is None:
+                logger.warning("the receipt database driver's connections have no cancel(): a call still running "
+                               "at its deadline (a COMMIT waiting for a synchronous standby) cannot be cut there")
             driver = sys.modules.get(type(first).__module__.partition(".")[0])
             self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
                                            lease_s=self._lease_s, ttl_s=self._ttl_s)
             self._fingerprint_key = self._call_until(deadline, lambda transaction: self._set_up(transaction, given_key))
         except BaseException:
+            self._watchdog.close()
             self._pool.close()
             raise
 
@@ -431,6 +438,7 @@ class PostgresReceiptStore:
         return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
 
     def close(self) -> None:
+        self._watchdog.close()
         self._pool.close()
 
     def __enter__(self) -> "PostgresReceiptStore":
@@ -481,26 +489,34 @@ class PostgresReceiptStore:
         for attempt in (1, 2):
             connection = self._pool.checkout(deadline)
             transaction = _Transaction(self, connection, deadline)
+            watch = self._watchdog.watch(deadline, connection)  # cancels the call if it runs past its deadline
             try:
                 transaction.bound_by_deadline()
             except self._errors as error:
-                if transaction.abandon() and attempt == 1:
+                if transaction.abandon(cut=self._watchdog.unwatch(watch)) and attempt == 1:
                     logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
                     continue
                 raise _unavailable("could not start a transaction", error) from error
             except BaseException:
-                transaction.abandon()
+                transaction.abandon(cut=self._watchdog.unwatch(watch))
                 raise
             try:
                 self._free_orphans(transaction)
                 answer = work(transaction)
                 transaction.commit()
             except self._errors as error:
-                transaction.abandon()
-                raise _unavailable("a statement failed", error) from error
+                cut = self._watchdog.unwatch(watch)
+                transaction.abandon(cut=cut)
+                raise _unavailable("cut at its deadline" if cut else "a statement failed", error) from error
             except BaseException:
-                transaction.abandon()
+                transaction.abandon(cut=self._watchdog.unwatch(watch))
                 raise
+            if self._watchdog.unwatch(watch):
+                # The deadline passed before the call was done (a COMMIT waiting for a synchronous standby,
+                # say): it was cancelled, and whether it committed is unknown, as after a lost connection.
+                transaction.abandon(cut=True)
+                raise ReceiptStoreUnavailable("the receipt database did not confirm the call within its timeout "
+                                              "(cancelled at the deadline; it may have committed)")
             self._pool.checkin(connection)
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
@@ -661,12 +677,16 @@ class _Transaction:
         self._close_cursor()
         self._connection.commit()
 
-    def abandon(self) -> bool:
+    def abandon(self, *, cut: bool = False) -> bool:
         """The call failed: run the failure actions and roll back; True when the connection was dead
-        (and has been dropped)."""
+        (and has been dropped). A connection the watchdog `cut` is dropped too: the cancel it was sent
+        may still arrive, and would then cancel whatever the connection ran next."""
         self._close_cursor()
         if self._on_failure is not None:
             self._on_failure()
+        if cut:
+            self._store._pool.discard(self._connection)
+            return True
         return self._store._drop_if_broken(self._connection)
 
     def _close_cursor(self) -> None:
@@ -676,6 +696,87 @@ class _Transaction:
                 cursor.close()
             except Exception:  # noqa: BLE001 - a cursor of a dead connection: nothing to free
                 pass
+
+
+class _Watchdog:
+    """Cancels a call still running on its connection at the call's deadline.
+
+    The server bounds each statement by ``statement_timeout``, but not the wait a COMMIT makes once it is
+    written: for a synchronous standby (``synchronous_standby_names``), or for the disk. Only a cancel
+    request ends that wait (the server then keeps the commit it made locally, and says so with a
+    warning), so every call is watched from its start: one thread per store, woken only when a deadline
+    earlier than the one it waits for comes in, sends the connection's cancel (``cancel_safe`` or
+    ``cancel``, as psycopg and psycopg2 have them; on a thread of its own) when a call's time is up. The
+    call then ends as a call whose connection was lost: unavailable, its outcome unknown (`_call_until`).
+    A driver without a cancel method leaves such a wait to the server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._watched: Dict[int, Tuple[float, Any]] = {}  # ticket -> (deadline, connection)
+        self._tickets = 0
+        self._wakes_at = math.inf  # when the thread looks next (inf: only when a call is watched)
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def watch(self, deadline: float, connection: Any) -> int:
+        """Watch a call until `deadline` (monotonic); the ticket to `unwatch` it with."""
+        with self._lock:
+            self._tickets += 1
+            ticket = self._tickets
+            self._watched[ticket] = (deadline, connection)
+            if deadline < self._wakes_at and not self._closed:
+                self._wakes_at = deadline
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="agent-lab-postgres-watchdog",
+                                                    daemon=True)
+                    self._thread.start()
+                else:
+                    self._wake.notify()
+            return ticket
+
+    def unwatch(self, ticket: int) -> bool:
+        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent)."""
+        with self._lock:
+            return self._watched.pop(ticket, None) is None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+
+    def _run(self) -> None:
+        with self._lock:
+            while not self._closed:
+                now = _monotonic()
+                due = [ticket for ticket, (deadline, _) in self._watched.items() if deadline <= now]
+                connections = [self._watched.pop(ticket)[1] for ticket in due]
+                self._wakes_at = min((deadline for deadline, _ in self._watched.values()), default=math.inf)
+                for connection in connections:
+                    threading.Thread(target=_cancel_quietly, args=(connection,), name="agent-lab-postgres-cancel",
+                                     daemon=True).start()
+                if not connections:
+                    self._wake.wait(None if self._wakes_at == math.inf else min(self._wakes_at - now,
+                                                                               threading.TIMEOUT_MAX))
+
+
+def _canceller(connection: Any) -> Optional[Callable[[], Any]]:
+    """The connection's way to cancel what it runs from another thread, if its driver has one."""
+    for name in ("cancel_safe", "cancel"):
+        method = getattr(connection, name, None)
+        if callable(method):
+            return method  # type: ignore[no-any-return]
+    return None
+
+
+def _cancel_quietly(connection: Any) -> None:
+    cancel = _canceller(connection)
+    if cancel is None:
+        return
+    try:
+        cancel()
+    except Exception as error:  # noqa: BLE001 - the connection may be closed or dead by now: nothing to cancel
+        logger.debug("cancelling a receipt-database call at its deadline failed: %s", type(error).__name__)
 
 
 class _Pool:
