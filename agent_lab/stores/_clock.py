@@ -124,7 +124,8 @@ class StepGuard:
             self._pending_offset = offset
         elif monotonic_now >= self._pending_until:  # held long enough: all older entries have expired
             self._take(offset)
-        floor = self.offset + monotonic_now  # type: ignore[operator]
+        floor = offset if self.offset is None else self.offset  # (never None here: set above)
+        floor += monotonic_now
         return min(wall_now, floor), max(wall_now, floor)
 
     def _take(self, offset: float) -> None:

@@ -166,14 +166,15 @@ def check_approval(tenant: object, approval_id: object, expires_at: object,
     """The (tenant, approval id, expiry, validity left) of an approval to spend, as plain values a
     database can store. The validity left is ``expires_at - now`` (at least 0) when the caller says
     what its clock reads (``now``), else None: the expiry is then read on the store's own clock."""
-    for name, value in (("expires_at", expires_at), ("now", now)):
-        if value is None and name == "now":
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number of seconds")
-    left = None if now is None else max(0.0, float(expires_at) - float(now))  # type: ignore[arg-type]
-    return (_storable_text("tenant", tenant), _storable_text("approval_id", approval_id), float(expires_at),  # type: ignore[arg-type]
-            left)
+    expiry = _seconds("expires_at", expires_at)
+    left = None if now is None else max(0.0, expiry - _seconds("now", now))
+    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), expiry, left
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds")
+    return float(value)
 
 
 def _storable_text(name: str, value: object) -> str:

@@ -765,7 +765,7 @@ def _canceller(connection: Any) -> Optional[Callable[[], Any]]:
     for name in ("cancel_safe", "cancel"):
         method = getattr(connection, name, None)
         if callable(method):
-            return method  # type: ignore[no-any-return]
+            return method
     return None
 
 
