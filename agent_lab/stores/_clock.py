@@ -23,6 +23,7 @@ in-memory and PostgreSQL stores when they open, take the wall clock as they find
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Callable, Optional, Tuple
@@ -33,17 +34,15 @@ STEP_S = 1.0
 """A change of the wall clock against the monotonic clock smaller than this is not a step."""
 
 
-def _boot_time() -> float:
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
 def _choose_system_monotonic() -> Callable[[], float]:
     """CLOCK_BOOTTIME where there is one (Linux): the same for every process of a boot, and counting
     the time the machine slept (so a suspend is not a step); elsewhere `time.monotonic`."""
-    if hasattr(time, "CLOCK_BOOTTIME"):
+    boot_clock = getattr(time, "CLOCK_BOOTTIME", None)
+    if boot_clock is not None:
+        boot_time = functools.partial(time.clock_gettime, boot_clock)  # no Python frame: read on every call
         try:
-            _boot_time()
-            return _boot_time
+            boot_time()
+            return boot_time
         except OSError:
             pass
     return time.monotonic
@@ -56,7 +55,7 @@ system_monotonic: Callable[[], float] = _choose_system_monotonic()
 def boot_identity() -> Optional[str]:
     """An id of the running boot, when `system_monotonic` counts from it for every process (Linux):
     then an anchor stored with it stays valid for every process until the next reboot. None elsewhere."""
-    if system_monotonic is not _boot_time:
+    if system_monotonic is time.monotonic:
         return None
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
@@ -91,7 +90,16 @@ class StepGuard:
         """(check, stamp) now. The monotonic clock is read first: a pause between the two readings can
         only look like a forward step, which is never taken early."""
         monotonic_now = self._monotonic()
-        return self.observe(self._wall(), monotonic_now)
+        wall_now = self._wall()
+        anchor = self.offset
+        if anchor is not None and self._pending_until is None:  # `observe`'s common case, written out
+            offset = wall_now - monotonic_now  # (NaN fails both tests below and goes to `observe`)
+            if anchor <= offset <= anchor + STEP_S:
+                self.offset = offset
+                return wall_now, wall_now
+            if anchor - STEP_S <= offset < anchor:
+                return wall_now, anchor + monotonic_now
+        return self.observe(wall_now, monotonic_now)
 
     def observe(self, wall_now: float, monotonic_now: float) -> Tuple[float, float]:
         """(check, stamp) for a wall-clock reading taken at `monotonic_now`."""

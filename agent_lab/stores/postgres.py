@@ -180,12 +180,15 @@ _SQL = {
         " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
     ),
     "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{lease}} WHERE " + _WHERE_HELD_BY,
-    # The holder keeps its owner token in the receipt: a retry of the same completion (its first answer
-    # was lost with a connection) finds its own record, changes nothing and says so.
+    # The holder keeps its owner token in the receipt: a completion that changes nothing is then asked
+    # whether it repeats one that landed (its first answer was lost with a connection): its own record.
     "complete": (
-        f"UPDATE {_RECEIPTS} SET record = :record, expires_at = CASE WHEN state = 'in_flight'"
-        " THEN {stamp} + {ttl} ELSE expires_at END, state = 'completed' WHERE " + _WHERE_KEY +
-        " AND owner = :owner AND (state = 'in_flight' OR (state = 'completed' AND record = :record))"
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}}"
+        " WHERE " + _WHERE_HELD_BY
+    ),
+    "completed_by": (
+        f"SELECT 1 FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
+        " AND record = :record"
     ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
     "resolve_happened": (
@@ -388,7 +391,8 @@ class PostgresReceiptStore:
     ) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
-        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values))
+        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values)
+                          or transaction.row("completed_by", values) is not None)
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)

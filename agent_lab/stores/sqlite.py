@@ -97,13 +97,10 @@ _UPSERT_ENTRY = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _RENEW = "UPDATE receipts SET expires_at = ? WHERE " + _WHERE_HELD_BY
-# The holder keeps its owner token in the receipt: a retry of the same completion (its first answer was
-# lost) finds its own record and changes nothing but says so; the ttl counts from the first completion.
-_COMPLETE = (
-    "UPDATE receipts SET record = ?1, expires_at = CASE WHEN state = 'in_flight' THEN ?2 ELSE expires_at END,"
-    " state = 'completed' WHERE tenant = ?3 AND tool = ?4 AND key = ?5 AND owner = ?6"
-    " AND (state = 'in_flight' OR (state = 'completed' AND record = ?1))"
-)
+# The holder keeps its owner token in the receipt: a completion that changes nothing is then asked
+# whether it is a retry of one that landed (its first answer was lost): its own record under its owner.
+_COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ? WHERE " + _WHERE_HELD_BY
+_COMPLETED_BY = "SELECT 1 FROM receipts WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = ? AND record = ?"
 _RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
 _RESOLVE_HAPPENED = (
     "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
@@ -257,7 +254,7 @@ class SqliteReceiptStore:
             if _changed(connection.execute(_CLAIM, (*address, fingerprint, stamp + self._lease_s, owner, lapse_value))):
                 return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             # 2. Answer from the row as it is now (a replay needs no write lock).
-            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._times(connection)[0])
+            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
             if answer is not None:
                 return answer
             # 3. The row has nothing to keep (expired), or was removed after 1: decide again under the
@@ -289,8 +286,12 @@ class SqliteReceiptStore:
         rules.check_owner(owner)
         text = rules.record_text(record)
         address = rules.address(key)
-        return self._call(timeout_s, lambda connection: _changed(
-            connection.execute(_COMPLETE, (text, self._times(connection)[1] + self._ttl_s, *address, owner))))
+        def work(connection: sqlite3.Connection) -> bool:
+            if _changed(connection.execute(_COMPLETE, (text, self._times(connection)[1] + self._ttl_s, *address, owner))):
+                return True
+            return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
+
+        return self._call(timeout_s, work)
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -395,12 +396,13 @@ class SqliteReceiptStore:
     def _times(self, connection: sqlite3.Connection) -> Tuple[float, float]:
         """(check, stamp): the time to decide expiry by, and to count new expiries from (`StepGuard`).
         A step the guard has just taken becomes the file's anchor, for processes that open it later."""
-        times = self._guard.times()
-        if self._guard.moved:
-            self._guard.moved = False
+        guard = self._guard
+        times = guard.times()
+        if guard.moved:
+            guard.moved = False
             if self._boot is not None:
                 try:
-                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {self._guard.offset!r}",))
+                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {guard.offset!r}",))
                 except sqlite3.OperationalError:  # busy: kept in this process; the next step saves it
                     pass
         return times
