@@ -9,11 +9,14 @@ and a retry ran its effect again. So a store reads the time through a `StepGuard
   (`anchor + monotonic()`); the monotonic clock never steps;
 * an entry counts as expired only when the wall clock and the floor both say so (every check uses
   `min(wall, floor)`), and every expiry written counts from the later of the two (`max(wall, floor)`);
-* a difference under `STEP_S` is noise (the two clocks are read one after the other) or slewing, and is
-  taken as it comes. A backward step is taken at once: it only makes entries live longer. A forward step
-  is taken only after `hold_s` (the store's longest lifetime: its ttl or its lease) has passed on the
-  monotonic clock, when everything written before the step has expired by the floor anyway; until then
-  entries live longer by the step, never shorter.
+* the wall clock may drift from the anchor by less than `STEP_S` plus `SLEW` of the time passed since
+  the anchor was set (the two clocks are read one after the other; NTP slews the wall clock by at most
+  500 ppm): that is taken as it comes, and the anchor follows it. Beyond that band it has stepped. A
+  backward step is taken at once: it only makes entries live longer. A forward step is taken only
+  after `hold_s` (the store's longest lifetime: its ttl or its lease) has passed on the monotonic
+  clock, when everything written before the step has expired by the floor anyway; until then entries
+  live longer by the step, never shorter. So an entry expires early by less than `STEP_S` plus `SLEW`
+  of its lifetime, whatever the wall clock does, and lives longer than its time by at most the step.
 
 A store that is not moved keeps its anchor (and its floor) for as long as it is open. The SQLite store
 keeps its anchor in its file for the current boot, so a store opened after a step (a restarted process)
@@ -31,7 +34,10 @@ from typing import Callable, Optional, Tuple
 __all__ = ["STEP_S", "StepGuard", "boot_identity", "system_monotonic"]
 
 STEP_S = 1.0
-"""A change of the wall clock against the monotonic clock smaller than this is not a step."""
+"""How far the wall clock may move against the monotonic clock (plus `SLEW`) without being a step."""
+
+SLEW = 0.001
+"""How fast (seconds a second) the wall clock may drift from the monotonic one without being a step."""
 
 
 def _choose_system_monotonic() -> Callable[[], float]:
@@ -71,20 +77,29 @@ class StepGuard:
 
     `wall` and `monotonic` are read one after the other by `times`; `observe` takes a wall reading made
     elsewhere (the database's clock) with the monotonic time it was received at. `offset`: an anchor
-    (wall minus monotonic) to start from, e.g. one kept since before a restart; None: the first reading.
-    After a step is taken, `moved` is True until the store clears it (to keep the new anchor)."""
+    (wall minus monotonic) to start from, e.g. one kept since before a restart (set it with `anchor_at`);
+    None: the first reading. After a step is taken, `moved` is True until the store clears it (to keep the
+    new anchor)."""
 
-    __slots__ = ("_wall", "_monotonic", "_hold_s", "offset", "_pending_until", "_pending_offset", "moved")
+    __slots__ = ("_wall", "_monotonic", "_hold_s", "offset", "_base", "_base_at", "_pending_until",
+                 "_pending_offset", "moved")
 
-    def __init__(self, wall: Callable[[], float], monotonic: Callable[[], float], hold_s: float,
-                 offset: Optional[float] = None) -> None:
+    def __init__(self, wall: Callable[[], float], monotonic: Callable[[], float], hold_s: float) -> None:
         self._wall = wall
         self._monotonic = monotonic
         self._hold_s = hold_s
-        self.offset = offset
+        self.offset: Optional[float] = None  # the anchor: where the floor is (floor = offset + monotonic)
+        self._base = 0.0  # the anchor as last set by a step (or the first reading): the band is around it
+        self._base_at = 0.0  # monotonic: when
         self._pending_until: Optional[float] = None  # monotonic: when a forward step will be taken
         self._pending_offset = 0.0  # the offset that step leads to
         self.moved = False
+
+    def anchor_at(self, offset: float, monotonic_now: float) -> None:
+        """Start from `offset` (an anchor kept elsewhere), as read at `monotonic_now`."""
+        self.offset = self._base = offset
+        self._base_at = monotonic_now
+        self._pending_until = None
 
     def times(self) -> Tuple[float, float]:
         """(check, stamp) now. The monotonic clock is read first: a pause between the two readings can
@@ -94,7 +109,7 @@ class StepGuard:
         anchor = self.offset
         if anchor is not None and self._pending_until is None:  # `observe`'s common case, written out
             offset = wall_now - monotonic_now  # (NaN fails both tests below and goes to `observe`)
-            if anchor <= offset <= anchor + STEP_S:
+            if anchor <= offset <= self._base + STEP_S + SLEW * (monotonic_now - self._base_at):
                 self.offset = offset
                 return wall_now, wall_now
             if anchor - STEP_S <= offset < anchor:
@@ -107,23 +122,9 @@ class StepGuard:
             raise ValueError("the store's clocks must return finite numbers of seconds")
         offset = wall_now - monotonic_now
         anchor = self.offset
-        if anchor is not None and self._pending_until is None:  # the common case, written out
-            if anchor <= offset <= anchor + STEP_S:
-                self.offset = offset  # noise, or the wall clock slewed a little ahead: follow it
-                return wall_now, wall_now
-            if anchor - STEP_S <= offset < anchor:
-                return wall_now, anchor + monotonic_now  # noise, or slewed back: entries live longer
-        return self._step(offset, wall_now, monotonic_now)
-
-    def floor(self, monotonic_now: float) -> float:
-        """The wall clock as the anchor says it reads at `monotonic_now` (-inf before any reading)."""
-        return -math.inf if self.offset is None else self.offset + monotonic_now
-
-    def _step(self, offset: float, wall_now: float, monotonic_now: float) -> Tuple[float, float]:
-        anchor = self.offset
         if anchor is None or offset < anchor - STEP_S:  # a first reading, or a backward step: take it
-            self._take(offset)
-        elif offset <= anchor + STEP_S:  # back within reach of the anchor: no step after all
+            self._take(offset, monotonic_now)
+        elif offset <= self._base + STEP_S + SLEW * (monotonic_now - self._base_at):  # within the band
             self._pending_until = None
             if offset > anchor:
                 self.offset = offset
@@ -131,12 +132,15 @@ class StepGuard:
             self._pending_until = monotonic_now + self._hold_s  # a new forward step: hold it
             self._pending_offset = offset
         elif monotonic_now >= self._pending_until:  # held long enough: all older entries have expired
-            self._take(offset)
+            self._take(offset, monotonic_now)
         floor = offset if self.offset is None else self.offset  # (never None here: set above)
         floor += monotonic_now
         return min(wall_now, floor), max(wall_now, floor)
 
-    def _take(self, offset: float) -> None:
+    def floor(self, monotonic_now: float) -> float:
+        """The wall clock as the anchor says it reads at `monotonic_now` (-inf before any reading)."""
+        return -math.inf if self.offset is None else self.offset + monotonic_now
+
+    def _take(self, offset: float, monotonic_now: float) -> None:
         self.moved = self.offset is not None
-        self.offset = offset
-        self._pending_until = None
+        self.anchor_at(offset, monotonic_now)

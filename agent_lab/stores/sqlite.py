@@ -217,7 +217,8 @@ class SqliteReceiptStore:
         self._path = os.fspath(path)
         connection, self._fingerprint_key, anchor = _open_connection(self._path, level, given_key,
                                                                      self._boot, self._guard)
-        self._guard.offset = anchor
+        if anchor != self._guard.offset:  # kept from before this process: the clock may have stepped since
+            self._guard.anchor_at(anchor, (system_monotonic if monotonic is None else monotonic)())
         self._connection: Optional[sqlite3.Connection] = connection
         # The file this store opened, by device and inode: a call finding another file (or none) under the
         # path refuses, so a store whose file was deleted or replaced never splits in two (see `_call`).
