@@ -497,7 +497,8 @@ class PostgresReceiptStore:
             try:
                 transaction.bound_by_deadline()
             except self._errors as error:
-                if transaction.abandon(cut=self._watchdog.unwatch(watch)) and attempt == 1:
+                cut = self._watchdog.unwatch(watch)
+                if transaction.abandon(cut=cut) and attempt == 1 and not cut:
                     logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
                     continue
                 raise _unavailable("could not start a transaction", error) from error
