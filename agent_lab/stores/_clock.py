@@ -18,10 +18,11 @@ and a retry ran its effect again. So a store reads the time through a `StepGuard
   live longer by the step, never shorter. So an entry expires early by less than `STEP_S` plus `SLEW`
   of its lifetime, whatever the wall clock does, and lives longer than its time by at most the step.
 
-A store that is not moved keeps its anchor (and its floor) for as long as it is open. The SQLite store
-keeps its anchor in its file for the current boot, so a store opened after a step (a restarted process)
-still knows the time from before it (see `boot_identity`); a store opened after a reboot, and the
-in-memory and PostgreSQL stores when they open, take the wall clock as they find it.
+A store keeps its guard for as long as it is open. The SQLite store also keeps the guard's state in its
+file for the current boot (the anchor, and a step it holds), so a store opened after a step (a restarted
+process) still counts from before it, and takes the step at the same moment as the others (see
+`boot_identity`); a store opened after a reboot, and the in-memory and PostgreSQL stores when they open,
+take the wall clock as they find it.
 """
 
 from __future__ import annotations
@@ -76,13 +77,13 @@ class StepGuard:
     expiries from. Not thread-safe: a store calls it under its own lock (or wraps it in one).
 
     `wall` and `monotonic` are read one after the other by `times`; `observe` takes a wall reading made
-    elsewhere (the database's clock) with the monotonic time it was received at. `offset`: an anchor
-    (wall minus monotonic) to start from, e.g. one kept since before a restart (set it with `anchor_at`);
-    None: the first reading. After a step is taken, `moved` is True until the store clears it (to keep the
-    new anchor)."""
+    elsewhere (the database's clock) with the monotonic time it was received at. `offset` is the anchor
+    (wall minus monotonic); None until the first reading. A store whose monotonic clock every process
+    shares (the boot's) can keep the guard's state (`saved`, `restore`) for processes that come later:
+    after a step is taken, or one is held, `changed` is True until the store clears it."""
 
     __slots__ = ("_wall", "_monotonic", "_hold_s", "offset", "_base", "_base_at", "_pending_until",
-                 "_pending_offset", "moved")
+                 "_pending_offset", "changed")
 
     def __init__(self, wall: Callable[[], float], monotonic: Callable[[], float], hold_s: float) -> None:
         self._wall = wall
@@ -93,13 +94,31 @@ class StepGuard:
         self._base_at = 0.0  # monotonic: when
         self._pending_until: Optional[float] = None  # monotonic: when a forward step will be taken
         self._pending_offset = 0.0  # the offset that step leads to
-        self.moved = False
+        self.changed = False
 
-    def anchor_at(self, offset: float, monotonic_now: float) -> None:
-        """Start from `offset` (an anchor kept elsewhere), as read at `monotonic_now`."""
-        self.offset = self._base = offset
-        self._base_at = monotonic_now
-        self._pending_until = None
+    def saved(self) -> str:
+        """The guard's state as text, for `restore` in another process of the same boot."""
+        pending = "-" if self._pending_until is None else f"{self._pending_offset!r} {self._pending_until!r}"
+        return f"{self.offset!r} {self._base!r} {self._base_at!r} {pending}"
+
+    def restore(self, text: str) -> bool:
+        """Take up a state `saved` by another process (False, changing nothing, for text it cannot read)."""
+        parts = text.split()
+        try:
+            numbers = [float(part) for part in parts[:3] + parts[4:5] if part != "-"]
+            if len(parts) == 4 and parts[3] == "-":
+                pending = None
+            elif len(parts) == 5:
+                pending = (float(parts[3]), float(parts[4]))
+            else:
+                return False
+        except ValueError:
+            return False
+        if not all(math.isfinite(number) for number in numbers):
+            return False
+        self.offset, self._base, self._base_at = float(parts[0]), float(parts[1]), float(parts[2])
+        self._pending_offset, self._pending_until = pending if pending is not None else (0.0, None)
+        return True
 
     def times(self) -> Tuple[float, float]:
         """(check, stamp) now. The monotonic clock is read first: a pause between the two readings can
@@ -131,6 +150,7 @@ class StepGuard:
         elif self._pending_until is None or abs(offset - self._pending_offset) > STEP_S:
             self._pending_until = monotonic_now + self._hold_s  # a new forward step: hold it
             self._pending_offset = offset
+            self.changed = True
         elif monotonic_now >= self._pending_until:  # held long enough: all older entries have expired
             self._take(offset, monotonic_now)
         floor = offset if self.offset is None else self.offset  # (never None here: set above)
@@ -142,5 +162,7 @@ class StepGuard:
         return -math.inf if self.offset is None else self.offset + monotonic_now
 
     def _take(self, offset: float, monotonic_now: float) -> None:
-        self.moved = self.offset is not None
-        self.anchor_at(offset, monotonic_now)
+        self.changed = self.offset is not None
+        self.offset = self._base = offset
+        self._base_at = monotonic_now
+        self._pending_until = None

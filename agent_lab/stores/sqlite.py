@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
@@ -74,7 +73,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 ) WITHOUT ROWID
 """
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
-_ANCHOR_ROW = "clock_anchor"  # "<boot id> <wall minus monotonic>": the clock guard's anchor for this boot
+_ANCHOR_ROW = "clock_anchor"  # "<boot id> <StepGuard.saved()>": the clock guard's state for this boot
 _SAVE_ANCHOR = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_anchor', ?)"
 
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
@@ -215,10 +214,7 @@ class SqliteReceiptStore:
         self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
         self._call_deadline = 0.0  # monotonic: when the current call's time is up (set by `_call`)
         self._path = os.fspath(path)
-        connection, self._fingerprint_key, anchor = _open_connection(self._path, level, given_key,
-                                                                     self._boot, self._guard)
-        if anchor != self._guard.offset:  # kept from before this process: the clock may have stepped since
-            self._guard.anchor_at(anchor, (system_monotonic if monotonic is None else monotonic)())
+        connection, self._fingerprint_key = _open_connection(self._path, level, given_key, self._boot, self._guard)
         self._connection: Optional[sqlite3.Connection] = connection
         # The file this store opened, by device and inode: a call finding another file (or none) under the
         # path refuses, so a store whose file was deleted or replaced never splits in two (see `_call`).
@@ -399,12 +395,12 @@ class SqliteReceiptStore:
         A step the guard has just taken becomes the file's anchor, for processes that open it later."""
         guard = self._guard
         times = guard.times()
-        if guard.moved:
-            guard.moved = False
+        if guard.changed:
+            guard.changed = False
             if self._boot is not None:
                 try:
-                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {guard.offset!r}",))
-                except sqlite3.OperationalError:  # busy: kept in this process; the next step saves it
+                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {guard.saved()}",))
+                except sqlite3.OperationalError:  # busy: kept in this process; the next change saves it
                     pass
         return times
 
@@ -472,7 +468,7 @@ def _changed(cursor: sqlite3.Cursor) -> bool:
 
 
 def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], boot: Optional[str],
-                     guard: StepGuard) -> Tuple[sqlite3.Connection, bytes, float]:
+                     guard: StepGuard) -> Tuple[sqlite3.Connection, bytes]:
     """Open the file in WAL mode, make sure the schema is there, settle the fingerprint key and the clock
     guard's anchor (kept in the file for the current `boot`; None: this store's own)."""
     _create_private_file(path)
@@ -483,11 +479,11 @@ def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], bo
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         _use_wal(connection)
         connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
-        key, anchor = _ensure_schema(connection, given_key, boot, guard)
+        key = _ensure_schema(connection, given_key, boot, guard)
     except BaseException:
         connection.close()
         raise
-    return connection, key, anchor
+    return connection, key
 
 
 def _use_wal(connection: sqlite3.Connection) -> None:
@@ -557,10 +553,10 @@ def _file_identity(path: str) -> Optional[Tuple[int, int]]:
 
 
 def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], boot: Optional[str],
-                   guard: StepGuard) -> Tuple[bytes, float]:
-    """Create or migrate the schema and return the fingerprint key and the clock anchor, all in one write
-    transaction, so that processes opening one new file at once wait for each other and agree on
-    everything."""
+                   guard: StepGuard) -> bytes:
+    """Create or migrate the schema, settle the clock guard's state and return the fingerprint key, all in
+    one write transaction, so that processes opening one new file at once wait for each other and agree
+    on everything."""
     with _immediate_transaction(connection):
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -575,27 +571,23 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], b
             connection.execute(_CREATE_META)
             connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        return _settle_fingerprint_key(connection, given_key), _settle_anchor(connection, boot, guard)
+        _settle_anchor(connection, boot, guard)
+        return _settle_fingerprint_key(connection, given_key)
 
 
-def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> float:
-    """The clock guard's anchor (wall minus monotonic): the one kept in the file for this boot, or (a new
-    boot, a new file, or no boot to keep it for) the clocks' offset now, kept for this boot from now on."""
-    guard.times()  # the first reading sets the guard's offset to now's
-    offset = guard.offset
-    assert offset is not None
-    if boot is None:
-        return offset
-    row = connection.execute("SELECT value FROM store_meta WHERE name = ?", (_ANCHOR_ROW,)).fetchone()
-    if row is not None:
-        kept_boot, _, kept_offset = str(row[0]).partition(" ")
-        try:
-            if kept_boot == boot and math.isfinite(float(kept_offset)):
-                return float(kept_offset)
-        except ValueError:
-            pass
-    connection.execute(_SAVE_ANCHOR, (f"{boot} {offset!r}",))
-    return offset
+def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> None:
+    """The clock guard's state: the one kept in the file for this boot (its anchor, and a step it holds,
+    which a process started after the step then holds on until the same moment), or (a new boot, a new
+    file, or no boot to keep it for) an anchor at the clocks' offset now, kept for this boot from now on."""
+    if boot is not None:
+        row = connection.execute("SELECT value FROM store_meta WHERE name = ?", (_ANCHOR_ROW,)).fetchone()
+        kept_boot, _, kept = str(row[0]).partition(" ") if row is not None else ("", "", "")
+        if kept_boot == boot and guard.restore(kept):
+            return
+    guard.times()  # the first reading anchors the guard at now's offset
+    guard.changed = False
+    if boot is not None:
+        connection.execute(_SAVE_ANCHOR, (f"{boot} {guard.saved()}",))
 
 
 def _settle_fingerprint_key(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
