@@ -27,7 +27,8 @@ Decisions worth knowing (each is also noted where it is made):
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
   effect either way). Past the window the key answers `outcome_unknown` here, but its lease is renewed
-  until the handler returns, so other processes see it in progress and nobody can resolve it meanwhile. An async handler is cancelled at its deadline instead; for a write the receipt then
+  until the handler returns, so other processes see it in progress and nobody can resolve it meanwhile.
+  An async handler is cancelled at its deadline instead; for a write the receipt then
   says "unknown".
 * A call holds its key in this registry from reservation until its outcome is stored, and one
   lease-keeper thread renews the store's lease of every held key meanwhile (see `agent_lab.leases`).

@@ -195,8 +195,8 @@ class MissingStandby:
                         (self.PROBE,)).fetchone()[0] > 0
                     time.sleep(0.005)
                 if waited:
-                    connection.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                                       (self.PROBE,))
+                    connection.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                                       " WHERE application_name = %s", (self.PROBE,))
             committer.join(30.0)
             return waited
         finally:

@@ -194,7 +194,8 @@ class PostgresStoreTest(unittest.TestCase):
                                                    self.clock.now + 3600))
             connection.execute("INSERT INTO agent_lab_receipts VALUES ('acme', 'record_followup', %s, %s, 'in_flight',"
                                " NULL, %s, 'owner-1', 'unknown')", ("y" * 3000, FIRST, self.clock.now - 1))
-            connection.execute("INSERT INTO agent_lab_approvals VALUES (%s, 'apr-1', %s)", ("t" * 3000, self.clock.now + 3600))
+            connection.execute("INSERT INTO agent_lab_approvals VALUES (%s, 'apr-1', %s)",
+                               ("t" * 3000, self.clock.now + 3600))
         store = self.open()
         for key, record in legacy.items():
             with self.subTest(key=key[:20]):
@@ -202,8 +203,9 @@ class PostgresStoreTest(unittest.TestCase):
         self.assertEqual(store.unresolved(), [ReceiptKey("acme", "record_followup", "y" * 3000)])
         self.assertIs(store.consume_approval("t" * 3000, "apr-1", expires_at=self.clock.now + 60), False)
         with self.database.admin() as connection:
-            self.assertEqual(connection.execute(f"SELECT value FROM {self.schema}.agent_lab_store_meta"
-                                                " WHERE name = 'schema_version'").fetchone()[0], str(POSTGRES_SCHEMA_VERSION))
+            version = connection.execute(f"SELECT value FROM {self.schema}.agent_lab_store_meta"
+                                         " WHERE name = 'schema_version'").fetchone()[0]
+            self.assertEqual(version, str(POSTGRES_SCHEMA_VERSION))
             # A worker still running version 1 would store a long key as it is, where this version looks
             # for its digest: the table refuses that row, so such a worker can only fail, never run twice.
             with self.assertRaisesRegex(Exception, "stored"):

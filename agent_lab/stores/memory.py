@@ -23,7 +23,8 @@ class InMemoryReceiptStore:
 
     Everything is lost when the process ends. Time: ``clock`` is the wall clock expiry is counted on,
     guarded by ``monotonic`` against steps (see `agent_lab.stores._clock`): a receipt never expires, and a
-    lease never lapses, sooner than the monotonic clock says; a test that moves time by hand moves both. A record is kept as the value its canonical JSON text
+    lease never lapses, sooner than the monotonic clock says; a test that moves time by hand moves both.
+    A record is kept as the value its canonical JSON text
     parses to (`rules.record_value`: what the SQLite store gives back from its text), built once when it
     is stored; every replay hands out its own copy (`rules.copy_record`), so both stores replay
     identically and no reader can change the receipt, without writing and parsing text on every call.
@@ -100,7 +101,8 @@ class InMemoryReceiptStore:
                 return False
             assert entry is not None
             self._entries[address] = rules.Entry(
-                entry.fingerprint, rules.IN_FLIGHT, None, self._times()[1] + self._lease_s, owner=owner, lapse=entry.lapse
+                entry.fingerprint, rules.IN_FLIGHT, None, self._times()[1] + self._lease_s, owner=owner,
+                lapse=entry.lapse
             )
             return True
 
@@ -121,7 +123,8 @@ class InMemoryReceiptStore:
             if not rules.held_by(entry, owner):
                 return rules.completed_by(entry, owner, value)  # a retry of a completion that landed
             assert entry is not None
-            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._times()[1] + self._ttl_s,
+            expires_at = self._times()[1] + self._ttl_s
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, expires_at,
                                                  owner=owner, record=value)
             return True
         finally:
@@ -154,7 +157,8 @@ class InMemoryReceiptStore:
             if value is None:
                 del self._entries[address]
             else:
-                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, stamp + self._ttl_s, record=value)
+                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, stamp + self._ttl_s,
+                                                     record=value)
             return True
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:

@@ -284,7 +284,8 @@ class SqliteReceiptStore:
         text = rules.record_text(record)
         address = rules.address(key)
         def work(connection: sqlite3.Connection) -> bool:
-            if _changed(connection.execute(_COMPLETE, (text, self._times(connection)[1] + self._ttl_s, *address, owner))):
+            expires_at = self._times(connection)[1] + self._ttl_s
+            if _changed(connection.execute(_COMPLETE, (text, expires_at, *address, owner))):
                 return True
             return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
 
@@ -311,7 +312,8 @@ class SqliteReceiptStore:
             now, stamp = self._times(connection)
             if text is None:
                 return _changed(connection.execute(_RESOLVE_NOT_HAPPENED, (*address, now, fingerprint)))
-            return _changed(connection.execute(_RESOLVE_HAPPENED, (text, stamp + self._ttl_s, *address, now, fingerprint)))
+            return _changed(connection.execute(_RESOLVE_HAPPENED,
+                                               (text, stamp + self._ttl_s, *address, now, fingerprint)))
 
         return self._call(timeout_s, work)
 
