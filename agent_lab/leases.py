@@ -6,10 +6,13 @@ A call that reserved an idempotency key holds it until its outcome reaches the s
   says, so a second run of the same action can never start here;
 * one lease-keeper thread per registry (not one per call) renews the store's lease of every held key,
   so other processes sharing the store see the key in progress, not lapsed;
-* a sync write that overruns its deadline keeps running on its worker (a thread cannot be stopped), but
-  the key is held for it only for a bounded late-completion window. After that the registry gives up:
-  it stops renewing, and the key is ``unknown`` until the application resolves it (or the late handler
-  finishes and its owner token still holds the key, which then stores the real result);
+* a sync write that overruns its deadline keeps running on its worker (a thread cannot be stopped); for
+  a bounded late-completion window the key answers ``in_progress`` here, and after it ``unknown`` (the
+  caller should look the effect up). But as long as the handler still runs, the keeper keeps renewing
+  the store's lease, even after the registry is closed: every other process sees the key in progress,
+  and nobody, here or elsewhere, can resolve it as "did not happen" while it may still take effect.
+  When the handler returns, its real result is stored under its owner token; if the process dies
+  first, the lease lapses and the key is ``unknown`` everywhere until the application resolves it;
 * storing the outcome (``complete`` or ``release``) that fails is retried by the keeper a bounded number
   of times; if it never succeeds the key stays ``unknown``, never free. Here in-process until the store's
   lease has surely lapsed, after that in the store itself (a lapsed write reservation is unknown there).
@@ -68,7 +71,7 @@ class HoldState(str, enum.Enum):
     RUNNING = "running"  # the handler runs within its deadline (or has not settled yet)
     LATE = "late"  # the caller stopped waiting; the handler still runs, within the late window
     SETTLING = "settling"  # the handler is done; storing its outcome failed and is being retried
-    UNKNOWN = "unknown"  # given up: the key answers outcome_unknown until the store's lease has lapsed
+    UNKNOWN = "unknown"  # given up: the key answers outcome_unknown (renewed while its handler still runs)
 
 
 class ReceiptNote(str, enum.Enum):
@@ -98,7 +101,7 @@ class Hold:
     next_attempt: float = 0.0
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
     fenced: bool = False  # a renewal found the key no longer ours
-    still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet
+    still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet (renewed)
     dropped: bool = False  # settled or let go: no longer held
 
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
@@ -229,19 +232,27 @@ class KeyHolder:
 
     def close(self, *, store_closed: bool) -> None:
         """Stop the keeper. `store_closed`: the store closes too, so later outcomes have nowhere to go
-        (a late handler finishing after this is not worth a warning)."""
+        (a late handler finishing after this is not worth a warning).
+
+        A handler that still runs keeps its lease renewed after this (see `_runs`): the keeper goes on,
+        in the background, until the last such handler has returned; the store must stay open that long.
+        """
         with self._lock:
             self._closed = True
             self._store_closed = store_closed
-            thread, self._thread = self._thread, None
             self._wake.notify_all()
+            if not store_closed and any(_runs(hold) for hold in self._holds.values()):
+                return  # the keeper ends by itself once they are done (never waited for here)
+            thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=1.0)
 
     # -- storing an outcome ------------------------------------------------------------------
 
-    def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float) -> Optional[ReceiptNote]:
-        """One try at storing the outcome; None when the store failed (nothing known to have changed)."""
+    def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float, *,
+                 retry: bool = False) -> Optional[ReceiptNote]:
+        """One try at storing the outcome; None when the store failed (its answer is unknown: the change
+        may have landed, so a retry must be one the store can recognise, see `complete`)."""
         if self._store_closed:
             with self._lock:
                 self._drop_locked(hold)
@@ -260,9 +271,14 @@ class KeyHolder:
         with self._lock:
             self._drop_locked(hold)
         if done is not True:
-            logger.warning("receipt store refused the outcome of a call of tool %r: its key was taken over or "
-                           "resolved while it ran (fenced by the owner token); the store keeps what came after",
-                           hold.tool)
+            if retry and record is None:  # a release has nothing to recognise itself by once it landed
+                logger.info("the key of a call of tool %r was no longer held by it when its release was retried: "
+                            "an earlier attempt whose answer was lost freed it, or it was taken over or resolved",
+                            hold.tool)
+            else:  # a completion that landed is recognised by its owner (True): this one never did
+                logger.warning("receipt store refused the outcome of a call of tool %r: its key was taken over or "
+                               "resolved while it ran (fenced by the owner token); the store keeps what came after",
+                               hold.tool)
             return ReceiptNote.REFUSED
         return ReceiptNote.RELEASED if record is None else ReceiptNote.STORED
 
@@ -279,8 +295,12 @@ class KeyHolder:
         hold.unknown_until = time.monotonic() + self._lease_s
         self._wake.notify_all()
         self._settled.notify_all()
-        logger.warning("a call of tool %r %s; its idempotency key is unknown until the application resolves it",
-                       hold.tool, why)
+        if hold.still_running:
+            logger.warning("a call of tool %r %s; its idempotency key answers outcome_unknown here and stays in "
+                           "progress for other processes until the handler returns", hold.tool, why)
+        else:
+            logger.warning("a call of tool %r %s; its idempotency key is unknown until the application resolves it",
+                           hold.tool, why)
 
     def _drop_locked(self, hold: Hold) -> None:
         if self._holds.get(hold.key) is hold:
@@ -300,15 +320,17 @@ class KeyHolder:
         """Renew leases, end late windows, retry failed outcomes, expire unknown holds; until closed."""
         while True:
             with self._lock:
-                if self._closed:
+                if self._closed and not self._keeps_running_holds_locked():
                     return
                 wait_s = min(self._next_wakeup_locked() - time.monotonic(), self._renew_every_s)
                 if wait_s > 0:
                     self._wake.wait(min(wait_s, threading.TIMEOUT_MAX))
-                if self._closed:
+                if self._closed and not self._keeps_running_holds_locked():
                     return
                 now = time.monotonic()
                 holds = list(self._holds.values())
+                if self._closed:  # only the leases of handlers that still run are kept
+                    holds = [hold for hold in holds if _runs(hold)]
             for hold in holds:
                 try:
                     self._tend(hold, now)
@@ -317,11 +339,17 @@ class KeyHolder:
                     # would only end the keeper, never the process, and every lease and late window with it.
                     logger.warning("lease keeper failed on a key of tool %r: %s", hold.tool, type(exception).__name__)
 
+    def _keeps_running_holds_locked(self) -> bool:
+        """After `close`: whether a handler still runs under a held key (its lease must stay renewed)."""
+        return not self._store_closed and any(_runs(hold) for hold in self._holds.values())
+
     def _next_wakeup_locked(self) -> float:
         wakeup = math.inf
         for hold in self._holds.values():
             if hold.state is HoldState.UNKNOWN:
-                if not hold.still_running:  # one still running is kept until its handler returns
+                if hold.still_running:  # kept, and renewed, until its handler returns
+                    wakeup = min(wakeup, hold.renew_at)
+                else:
                     wakeup = min(wakeup, hold.unknown_until)
                 continue
             wakeup = min(wakeup, hold.renew_at)
@@ -334,17 +362,24 @@ class KeyHolder:
     def _tend(self, hold: Hold, now: float) -> None:
         state = hold.state
         if state is HoldState.UNKNOWN:
-            if now >= hold.unknown_until and not hold.still_running:
+            if hold.still_running:  # its handler has not returned: other processes must see it running
+                if now >= hold.renew_at:
+                    hold.renew_at = now + self._renew_every_s
+                    self._renew(hold)
+            elif now >= hold.unknown_until:
                 with self._lock:
                     self._drop_locked(hold)
             return
         if state is HoldState.LATE and now >= hold.late_until:
             with self._lock:
                 if hold.state is HoldState.LATE:
-                    # Kept (answering unknown) until the handler returns, so that this process knows it
-                    # still runs: resolving the key as "did not happen" meanwhile would run it twice.
+                    # Kept (answering unknown here) and renewed until the handler returns: resolving the
+                    # key as "did not happen" meanwhile, here or on another host, would run it twice.
                     hold.still_running = True
                     self._give_up_locked(hold, "is still running after its late-completion window")
+            if hold.still_running and now >= hold.renew_at:
+                hold.renew_at = now + self._renew_every_s
+                self._renew(hold)
             return
         if state is HoldState.SETTLING and now >= hold.next_attempt:
             self._retry(hold)
@@ -355,12 +390,13 @@ class KeyHolder:
             self._renew(hold)
 
     def _retry(self, hold: Hold) -> None:
-        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S) is not None:
+        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S, retry=True) is not None:
             return
         with self._lock:
             hold.attempts_left -= 1
             if hold.attempts_left <= 0:
-                self._give_up_locked(hold, f"could not store its outcome after {RECEIPT_RETRY_ATTEMPTS + 1} attempts")
+                self._give_up_locked(hold, f"could not confirm that its outcome was stored after "
+                                           f"{RECEIPT_RETRY_ATTEMPTS + 1} attempts")
             else:
                 hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
 
@@ -381,3 +417,8 @@ class KeyHolder:
         """A snapshot of the held keys (for tests and diagnostics)."""
         with self._lock:
             return list(self._holds.values())
+
+
+def _runs(hold: Hold) -> bool:
+    """Whether the hold's handler may still be running (its lease must then be kept alive)."""
+    return hold.state is HoldState.RUNNING or hold.state is HoldState.LATE or hold.still_running

@@ -29,8 +29,9 @@ Decisions worth knowing (each is also noted where it is made):
   check) is a timeout however the caller learns of it (`_overran`).
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
-  effect either way). Past the window the key is `outcome_unknown` until it finishes or the application
-  resolves it. An async handler is cancelled at its deadline instead; for a write the receipt then
+  effect either way). Past the window the key answers `outcome_unknown` here, but its lease is renewed
+  until the handler returns, so other processes see it in progress and nobody can resolve it meanwhile.
+  An async handler is cancelled at its deadline instead; for a write the receipt then
   says "unknown".
 * A call holds its key in this registry from reservation until its outcome is stored, and one
   lease-keeper thread renews the store's lease of every held key meanwhile (see `agent_lab.leases`).
@@ -386,10 +387,11 @@ class Registry:
         `happened=True`: the effect took place and `output` is its result (checked against the tool's
         output schema; its `redact` fields are masked): later calls with the same arguments replay it.
         `happened=False`: it did not take place: the key is free, and the next call runs the tool.
-        Returns False when the key is not unknown (still running, already settled, free, or unknown
-        for a store it could not reach in `timeout_s`), and while this registry's own handler still runs
-        under the key past its late-completion window (the key answers unknown, but nobody can know yet). Say "did not happen" only when you know: a
-        handler still running somewhere would then take effect a second time.
+        Returns False when the key is not unknown (still running here or on another host, already
+        settled, free), and when the store did not answer within `timeout_s` (unreachable, locked, or
+        its commit unconfirmed: a resolution whose answer was lost may still have landed, so look the
+        key up before resolving it again). Never raises for a store failure. Say "did not happen" only
+        when you know: a handler still running somewhere would then take effect a second time.
         """
         spec = self.spec(tool)
         receipt_key = ReceiptKey(tenant, spec.name, key)
@@ -403,11 +405,15 @@ class Registry:
             record = _resolved_record(result, held.fingerprint)
             note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
             return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
-        found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
-        if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+        try:
+            found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
+            if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+                return False
+            record = _resolved_record(result, found.fingerprint)
+            return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            logger.warning("receipt store could not resolve a key of tool %r: %s", spec.name, type(exception).__name__)
             return False
-        record = _resolved_record(result, found.fingerprint)
-        return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
 
     def _resolved_result(self, spec: ToolSpec, output: Any) -> ToolResult:
         """The result a resolved key replays: `output`, checked like a handler's."""
@@ -444,8 +450,9 @@ class Registry:
 
     def close(self, *, wait: bool = False) -> None:
         """Stop the worker pool and the event-loop thread. Queued jobs are dropped; handlers already
-        running finish on their own (with wait=True, close waits for them). A receipt store the
-        registry made itself is closed too; one passed in belongs to the caller."""
+        running finish on their own (with wait=True, close waits for them), and the lease of a write
+        still running stays renewed until it returns, so keep a store you passed in open that long. A
+        receipt store the registry made itself is closed too; one passed in belongs to the caller."""
         self._closed = True
         self._pool.close(wait=wait)
         self._loop_thread.close()
@@ -819,7 +826,9 @@ class Registry:
             return state.refusal("deadline_exceeded")
         try:
             first_use = self._receipts.consume_approval(  # present: register checked it
-                approval.tenant, approval.approval_id, expires_at=approval.expires_at, timeout_s=timeout_s)
+                approval.tenant, approval.approval_id, expires_at=approval.expires_at,
+                now=self._clock(),  # the clock that checks expiry: the ledger keeps the use that long by its own
+                timeout_s=timeout_s)
         except PROCESS_EXITS:
             raise
         except (ReceiptStoreUnavailable, OSError) as exception:

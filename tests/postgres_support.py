@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 import uuid
 from typing import Any, Callable, Iterator, List, Optional
@@ -67,10 +68,11 @@ class ScratchDatabase:
                                  application_name=application_name, connect_timeout=10)
 
     def admin(self) -> Any:
-        """A connection of the test itself (autocommit), outside any store."""
+        """A connection of the test itself (autocommit), outside any store; its commits never wait for a
+        synchronous standby (see MissingStandby)."""
         import psycopg
 
-        return psycopg.connect(DSN, autocommit=True, connect_timeout=10)
+        return psycopg.connect(DSN, autocommit=True, connect_timeout=10, options="-c synchronous_commit=local")
 
     def drop(self) -> None:
         if not self.schemas:
@@ -114,6 +116,91 @@ class ScratchDatabase:
                     return
                 time.sleep(0.01)
         raise AssertionError(f"no connection named {application_name!r} started waiting for a lock")
+
+
+class MissingStandby:
+    """The test server waits, at every commit of a transaction that wrote, for a synchronous standby that
+    does not exist (`synchronous_standby_names` names one), as a primary does whose standby is down; from
+    `start()` until `stop()`. It takes a superuser (ALTER SYSTEM: the test server's own user is one) and
+    holds up every writer of the server meanwhile, so use it in tests that run alone on their server,
+    as the store tests do (the test's own admin connections commit locally). A run killed meanwhile
+    leaves the setting behind: `ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf();`."""
+
+    SETTING = "synchronous_standby_names"
+    PROBE = "agent-lab-standby-probe"
+
+    def __init__(self, database: ScratchDatabase) -> None:
+        self._database = database
+
+    def start(self, patience_s: float = 30.0) -> None:
+        import unittest
+
+        with self._database.admin() as connection:
+            superuser = connection.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+            if not superuser or not superuser[0]:
+                raise unittest.SkipTest("needs a superuser connection to set synchronous_standby_names")
+            connection.execute(f"ALTER SYSTEM SET {self.SETTING} = 'agent_lab_missing_standby'")
+            connection.execute("SELECT pg_reload_conf()")
+        give_up = time.monotonic() + patience_s
+        try:
+            while not self._a_commit_waits():  # the setting reaches the server's processes a little later
+                if time.monotonic() > give_up:
+                    raise AssertionError("the server never started waiting for its synchronous standby")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, patience_s: float = 30.0) -> None:
+        with self._database.admin() as connection:
+            connection.execute(f"ALTER SYSTEM RESET {self.SETTING}")
+            connection.execute("SELECT pg_reload_conf()")
+            give_up = time.monotonic() + patience_s
+            while connection.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+                                     ).fetchone()[0]:  # the waiting commits are let go
+                if time.monotonic() > give_up:
+                    raise AssertionError("commits still wait for a synchronous standby after it was reset")
+                time.sleep(0.01)
+
+    def __enter__(self) -> "MissingStandby":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _a_commit_waits(self) -> bool:
+        """Commit a transaction that wrote (a temporary table: nothing is left behind) on a connection of
+        its own: True when that commit waited for the standby (it is then cancelled, and keeps its local
+        commit)."""
+        import psycopg
+
+        probe = psycopg.connect(DSN, connect_timeout=10, application_name=self.PROBE)
+        try:
+            probe.execute("CREATE TEMPORARY TABLE agent_lab_standby_probe (x int) ON COMMIT DROP")
+            committed = threading.Event()
+
+            def commit() -> None:
+                try:
+                    probe.commit()
+                finally:
+                    committed.set()
+
+            committer = threading.Thread(target=commit)
+            committer.start()
+            waited = False
+            with self._database.admin() as connection:
+                while not committed.is_set() and not waited:
+                    waited = connection.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event = 'SyncRep'",
+                        (self.PROBE,)).fetchone()[0] > 0
+                    time.sleep(0.005)
+                if waited:
+                    connection.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                                       " WHERE application_name = %s", (self.PROBE,))
+            committer.join(30.0)
+            return waited
+        finally:
+            probe.close()
 
 
 class RowShiftingClock:
@@ -164,6 +251,9 @@ class FaultyConnection:
     def rollback(self) -> None:
         self._connection.rollback()
 
+    def cancel_safe(self) -> None:
+        self._connection.cancel_safe()
+
     def close(self) -> None:
         self._connection.close()
 
@@ -183,9 +273,17 @@ def faulty(connect: Callable[[], Any]) -> Callable[[], FaultyConnection]:
 class HookedConnection(FaultyConnection):
     """A FaultyConnection that calls `before_statement(sql, connection)` (class-wide; None: nothing)
     before each statement the store runs, with the raw psycopg connection of that transaction: a test
-    can move time on there, or read the transaction's settings."""
+    can move time on there, or read the transaction's settings. `rewrite(sql)` (class-wide; None:
+    nothing) changes each statement before it is sent: `step_database_clock` makes the server's clock
+    read later, as a clock stepped on the server would, which no test can do to a real server."""
 
     before_statement: Optional[Callable[[str, Any], None]] = None
+    rewrite: Optional[Callable[[str], str]] = None
+
+    @staticmethod
+    def step_database_clock(seconds: float) -> None:
+        later = f"(statement_timestamp() + interval '{float(seconds)!r} seconds')"
+        HookedConnection.rewrite = staticmethod(lambda sql: sql.replace("statement_timestamp()", later))
 
     def cursor(self) -> Any:
         return _HookedCursor(self._connection)
@@ -200,6 +298,9 @@ class _HookedCursor:
         hook = HookedConnection.before_statement
         if hook is not None:
             hook(str(sql), self._connection)
+        rewrite = HookedConnection.rewrite
+        if rewrite is not None:
+            sql = rewrite(str(sql))
         return self._cursor.execute(sql, parameters)
 
     def __getattr__(self, name: str) -> Any:

@@ -36,16 +36,35 @@ BUSY_TIMEOUT_S = 0.05  # how long a call may wait on a busy store in the tests
 PATIENCE_S = 30.0  # a hang guard, never a timing assertion
 
 
+def random_text(length: int, *, seed: int) -> str:
+    """`length` characters no compressor can shorten much (letters of several scripts, drawn at random)."""
+    import random
+
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_éüçñøåßžčΩλπ☎✓日本語"
+    chooser = random.Random(seed)
+    return "".join(chooser.choice(alphabet) for _ in range(length))
+
+
 class FakeClock:
-    """A clock the test moves by hand, so expiry is tested without sleeping."""
+    """A wall clock and a monotonic clock the test moves by hand, so expiry is tested without sleeping.
+    Give a store both (`clock=clock, monotonic=clock.monotonic`): `advance` is time passing (both move),
+    `step` is the wall clock being set (the monotonic one does not move)."""
 
     def __init__(self, now: float = 1_000_000.0) -> None:
         self.now = now
+        self.elapsed = 0.0  # what the monotonic clock reads
 
     def __call__(self) -> float:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.elapsed
+
     def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.elapsed += seconds
+
+    def step(self, seconds: float) -> None:
         self.now += seconds
 
 
@@ -323,6 +342,23 @@ class ReceiptStoreConformance:
         self.assertFalse(self.store.complete(KEY, owner, OTHER_RECORD))
         self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
 
+    def test_a_completion_repeated_by_its_owner_with_the_same_record_is_stored_once_not_fenced(self) -> None:
+        owner = self.reserve()
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        self.clock.advance(TTL_S - 1)
+        self.assertIs(self.store.complete(KEY, owner, RECORD), True)  # its first answer was lost: a retry
+        self.assertIs(self.store.complete(KEY, owner, OTHER_RECORD), False)  # never another record
+        self.assertIs(self.store.complete(KEY, "not-the-owner-token", RECORD), False)
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+        self.clock.advance(1)  # the ttl counts from the first completion, not from its repeat
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_resolved_receipt_is_nobodys_to_complete_again(self) -> None:
+        owner = self.reserve()
+        self.clock.advance(LEASE_S)
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=RECORD))
+        self.assertIs(self.store.complete(KEY, owner, RECORD), False)  # fenced: the application settled it
+
     def test_a_completion_without_a_reservation_is_refused(self) -> None:
         self.assertFalse(self.store.complete(KEY, "made-up-owner", RECORD))
         self.assertIsNone(self.store.lookup(KEY))
@@ -397,6 +433,30 @@ class ReceiptStoreConformance:
         self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
         self.assertEqual(answer.record, RECORD)
 
+    # -- long keys ----------------------------------------------------------------------------
+
+    def test_long_keys_and_tenants_that_do_not_compress_are_stored_replayed_listed_and_resolved(self) -> None:
+        long_text = random_text(3000, seed=17)  # far over PostgreSQL's 2,704-byte btree row; incompressible
+        keys = [ReceiptKey(KEY.tenant, KEY.tool, long_text), ReceiptKey(random_text(3000, seed=18), KEY.tool, "k"),
+                ReceiptKey(KEY.tenant, KEY.tool, "~sha256:" + "0" * 64)]  # shaped like a stored digest
+        done, unknown, read = keys
+        self.completed(key=done)
+        self.assertEqual(self.store.reserve(done, FIRST).record, RECORD)
+        self.assertStatus(self.store.reserve(done, SECOND), ReservationStatus.CONFLICT, FIRST)
+        owner = self.reserve(key=unknown)
+        self.assertTrue(self.store.renew(unknown, owner))
+        self.reserve(key=read, lapse=Lapse.TAKEOVER)
+        self.assertIsNone(self.store.lookup(ReceiptKey(KEY.tenant, KEY.tool, long_text[:-1])))  # its own key only
+        self.clock.advance(LEASE_S)
+        self.assertEqual(self.store.unresolved(), [unknown])  # listed by its whole text
+        self.assertTrue(self.store.resolve(unknown, FIRST, record=OTHER_RECORD))
+        self.assertEqual(self.store.lookup(unknown).record, OTHER_RECORD)
+        self.assertIsNone(self.store.lookup(read))
+        long_id = random_text(3000, seed=19)
+        self.assertIs(self.store.consume_approval(long_text, long_id, expires_at=self.clock.now + 60), True)
+        self.assertIs(self.store.consume_approval(long_text, long_id, expires_at=self.clock.now + 60), False)
+        self.assertIs(self.store.consume_approval(long_text, long_id[:-1], expires_at=self.clock.now + 60), True)
+
     # -- isolation ----------------------------------------------------------------------------
 
     def test_one_tenant_never_sees_another_tenants_receipt(self) -> None:
@@ -466,6 +526,57 @@ class ReceiptStoreConformance:
         self.store.close()
         with self.assertRaises(ValueError):
             self.store.reserve(KEY, FIRST)
+
+
+class ClockStepConformance:
+    """The store's wall clock is set (`FakeClock.step`) while its monotonic clock runs on: nothing may
+    expire sooner than the time that really passed. Mixed in next to ReceiptStoreConformance, for a
+    store whose `make_store` passes `monotonic=clock.monotonic`."""
+
+    def test_a_wall_clock_stepped_forward_past_the_ttl_expires_no_receipt_and_lapses_no_lease(self) -> None:
+        self.completed()
+        running = ReceiptKey(KEY.tenant, KEY.tool, "running")
+        self.reserve(key=running)
+        self.clock.step(TTL_S * 10 + 1)  # a day, a year: more than any ttl
+        answer = self.store.reserve(KEY, FIRST)
+        self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)  # never a second run
+        self.assertEqual(answer.record, RECORD)
+        self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+        self.assertStatus(self.store.lookup(running), ReservationStatus.IN_PROGRESS, FIRST)
+        self.assertEqual(self.store.unresolved(), [])
+        self.assertFalse(self.store.resolve(running, FIRST, record=None))
+        self.assertEqual(self.store.purge(), 0)
+        self.clock.advance(LEASE_S)  # each lapses when its own time has passed
+        self.assertStatus(self.store.lookup(running), ReservationStatus.UNKNOWN, FIRST)
+        self.clock.advance(TTL_S - LEASE_S)
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_wall_clock_stepped_back_never_shortens_a_receipt(self) -> None:
+        self.completed()
+        self.clock.step(-TTL_S * 10)
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+        key = ReceiptKey(KEY.tenant, KEY.tool, "after-the-step")
+        self.completed(key=key)  # written on the clock as it reads now: replays for its whole ttl
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.lookup(key), ReservationStatus.REPLAY, FIRST)
+
+    def test_a_forward_step_is_taken_once_everything_written_before_it_has_expired(self) -> None:
+        self.completed()
+        self.clock.step(TTL_S * 10)
+        after_step = ReceiptKey(KEY.tenant, KEY.tool, "after-the-step")
+        self.reserve(key=after_step, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S)  # the step is held: a lease written since lasts longer, never shorter
+        self.assertStatus(self.store.lookup(after_step), ReservationStatus.IN_PROGRESS, FIRST)
+        self.clock.advance(TTL_S - LEASE_S)  # the ttl has passed since the step: the store takes it
+        self.assertIsNone(self.store.lookup(KEY))
+        self.assertIsNone(self.store.lookup(after_step))
+        later = ReceiptKey(KEY.tenant, KEY.tool, "later")
+        self.reserve(key=later, lapse=Lapse.TAKEOVER)
+        self.clock.advance(LEASE_S - 1)
+        self.assertStatus(self.store.lookup(later), ReservationStatus.IN_PROGRESS, FIRST)
+        self.clock.advance(1)  # leases and ttls are their own length again
+        self.assertIsNone(self.store.lookup(later))
 
 
 class DurableStoreConformance:
@@ -639,6 +750,26 @@ class PurgeAndApprovalConformance:
         self.assertIs(self.spend(), False)
         self.clock.advance(1)
         self.assertEqual(self.store.purge(), 1)
+
+    def test_a_spent_approval_is_kept_while_a_lagging_checking_clock_still_takes_it_for_valid(self) -> None:
+        lag_s = TTL_S + 50  # the registry's clock is behind the store's by more than the store's ttl
+        checking_now = self.clock.now - lag_s
+        expires_at = checking_now + 300  # valid for 300 s by the clock that checks it
+        spend = lambda: self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at,  # noqa: E731
+                                                    now=checking_now + (self.clock.now - started))
+        started = self.clock.now
+        self.assertIs(spend(), True)
+        self.clock.advance(299)  # still valid by the checking clock: never forgotten meanwhile
+        self.assertEqual(self.store.purge(), 0)
+        self.assertIs(spend(), False)
+        self.clock.advance(1 + TTL_S)  # expired there, and the margin has passed
+        self.assertEqual(self.store.purge(), 1)
+
+    def test_the_clock_reading_given_with_an_approval_must_be_a_finite_number(self) -> None:
+        for now in (float("nan"), float("inf"), True, "1"):
+            with self.subTest(now=now), self.assertRaises(ValueError):
+                self.store.consume_approval("tenant-a", "apr-1", expires_at=self.clock.now + 60, now=now)
+        self.assertIs(self.spend(), True)
 
     def test_a_busy_store_spends_no_approval_and_gives_up_within_the_timeout(self) -> None:
         with self.busy_store(self.store), self.assertRaises(ReceiptStoreUnavailable):

@@ -310,7 +310,7 @@ class LateWriteTest(DeadlineTestCase):
 
     def test_a_late_write_still_running_after_its_reservation_lease_expired_is_never_run_twice(self) -> None:
         now = [1_000_000.0]
-        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
+        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0], monotonic=lambda: now[0])
         registry = Registry(receipts=store)
         self.addCleanup(registry.close)
         registry.register(followup_spec(timeout_ms=50), self.slow_write)
@@ -331,7 +331,7 @@ class LateWriteTest(DeadlineTestCase):
         now = [1_000_000.0]
         # The lease must cover the timeout plus the late-completion window (checked at registration);
         # the fake clock then jumps far past it while the handler runs.
-        store = InMemoryReceiptStore(lease_s=700, clock=lambda: now[0])
+        store = InMemoryReceiptStore(lease_s=700, clock=lambda: now[0], monotonic=lambda: now[0])
         registry = Registry(receipts=store)
         self.addCleanup(registry.close)
         started = threading.Event()
@@ -355,7 +355,7 @@ class LateWriteTest(DeadlineTestCase):
 
     def test_a_call_interrupted_by_the_callers_ctrl_c_leaves_the_key_to_the_stores_lease(self) -> None:
         now = [1_000_000.0]
-        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0])
+        store = InMemoryReceiptStore(lease_s=60, clock=lambda: now[0], monotonic=lambda: now[0])
         registry = Registry(receipts=store)
         self.addCleanup(registry.close)
         attempts: list[str] = []

@@ -27,6 +27,7 @@ from agent_lab.calls import ToolCall
 from agent_lab.errors import NextAction, Outcome
 from agent_lab.leases import RECEIPT_RETRY_ATTEMPTS
 from agent_lab.registry import Registry
+from agent_lab.stores._clock import system_monotonic
 from agent_lab.stores import BUSY_TIMEOUT_MS, InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore
 from agent_lab.spec import ToolSpec
 
@@ -102,8 +103,9 @@ class CrashBetweenEffectAndReceiptTest(unittest.TestCase):
 
     def registry(self, *, lease_lapsed: bool) -> Registry:
         """Another process's registry on the same file; `lease_lapsed`: its clock is past the lease."""
-        clock = (lambda: time.time() + CRASH_LEASE_S + 1) if lease_lapsed else time.time
-        store = SqliteReceiptStore(self.database, lease_s=CRASH_LEASE_S, clock=clock)
+        later = CRASH_LEASE_S + 1 if lease_lapsed else 0  # both of its clocks are that much later
+        store = SqliteReceiptStore(self.database, lease_s=CRASH_LEASE_S, clock=lambda: time.time() + later,
+                                   monotonic=lambda: system_monotonic() + later)
         registry = Registry(receipts=store)
         registry.register(followup_spec(timeout_ms=5_000), appending(self.effects_path))
         self.addCleanup(store.close)
@@ -163,6 +165,32 @@ class CrashBetweenEffectAndReceiptTest(unittest.TestCase):
             registry.resolve_unknown("no_such_tool", "act-1", tenant=WRITER.tenant, happened=False)
 
 
+class ResolveUnknownOnABusyStoreTest(unittest.TestCase):
+    def test_resolve_unknown_answers_false_when_the_store_cannot_answer_and_true_once_it_can(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "receipts.sqlite3")
+            clock = FakeClock()
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock, monotonic=clock.monotonic)
+            self.addCleanup(store.close)
+            registry = Registry(receipts=store)
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(timeout_ms=5_000), EffectLog().record_followup)
+            store.reserve(KEY, registry.fingerprint("record_ticket_followup", followup_call().arguments))
+            clock.advance(CRASH_LEASE_S)  # its holder died: the key is unknown
+            resolve = lambda: registry.resolve_unknown(  # noqa: E731
+                "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=False, timeout_s=0.05)
+            writer = sqlite3.connect(path, isolation_level=None)
+            self.addCleanup(writer.close)
+            writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock: the store cannot answer
+            with self.assertLogs("agent_lab.registry", "WARNING") as logs:
+                self.assertIs(resolve(), False)  # as documented; it used to raise ReceiptStoreUnavailable
+            self.assertIn("ReceiptStoreUnavailable", "\n".join(logs.output))
+            writer.execute("ROLLBACK")
+            self.assertIs(store.lookup(KEY).status, ReservationStatus.UNKNOWN)  # nothing was changed
+            self.assertIs(resolve(), True)
+            self.assertIsNone(store.lookup(KEY))
+
+
 class FailingCompleteStore(InMemoryReceiptStore):
     """A store whose writes of receipts fail (a full disk, a database error); everything else works."""
 
@@ -180,7 +208,7 @@ class FailedCompleteTest(unittest.TestCase):
         logging.disable(logging.CRITICAL)
         self.addCleanup(logging.disable, logging.NOTSET)
         clock = FakeClock()
-        store = FailingCompleteStore(lease_s=60, clock=clock)
+        store = FailingCompleteStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         effects = EffectLog()
         audit = MemoryAuditSink()
         registry = Registry(receipts=store, audit=audit)
@@ -256,7 +284,7 @@ class RenewCountingStore(InMemoryReceiptStore):
 class LeaseRenewalTest(unittest.TestCase):
     def test_a_handler_outliving_its_lease_is_renewed_and_never_runs_twice(self) -> None:
         clock = FakeClock()
-        store = RenewCountingStore(lease_s=60, clock=clock)
+        store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         effects = EffectLog()
         started, release = threading.Event(), threading.Event()
         self.addCleanup(release.set)
@@ -310,7 +338,7 @@ def status_spec(**overrides: Any) -> ToolSpec:
 class FencingTest(unittest.TestCase):
     def test_a_stale_holders_complete_is_refused_and_recorded(self) -> None:
         clock = FakeClock()
-        store = InMemoryReceiptStore(lease_s=60, clock=clock)
+        store = InMemoryReceiptStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
         audit = MemoryAuditSink()
         started, release = threading.Event(), threading.Event()
         self.addCleanup(release.set)
@@ -510,6 +538,82 @@ class StillRunningIsNotUnknownTest(unittest.TestCase):
         self.assertEqual(after.output, {"followup_id": "F-1", "ticket_id": "T-1001"})
         self.assertEqual(len(effects.effects), 1)
         self.assertFalse(resolve(False))  # settled now: nothing to resolve
+
+
+class StillRunningOnAnotherHostTest(unittest.TestCase):
+    """Host A's write outlives its late window; host B (another store on the same file) must not be able
+    to free the key while A's handler still runs: A keeps renewing its lease until the handler returns."""
+
+    def test_a_key_whose_handler_still_runs_on_another_host_stays_in_progress_there_and_cannot_be_freed(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        path = os.path.join(directory.name, "receipts.sqlite3")
+        clock = FakeClock()
+        hosts = []
+        for renew_every_s in (0.005, None):  # host A renews often; host B only answers
+            store = SqliteReceiptStore(path, lease_s=CRASH_LEASE_S, clock=clock, monotonic=clock.monotonic)
+            registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=renew_every_s)
+            registry.register(followup_spec(timeout_ms=20), stuck_write)
+            self.addCleanup(store.close)
+            self.addCleanup(registry.close)
+            hosts.append((registry, store))
+        (host_a, _), (host_b, store_b) = hosts
+        resolve_on_b = lambda: host_b.resolve_unknown(  # noqa: E731
+            "record_ticket_followup", "act-1", tenant=WRITER.tenant, happened=False)
+
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            first = host_a.invoke(followup_call(), actor=WRITER)
+            self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+            wait_for(lambda: host_a.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "host A's late window to end")
+        clock.advance(CRASH_LEASE_S + 1)  # longer than a lease since host A's late window ended
+        # Host A's handler still runs, so its keeper renews the lease: B sees the key in progress again.
+        wait_for(lambda: store_b.lookup(KEY).status is ReservationStatus.IN_PROGRESS,
+                 "host A to renew the lease of its running handler", patience_s=10.0)
+        elsewhere = host_b.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((elsewhere.error.code, elsewhere.error.next_action),
+                         ("idempotency_in_progress", NextAction.RETRY_LATER))
+        self.assertIs(resolve_on_b(), False)  # "did not happen" would let B's retry run it a second time
+        self.assertEqual(store_b.unresolved(), [])
+        self.assertEqual(effects.effects, [])
+
+        release.set()  # A's handler returns: its result is the receipt on every host, and the one effect
+        wait_for(lambda: store_b.lookup(KEY).status is ReservationStatus.REPLAY, "host A's late receipt")
+        self.assertTrue(host_b.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_closed_registry_keeps_renewing_the_lease_of_a_handler_that_still_runs_until_it_returns(self) -> None:
+        effects = EffectLog()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments):
+            release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        clock = FakeClock()
+        store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
+        registry = Registry(receipts=store, late_completion_s=0.05, renew_every_s=0.005)
+        registry.register(followup_spec(timeout_ms=20), stuck_write)
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            registry.invoke(followup_call(), actor=WRITER)
+            wait_for(lambda: registry.invoke(followup_call(), actor=WRITER).error.code == "outcome_unknown",
+                     "the late window to end")
+            registry.close()  # returns at once: the keeper goes on only for the handler that still runs
+            clock.advance(61)
+            wait_for(lambda: clock.now in store.renewed_at, "a renewal after the registry was closed", patience_s=10.0)
+        self.assertIs(store.lookup(KEY).status, ReservationStatus.IN_PROGRESS)
+        release.set()
+        wait_for(lambda: store.lookup(KEY).status is ReservationStatus.REPLAY, "the late receipt")
+        self.assertEqual(len(effects.effects), 1)
 
 
 class PausedCompleteStore(InMemoryReceiptStore):

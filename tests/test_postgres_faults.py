@@ -29,7 +29,7 @@ from agent_lab.errors import NextAction, Outcome
 from agent_lab.leases import ReceiptNote
 from agent_lab.stores import PostgresReceiptStore, ReceiptKey, ReservationStatus
 
-from postgres_support import DSN, SKIP_REASON, RowShiftingClock, ScratchDatabase
+from postgres_support import DSN, SKIP_REASON, MissingStandby, RowShiftingClock, ScratchDatabase
 from test_registry_fixtures import WRITER, ListAuditSink, followup_call, followup_spec
 
 PATIENCE_S = 60.0  # a hang guard, never a timing assertion
@@ -258,6 +258,101 @@ class PostgresFaultTest(unittest.TestCase):
         self.assertTrue(again.replayed)
         self.assertEqual(again.output, {"recorded_by": "the only run"})
         self.assertEqual(read_effects(self.effects_path), ["act-1"])
+
+    # -- a commit the server holds past the call's deadline ------------------------------------------
+
+    def test_a_reserve_whose_commit_waits_for_a_missing_standby_is_cut_at_the_deadline_and_runs_nothing(self):
+        registry, _ = self.registry("agent-lab-sync-reserve")
+        effects: List[str] = []
+        registry.register(followup_spec(), lambda arguments: effects.append(arguments["action_id"]) or {"ok": True})
+        answers: List[Any] = []
+        with MissingStandby(self.database), self.assertLogs("agent_lab.registry", "WARNING"):
+            caller = threading.Thread(target=lambda: answers.append(
+                registry.invoke(followup_call(), actor=WRITER, deadline=time.monotonic() + 0.5)))
+            caller.start()
+            caller.join(10.0)  # a hang guard far above the 0.5 s deadline: the commit waits for ever
+            self.assertFalse(caller.is_alive(), "invoke waited for the missing standby past its deadline")
+        [refused] = answers
+        self.assertEqual((refused.error.code, refused.error.next_action), ("receipt_store_unavailable",
+                                                                           NextAction.RETRY_LATER))
+        self.assertEqual(effects, [])
+        # The standby is back: the reservation the cut commit may have made is freed by the store's next
+        # call (its owner token was never handed out), and the retry runs the tool once.
+        retried = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok, retried.error)
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).replayed)
+        self.assertEqual(effects, ["act-1"])
+
+    def test_a_receipt_whose_commit_waits_for_a_missing_standby_is_cut_and_confirmed_once_it_is_back(self):
+        registry, audit = self.registry("agent-lab-sync-complete")
+        standby = MissingStandby(self.database)
+        self.addCleanup(standby.stop)
+
+        def write_then_lose_the_standby(arguments: Dict[str, Any]) -> Dict[str, Any]:
+            append_effect(self.effects_path, arguments["action_id"])
+            standby.start()  # the receipt's commit will wait for a standby that is gone
+            return {"recorded_by": "the only run"}
+
+        registry.register(followup_spec(timeout_ms=4_000), write_then_lose_the_standby)
+        answers: List[Any] = []
+        with self.assertLogs("agent_lab.leases", "INFO") as logs:
+            caller = threading.Thread(target=lambda: answers.append(registry.invoke(followup_call(), actor=WRITER)))
+            caller.start()
+            caller.join(20.0)  # a hang guard far above the 4 s timeout
+            self.assertFalse(caller.is_alive(), "invoke waited for the missing standby past its deadline")
+            standby.stop()
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # the keeper's retry confirms the receipt
+        [first] = answers
+        self.assertTrue(first.ok)  # the effect happened: its caller is told so
+        self.assertEqual(audit.records[0]["receipt"], ReceiptNote.PENDING.value)
+        self.assertNotIn("fenced", "\n".join(logs.output))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, {"recorded_by": "the only run"})
+        self.assertEqual(read_effects(self.effects_path), ["act-1"])
+
+    # -- a handler that outlives its late window on one host --------------------------------------
+
+    def test_a_write_still_running_on_one_host_past_its_late_window_cannot_be_freed_from_another(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def stuck_write(arguments: Dict[str, Any]) -> Dict[str, Any]:
+            release.wait(PATIENCE_S)
+            append_effect(self.effects_path, f"{arguments['action_id']} host A, late")
+            return {"recorded_by": "host A"}
+
+        store_a = PostgresReceiptStore(connect_factory(self.schema, "agent-lab-host-a"), lease_s=60)
+        host_a = Registry(receipts=store_a, late_completion_s=0.05, renew_every_s=0.01)
+        self.addCleanup(store_a.close)
+        self.addCleanup(host_a.close)
+        host_a.register(followup_spec(timeout_ms=20), stuck_write)
+        host_b, _ = self.registry("agent-lab-host-b")
+        host_b.register(followup_spec(timeout_ms=20), lambda arguments: append_effect(
+            self.effects_path, f"{arguments['action_id']} host B") or {"recorded_by": "host B"})
+        key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+
+        with self.assertLogs("agent_lab.leases", "WARNING"):
+            self.assertEqual(host_a.invoke(followup_call(), actor=WRITER).error.code, "tool_timeout")
+            give_up = time.monotonic() + PATIENCE_S
+            while host_a.invoke(followup_call(), actor=WRITER).error.code != "outcome_unknown":
+                self.assertLess(time.monotonic(), give_up, "host A's late window did not end")
+                time.sleep(0.01)
+        RowShiftingClock(self.database).advance(61)  # a whole lease has passed on the database's clock
+        give_up = time.monotonic() + 10.0
+        while host_b.receipts.lookup(key).status is not ReservationStatus.IN_PROGRESS:  # A renews its lease
+            self.assertLess(time.monotonic(), give_up, "host A stopped renewing the lease of a running handler")
+            time.sleep(0.01)
+        self.assertEqual(host_b.invoke(followup_call(), actor=WRITER).error.code, "idempotency_in_progress")
+        self.assertIs(host_b.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                             happened=False), False)
+        release.set()
+        give_up = time.monotonic() + PATIENCE_S
+        while host_b.receipts.lookup(key).status is not ReservationStatus.REPLAY:
+            self.assertLess(time.monotonic(), give_up, "host A's late receipt never landed")
+            time.sleep(0.01)
+        self.assertEqual(host_b.invoke(followup_call(), actor=WRITER).output, {"recorded_by": "host A"})
+        self.assertEqual(read_effects(self.effects_path), ["act-1 host A, late"])
 
     # -- a worker killed while it holds a key ------------------------------------------------------
 

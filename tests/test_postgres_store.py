@@ -41,6 +41,7 @@ from store_conformance import (
     LEASE_S,
     RECORD,
     TTL_S,
+    ClockStepConformance,
     DurableApprovalConformance,
     DurableStoreConformance,
     FakeClock,
@@ -52,9 +53,8 @@ from test_registry_fixtures import WRITER, EffectLog, followup_call, followup_sp
 PATIENCE_S = 30.0  # a hang guard, never a timing assertion
 
 
-@unittest.skipIf(SKIP_REASON, SKIP_REASON)
-class PostgresInjectedClockTest(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
-                                ReceiptStoreConformance, unittest.TestCase):
+class PostgresConformance(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
+                          ReceiptStoreConformance):
     """The conformance suite on a clock the tests move by hand (`clock=`)."""
 
     def setUp(self) -> None:
@@ -65,6 +65,7 @@ class PostgresInjectedClockTest(DurableApprovalConformance, DurableStoreConforma
 
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
         return PostgresReceiptStore(self.database.connect(self.schema), ttl_s=ttl_s, lease_s=lease_s, clock=clock,
+                                    monotonic=clock.monotonic,
                                     fingerprint_key=fingerprint_key)
 
     def use_new_storage(self) -> None:
@@ -76,7 +77,12 @@ class PostgresInjectedClockTest(DurableApprovalConformance, DurableStoreConforma
 
 
 @unittest.skipIf(SKIP_REASON, SKIP_REASON)
-class PostgresDatabaseClockTest(PostgresInjectedClockTest):
+class PostgresInjectedClockTest(ClockStepConformance, PostgresConformance, unittest.TestCase):
+    """The conformance suite, and steps of the wall clock, on a clock the tests move by hand."""
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PostgresDatabaseClockTest(PostgresConformance, unittest.TestCase):
     """The same suite on the database's clock (the default); time moves by moving the stored expiries."""
 
     def setUp(self) -> None:
@@ -100,6 +106,8 @@ class PostgresStoreTest(unittest.TestCase):
 
     def open(self, schema=None, *, application_name="agent-lab-tests", **options):
         options.setdefault("clock", self.clock)
+        if options["clock"] is self.clock:
+            options.setdefault("monotonic", self.clock.monotonic)
         connect = self.database.connect(schema or self.schema, application_name=application_name)
         store = PostgresReceiptStore(connect, **options)
         self.addCleanup(store.close)
@@ -151,6 +159,61 @@ class PostgresStoreTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "schema version"):
             self.open()
 
+    # The tables as version 1 of the store created them (agent-lab before long keys were digested).
+    VERSION_1_TABLES = (
+        """CREATE TABLE agent_lab_store_meta (name text COLLATE "C" PRIMARY KEY, value text NOT NULL)""",
+        """CREATE TABLE agent_lab_receipts (
+            tenant text COLLATE "C" NOT NULL, tool text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,
+            fingerprint text COLLATE "C" NOT NULL, state text NOT NULL CHECK (state IN ('in_flight', 'completed')),
+            record text, expires_at double precision NOT NULL, owner text COLLATE "C",
+            lapse text NOT NULL CHECK (lapse IN ('unknown', 'takeover')), PRIMARY KEY (tenant, tool, key))""",
+        "CREATE INDEX agent_lab_receipts_by_expiry ON agent_lab_receipts (expires_at)",
+        """CREATE TABLE agent_lab_approvals (tenant text COLLATE "C" NOT NULL, approval_id text COLLATE "C" NOT NULL,
+            kept_until double precision NOT NULL, PRIMARY KEY (tenant, approval_id))""",
+        "CREATE INDEX agent_lab_approvals_by_retention ON agent_lab_approvals (kept_until)",
+    )
+
+    def test_a_version_1_database_is_migrated_and_its_long_and_prefixed_keys_still_replay(self):
+        import json
+
+        from agent_lab.fingerprint import fingerprint_key_id
+
+        long_key = "x" * 3000  # it compresses: version 1 could index it as it is
+        legacy = {long_key: RECORD, "~sha256:" + "0" * 64: {"output": "prefixed"}, "act-short": {"output": "short"}}
+        with self.database.admin() as connection:
+            connection.execute(f"SET search_path = {self.schema}")
+            for statement in self.VERSION_1_TABLES:
+                connection.execute(statement)
+            for name, value in (("schema_version", "1"), ("fingerprint_key", FINGERPRINT_KEY.hex()),
+                                ("fingerprint_key_id", fingerprint_key_id(FINGERPRINT_KEY))):
+                connection.execute("INSERT INTO agent_lab_store_meta VALUES (%s, %s)", (name, value))
+            for key, record in legacy.items():
+                connection.execute("INSERT INTO agent_lab_receipts VALUES (%s, %s, %s, %s, 'completed', %s, %s, NULL,"
+                                   " 'unknown')", ("acme", "record_followup", key, FIRST,
+                                                   json.dumps(record, sort_keys=True, separators=(",", ":")),
+                                                   self.clock.now + 3600))
+            connection.execute("INSERT INTO agent_lab_receipts VALUES ('acme', 'record_followup', %s, %s, 'in_flight',"
+                               " NULL, %s, 'owner-1', 'unknown')", ("y" * 3000, FIRST, self.clock.now - 1))
+            connection.execute("INSERT INTO agent_lab_approvals VALUES (%s, 'apr-1', %s)",
+                               ("t" * 3000, self.clock.now + 3600))
+        store = self.open()
+        for key, record in legacy.items():
+            with self.subTest(key=key[:20]):
+                self.assertEqual(store.reserve(ReceiptKey("acme", "record_followup", key), FIRST).record, record)
+        self.assertEqual(store.unresolved(), [ReceiptKey("acme", "record_followup", "y" * 3000)])
+        self.assertIs(store.consume_approval("t" * 3000, "apr-1", expires_at=self.clock.now + 60), False)
+        with self.database.admin() as connection:
+            version = connection.execute(f"SELECT value FROM {self.schema}.agent_lab_store_meta"
+                                         " WHERE name = 'schema_version'").fetchone()[0]
+            self.assertEqual(version, str(POSTGRES_SCHEMA_VERSION))
+            # A worker still running version 1 would store a long key as it is, where this version looks
+            # for its digest: the table refuses that row, so such a worker can only fail, never run twice.
+            with self.assertRaisesRegex(Exception, "stored"):
+                connection.execute(f"INSERT INTO {self.schema}.agent_lab_receipts (tenant, tool, key, fingerprint,"
+                                   " state, expires_at, lapse) VALUES ('acme', 'record_followup', %s, %s,"
+                                   " 'in_flight', 0, 'unknown')", ("z" * 3000, FIRST))
+        self.assertEqual(self.open().fingerprint_key, FINGERPRINT_KEY)  # a second opening changes nothing
+
     def test_a_given_fingerprint_key_is_not_stored_only_its_id_and_another_key_is_refused(self):
         self.open(fingerprint_key=FINGERPRINT_KEY).close()
         with self.database.admin() as connection:
@@ -183,6 +246,25 @@ class PostgresStoreTest(unittest.TestCase):
 
     # -- connections ----------------------------------------------------------------------------
 
+    def test_on_the_database_clock_a_server_clock_stepped_past_the_ttl_expires_nothing_early(self):
+        store = PostgresReceiptStore(hooked(self.database.connect(self.schema)), lease_s=LEASE_S, ttl_s=TTL_S)
+        self.addCleanup(store.close)
+        self.addCleanup(setattr, HookedConnection, "rewrite", None)
+        self.assertTrue(store.complete(KEY, store.reserve(KEY, FIRST).owner, RECORD))
+        running = ReceiptKey(KEY.tenant, KEY.tool, "running")
+        store.reserve(running, FIRST)
+        HookedConnection.step_database_clock(TTL_S * 864 + 1)  # the server's clock jumps a day ahead
+        answer = store.reserve(KEY, FIRST)
+        self.assertEqual((answer.status, answer.record), (ReservationStatus.REPLAY, RECORD))
+        self.assertIs(store.lookup(running).status, ReservationStatus.IN_PROGRESS)
+        self.assertEqual(store.unresolved(), [])
+        self.assertEqual(store.purge(), 0)
+        # A store opened after the step takes the server's clock as it finds it (documented): the guard
+        # covers the stores that were open before it.
+        opened_after = PostgresReceiptStore(hooked(self.database.connect(self.schema)))
+        self.addCleanup(opened_after.close)
+        self.assertIsNone(opened_after.lookup(KEY))
+
     def test_a_pooled_connection_the_server_closed_is_replaced_without_failing_the_next_call(self):
         store = self.open(application_name="agent-lab-idle-victim")
         store.reserve(KEY, FIRST)
@@ -204,7 +286,8 @@ class PostgresStoreTest(unittest.TestCase):
         self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
 
     def test_a_reservation_whose_commit_was_lost_is_freed_by_the_stores_next_call(self):
-        store = PostgresReceiptStore(faulty(self.database.connect(self.schema)), clock=self.clock)
+        store = PostgresReceiptStore(faulty(self.database.connect(self.schema)), clock=self.clock,
+                                     monotonic=self.clock.monotonic)
         self.addCleanup(store.close)
         FaultyConnection.lose_commits = 1
         self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
@@ -220,7 +303,8 @@ class PostgresStoreTest(unittest.TestCase):
         """A store with one reservation whose commit was lost (freed at the start of its next call),
         whose release then takes `release_takes_s` of the call's time (moved on by hand, as if the
         row was locked that long); and the statements its calls start."""
-        store = PostgresReceiptStore(hooked(self.database.connect(self.schema)), clock=self.clock)
+        store = PostgresReceiptStore(hooked(self.database.connect(self.schema)), clock=self.clock,
+                                     monotonic=self.clock.monotonic)
         self.addCleanup(store.close)
         FaultyConnection.lose_commits = 1
         self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
@@ -380,6 +464,77 @@ class RegistryOnPostgresTest(unittest.TestCase):
         reused = second.invoke(call, actor=WRITER, approval=approval)
         self.assertEqual(reused.error.code, "approval_used")
         self.assertEqual(len(effects.effects), 1)
+
+    def test_a_receipt_whose_commit_answer_was_lost_is_confirmed_by_the_retry_and_never_logged_as_fenced(self):
+        store = PostgresReceiptStore(faulty(self.database.connect(self.schema)), lease_s=60)
+        self.addCleanup(store.close)
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+
+        def write_then_lose_the_receipts_answer(arguments):
+            FaultyConnection.lose_commits = 1  # the complete commits, then its connection drops
+            return effects.record_followup(arguments)
+
+        self.addCleanup(setattr, FaultyConnection, "lose_commits", 0)
+        registry.register(followup_spec(), write_then_lose_the_receipts_answer)
+        with self.assertLogs("agent_lab.leases", "INFO") as logs:
+            first = registry.invoke(followup_call(), actor=WRITER)
+            self.assertTrue(registry.wait_settled(PATIENCE_S))  # the keeper's retry on a new connection
+        self.assertTrue(first.ok)
+        self.assertIn("failed to complete", "\n".join(logs.output))
+        self.assertNotIn("fenced", "\n".join(logs.output))  # it landed: the retry recognised its own receipt
+        self.assertNotIn("refused", "\n".join(logs.output))
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(again.replayed)
+        self.assertEqual(again.output, first.output)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_databases_by_more_than_the_ttl(self):
+        shift = [0.0]
+        store = PostgresReceiptStore(self.database.connect(self.schema), lease_s=60, ttl_s=1)  # the database's clock
+        self.addCleanup(store.close)
+        registry = Registry(receipts=store, clock=lambda: time.time() - 5 + shift[0])  # this host: 5 s behind
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+        registry.register(followup_spec(approval="always", single_use_approval=True, idempotency_key=None),
+                          effects.record_followup)
+        call = followup_call()
+        approval = registry.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        answers = []
+        for _ in range(10):  # a retry every second (moved on by hand) while the approval is valid here
+            answers.append(registry.invoke(call, actor=WRITER, approval=approval).error)
+            RowShiftingClock(self.database).advance(1)
+            shift[0] += 1
+        self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_3000_character_idempotency_key_runs_once_and_replays_on_every_store(self):
+        import os
+        import tempfile
+
+        from agent_lab.stores import SqliteReceiptStore
+
+        from store_conformance import random_text
+
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        stores = {"memory": InMemoryReceiptStore(lease_s=60),
+                  "sqlite": SqliteReceiptStore(os.path.join(directory.name, "receipts.sqlite3"), lease_s=60),
+                  "postgres": PostgresReceiptStore(self.database.connect(self.schema), lease_s=60)}
+        long_key = random_text(3000, seed=3)
+        for name, store in stores.items():
+            self.addCleanup(store.close)
+            effects = EffectLog()
+            registry = Registry(receipts=store)
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(), effects.record_followup)
+            with self.subTest(store=name):
+                first = registry.invoke(followup_call(action_id=long_key), actor=WRITER)
+                again = registry.invoke(followup_call(action_id=long_key), actor=WRITER)
+                self.assertTrue(first.ok, first.error)
+                self.assertTrue(again.replayed)
+                self.assertEqual(len(effects.effects), 1)
 
     def test_an_idempotency_key_with_nul_is_invalid_arguments_on_every_store(self):
         stores = {"memory": InMemoryReceiptStore(),

@@ -8,6 +8,7 @@ import os
 import queue
 import sqlite3
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -23,6 +24,7 @@ from agent_lab.idempotency import (
     SqliteReceiptStore,
     fingerprint,
 )
+from agent_lab.registry import Registry
 from agent_lab.stores import Lapse, ReceiptStoreUnavailable
 
 from store_conformance import (
@@ -32,6 +34,7 @@ from store_conformance import (
     LEASE_S,
     RECORD,
     TTL_S,
+    ClockStepConformance,
     DurableApprovalConformance,
     DurableStoreConformance,
     FakeClock,
@@ -39,11 +42,14 @@ from store_conformance import (
     ReceiptStoreConformance,
     holding,
 )
+from test_registry_fixtures import WRITER, followup_call, followup_spec
 
 
-class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
+class InMemoryReceiptStoreTest(ClockStepConformance, PurgeAndApprovalConformance, ReceiptStoreConformance,
+                               unittest.TestCase):
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
-        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key)
+        return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key,
+                                    monotonic=clock.monotonic)
 
     def busy_store(self, store):
         return holding(store._lock)
@@ -52,8 +58,8 @@ class InMemoryReceiptStoreTest(PurgeAndApprovalConformance, ReceiptStoreConforma
         self.assertNotEqual(self.store.fingerprint_key, self.make_store(self.clock).fingerprint_key)
 
 
-class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
-                             ReceiptStoreConformance, unittest.TestCase):
+class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, DurableStoreConformance,
+                             PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory()
         self.addCleanup(directory.cleanup)
@@ -62,7 +68,8 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
         super().setUp()
 
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, synchronous="NORMAL", fingerprint_key=None):
-        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, synchronous=synchronous,
+        return SqliteReceiptStore(self.path, ttl_s=ttl_s, lease_s=lease_s, clock=clock, monotonic=clock.monotonic,
+                                  synchronous=synchronous,
                                   fingerprint_key=fingerprint_key)
 
     def use_new_storage(self):
@@ -124,6 +131,54 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
             with self.subTest(call=name), self.assertRaises(ReceiptStoreUnavailable):
                 call()
 
+    def test_a_file_deleted_under_an_open_store_is_refused_by_it_and_by_a_new_store_never_split(self):
+        effects = []
+        registries = []
+
+        def registry_on(store):
+            registry = Registry(receipts=store, late_completion_s=1)
+            registry.register(followup_spec(timeout_ms=1_000),
+                              lambda arguments: effects.append(arguments["action_id"]) or {})
+            self.addCleanup(registry.close)
+            registries.append(registry)
+            return registry
+
+        first = registry_on(self.store)
+        self.assertTrue(first.invoke(followup_call(action_id="act-1"), actor=WRITER).ok)
+        os.remove(self.path)  # an operator, a cleanup job or a bad deploy removes the file; -wal and -shm stay
+        for action_id in ("act-1", "act-2"):  # a replay from the unlinked file, a run into it: both refused
+            with self.subTest(action_id=action_id), self.assertLogs("agent_lab.registry", "WARNING"):
+                refused = first.invoke(followup_call(action_id=action_id), actor=WRITER)
+                self.assertEqual((refused.error.code, refused.error.retryable), ("receipt_store_unavailable", True))
+        with self.assertRaisesRegex(ReceiptStoreUnavailable, "write-ahead log"):
+            self.make_store(self.clock)  # a new store would start empty beside the old log: run act-1 again
+        self.assertEqual(effects, ["act-1"])
+        for suffix in ("-wal", "-shm"):  # the operator starts an empty store on purpose
+            os.remove(self.path + suffix)
+        second = registry_on(self.make_store(self.clock))
+        self.addCleanup(second.receipts.close)
+        self.assertTrue(second.invoke(followup_call(action_id="act-2"), actor=WRITER).ok)
+        with self.assertLogs("agent_lab.registry", "WARNING"):  # the old store never writes into the new file
+            self.assertEqual(first.invoke(followup_call(action_id="act-2"), actor=WRITER).error.code,
+                             "receipt_store_unavailable")
+        self.assertEqual(effects, ["act-1", "act-2"])
+
+    def test_a_file_replaced_under_an_open_store_is_refused_until_it_is_back(self):
+        owner = self.store.reserve(KEY, FIRST).owner
+        self.assertTrue(self.store.complete(KEY, owner, RECORD))
+        moved, replacement = self.path + ".moved", self.path + ".replacement"
+        SqliteReceiptStore(replacement, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                           monotonic=self.clock.monotonic).close()  # another file
+        os.rename(self.path, moved)
+        os.replace(replacement, self.path)  # a restore from a backup, a deploy copying a file over it
+        for name, call in (("reserve", lambda: self.store.reserve(KEY, FIRST)),
+                           ("lookup", lambda: self.store.lookup(KEY)),
+                           ("complete", lambda: self.store.complete(KEY, owner, RECORD))):
+            with self.subTest(call=name), self.assertRaisesRegex(ReceiptStoreUnavailable, "removed or replaced"):
+                call()
+        os.replace(moved, self.path)  # the original is back under its path
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+
     def test_an_unknown_synchronous_level_is_refused(self):
         with self.assertRaises(ValueError):
             self.make_store(self.clock, synchronous="NORMAL; DROP TABLE receipts")
@@ -171,6 +226,44 @@ class SqliteReceiptStoreTest(DurableApprovalConformance, DurableStoreConformance
     def test_opening_a_file_with_another_fingerprint_key_than_its_own_is_refused(self):
         with self.assertRaisesRegex(ValueError, "fingerprint_key"):
             self.make_store(self.clock, fingerprint_key=FINGERPRINT_KEY)
+
+
+class SqliteWallClockStepTest(unittest.TestCase):
+    """The store's wall clock (time.time, read through `clock=`) is stepped forward by a day and a second,
+    the receipt ttl; the system's monotonic clock, which the store guards it with, is not."""
+
+    def setUp(self):
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.step = 0.0
+        self.effects = []
+
+    def registry(self):
+        store = SqliteReceiptStore(self.path, clock=lambda: time.time() + self.step)  # ttl_s: a day
+        registry = Registry(receipts=store)
+        registry.register(followup_spec(), lambda arguments: self.effects.append(arguments["action_id"]) or {})
+        self.addCleanup(store.close)
+        self.addCleanup(registry.close)
+        return registry
+
+    def test_a_retry_after_the_wall_clock_stepped_past_the_ttl_replays_and_never_runs_again(self):
+        registry = self.registry()
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+        self.step = 86_401.0
+        retried = registry.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok and retried.replayed, retried)
+        self.assertEqual(self.effects, ["act-1"])
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "the anchor is kept per boot only where the monotonic "
+                                                           "clock counts from boot for every process (Linux)")
+    def test_a_store_opened_after_the_step_still_counts_from_before_it(self):
+        self.assertTrue(self.registry().invoke(followup_call(), actor=WRITER).ok)
+        self.step = 86_401.0
+        restarted = self.registry()  # a process started after the step, on the same file
+        retried = restarted.invoke(followup_call(), actor=WRITER)
+        self.assertTrue(retried.ok and retried.replayed, retried)
+        self.assertEqual(self.effects, ["act-1"])
 
 
 class ReceiptKeyTest(unittest.TestCase):
@@ -229,7 +322,8 @@ class SqliteMigrationTest(unittest.TestCase):
         connection.close()
 
     def open(self):
-        store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                                   monotonic=self.clock.monotonic)
         self.addCleanup(store.close)
         return store
 

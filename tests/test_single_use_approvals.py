@@ -213,5 +213,27 @@ class SingleUseApprovalTest(unittest.TestCase):
         self.assertEqual(len(self.effects.effects), 1)
 
 
+class LaggingHostClockTest(unittest.TestCase):
+    """A host whose clock lags the store's by more than the store's ttl_s: the ledger must not forget a
+    spent approval while that host's clock still takes it for valid."""
+
+    def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_stores_by_more_than_its_ttl(self) -> None:
+        store_now = [1_000_000.0]
+        store = InMemoryReceiptStore(ttl_s=1, clock=lambda: store_now[0], monotonic=lambda: store_now[0])
+        registry = Registry(receipts=store, clock=lambda: store_now[0] - 5)  # this host is 5 s behind
+        self.addCleanup(registry.close)
+        effects = EffectLog()
+        registry.register(once(idempotency_key=None), effects.record_followup)
+        call = followup_call()
+        approval = registry.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        answers = []
+        for _ in range(10):  # a retry every second for as long as the approval is valid on this host
+            answers.append(registry.invoke(call, actor=WRITER, approval=approval).error)
+            store_now[0] += 1
+        self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
+        self.assertEqual(len(effects.effects), 1)
+        self.assertEqual(registry.invoke(call, actor=WRITER, approval=approval).error.code, "approval_expired")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -22,7 +22,8 @@ class ReservePathsTest(unittest.TestCase):
         self.addCleanup(directory.cleanup)
         self.path = os.path.join(directory.name, "receipts.sqlite3")
         self.clock = FakeClock()
-        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                                        monotonic=self.clock.monotonic)
         self.addCleanup(self.store.close)
 
     def rows(self) -> list:
@@ -74,7 +75,8 @@ class ReservePathsTest(unittest.TestCase):
 
         def released_meanwhile(connection, address):
             if not reads:  # another process releases the key right after this reserve's claim failed
-                other = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+                other = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                                           monotonic=self.clock.monotonic)
                 self.assertTrue(other.release(KEY, owner))
                 other.close()
             reads.append(address)
@@ -101,7 +103,8 @@ class OneCallOneBudgetTest(unittest.TestCase):
         self.addCleanup(directory.cleanup)
         self.path = os.path.join(directory.name, "receipts.sqlite3")
         self.clock = FakeClock()
-        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock)
+        self.store = SqliteReceiptStore(self.path, ttl_s=TTL_S, lease_s=LEASE_S, clock=self.clock,
+                                        monotonic=self.clock.monotonic)
         self.addCleanup(self.store.close)
         self.moment = 1000.0
         self.started: list = []

@@ -21,8 +21,10 @@ COMPLETED = "completed"
 
 
 class Entry(NamedTuple):
-    """One stored row. ``owner`` is None for a completed receipt (and for in-flight rows written
-    before owner tokens existed, which nobody can complete: they lapse to unknown).
+    """One stored row. ``owner`` is the owner token of an in-flight reservation, and of the holder that
+    completed a receipt (so that a retry of that same completion, whose first answer was lost, can be
+    told apart from someone else's); None for a receipt the application resolved, and for in-flight rows
+    written before owner tokens existed (nobody can complete those: they lapse to unknown).
 
     A receipt's record is ``record_text`` (canonical JSON, as a database stores it) or, in a store that
     keeps rows in memory, ``record``: the value that text parses to, built once by `record_value` and
@@ -101,6 +103,13 @@ def held_by(entry: Optional[Entry], owner: str) -> bool:
     return entry is not None and entry.state == IN_FLIGHT and entry.owner is not None and entry.owner == owner
 
 
+def completed_by(entry: Optional[Entry], owner: str, record: Any) -> bool:
+    """A completion repeated by the holder that already stored this very record (the answer to its
+    first attempt was lost): it changes nothing and is reported as stored, not as fenced."""
+    return entry is not None and entry.state == COMPLETED and entry.owner is not None and entry.owner == owner \
+        and entry.record == record
+
+
 def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:
     """Only an unknown key, for the fingerprint it was reserved with, can be resolved."""
     return entry is not None and entry.is_unknown(now) and entry.fingerprint == fingerprint
@@ -152,11 +161,20 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-def check_approval(tenant: object, approval_id: object, expires_at: object) -> Tuple[str, str, float]:
-    """The (tenant, approval id, expiry) of an approval to spend, as plain values a database can store."""
-    if isinstance(expires_at, bool) or not isinstance(expires_at, (int, float)) or not math.isfinite(expires_at):
-        raise ValueError("expires_at must be a finite number of seconds")
-    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), float(expires_at)
+def check_approval(tenant: object, approval_id: object, expires_at: object,
+                   now: object = None) -> Tuple[str, str, float, Optional[float]]:
+    """The (tenant, approval id, expiry, validity left) of an approval to spend, as plain values a
+    database can store. The validity left is ``expires_at - now`` (at least 0) when the caller says
+    what its clock reads (``now``), else None: the expiry is then read on the store's own clock."""
+    expiry = _seconds("expires_at", expires_at)
+    left = None if now is None else max(0.0, expiry - _seconds("now", now))
+    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), expiry, left
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds")
+    return float(value)
 
 
 def _storable_text(name: str, value: object) -> str:
@@ -169,9 +187,13 @@ def _storable_text(name: str, value: object) -> str:
     return text
 
 
-def approval_kept_until(expires_at: float, now: float, ttl_s: float) -> float:
-    """Until when a spent approval is remembered: its expiry (or now, if later) plus the receipt ttl, a
-    margin that covers clocks of other hosts running somewhat ahead of the store's."""
+def approval_kept_until(expires_at: float, left: Optional[float], now: float, ttl_s: float) -> float:
+    """Until when (on the store's clock, `now`) a spent approval is remembered, plus the receipt ttl as a
+    margin: for as long as it stays valid by the clock that checks its expiry (`left`, measured on that
+    clock: a host whose clock lags the store's by more than the ttl must not find it forgotten while it
+    still takes it for valid), or, when that clock is not known, until its expiry read on this one."""
+    if left is not None:
+        return now + left + ttl_s
     return max(expires_at, now) + ttl_s
 
 

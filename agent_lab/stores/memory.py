@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..fingerprint import check_fingerprint_key, new_fingerprint_key
 from . import _rules as rules
+from ._clock import StepGuard, system_monotonic
 from .protocol import PURGE_LIMIT, Lapse, ReceiptKey, Reservation, ReservationStatus, acquire_within, store_timeout
 
 __all__ = ["InMemoryReceiptStore"]
@@ -20,7 +21,10 @@ full scan costs O(1) per reserve on average however large the store grows."""
 class InMemoryReceiptStore:
     """Receipts in a dict guarded by a lock: for tests, the lab and single-process apps.
 
-    Everything is lost when the process ends. A record is kept as the value its canonical JSON text
+    Everything is lost when the process ends. Time: ``clock`` is the wall clock expiry is counted on,
+    guarded by ``monotonic`` against steps (see `agent_lab.stores._clock`): a receipt never expires, and a
+    lease never lapses, sooner than the monotonic clock says; a test that moves time by hand moves both.
+    A record is kept as the value its canonical JSON text
     parses to (`rules.record_value`: what the SQLite store gives back from its text), built once when it
     is stored; every replay hands out its own copy (`rules.copy_record`), so both stores replay
     identically and no reader can change the receipt, without writing and parsing text on every call.
@@ -34,10 +38,13 @@ class InMemoryReceiptStore:
         lease_s: float = 300,
         clock: Callable[[], float] = time.time,
         fingerprint_key: Optional[bytes] = None,
+        monotonic: Optional[Callable[[], float]] = None,
     ) -> None:
         self._ttl_s = rules.check_duration("ttl_s", ttl_s)
         self._lease_s = rules.check_duration("lease_s", lease_s)
         self._clock = clock
+        self._times = StepGuard(clock, system_monotonic if monotonic is None else monotonic,
+                                max(self._ttl_s, self._lease_s)).times  # () -> (check, stamp)
         self._fingerprint_key = new_fingerprint_key() if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
         self._entries: Dict[Tuple[str, str, str], rules.Entry] = {}
         self._spent_approvals: Dict[Tuple[str, str], float] = {}  # (tenant, approval id) -> kept until
@@ -70,7 +77,7 @@ class InMemoryReceiptStore:
         try:  # written out, not `with self._locked(...)`: every idempotent call comes here
             if self._closed:
                 raise ValueError("the receipt store is closed")
-            now = self._clock()
+            now, stamp = self._times()
             self._reserves_since_sweep += 1
             if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
                 self._sweep_now_and_then(now)
@@ -79,7 +86,7 @@ class InMemoryReceiptStore:
                 return answer
             owner = rules.new_owner_token()
             self._entries[address] = rules.Entry(
-                fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner=owner, lapse=lapse_value
+                fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner=owner, lapse=lapse_value
             )
             return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
         finally:
@@ -94,7 +101,8 @@ class InMemoryReceiptStore:
                 return False
             assert entry is not None
             self._entries[address] = rules.Entry(
-                entry.fingerprint, rules.IN_FLIGHT, None, self._clock() + self._lease_s, owner=owner, lapse=entry.lapse
+                entry.fingerprint, rules.IN_FLIGHT, None, self._times()[1] + self._lease_s, owner=owner,
+                lapse=entry.lapse
             )
             return True
 
@@ -113,10 +121,11 @@ class InMemoryReceiptStore:
                 raise ValueError("the receipt store is closed")
             entry = self._entries.get(address)
             if not rules.held_by(entry, owner):
-                return False
+                return rules.completed_by(entry, owner, value)  # a retry of a completion that landed
             assert entry is not None
-            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, self._clock() + self._ttl_s,
-                                                 record=value)
+            expires_at = self._times()[1] + self._ttl_s
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, expires_at,
+                                                 owner=owner, record=value)
             return True
         finally:
             lock.release()
@@ -142,19 +151,20 @@ class InMemoryReceiptStore:
         value = rules.record_value(record) if record is not None else None
         address = rules.address(key)
         with self._locked(timeout_s):
-            now = self._clock()
+            now, stamp = self._times()
             if not rules.may_resolve(self._entries.get(address), fingerprint, now):
                 return False
             if value is None:
                 del self._entries[address]
             else:
-                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, now + self._ttl_s, record=value)
+                self._entries[address] = rules.Entry(fingerprint, rules.COMPLETED, None, stamp + self._ttl_s,
+                                                     record=value)
             return True
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
         address = rules.address(key)
         with self._locked(timeout_s):
-            now = self._clock()
+            now = self._times()[0]
             entry = self._entries.get(address)
             if entry is not None and entry.is_purgeable(now):
                 del self._entries[address]
@@ -164,14 +174,14 @@ class InMemoryReceiptStore:
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
         rules.check_limit(limit)
         with self._locked(timeout_s):
-            now = self._clock()
+            now = self._times()[0]
             found = sorted(address for address, entry in self._entries.items() if entry.is_unknown(now))
         return [ReceiptKey(*address) for address in found[:limit]]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
         rules.check_limit(limit)
         with self._locked(timeout_s):
-            now = self._clock()
+            now = self._times()[0]
             expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)][:limit]
             for address in expired:
                 del self._entries[address]
@@ -182,17 +192,19 @@ class InMemoryReceiptStore:
             return len(expired) + len(spent)
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
         with self._locked(timeout_s):
-            now = self._clock()
+            store_now, stamp = self._times()
             self._reserves_since_sweep += 1
-            self._sweep_now_and_then(now)
+            self._sweep_now_and_then(store_now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
-            if kept_until is not None and kept_until > now:
+            if kept_until is not None and kept_until > store_now:
                 return False
-            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, left, stamp,
+                                                                                     self._ttl_s)
             return True
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ answers. See ``PostgresReceiptStore`` for the decisions (clock, pool, timeouts, 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -19,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
+from ._clock import StepGuard, system_monotonic
 from .protocol import (
     PURGE_LIMIT,
     Lapse,
@@ -40,8 +42,19 @@ __all__ = [
 
 logger = logging.getLogger("agent_lab.stores.postgres")
 
-POSTGRES_SCHEMA_VERSION = 1
-"""Stored in the table ``agent_lab_store_meta``; a database written by a newer version is refused."""
+POSTGRES_SCHEMA_VERSION = 2
+"""Stored in the table ``agent_lab_store_meta``; a database written by a newer version is refused, an
+older one is migrated when opened. Version 2 stores a key part too long for a btree index by its digest
+(see ``STORED_PART_MAX_BYTES``)."""
+
+STORED_PART_MAX_BYTES = 512
+"""A tenant, tool, idempotency key or approval id longer than this (in UTF-8), or starting with
+``DIGEST_PREFIX``, is stored in its table's primary key as ``DIGEST_PREFIX`` + the hex SHA-256 of its
+UTF-8 text, and the receipt keeps the whole text beside it (``full_tenant``, ``full_tool``,
+``full_key``). PostgreSQL cannot index a row of more than 2,704 bytes; without this a long key (one
+that does not compress) failed on every try, forever. Every part that fits is stored as it is."""
+
+DIGEST_PREFIX = "~sha256:"
 
 POOL_SIZE = 8
 """Connections one store opens at most (lazily, as concurrent calls need them): the registry's default
@@ -71,7 +84,27 @@ DATABASE_CLOCK = "date_part('epoch', statement_timestamp())"
 """The SQL for "now" when the store uses the database's clock: seconds since the epoch at the start of
 each statement, the same for every host."""
 
-# -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {lease}, {ttl} ----
+# -- the SQL, with :name placeholders (rendered for the driver's paramstyle) and {now}, {stamp}, {lease},
+# {ttl}: {now} is the time expiry is decided by, {stamp} the time new expiries count from (see _clock.py). -
+
+
+def _stored_form_check(column: str) -> str:
+    """A primary-key part is stored as it is (short, without the digest prefix) or as a digest: the CHECK
+    that fences off a worker of version 1, which would store a long key as it is where this version
+    looks for its digest."""
+    return (f"CHECK ((octet_length({column}) <= {STORED_PART_MAX_BYTES} AND left({column}, {len(DIGEST_PREFIX)})"
+            f" <> '{DIGEST_PREFIX}') OR {column} ~ '^{DIGEST_PREFIX}[0-9a-f]{{64}}$')")
+
+
+def _stored_form_sql(column: str) -> str:
+    """`_stored_part` in SQL (for migrating rows of version 1)."""
+    return f"'{DIGEST_PREFIX}' || encode(sha256(convert_to({column}, 'UTF8')), 'hex')"
+
+
+def _needs_digest_sql(column: str) -> str:
+    return (f"(octet_length({column}) > {STORED_PART_MAX_BYTES}"
+            f" OR left({column}, {len(DIGEST_PREFIX)}) = '{DIGEST_PREFIX}')")
+
 
 _CREATE = (
     f"""CREATE TABLE IF NOT EXISTS {_META} (
@@ -80,25 +113,42 @@ _CREATE = (
     )""",
     # COLLATE "C": text compares and sorts by code point, as Python does, whatever the database's locale.
     f"""CREATE TABLE IF NOT EXISTS {_RECEIPTS} (
-        tenant      text COLLATE "C" NOT NULL,
-        tool        text COLLATE "C" NOT NULL,
-        key         text COLLATE "C" NOT NULL,
+        tenant      text COLLATE "C" NOT NULL {_stored_form_check("tenant")},
+        tool        text COLLATE "C" NOT NULL {_stored_form_check("tool")},
+        key         text COLLATE "C" NOT NULL {_stored_form_check("key")},
         fingerprint text COLLATE "C" NOT NULL,
         state       text NOT NULL CHECK (state IN ('in_flight', 'completed')),
         record      text,
         expires_at  double precision NOT NULL,
         owner       text COLLATE "C",
         lapse       text NOT NULL CHECK (lapse IN ('unknown', 'takeover')),
+        full_tenant text COLLATE "C",
+        full_tool   text COLLATE "C",
+        full_key    text COLLATE "C",
         PRIMARY KEY (tenant, tool, key)
     )""",
     f"CREATE INDEX IF NOT EXISTS {_RECEIPTS}_by_expiry ON {_RECEIPTS} (expires_at)",
     f"""CREATE TABLE IF NOT EXISTS {_APPROVALS} (
-        tenant      text COLLATE "C" NOT NULL,
-        approval_id text COLLATE "C" NOT NULL,
+        tenant      text COLLATE "C" NOT NULL {_stored_form_check("tenant")},
+        approval_id text COLLATE "C" NOT NULL {_stored_form_check("approval_id")},
         kept_until  double precision NOT NULL,
         PRIMARY KEY (tenant, approval_id)
     )""",
     f"CREATE INDEX IF NOT EXISTS {_APPROVALS}_by_retention ON {_APPROVALS} (kept_until)",
+)
+
+_MIGRATE_FROM_V1 = (
+    # The whole text of a part stored as a digest, then every row of version 1 whose part is stored as a
+    # digest from now on (long, or starting with the prefix), then the checks that keep it so.
+    f"ALTER TABLE {_RECEIPTS} ADD COLUMN IF NOT EXISTS full_tenant text COLLATE \"C\","
+    " ADD COLUMN IF NOT EXISTS full_tool text COLLATE \"C\", ADD COLUMN IF NOT EXISTS full_key text COLLATE \"C\"",
+    *(f"UPDATE {_RECEIPTS} SET full_{column} = {column}, {column} = {_stored_form_sql(column)}"
+      f" WHERE {_needs_digest_sql(column)}" for column in ("tenant", "tool", "key")),
+    *(f"UPDATE {_APPROVALS} SET {column} = {_stored_form_sql(column)} WHERE {_needs_digest_sql(column)}"
+      for column in ("tenant", "approval_id")),
+    *(f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_stored {_stored_form_check(column)}"
+      for table, columns in ((_RECEIPTS, ("tenant", "tool", "key")), (_APPROVALS, ("tenant", "approval_id")))
+      for column in columns),
 )
 
 _WHERE_KEY = "tenant = :tenant AND tool = :tool AND key = :key"
@@ -111,11 +161,12 @@ _PURGEABLE = "expires_at <= {now} AND NOT (state = 'in_flight' AND lapse = 'unkn
 _SQL = {
     "timeouts": (
         "SELECT set_config('statement_timeout', :statement_ms, true), set_config('lock_timeout', :lock_ms, true),"
-        " set_config('idle_in_transaction_session_timeout', :idle_ms, true)"
+        " set_config('idle_in_transaction_session_timeout', :idle_ms, true), " + DATABASE_CLOCK
     ),
     "insert_new": (
-        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
-        " VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL, {now} + {lease}, :owner, :lapse)"
+        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse,"
+        " full_tenant, full_tool, full_key) VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL,"
+        " {stamp} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
         " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING 1"
     ),
     "select_entry": (
@@ -125,23 +176,29 @@ _SQL = {
     # if the row is (still) purgeable now, whatever happened since it was read.
     "take_over": (
         f"UPDATE {_RECEIPTS} SET fingerprint = :fingerprint, state = 'in_flight', record = NULL,"
-        " expires_at = {now} + {lease}, owner = :owner, lapse = :lapse"
+        " expires_at = {stamp} + {lease}, owner = :owner, lapse = :lapse"
         " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
     ),
-    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{now}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    # The holder keeps its owner token in the receipt: a completion that changes nothing is then asked
+    # whether it repeats one that landed (its first answer was lost with a connection): its own record.
     "complete": (
-        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
-        " owner = NULL WHERE " + _WHERE_HELD_BY
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}}"
+        " WHERE " + _WHERE_HELD_BY
+    ),
+    "completed_by": (
+        f"SELECT 1 FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
+        " AND record = :record"
     ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
     "resolve_happened": (
-        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{now}} + {{ttl}},"
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
         " owner = NULL WHERE " + _WHERE_UNKNOWN
     ),
     "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN,
     "unresolved": (
-        f"SELECT tenant, tool, key FROM {_RECEIPTS} WHERE state = 'in_flight' AND lapse = 'unknown'"
-        " AND expires_at <= {now} ORDER BY tenant, tool, key LIMIT :limit"
+        f"SELECT COALESCE(full_tenant, tenant), COALESCE(full_tool, tool), COALESCE(full_key, key) FROM {_RECEIPTS}"
+        " WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now} ORDER BY 1, 2, 3 LIMIT :limit"
     ),
     # SKIP LOCKED: two workers purging at once split the work instead of waiting for each other.
     "purge_receipts": (
@@ -153,15 +210,18 @@ _SQL = {
         " ORDER BY kept_until LIMIT :limit FOR UPDATE SKIP LOCKED)"
     ),
     # A first use inserts the row; a use past the row's retention replaces it; any other use changes nothing.
+    # The retention (rules.approval_kept_until): the validity left by the caller's clock, when it is given.
     "spend_approval": (
         f"INSERT INTO {_APPROVALS} (tenant, approval_id, kept_until)"
-        " VALUES (:tenant, :approval_id, GREATEST(CAST(:expires_at AS double precision), {now}) + {ttl})"
+        " VALUES (:tenant, :approval_id, COALESCE({stamp} + CAST(:left AS double precision),"
+        " GREATEST(CAST(:expires_at AS double precision), {stamp})) + {ttl})"
         f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
         f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING 1"
     ),
     "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
     "select_meta": f"SELECT name, value FROM {_META}",
     "insert_meta": f"INSERT INTO {_META} (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING",
+    "update_meta": f"UPDATE {_META} SET value = :value WHERE name = :name",
     "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
 }
 
@@ -186,7 +246,11 @@ class PostgresReceiptStore:
     disagree still agree on when a lease lapsed. ``clock=`` replaces it by a clock of this process (a
     callable returning seconds since the epoch), sent with each statement: for tests that move time
     by hand, or a deployment that trusts its hosts' clocks. Every store sharing the tables must then use
-    the same kind of clock; never mix the two on one database.
+    the same kind of clock; never mix the two on one database. Either clock is guarded against steps by
+    this process's ``monotonic`` clock (see `agent_lab.stores._clock`): the database's clock is read
+    with every call, and nothing expires sooner than the time the store has seen pass since it opened,
+    so a server clock stepped forward by more than a ttl never lets a retry run again on a store that
+    was open before the step (one opened after it takes the clock as it finds it).
 
     Concurrency. ``reserve`` is an ``INSERT ... ON CONFLICT DO NOTHING``: exactly one contender inserts
     a free key, in any process on any host. A key that holds an expired receipt or a lapsed read is
@@ -199,9 +263,11 @@ class PostgresReceiptStore:
     Deadlines. A call waits for a pooled connection (or a new one) no longer than its ``timeout_s``,
     and sets ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` for its
     transaction (``SET LOCAL``, through ``set_config``) from what is left of it: a locked row or table,
-    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. Opening a connection is
-    bounded the same way, whatever the driver does; give the factory its own connect timeout too
-    (psycopg: ``connect_timeout``), so abandoned attempts end.
+    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. A COMMIT's wait for a
+    synchronous standby is not bounded by those settings: every call is watched (`_Watchdog`) and
+    cancelled at its deadline, its connection dropped, its outcome unknown (as after a lost commit,
+    below). Opening a connection is bounded the same way, whatever the driver does; give the factory its
+    own connect timeout too (psycopg: ``connect_timeout``), so abandoned attempts end.
 
     Lost connections. Any driver error is ``ReceiptStoreUnavailable`` for the call that met it (retry
     later), and the connection is dropped if it cannot be rolled back; the next call opens a new one. A
@@ -226,6 +292,7 @@ class PostgresReceiptStore:
         pool_size: int = POOL_SIZE,
         paramstyle: Optional[str] = None,
         open_timeout_s: float = OPEN_TIMEOUT_S,
+        monotonic: Optional[Callable[[], float]] = None,
     ) -> None:
         if not callable(connect):
             raise TypeError("connect must be a callable that returns a new DB-API connection")
@@ -234,6 +301,10 @@ class PostgresReceiptStore:
         if clock is not None and not callable(clock):
             raise TypeError("clock must be None (the database's clock) or a callable returning epoch seconds")
         self._clock = clock
+        self._monotonic = system_monotonic if monotonic is None else monotonic
+        self._guard = StepGuard(lambda: _epoch_seconds(clock()) if clock is not None else math.nan,
+                                self._monotonic, max(self._ttl_s, self._lease_s))
+        self._guard_lock = threading.Lock()  # calls run on several connections at once
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
         if paramstyle is not None and paramstyle not in _PARAMSTYLES:
@@ -241,6 +312,7 @@ class PostgresReceiptStore:
         open_timeout_s = rules.check_duration("open_timeout_s", open_timeout_s)
         given_key = None if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
         self._pool = _Pool(connect, pool_size)
+        self._watchdog = _Watchdog()
         self._orphans: List[Tuple[Tuple[str, str, str], str]] = []  # reservations whose commit was lost
         self._orphans_lock = threading.Lock()
         self._reserves_since_purge = 0
@@ -248,12 +320,16 @@ class PostgresReceiptStore:
         try:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
+            if _canceller(first) is None:
+                logger.warning("the receipt database driver's connections have no cancel(): a call still running "
+                               "at its deadline (a COMMIT waiting for a synchronous standby) cannot be cut there")
             driver = sys.modules.get(type(first).__module__.partition(".")[0])
             self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
                                            lease_s=self._lease_s, ttl_s=self._ttl_s)
             self._fingerprint_key = self._call_until(deadline, lambda transaction: self._set_up(transaction, given_key))
         except BaseException:
+            self._watchdog.close()
             self._pool.close()
             raise
 
@@ -315,7 +391,8 @@ class PostgresReceiptStore:
     ) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
-        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values))
+        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values)
+                          or transaction.row("completed_by", values) is not None)
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -356,13 +433,16 @@ class PostgresReceiptStore:
         return self._call(timeout_s, lambda transaction: self._purge(transaction, limit))
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
-        values = self._values(None, tenant=tenant, approval_id=approval_id, expires_at=expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
+        values = self._values(None, tenant=_stored_part(tenant), approval_id=_stored_part(approval_id),
+                              expires_at=expires_at, left=left)
         return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
 
     def close(self) -> None:
+        self._watchdog.close()
         self._pool.close()
 
     def __enter__(self) -> "PostgresReceiptStore":
@@ -374,13 +454,31 @@ class PostgresReceiptStore:
     # -- helpers ------------------------------------------------------------------------------
 
     def _values(self, address: Optional[Tuple[str, str, str]], **more: Any) -> Dict[str, Any]:
-        """A statement's parameters: the key's address, what else it needs, and this process's "now"
-        when the store runs on an injected clock (the database's clock needs no parameter)."""
-        values: Dict[str, Any] = {} if address is None else {"tenant": address[0], "tool": address[1], "key": address[2]}
+        """A statement's parameters: the key's address as stored (`_stored_part`; the whole text of a
+        part stored as a digest goes in full_*), what else it needs, and this process's "now" when the
+        store runs on an injected clock (the database's clock needs no parameter)."""
+        if address is None:
+            values: Dict[str, Any] = {}
+        else:
+            tenant, tool, key = address
+            values = {"tenant": _stored_part(tenant), "tool": _stored_part(tool), "key": _stored_part(key)}
+            values["full_tenant"] = None if values["tenant"] is tenant else tenant
+            values["full_tool"] = None if values["tool"] is tool else tool
+            values["full_key"] = None if values["key"] is key else key
         values.update(more)
-        if self._clock is not None:
-            values["now"] = _epoch_seconds(self._clock())
+        with self._guard_lock:
+            if self._clock is not None:
+                values["now"], values["stamp"] = self._guard.times()
+            else:  # the database's clock is bounded by what this process has seen pass (None: not yet)
+                floor = self._guard.floor(self._monotonic())
+                values["floor"] = floor if math.isfinite(floor) else None
         return values
+
+    def _observe_database_clock(self, database_now: Any, received_at: float) -> None:
+        """The database's clock as a call's first statement read it: what the guard's floor follows."""
+        if self._clock is None and isinstance(database_now, (int, float)):
+            with self._guard_lock:
+                self._guard.observe(float(database_now), received_at)
 
     def _call(self, timeout_s: Optional[float], work: Callable[["_Transaction"], _Answer]) -> _Answer:
         return self._call_until(_monotonic() + store_timeout(timeout_s), work)
@@ -395,26 +493,35 @@ class PostgresReceiptStore:
         for attempt in (1, 2):
             connection = self._pool.checkout(deadline)
             transaction = _Transaction(self, connection, deadline)
+            watch = self._watchdog.watch(deadline, connection)  # cancels the call if it runs past its deadline
             try:
                 transaction.bound_by_deadline()
             except self._errors as error:
-                if transaction.abandon() and attempt == 1:
+                cut = self._watchdog.unwatch(watch)
+                if transaction.abandon(cut=cut) and attempt == 1 and not cut:
                     logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
                     continue
                 raise _unavailable("could not start a transaction", error) from error
             except BaseException:
-                transaction.abandon()
+                transaction.abandon(cut=self._watchdog.unwatch(watch))
                 raise
             try:
                 self._free_orphans(transaction)
                 answer = work(transaction)
                 transaction.commit()
             except self._errors as error:
-                transaction.abandon()
-                raise _unavailable("a statement failed", error) from error
+                cut = self._watchdog.unwatch(watch)
+                transaction.abandon(cut=cut)
+                raise _unavailable("cut at its deadline" if cut else "a statement failed", error) from error
             except BaseException:
-                transaction.abandon()
+                transaction.abandon(cut=self._watchdog.unwatch(watch))
                 raise
+            if self._watchdog.unwatch(watch):
+                # The deadline passed before the call was done (a COMMIT waiting for a synchronous standby,
+                # say): it was cancelled, and whether it committed is unknown, as after a lost connection.
+                transaction.abandon(cut=True)
+                raise ReceiptStoreUnavailable("the receipt database did not confirm the call within its timeout "
+                                              "(cancelled at the deadline; it may have committed)")
             self._pool.checkin(connection)
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
@@ -479,7 +586,11 @@ class PostgresReceiptStore:
             transaction.execute_sql(statement)
         meta = transaction.meta()
         stored_version = meta.get(_VERSION_ROW)
-        if stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
+        if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
+            for statement in _MIGRATE_FROM_V1:
+                transaction.execute_sql(statement)
+            transaction.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
+        elif stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
             raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
                              f"understands ({POSTGRES_SCHEMA_VERSION})")
         key, new_rows = _settle_fingerprint_key(meta, given_key)
@@ -510,7 +621,9 @@ class _Transaction:
         statement_ms = str(min(max(left_ms, 1), _MAX_TIMEOUT_MS))
         idle_ms = str(min(max(left_ms, IDLE_IN_TRANSACTION_FLOOR_MS), _MAX_TIMEOUT_MS))
         self.execute("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
-        self._cursor.fetchall()
+        row = self._cursor.fetchone()
+        if row is not None:
+            self._store._observe_database_clock(row[-1], self._store._monotonic())
 
     def execute(self, name: str, values: Mapping[str, Any]) -> Any:
         statement = self._store._statements[name]
@@ -569,12 +682,16 @@ class _Transaction:
         self._close_cursor()
         self._connection.commit()
 
-    def abandon(self) -> bool:
+    def abandon(self, *, cut: bool = False) -> bool:
         """The call failed: run the failure actions and roll back; True when the connection was dead
-        (and has been dropped)."""
+        (and has been dropped). A connection the watchdog `cut` is dropped too: the cancel it was sent
+        may still arrive, and would then cancel whatever the connection ran next."""
         self._close_cursor()
         if self._on_failure is not None:
             self._on_failure()
+        if cut:
+            self._store._pool.discard(self._connection)
+            return True
         return self._store._drop_if_broken(self._connection)
 
     def _close_cursor(self) -> None:
@@ -584,6 +701,87 @@ class _Transaction:
                 cursor.close()
             except Exception:  # noqa: BLE001 - a cursor of a dead connection: nothing to free
                 pass
+
+
+class _Watchdog:
+    """Cancels a call still running on its connection at the call's deadline.
+
+    The server bounds each statement by ``statement_timeout``, but not the wait a COMMIT makes once it is
+    written: for a synchronous standby (``synchronous_standby_names``), or for the disk. Only a cancel
+    request ends that wait (the server then keeps the commit it made locally, and says so with a
+    warning), so every call is watched from its start: one thread per store, woken only when a deadline
+    earlier than the one it waits for comes in, sends the connection's cancel (``cancel_safe`` or
+    ``cancel``, as psycopg and psycopg2 have them; on a thread of its own) when a call's time is up. The
+    call then ends as a call whose connection was lost: unavailable, its outcome unknown (`_call_until`).
+    A driver without a cancel method leaves such a wait to the server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._watched: Dict[int, Tuple[float, Any]] = {}  # ticket -> (deadline, connection)
+        self._tickets = 0
+        self._wakes_at = math.inf  # when the thread looks next (inf: only when a call is watched)
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def watch(self, deadline: float, connection: Any) -> int:
+        """Watch a call until `deadline` (monotonic); the ticket to `unwatch` it with."""
+        with self._lock:
+            self._tickets += 1
+            ticket = self._tickets
+            self._watched[ticket] = (deadline, connection)
+            if deadline < self._wakes_at and not self._closed:
+                self._wakes_at = deadline
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="agent-lab-postgres-watchdog",
+                                                    daemon=True)
+                    self._thread.start()
+                else:
+                    self._wake.notify()
+            return ticket
+
+    def unwatch(self, ticket: int) -> bool:
+        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent)."""
+        with self._lock:
+            return self._watched.pop(ticket, None) is None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+
+    def _run(self) -> None:
+        with self._lock:
+            while not self._closed:
+                now = _monotonic()
+                due = [ticket for ticket, (deadline, _) in self._watched.items() if deadline <= now]
+                connections = [self._watched.pop(ticket)[1] for ticket in due]
+                self._wakes_at = min((deadline for deadline, _ in self._watched.values()), default=math.inf)
+                for connection in connections:
+                    threading.Thread(target=_cancel_quietly, args=(connection,), name="agent-lab-postgres-cancel",
+                                     daemon=True).start()
+                if not connections:
+                    self._wake.wait(None if self._wakes_at == math.inf else min(self._wakes_at - now,
+                                                                               threading.TIMEOUT_MAX))
+
+
+def _canceller(connection: Any) -> Optional[Callable[[], Any]]:
+    """The connection's way to cancel what it runs from another thread, if its driver has one."""
+    for name in ("cancel_safe", "cancel"):
+        method = getattr(connection, name, None)
+        if callable(method):
+            return method
+    return None
+
+
+def _cancel_quietly(connection: Any) -> None:
+    cancel = _canceller(connection)
+    if cancel is None:
+        return
+    try:
+        cancel()
+    except Exception as error:  # noqa: BLE001 - the connection may be closed or dead by now: nothing to cancel
+        logger.debug("cancelling a receipt-database call at its deadline failed: %s", type(error).__name__)
 
 
 class _Pool:
@@ -690,8 +888,12 @@ _PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
 
 
 def _render_all(paramstyle: str, injected_clock: bool, *, lease_s: float, ttl_s: float) -> Dict[str, _Statement]:
-    now = "CAST(:now AS double precision)" if injected_clock else DATABASE_CLOCK
-    return {name: _render(template.format(now=now, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
+    if injected_clock:  # the guarded times of this process's clock, sent with each statement
+        now, stamp = "CAST(:now AS double precision)", "CAST(:stamp AS double precision)"
+    else:  # the database's clock, bounded by this process's guard of it (a NULL floor bounds nothing)
+        now = f"LEAST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
+        stamp = f"GREATEST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
+    return {name: _render(template.format(now=now, stamp=stamp, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
             for name, template in _SQL.items()}
 
 
@@ -745,6 +947,21 @@ def _close_quietly(connection: Any) -> None:
         connection.close()
     except Exception:  # noqa: BLE001 - closing a dead connection may fail; there is nothing left to free
         pass
+
+
+def _stored_part(text: str) -> str:
+    """How a tenant, tool, key or approval id is stored in a primary key: as it is, or (too long for a
+    btree row, or starting with DIGEST_PREFIX, so that no text is ever stored as another's digest)
+    DIGEST_PREFIX + the hex SHA-256 of its UTF-8 text. The same text always gives the same form, and two
+    texts never share one (short of a SHA-256 collision). Returns `text` itself when it is kept."""
+    if len(text) <= _SURELY_SHORT and not text.startswith(DIGEST_PREFIX):  # at most 4 UTF-8 bytes a character
+        return text
+    if len(text.encode("utf-8")) <= STORED_PART_MAX_BYTES and not text.startswith(DIGEST_PREFIX):
+        return text
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_SURELY_SHORT = STORED_PART_MAX_BYTES // 4
 
 
 def _epoch_seconds(now: Any) -> float:

@@ -170,7 +170,9 @@ class ReceiptStore(Protocol):
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
         """Store the result record for ``owner``'s reservation (also after its lease lapsed, as long
-        as nobody took the key over or resolved it); False, storing nothing, otherwise."""
+        as nobody took the key over or resolved it); False, storing nothing, otherwise. A repeat by the
+        same owner with the same record (its first answer was lost, say with a connection) changes
+        nothing and is True: that record is the receipt. Its ttl counts from the first completion."""
         ...
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
@@ -206,11 +208,16 @@ class ReceiptStore(Protocol):
         ...
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
         """Spend a single-use approval, atomically: True for its first use (from now on it is used, for
         every registry sharing the store), False when it was used before. ``expires_at`` is the
-        approval's expiry; the store remembers the use at least until then plus its receipt ``ttl_s``."""
+        approval's expiry and ``now`` the time by the clock that checks it (the registry's): the store
+        remembers the use for the validity left by that clock (``expires_at - now``), measured on its
+        own, plus its receipt ``ttl_s``, so a host whose clock lags the store's by any amount never finds
+        a spent approval forgotten while it still takes it for valid. Without ``now`` the expiry is read
+        on the store's own clock (then only lags under ``ttl_s`` are covered)."""
         ...
 
     def close(self) -> None:

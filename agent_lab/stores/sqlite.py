@@ -10,6 +10,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
 from . import _rules as rules
+from ._clock import StepGuard, boot_identity, system_monotonic
 from .protocol import (
     PURGE_LIMIT,
     Lapse,
@@ -72,6 +73,8 @@ CREATE TABLE IF NOT EXISTS approvals (
 ) WITHOUT ROWID
 """
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
+_ANCHOR_ROW = "clock_anchor"  # "<boot id> <StepGuard.saved()>": the clock guard's state for this boot
+_SAVE_ANCHOR = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_anchor', ?)"
 
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
 # The fencing rule (rules.held_by) and the resolving rule (rules.may_resolve) as SQL.
@@ -93,7 +96,10 @@ _UPSERT_ENTRY = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _RENEW = "UPDATE receipts SET expires_at = ? WHERE " + _WHERE_HELD_BY
-_COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_HELD_BY
+# The holder keeps its owner token in the receipt: a completion that changes nothing is then asked
+# whether it is a retry of one that landed (its first answer was lost): its own record under its owner.
+_COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ? WHERE " + _WHERE_HELD_BY
+_COMPLETED_BY = "SELECT 1 FROM receipts WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = ? AND record = ?"
 _RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
 _RESOLVE_HAPPENED = (
     "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
@@ -148,7 +154,13 @@ class SqliteReceiptStore:
     waits for that lock, and then for SQLite's (its busy timeout, set per call), only as long as its
     ``timeout_s`` allows; then it raises ``ReceiptStoreUnavailable``, having changed nothing.
     Expiry times are absolute ``clock()`` seconds, so the default wall clock (``time.time``) is the
-    right one for a file shared between processes and restarts; a monotonic clock is not.
+    right one for a file shared between processes and restarts; a monotonic clock is not. The wall
+    clock is guarded against steps by ``monotonic`` (see `agent_lab.stores._clock`): nothing expires
+    sooner than the monotonic clock says, so a wall clock stepped forward by more than a ttl never lets
+    a retry run again. With the system's monotonic clock (the default) on Linux, the guard's anchor is
+    kept in the file for the current boot, so a process that opens the file after a step (a restart)
+    still counts from before it; after a reboot, or with a ``monotonic`` you pass, the anchor is taken
+    when the store opens. A test that moves time by hand moves both clocks.
 
     Fingerprint key: a new file gets a random key, stored in it (table ``store_meta``) inside the
     transaction that creates the schema, so processes opening a new file at once all read the one key.
@@ -183,10 +195,14 @@ class SqliteReceiptStore:
         clock: Callable[[], float] = time.time,
         synchronous: str = "NORMAL",
         fingerprint_key: Optional[bytes] = None,
+        monotonic: Optional[Callable[[], float]] = None,
     ) -> None:
         self._ttl_s = rules.check_duration("ttl_s", ttl_s)
         self._lease_s = rules.check_duration("lease_s", lease_s)
         self._clock = clock
+        self._guard = StepGuard(clock, system_monotonic if monotonic is None else monotonic,
+                                max(self._ttl_s, self._lease_s))
+        self._boot = boot_identity() if monotonic is None else None  # keep the anchor in the file for it
         level = synchronous.upper() if isinstance(synchronous, str) else None
         if level not in _SYNCHRONOUS_LEVELS:
             raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS_LEVELS)}")
@@ -197,8 +213,12 @@ class SqliteReceiptStore:
         self._busy_timeout_ms = BUSY_TIMEOUT_MS
         self._busy_timeout_for = -1.0  # the `timeout_s` the busy timeout was last set for
         self._call_deadline = 0.0  # monotonic: when the current call's time is up (set by `_call`)
-        connection, self._fingerprint_key = _open_connection(os.fspath(path), level, given_key)
+        self._path = os.fspath(path)
+        connection, self._fingerprint_key = _open_connection(self._path, level, given_key, self._boot, self._guard)
         self._connection: Optional[sqlite3.Connection] = connection
+        # The file this store opened, by device and inode: a call finding another file (or none) under the
+        # path refuses, so a store whose file was deleted or replaced never splits in two (see `_call`).
+        self._identity = _file_identity(self._path)
 
     @property
     def lease_s(self) -> float:
@@ -224,14 +244,14 @@ class SqliteReceiptStore:
         owner = rules.new_owner_token()
 
         def work(connection: sqlite3.Connection) -> Reservation:
-            now = self._clock()
+            now, stamp = self._times(connection)
             if self._sweep_now_and_then(connection, now):  # its DELETE may have waited for the lock
                 self._wait_no_longer_than_the_call(connection)
             # 1. Take a key no row holds, in one atomic statement.
-            if _changed(connection.execute(_CLAIM, (*address, fingerprint, now + self._lease_s, owner, lapse_value))):
+            if _changed(connection.execute(_CLAIM, (*address, fingerprint, stamp + self._lease_s, owner, lapse_value))):
                 return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             # 2. Answer from the row as it is now (a replay needs no write lock).
-            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, self._clock())
+            answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
             if answer is not None:
                 return answer
             # 3. The row has nothing to keep (expired), or was removed after 1: decide again under the
@@ -239,13 +259,13 @@ class SqliteReceiptStore:
             #    lock already: this wait gets only what is left of the call's time.
             self._wait_no_longer_than_the_call(connection)
             with _immediate_transaction(connection):
-                now = self._clock()
+                now, stamp = self._times(connection)
                 answer = rules.decide_reserve(_read_entry(connection, address), fingerprint, now)
                 if answer is not None:
                     return answer
                 connection.execute(
                     _UPSERT_ENTRY,
-                    (*address, fingerprint, rules.IN_FLIGHT, None, now + self._lease_s, owner, lapse_value),
+                    (*address, fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner, lapse_value),
                 )
                 return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
 
@@ -255,7 +275,7 @@ class SqliteReceiptStore:
         rules.check_owner(owner)
         address = rules.address(key)
         return self._call(timeout_s, lambda connection: _changed(
-            connection.execute(_RENEW, (self._clock() + self._lease_s, *address, owner))))
+            connection.execute(_RENEW, (self._times(connection)[1] + self._lease_s, *address, owner))))
 
     def complete(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
@@ -263,8 +283,13 @@ class SqliteReceiptStore:
         rules.check_owner(owner)
         text = rules.record_text(record)
         address = rules.address(key)
-        return self._call(timeout_s, lambda connection: _changed(
-            connection.execute(_COMPLETE, (text, self._clock() + self._ttl_s, *address, owner))))
+        def work(connection: sqlite3.Connection) -> bool:
+            expires_at = self._times(connection)[1] + self._ttl_s
+            if _changed(connection.execute(_COMPLETE, (text, expires_at, *address, owner))):
+                return True
+            return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
+
+        return self._call(timeout_s, work)
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
@@ -284,21 +309,23 @@ class SqliteReceiptStore:
         address = rules.address(key)
 
         def work(connection: sqlite3.Connection) -> bool:
-            now = self._clock()
+            now, stamp = self._times(connection)
             if text is None:
                 return _changed(connection.execute(_RESOLVE_NOT_HAPPENED, (*address, now, fingerprint)))
-            return _changed(connection.execute(_RESOLVE_HAPPENED, (text, now + self._ttl_s, *address, now, fingerprint)))
+            return _changed(connection.execute(_RESOLVE_HAPPENED,
+                                               (text, stamp + self._ttl_s, *address, now, fingerprint)))
 
         return self._call(timeout_s, work)
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
         address = rules.address(key)
-        return self._call(timeout_s, lambda connection: rules.status_of(_read_entry(connection, address), self._clock()))
+        return self._call(timeout_s, lambda connection: rules.status_of(_read_entry(connection, address),
+                                                                        self._times(connection)[0]))
 
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
         rules.check_limit(limit)
         rows = self._call(timeout_s, lambda connection: connection.execute(
-            _SELECT_UNRESOLVED, (self._clock(), limit)).fetchall())
+            _SELECT_UNRESOLVED, (self._times(connection)[0], limit)).fetchall())
         return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
@@ -306,7 +333,7 @@ class SqliteReceiptStore:
 
         def work(connection: sqlite3.Connection) -> int:
             with _immediate_transaction(connection):
-                now = self._clock()
+                now = self._times(connection)[0]
                 deleted = connection.execute(_PURGE_RECEIPTS, (now, limit)).rowcount
                 if deleted < limit:
                     deleted += connection.execute(_PURGE_APPROVALS, (now, limit - deleted)).rowcount
@@ -315,13 +342,14 @@ class SqliteReceiptStore:
         return self._call(timeout_s, work)
 
     def consume_approval(
-        self, tenant: str, approval_id: str, *, expires_at: float, timeout_s: Optional[float] = None
+        self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
+        timeout_s: Optional[float] = None,
     ) -> bool:
-        tenant, approval_id, expires_at = rules.check_approval(tenant, approval_id, expires_at)
+        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
 
         def work(connection: sqlite3.Connection) -> bool:
-            now = self._clock()
-            kept_until = rules.approval_kept_until(expires_at, now, self._ttl_s)
+            now, stamp = self._times(connection)
+            kept_until = rules.approval_kept_until(expires_at, left, stamp, self._ttl_s)
             return _changed(connection.execute(_SPEND_APPROVAL, (tenant, approval_id, kept_until, now)))
 
         return self._call(timeout_s, work)
@@ -349,6 +377,10 @@ class SqliteReceiptStore:
             connection = self._connection
             if connection is None:
                 raise ValueError("the receipt store is closed")
+            if self._identity is not None and _file_identity(self._path) != self._identity:
+                raise ReceiptStoreUnavailable(
+                    "the receipt database file was removed or replaced while this store had it open; it refuses "
+                    "every call until that file is back (a new file would not know the receipts stored before)")
             try:
                 if left != self._busy_timeout_for:
                     self._wait_at_most(connection, left)
@@ -359,6 +391,20 @@ class SqliteReceiptStore:
                 raise ReceiptStoreUnavailable(f"the receipt database failed: {error}") from error
         finally:
             self._lock.release()
+
+    def _times(self, connection: sqlite3.Connection) -> Tuple[float, float]:
+        """(check, stamp): the time to decide expiry by, and to count new expiries from (`StepGuard`).
+        A step the guard has just taken becomes the file's anchor, for processes that open it later."""
+        guard = self._guard
+        times = guard.times()
+        if guard.changed:
+            guard.changed = False
+            if self._boot is not None:
+                try:
+                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {guard.saved()}",))
+                except sqlite3.OperationalError:  # busy: kept in this process; the next change saves it
+                    pass
+        return times
 
     def _wait_no_longer_than_the_call(self, connection: sqlite3.Connection) -> None:
         """Before another statement of a call that may wait for SQLite's lock (each statement waits up
@@ -423,8 +469,10 @@ def _changed(cursor: sqlite3.Cursor) -> bool:
     return cursor.rowcount == 1
 
 
-def _open_connection(path: str, synchronous: str, given_key: Optional[bytes]) -> Tuple[sqlite3.Connection, bytes]:
-    """Open the file in WAL mode, make sure the schema is there and settle the fingerprint key."""
+def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], boot: Optional[str],
+                     guard: StepGuard) -> Tuple[sqlite3.Connection, bytes]:
+    """Open the file in WAL mode, make sure the schema is there, settle the fingerprint key and the clock
+    guard's anchor (kept in the file for the current `boot`; None: this store's own)."""
     _create_private_file(path)
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -433,7 +481,7 @@ def _open_connection(path: str, synchronous: str, given_key: Optional[bytes]) ->
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         _use_wal(connection)
         connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
-        key = _ensure_schema(connection, given_key)
+        key = _ensure_schema(connection, given_key, boot, guard)
     except BaseException:
         connection.close()
         raise
@@ -476,16 +524,41 @@ def _create_private_file(path: str) -> None:
 
     Receipts hold real tool results (only the tools' `redact` fields are masked), so the file should
     not be world-readable; SQLite gives its -wal and -shm files the same permissions as the database.
+
+    A missing file beside a write-ahead log that is not empty is refused (ReceiptStoreUnavailable): the
+    database was deleted while in use, and a new file there would both lose its receipts and meet its log.
     """
     if path in ("", ":memory:"):
         return
+    if not os.path.exists(path):
+        try:
+            wal_bytes = os.path.getsize(path + "-wal")
+        except OSError:
+            wal_bytes = 0
+        if wal_bytes > 0:
+            raise ReceiptStoreUnavailable(
+                "the receipt database file is missing but its write-ahead log (-wal) is still there: it was "
+                "deleted while in use; restore it, or remove the -wal and -shm files to start an empty store")
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(descriptor)
 
 
-def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
-    """Create or migrate the schema and return the fingerprint key, all in one write transaction, so
-    that processes opening one new file at once wait for each other and agree on everything."""
+def _file_identity(path: str) -> Optional[Tuple[int, int]]:
+    """The (device, inode) of the file at `path`; None for an in-memory database or a missing file."""
+    if path in ("", ":memory:"):
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
+
+
+def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], boot: Optional[str],
+                   guard: StepGuard) -> bytes:
+    """Create or migrate the schema, settle the clock guard's state and return the fingerprint key, all in
+    one write transaction, so that processes opening one new file at once wait for each other and agree
+    on everything."""
     with _immediate_transaction(connection):
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -500,7 +573,23 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes]) -
             connection.execute(_CREATE_META)
             connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _settle_anchor(connection, boot, guard)
         return _settle_fingerprint_key(connection, given_key)
+
+
+def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> None:
+    """The clock guard's state: the one kept in the file for this boot (its anchor, and a step it holds,
+    which a process started after the step then holds on until the same moment), or (a new boot, a new
+    file, or no boot to keep it for) an anchor at the clocks' offset now, kept for this boot from now on."""
+    if boot is not None:
+        row = connection.execute("SELECT value FROM store_meta WHERE name = ?", (_ANCHOR_ROW,)).fetchone()
+        kept_boot, _, kept = str(row[0]).partition(" ") if row is not None else ("", "", "")
+        if kept_boot == boot and guard.restore(kept):
+            return
+    guard.times()  # the first reading anchors the guard at now's offset
+    guard.changed = False
+    if boot is not None:
+        connection.execute(_SAVE_ANCHOR, (f"{boot} {guard.saved()}",))
 
 
 def _settle_fingerprint_key(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
