@@ -118,14 +118,16 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -
 
 
 def _servers(specs: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    """Each MCP server the specs were imported from, once, in the order its first tool comes."""
+    """Each MCP server the specs were imported from, once, in the order its first tool comes, with the
+    contract hash of each of its tools and what a lockfile said of it ("lock": None without one)."""
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for spec in specs:
         if spec.provenance is not None:
             origin = spec.provenance.to_dict()
             server = {key: origin[key] for key in ("server", "server_version", "transport", "address",
                                                    "protocol_version")}
-            seen.setdefault(tuple(server.values()), server)
+            entry = seen.setdefault(tuple(server.values()), {**server, "tools": {}})
+            entry["tools"][spec.name] = {"contract_hash": origin["contract_hash"], "lock": origin["lock"]}
     return tuple(seen.values())
 
 
