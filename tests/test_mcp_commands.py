@@ -237,6 +237,33 @@ class ServerLabTest(ProjectTest):
         markdown = (self.dir / "reports" / "tool-comparison.md").read_text()
         self.assertIn(f"- echo {locked['echo']['hash']} (lock: match)", markdown)
 
+    def test_the_gate_counts_an_output_schema_the_policy_declares_or_follows_al403_turned_off(self) -> None:
+        reads = {"permission": "notes:read", "effect": "read", "approval": "never", "open_world": False}
+        notes = {**reads, "effect": "write", "idempotency_key": "request_id"}  # its readOnlyHint is false
+        (self.dir / "reads.json").write_text(json.dumps({"tools": {"append_note": notes, "*": reads}}))
+        (self.dir / "typed.json").write_text(json.dumps({"tools": {"append_note": {**notes, "output_schema": "text"},
+                                                                   "*": {**reads, "output_schema": "text"}}}))
+        (self.dir / "echo.jsonl").write_text(json.dumps(CASES[2]) + "\n")
+        check = "every server tool declares an output schema"
+        with working_directory(self.dir):
+            untyped = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "reads.json", "--cases",
+                          "echo.jsonl")
+            typed = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "typed.json", "--cases",
+                        "echo.jsonl")
+            self.pyproject("""\
+                [tool.agent-lab.lint]
+                severity = { AL403 = "off" }
+                """)
+            waived = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "reads.json", "--cases",
+                         "echo.jsonl")
+        self.assertEqual(untyped[0], 1)
+        self.assertIn(f"[ ] {check}: append_note, slow, fail, big_output, rug_pull, environment", untyped[1])
+        self.assertEqual(typed[0], 0, typed[1] + typed[2])
+        self.assertIn(f"[x] {check}: all declared", typed[1])
+        self.assertEqual(waived[0], 0, waived[1] + waived[2])
+        self.assertIn(f"[x] {check}: not required (AL403 is off in the lint configuration): append_note, slow",
+                      waived[1])
+
     def test_tool_eval_of_a_lab_with_a_server_surface(self) -> None:
         (self.dir / "serverlab.py").write_text(textwrap.dedent(f"""\
             from agent_lab.lab import Lab, Surface

@@ -22,6 +22,7 @@ from agent_lab.contract import contract_from_mcp, contract_hash
 from agent_lab.lockfile import Lockfile, LockfileError
 from agent_lab.mcp_client import (
     STRICTEST_DEFAULTS,
+    TEXT_CONTENT_SCHEMA,
     UNREVIEWED_PERMISSION,
     PolicyError,
     ToolPolicy,
@@ -101,6 +102,8 @@ class PolicyTest(ServerCase):
                                  ({"tools": {"x": {"approval": "conditional"}}}, "needs a Python function"),
                                  ({"tools": {"x": {"colour": "red"}}}, "unknown setting 'colour'"),
                                  ({"tools": {"x": {"timeout_ms": True}}}, "positive number"),
+                                 ({"tools": {"x": {"output_schema": "json"}}}, 'a JSON Schema object, or "text"'),
+                                 ({"tools": {"x": {"output_schema": {"type": "text"}}}}, "not a valid JSON Schema"),
                                  ({"rules": {}}, "unknown key 'rules'")):
             with self.subTest(reason=reason):
                 with self.assertRaises(PolicyError) as caught:
@@ -142,6 +145,36 @@ class PolicyTest(ServerCase):
         with self.assertRaises(PolicyError) as caught:
             import_tools(self.client, policy={"tools": {"slow": {"idempotency_key": "seconds", "effect": "write"}}})
         self.assertIn("tools.slow", str(caught.exception))
+
+
+class OutputSchemaTest(ServerCase):
+    """A policy entry's output_schema: what the reviewer accepts back from a tool whose server declares none."""
+
+    policy = {"tools": {
+        **REVIEWED["tools"],
+        "slow": {**REVIEWED["tools"]["slow"], "output_schema": "text"},
+        "big_output": {**REVIEWED["tools"]["big_output"], "max_output_bytes": 65536,
+                       "output_schema": {"type": "object", "properties": {"content": {"maxItems": 0}}}},
+        "echo": {**REVIEWED["tools"]["echo"], "output_schema": "text"},
+    }}
+
+    def test_text_is_the_mcp_text_blocks_and_the_answer_is_checked_against_it(self) -> None:
+        self.assertEqual(self.registry.spec("slow").output_schema, TEXT_CONTENT_SCHEMA)
+        self.assertEqual(self.invoke("slow", {"seconds": 0}).output, {"content": [{"type": "text", "text": "done"}]})
+        self.assertEqual(self.invoke("big_output", {"kib": 1}).error.code, "invalid_tool_output")  # a text block
+
+    def test_a_tool_whose_server_declares_an_output_schema_keeps_its_own(self) -> None:
+        listed = next(tool for tool in self.client.list_tools() if tool["name"] == "echo")
+        self.assertEqual(self.registry.spec("echo").output_schema, listed["outputSchema"])
+        self.assertEqual(self.invoke("echo", {"text": "hi"}).output, {"text": "hi"})
+
+    def test_an_answer_that_is_not_text_is_refused_where_text_was_reviewed(self) -> None:
+        policy = {"tools": {"environment": {"permission": "notes:read", "effect": "read", "approval": "never",
+                                            "output_schema": {**TEXT_CONTENT_SCHEMA, "additionalProperties": False}}}}
+        with Registry() as registry:
+            import_tools(self.client, policy=policy).register(registry)
+            result = registry.invoke(ToolCall(name="environment", arguments={}), actor=ACTOR)
+        self.assertEqual(result.error.code, "invalid_tool_output")  # it sent structuredContent as well
 
 
 class PrefixTest(ServerCase):

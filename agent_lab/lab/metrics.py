@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..lint import LintConfig, Severity, lint_catalog
+from ..lint import RULES_BY_ID, LintConfig, Severity, lint_catalog
 from ..registry import Registry
 from .cases import Case
 from .grading import Grade, case_passed
@@ -80,6 +80,7 @@ class SurfaceCatalog:
     without_output_schema: tuple[str, ...]  # tool names
     redact_fields: frozenset[str]  # every field some tool redacts
     servers: tuple[dict[str, Any], ...] = ()  # the MCP servers its tools were imported from (Provenance)
+    output_schema_required: bool = True  # False: AL403 is off in the lint configuration, for the gate too
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -
         catalog_tokens=tokens,
         lint_errors=tuple(f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}" for finding in errors),
         without_output_schema=tuple(spec.name for spec in specs if spec.output_schema is None),
+        output_schema_required=(lint_config or LintConfig()).enabled(RULES_BY_ID["AL403"]),
         redact_fields=frozenset(field for spec in specs for field in spec.redact),
         servers=_servers(specs),
     )
@@ -194,9 +196,14 @@ def gate_checks(name: str, metrics: Mapping[str, Any], results: Sequence[CaseRes
     if comparison is not None:
         checks.append(GateCheck(f"{name} has no regression against the baseline", not comparison["regressions"],
                                 ", ".join(comparison["regressions"]) or "none"))
+    if catalog.output_schema_required or not catalog.without_output_schema:
+        checks.append(GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
+                                ", ".join(catalog.without_output_schema) or "all declared"))
+    else:  # the project turned AL403 off in [tool.agent-lab.lint]: one table decides lint and gate alike
+        checks.append(GateCheck(f"every {name} tool declares an output schema", True,
+                                f"not required (AL403 is off in the lint configuration): "
+                                f"{', '.join(catalog.without_output_schema)} declare none"))
     checks += [
-        GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
-                  ", ".join(catalog.without_output_schema) or "all declared"),
         GateCheck(f"{name} has no error-level lint finding", not catalog.lint_errors,
                   "; ".join(catalog.lint_errors) or "none"),
     ]

@@ -22,7 +22,14 @@ from __future__ import annotations
 from .address import ServerAddress, parse_server
 from .importing import ImportedTool, LockSource, ServerImport, ServerRegistry, SkippedTool, import_tools, load_lock
 from .session import McpClient, connect
-from .tool_policy import STRICTEST_DEFAULTS, UNREVIEWED_PERMISSION, PolicyError, ToolPolicy, load_policy
+from .tool_policy import (
+    STRICTEST_DEFAULTS,
+    TEXT_CONTENT_SCHEMA,
+    UNREVIEWED_PERMISSION,
+    PolicyError,
+    ToolPolicy,
+    load_policy,
+)
 from .wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -37,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_S",
     "STRICTEST_DEFAULTS",
+    "TEXT_CONTENT_SCHEMA",
     "UNREVIEWED_PERMISSION",
     "ImportedTool",
     "LockSource",

@@ -26,7 +26,8 @@ is told to look up whether it happened); a request that never left this process 
 that left but got no answer (a timeout, a server that died) raises, so `invoke` answers
 `handler_exception` or `tool_timeout`, whose outcome for a write is `unknown`. A tool with an
 outputSchema returns its structuredContent (which `invoke` checks against that schema); one without
-returns `{"content": [...]}` (and `structuredContent` when the server sent one).
+returns `{"content": [...]}` (and `structuredContent` when the server sent one), checked against the
+policy entry's `output_schema` when it declares one.
 
 Drift: with `lock=` (a contract lockfile, `agent_lab.lockfile.Lockfile`, or its path), each tool's
 definition as listed is checked against the contract a person reviewed and locked (`agent-lab lock`). A
@@ -253,6 +254,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
     except RecursionError:
         raise _Skip("its definition is nested too deeply to hash (and to check)") from None
     entry, options = rules.entry_for(name)
+    declared = options.pop("output_schema", None)  # the reviewer's, for a tool whose server declares none
     raised = _raise_by_hints(options, tool.get("annotations"))
     input_schema, added_key = _with_idempotency_key(tool["inputSchema"], options.get("idempotency_key"), entry, name)
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
@@ -262,7 +264,8 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
                             lock=verdict.status.value if verdict is not None else None, definition=tool)
     description = tool.get("description") or tool.get("title") or name
     title = tool.get("title") if isinstance(tool.get("title"), str) else None
-    output_schema = tool.get("outputSchema")
+    listed_output = tool.get("outputSchema")
+    output_schema = listed_output if listed_output is not None else declared
     try:
         spec = ToolSpec(name=prefix + name, description=description, title=title, input_schema=input_schema,
                         output_schema=output_schema, provenance=provenance, **options)
@@ -275,7 +278,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         raise _Skip("its schema is nested too deeply to compile") from None
     refusal = verdict.refusal() if verdict is not None else None
     watch.remember(name, digest, contract)
-    handler = _handler(client, spec, name, watch, added_key, refusal, output_schema is not None)
+    handler = _handler(client, spec, name, watch, added_key, refusal, listed_output is not None)
     return ImportedTool(spec, handler, dict(tool), verdict)
 
 
