@@ -180,6 +180,10 @@ class CommandsTest(ProjectTest):
             (["inspect", "--mcp", f"{SERVER} lie-version"], "which it was not offered"),
             (["inspect", "--mcp", f"{SERVER} well-behaved", "--policy", str(self.dir / "none.toml")], "cannot read"),
             (["inspect", "--mcp", f"{SERVER} well-behaved", "--surface", "x"], "does not apply to MCP servers"),
+            (["inspect", "--mcp", f"{SERVER} well-behaved", "--lock", str(self.dir / "none.json")], "cannot read it"),
+            (["tool-eval", "--mcp", f"{SERVER} notebook", "--lock", str(self.dir / "policy.json")],
+             "not an agent-lab lockfile"),
+            (["lint", "--mcp", f"{SERVER} notebook", "--lock", str(self.dir / "cases.jsonl")], "not JSON"),
         ):
             with self.subTest(argv=argv):
                 code, out, err = run(*argv)
@@ -226,6 +230,9 @@ class ServerLabTest(ProjectTest):
             self.assertIn("candidate server             2/3 cases passed", out)  # echo refused; append_note runs
             failures = (self.dir / "reports" / "tool-failures.md").read_text()
             self.assertIn("tool_contract_changed", failures)
+            code, out, _ = run("lint", "--select", "AL6")  # the table's lock is lint's too
+            self.assertEqual(code, 1)
+            self.assertIn("AL601 error [hostile-notebook] echo at /description", out)
             code, _, err = run("lock")  # the table's servers, into the table's lock
             self.assertEqual((code, err.strip()), (0, "locked 2 tool(s) of 1 surface(s) in notebook.lock.json"))
             code, out, err = run("tool-eval")
@@ -283,7 +290,10 @@ class ServerLabTest(ProjectTest):
                 answers = [message for message in request["messages"] if message["role"] == "tool"]
                 if not answers:
                     return {"content": "", "tool_calls": [{"name": "echo", "arguments": {"text": "hi from the server"}}]}
-                return {"content": "The server said: " + answers[-1]["content"]["output"]["text"]}
+                answer = answers[-1]["content"]
+                if "output" not in answer:
+                    return {"content": "The server refused: " + answer["error"]["code"]}
+                return {"content": "The server said: " + answer["output"]["text"]}
             agent.scripted = True
             """))
         task = {"task_id": "echo-it", "split": "dev", "intent": "Echo a greeting through the server.",
@@ -298,6 +308,16 @@ class ServerLabTest(ProjectTest):
                                  "--model", "python:echo_agent:agent", "--repeats", "2", "--out", "out")
         self.assertEqual(code, 0, out + err)
         self.assertIn("server: 2/2 trials succeeded", out)
+        reviewed = self.dir / "reviewed"  # a lock of the server as reviewed, with another echo description
+        reviewed.mkdir()
+        (reviewed / "echo-description.txt").write_text("Echo the text back; use it to check the connection.")
+        with working_directory(self.dir):
+            self.assertEqual(run("lock", "--mcp", f"{SERVER} notebook {reviewed}", "--output", "r.lock.json")[0], 0)
+            code, out, err = run("model-eval", "--mcp", NOTEBOOK, "--policy", "policy.json", "--lock", "r.lock.json",
+                                 "--tasks", "tasks.jsonl", "--model", "python:echo_agent:agent", "--repeats", "2",
+                                 "--out", "out")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("server: 0/2 trials succeeded", out)  # echo drifted from the lock: refused, never run
 
     def test_lab_and_mcp_in_one_table_are_refused(self) -> None:
         self.pyproject("""\
