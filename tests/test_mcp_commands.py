@@ -138,12 +138,12 @@ class CommandsTest(ProjectTest):
                          [("AL401", "append_note")])
 
     def test_lint_of_a_server_shows_the_tools_its_import_left_out(self) -> None:
-        code, out, err = run("lint", "--mcp", f"{SERVER} poisoned", "--format", "json")
+        code, out, _ = run("lint", "--mcp", f"{SERVER} poisoned", "--format", "json")
         self.assertEqual(code, 1)
         findings = json.loads(out)["findings"]
-        self.assertIn(("AL001", "has spaces"), {(f["rule"], f["tool"]) for f in findings})
-        self.assertIn("AL206", {f["rule"] for f in findings if f["tool"] == "fine"})
-        self.assertIn("was not imported", err)
+        self.assertIn(("AL001", "has spaces"), {(f["rule"], f["tool"]) for f in findings})  # never imported
+        self.assertIn(("AL001", "deep"), {(f["rule"], f["tool"]) for f in findings})
+        self.assertIn("AL206", {f["rule"] for f in findings if f["tool"] == "fine"})  # imported
 
     def test_servers_on_one_command_line_are_linted_as_one_agents_tools(self) -> None:
         flows = {"tools": {  # echo returns what outsiders wrote; fail destroys without asking anyone
