@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = tool_eval.add_mutually_exclusive_group()
     source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
                         help="the lab (MODULE:ATTR or path/to/file.py:ATTR; default: the built-in ticket lab)")
-    _add_server_options(tool_eval, source)
+    _add_server_options(tool_eval, source, lock=True)
     tool_eval.add_argument("--cases", metavar="FILE", action="append", type=_path,
                            help="a JSONL case file (repeatable; default: the lab's own cases)")
     tool_eval.add_argument("--out", metavar="DIR", type=_path, help="report directory (default reports/)")
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_mcp.set_defaults(run=_serve_mcp)
 
     inspect = commands.add_parser("inspect", help="list each tool's runtime contract (a table, or --json)")
-    _add_source_options(inspect)
+    _add_source_options(inspect, lock=True)
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.set_defaults(run=_inspect)
     _add_model_eval_parser(commands)
@@ -85,25 +85,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_source_options(command: argparse.ArgumentParser, *, surface_default: str = "its one candidate",
-                        servers: bool = True) -> None:
+                        servers: bool = True, lock: bool = False) -> None:
     source = command.add_mutually_exclusive_group()
     source.add_argument("--lab", metavar="MODULE:ATTR", type=_text,
                         help="a Lab (MODULE:ATTR or path/to/file.py:ATTR; default: [tool.agent-lab] lab, else the built-in lab)")
     source.add_argument("--registry", metavar="MODULE:ATTR", type=_text,
                         help="a Registry, or a zero-argument function returning one")
     if servers:
-        _add_server_options(command, source)
+        _add_server_options(command, source, lock=lock)
     command.add_argument("--surface", metavar="NAME", type=_text,
                          help=f"which surface of the lab (default: {surface_default})")
 
 
-def _add_server_options(command: argparse.ArgumentParser, source: Any) -> None:
+def _add_server_options(command: argparse.ArgumentParser, source: Any, *, lock: bool = False) -> None:
     source.add_argument("--mcp", metavar="SERVER", action="append", type=_text,
                         help="an MCP server: a quoted command line, or an http(s):// URL (#VAR names the environment "
                              "variable holding its bearer token); repeatable. Default: [tool.agent-lab] mcp")
     command.add_argument("--policy", metavar="FILE", type=_path,
                          help="the policy for the servers' tools, TOML or JSON (default: [tool.agent-lab] policy; "
                               "without one every tool gets the strictest defaults)")
+    if lock:
+        command.add_argument("--lock", metavar="FILE", type=_path,
+                             help="check the servers' tools against this contract lockfile (written by `lock`): a "
+                                  "tool that drifted from it, or that it does not hold, is refused at every call "
+                                  "(tool_contract_changed). Default: [tool.agent-lab] lock")
 
 
 def _path(text: str) -> str:
@@ -147,7 +152,7 @@ def _tool_eval(args: argparse.Namespace) -> int:
 
     try:
         settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit, jobs=args.jobs,
-                                      mcp=args.mcp, policy=args.policy)
+                                      mcp=args.mcp, policy=args.policy, lock=args.lock)
         lab = settings.load_lab()
         case_files = settings.case_files(lab)
         if settings.set_aside:  # never silently: another lab's cases would fail this one's, or pass vacuously
@@ -216,28 +221,34 @@ def _bench(args: argparse.Namespace) -> int:
 # -- export, serve-mcp, inspect: one surface or registry -----------------------------------------------
 
 
-def _open_surfaces(args: argparse.Namespace, *, every: bool = False, candidates: bool = False) -> list[Any]:
+def _source(args: argparse.Namespace) -> Any:
+    """The command's LabSource: its flags over the project's [tool.agent-lab] (ConfigError otherwise)."""
+    from .lab.settings import lab_source, project_table
+
+    return lab_source(project_table(), lab=args.lab, mcp=getattr(args, "mcp", None),
+                      policy=getattr(args, "policy", None), lock=getattr(args, "lock", None))
+
+
+def _open_surfaces(args: argparse.Namespace, *, every: bool = False, candidates: bool = False,
+                   lock: str | None = None) -> list[Any]:
     """The registries the command works on (raises ConfigError or LabError with a one-line message):
     `--registry`; else `--surface` of the lab; else every surface (`every`), every candidate
-    (`candidates`) or the one candidate of the lab."""
+    (`candidates`) or the one candidate of the lab. Servers' tools are checked against `lock`."""
     from .lab.definition import LabError
     from .lab.inspection import open_lab_surfaces, open_registry
     from .lab.loader import BUILTIN_LAB, default_lab, load_lab
-    from .lab.settings import lab_source, project_table
 
     if args.registry is not None:
         if args.surface is not None:
             raise LabError("--surface names a surface of a lab; it does not apply to --registry")
         return [open_registry(args.registry)]
-    table = project_table()
-    reference, servers, policy = lab_source(table, lab=args.lab, mcp=getattr(args, "mcp", None),
-                                            policy=getattr(args, "policy", None))
+    reference, servers, policy, _ = _source(args)
     if servers:
         from .mcp_client.surfaces import open_server_surfaces
 
         if args.surface is not None:
             raise LabError("--surface names a surface of a lab; it does not apply to MCP servers")
-        return open_server_surfaces(servers, policy=policy)
+        return open_server_surfaces(servers, policy=policy, lock=lock)
     lab = default_lab() if reference is None else load_lab(reference)
     try:
         return open_lab_surfaces(lab, args.surface, every=every, candidates=candidates)
@@ -302,7 +313,7 @@ def _add_model_eval_parser(commands: Any) -> None:
     source = model_eval.add_mutually_exclusive_group()
     source.add_argument("--lab", metavar="MODULE:ATTR", help="the lab (default: lab in [tool.agent-lab] of "
                         "./pyproject.toml, else the built-in ticket lab)")
-    _add_server_options(model_eval, source)
+    _add_server_options(model_eval, source, lock=True)
     model_eval.add_argument("--tasks", metavar="FILE", action="append", type=_path,
                             help="a JSONL task file (repeatable; default: the built-in ticket lab's shipped tasks, "
                             "for that lab only)")
@@ -345,9 +356,10 @@ def _model_eval(args: argparse.Namespace) -> int:
 
     lab = None
     try:
-        reference, servers, policy = lab_source(project_table(), lab=args.lab, mcp=args.mcp, policy=args.policy)
+        reference, servers, policy, lock = lab_source(project_table(), lab=args.lab, mcp=args.mcp, policy=args.policy,
+                                                      lock=args.lock)
         lab = labglue.load_lab_target(reference or labglue.DEFAULT_LAB) if not servers else \
-            configured_lab(None, servers, policy)
+            configured_lab(None, servers, policy, lock)
         transport = UrllibTransport(timeout_s=args.timeout, max_attempts=args.attempts)
         progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         evaluation = run_model_eval(
@@ -435,7 +447,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from .lab.settings import ConfigError
 
     try:
-        surfaces = _open_surfaces(args, every=True)
+        surfaces = _open_surfaces(args, every=True, lock=_source(args).lock)
     except (ConfigError, LabError) as error:
         return _problem(str(error))
     described = []
@@ -477,16 +489,19 @@ def _add_lint_commands(commands: Any) -> None:
     lint.add_argument("--ignore", metavar="RULES", type=_rule_list, help="comma-separated rule ids or prefixes to skip")
     lint.add_argument("--output", metavar="FILE", type=_path, help="write the report to FILE instead of stdout")
     lint.add_argument("--lock", metavar="FILE", type=_path,
-                      help="report drift from this contract lockfile (written by `lock`) as AL6xx findings")
+                      help="report drift from this contract lockfile (written by `lock`) as AL6xx findings "
+                           "(default, for servers: [tool.agent-lab] lock)")
     lint.set_defaults(run=_lint)
     lock = commands.add_parser(
         "lock", help="write a contract lockfile: each tool's reviewed model-facing contract and its hash",
         description="Pin each tool's whole model-facing contract (name, title, description, input and output "
                     "schema, annotations) with its SHA-256, so `lint --lock FILE` reports what changed since review "
-                    "and a locked registry refuses to call a drifted tool. Surfaces as `lint` takes them.")
+                    "and a locked registry refuses to call a drifted tool. Surfaces as `lint` takes them; a server's "
+                    "tools are locked as the server lists them, its surface named by the server's own name.")
     _add_source_options(lock, surface_default="every candidate of the lab")
-    lock.add_argument("--output", metavar="FILE", type=_path, default=DEFAULT_LOCKFILE,
-                      help=f"where to write the lockfile (default {DEFAULT_LOCKFILE}; written atomically)")
+    lock.add_argument("--output", metavar="FILE", type=_path,
+                      help=f"where to write the lockfile (default: [tool.agent-lab] lock for its servers, else "
+                           f"{DEFAULT_LOCKFILE}; written atomically)")
     lock.set_defaults(run=_lock)
     cost = commands.add_parser("catalog-cost", help="bytes and tokens of each tool's definition, per host")
     _add_source_options(cost, surface_default="every candidate of the lab")
@@ -518,15 +533,20 @@ def _lint(args: argparse.Namespace) -> int:
 
     try:
         config = lint_config().with_overrides(select=args.select, ignore=args.ignore, hosts=args.host)
-        lock = Lockfile.load(args.lock) if args.lock is not None else None
+        source = _source(args)
+        servers = args.registry is None and bool(source.servers)
+        lock_file = args.lock if args.lock is not None else source.lock if servers else None
+        lock = Lockfile.load(lock_file) if lock_file is not None else None
         surfaces = _open_surfaces(args, candidates=True)
     except (ConfigError, LabError, LintConfigError, LockfileError) as error:
         return _problem(str(error))
     with contextlib.ExitStack() as opened:
         for surface in surfaces:
             opened.enter_context(surface.registry)
+        # Servers named together (--mcp repeated, or the table's mcp list) are one agent's tools: the
+        # toxic-flow rules run across them. A lab's surfaces are alternatives, linted one at a time.
         report = lint_surfaces([(_surface_label(surface), surface.registry) for surface in surfaces], config=config,
-                               lock=lock)
+                               lock=lock, together=servers and len(surfaces) > 1)
     render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
     if not _emit(render(report), args.output, "lint"):
         return EXIT_BAD_INPUT
@@ -542,7 +562,10 @@ def _lock(args: argparse.Namespace) -> int:
     from .lockfile import Lockfile
 
     try:
-        surfaces = _open_surfaces(args, candidates=True)
+        source = _source(args)
+        servers = args.registry is None and bool(source.servers)
+        output = args.output or (source.lock if servers else None) or DEFAULT_LOCKFILE
+        surfaces = _open_surfaces(args, candidates=True)  # never checked against the old lock: this replaces it
     except (ConfigError, LabError) as error:
         return _problem(str(error))
     catalogs = []
@@ -553,10 +576,10 @@ def _lock(args: argparse.Namespace) -> int:
         lock = Lockfile.from_surfaces(catalogs)
     except ValueError as error:  # two surfaces with one label
         return _problem(f"lock: {error}")
-    if not _emit(lock.dumps(), args.output, "lock"):
+    if not _emit(lock.dumps(), output, "lock"):
         return EXIT_BAD_INPUT
     tools = sum(len(specs) for _, specs in catalogs)
-    print(f"locked {tools} tool(s) of {len(catalogs)} surface(s) in {args.output}", file=sys.stderr)
+    print(f"locked {tools} tool(s) of {len(catalogs)} surface(s) in {output}", file=sys.stderr)
     return EXIT_OK
 
 

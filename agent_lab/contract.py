@@ -15,7 +15,10 @@ runtime half (AL4xx) do not apply to it, since a foreign tool's runtime half com
 policy, not from the server.
 
 `contract()` is the canonical plain form and `contract_hash()` the SHA-256 of its canonical JSON
-(`agent_lab.fingerprint.canonical_json`: key order and `1` versus `1.0` do not change it).
+(`agent_lab.fingerprint.canonical_json`: key order and `1` versus `1.0` do not change it). It is the
+one hash of a tool's contract: the lockfile pins it, `lint --lock` compares it, and a tool imported
+from a server carries it in `Provenance.contract_hash` (`agent_lab.mcp_client.importing` hashes the
+listed definition with `contract_hash(contract_from_mcp(tool))`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "ANNOTATION_DEFAULTS",
     "CONTRACT_KEYS",
     "ToolDefinition",
+    "contract_from_mcp",
     "contract_hash",
     "contract_of",
     "definitions_from_mcp",
@@ -148,15 +152,7 @@ class ToolDefinition:
     def contract(self) -> dict[str, Any]:
         """The canonical plain form: the six CONTRACT_KEYS, always all present (None where absent)."""
         if self.raw is not None:  # exactly what the server said, malformed parts and all
-            tool = self.raw
-            return {
-                "name": tool.get("name"),
-                "title": tool.get("title"),
-                "description": tool.get("description"),
-                "input_schema": tool.get("inputSchema"),
-                "output_schema": tool.get("outputSchema"),
-                "annotations": tool.get("annotations") if tool.get("annotations") is not None else {},
-            }
+            return contract_from_mcp(self.raw)
         return {
             "name": self.name,
             "title": self.title,
@@ -270,12 +266,32 @@ def definitions_from_mcp(tools: Any, *, source: Optional[str] = None,
     return definitions
 
 
+def contract_from_mcp(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """The canonical contract of a tool exactly as a server listed it (MCP's wire form), malformed parts
+    and all: the six CONTRACT_KEYS, None where a member is absent, annotations `{}` when absent."""
+    return {
+        "name": tool.get("name"),
+        "title": tool.get("title"),
+        "description": tool.get("description"),
+        "input_schema": tool.get("inputSchema"),
+        "output_schema": tool.get("outputSchema"),
+        "annotations": tool.get("annotations") if tool.get("annotations") is not None else {},
+    }
+
+
 def contract_of(subject: Any) -> dict[str, Any]:
-    """The canonical contract of a ToolSpec, a ToolDefinition, or an MCP tool (a mapping in wire form)."""
+    """The canonical contract of a ToolSpec, a ToolDefinition, or an MCP tool (a mapping in wire form).
+
+    A ToolSpec imported from a server (`agent_lab.mcp_client.import_tools`) has the contract the server
+    listed, kept in its `Provenance.definition`: that is what a person reviews and a lock pins, not
+    the spec built from it (whose runtime half, and an idempotency key the policy added, are ours)."""
     if isinstance(subject, ToolDefinition):
         return subject.contract()
     if isinstance(subject, Mapping):
-        return ToolDefinition.from_mcp(subject).contract()
+        return contract_from_mcp(subject)
+    provenance = getattr(subject, "provenance", None)
+    if provenance is not None and provenance.definition is not None:
+        return contract_from_mcp(provenance.definition)
     return ToolDefinition.from_spec(subject).contract()
 
 

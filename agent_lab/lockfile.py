@@ -36,7 +36,7 @@ from .errors import ToolError
 from .spec import TOOL_NAME_PATTERN
 
 __all__ = ["LOCKFILE_FORMAT", "MAX_LOCKFILE_BYTES", "LockedTool", "Lockfile", "LockfileError", "Verdict",
-           "VerdictStatus"]
+           "VerdictStatus", "model_safe_changes"]
 
 LOCKFILE_FORMAT = "agent-lab-lock/1"
 MAX_LOCKFILE_BYTES = 32 * 1024 * 1024
@@ -99,13 +99,21 @@ class Verdict:
                        f"must be reviewed and locked (agent-lab lock) before it can be used.")
             details: dict[str, Any] = {"status": self.status.value}
         else:
-            kinds = sorted({change.kind.value for change in self.changes})
+            places = model_safe_changes(self.changes)
+            kinds = sorted({place["kind"] for place in places})
             message = (f"The definition of {shown} changed since it was reviewed ({', '.join(kinds)}), so it "
                        f"will not run until someone reviews the change and locks it again. Do not retry; use "
                        f"another tool or tell the user.")
-            places = sorted({(_coarse(change.pointer), change.kind.value) for change in self.changes})
-            details = {"status": self.status.value, "changes": [{"where": where, "kind": kind} for where, kind in places]}
+            details = {"status": self.status.value, "changes": places}
         return ToolError.from_code("tool_contract_changed", message, details=details)
+
+
+def model_safe_changes(changes: Iterable[Change]) -> list[dict[str, str]]:
+    """The changes as a model may see them: `{"where": ..., "kind": ...}`, sorted and each once, where
+    `where` is the contract key (and a known hint's name), never a property name or anything else a
+    server chose, and `kind` a ChangeKind value."""
+    places = sorted({(_coarse(change.pointer), change.kind.value) for change in changes})
+    return [{"where": where, "kind": kind} for where, kind in places]
 
 
 def _coarse(pointer: str) -> str:
@@ -218,6 +226,14 @@ class Lockfile:
         return cls(locked)
 
     # -- judging -----------------------------------------------------------------------------------
+
+    def surface_for(self, *names: Optional[str]) -> Optional[str]:
+        """The surface a set of tools is checked against: the first of `names` the lock holds; else the
+        lock's only surface; else None (no surface of the lock is theirs: every tool is unlocked)."""
+        for name in names:
+            if name is not None and name in self._surfaces:
+                return name
+        return next(iter(self._surfaces)) if len(self._surfaces) == 1 else None
 
     def tools_of(self, surface: Optional[str] = None) -> Optional[Mapping[str, LockedTool]]:
         """The locked tools of `surface` (None: the lock's only surface); None when it is not locked."""

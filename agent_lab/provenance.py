@@ -4,17 +4,32 @@ A `ToolSpec` built by `agent_lab.mcp_client.importing` carries a `Provenance`: w
 and version, as it says: untrusted, shown for people), how it was reached (transport and address), which
 protocol revision, the hash of the model-facing definition exactly as the server listed it (so a
 reviewer, a lockfile or a later run can tell whether it changed), which policy entry supplied the
-runtime half, and which checks the server's own hints raised above that policy. `inspect`, the lint
-reports (SARIF names the server as the artifact) and the tool-eval reports show it. Local tools have none.
+runtime half, which checks the server's own hints raised above that policy, and what a contract
+lockfile said of the definition when the tool was imported (`lock`: match, drifted, unlocked; None
+without a lock). `inspect`, the lint reports (SARIF names the server as the artifact and carries the
+rest in properties) and the tool-eval reports show it. Local tools have none.
+
+`definition` is the tool exactly as listed (read-only), and `contract_hash` is
+`agent_lab.contract.contract_hash` of its contract: the one hash a lockfile pins, so a tool's
+provenance and its lock entry can be compared directly. It is not in `to_dict()` (reports show the hash).
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-__all__ = ["Provenance"]
+from .frozenjson import freeze
+
+__all__ = ["Provenance", "server_uri"]
+
+
+def server_uri(transport: str, address: str) -> str:
+    """A server as a URI (SARIF's artifact location): its URL, or `mcp+stdio:` and the command line."""
+    if transport == "stdio":
+        return "mcp+stdio:" + urllib.parse.quote(address, safe="/@:+-_.~")
+    return address
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +44,8 @@ class Provenance:
     contract_hash: str  # "sha256:<hex>" of the tool's model-facing definition as listed
     policy: str | None = None  # the policy entry that gave the runtime half (None: the strictest defaults)
     raised: tuple[str, ...] = ()  # checks the server's hints raised above the policy, one sentence each
+    lock: str | None = None  # the lockfile's verdict at import: "match", "drifted", "unlocked" (None: no lock)
+    definition: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)  # the tool as listed
 
     def __post_init__(self) -> None:
         for name in ("server", "transport", "address", "protocol_version", "contract_hash"):
@@ -41,15 +58,20 @@ class Provenance:
         if isinstance(self.raised, str) or not all(isinstance(item, str) for item in self.raised):
             raise ValueError("Provenance.raised must be a collection of sentences")
         object.__setattr__(self, "raised", tuple(self.raised))
+        if self.lock not in (None, "match", "drifted", "unlocked"):
+            raise ValueError("Provenance.lock must be 'match', 'drifted', 'unlocked' or None")
+        if self.definition is not None:
+            if not isinstance(self.definition, Mapping):
+                raise ValueError("Provenance.definition must be the tool as listed (a mapping) or None")
+            object.__setattr__(self, "definition", freeze(self.definition))
 
     @property
     def artifact_uri(self) -> str:
         """The server as a URI, for SARIF's artifact location: its URL, or `mcp+stdio:` and the command."""
-        if self.transport == "stdio":
-            return "mcp+stdio:" + urllib.parse.quote(self.address, safe="/@:+-_.~")
-        return self.address
+        return server_uri(self.transport, self.address)
 
     def to_dict(self) -> dict[str, Any]:
         return {"server": self.server, "server_version": self.server_version, "transport": self.transport,
                 "address": self.address, "protocol_version": self.protocol_version,
-                "contract_hash": self.contract_hash, "policy": self.policy, "raised": list(self.raised)}
+                "contract_hash": self.contract_hash, "policy": self.policy, "raised": list(self.raised),
+                "lock": self.lock}

@@ -1,10 +1,11 @@
-"""The real MCP reference servers the lint corpus comes from (no tests here).
+"""The real MCP reference servers the tests run against (no tests here).
 
-Each server is installed from its registry (PyPI or npm) and started over stdio. The tests find the
-executables on `MCP_SERVERS_PATH` (folders separated like PATH: a venv's bin/ with `mcp-server-time`,
-..., and an npm folder's node_modules/.bin with `mcp-server-everything`, ...); `.ci/run` installs them
-in throwaway folders and sets it. `capture()` reads a server's tools/list with the official MCP Python
-SDK client, the same way `python tests/fixtures/mcp_servers/capture.py` wrote the committed fixtures.
+Each server is installed from its registry (PyPI or npm) and started over stdio. Every test finds the
+executables one way: on `MCP_SERVERS_PATH` (folders separated like PATH: a venv's bin/ with
+`mcp-server-time`, ..., and an npm folder's node_modules/.bin with `mcp-server-everything`, ...);
+`.ci/run` installs them in throwaway folders and sets it. `listing()` reads a server's tools/list
+through our client (`agent_lab.mcp_client`); `capture()` reads it through the official MCP Python SDK
+client, the way the committed fixtures were written (one interop test checks that both agree).
 
 Run by hand (with the SDK installed) to refresh the fixtures:
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -57,24 +59,54 @@ SERVERS: tuple[ReferenceServer, ...] = (
 )
 
 
+def named(name: str) -> ReferenceServer:
+    """The server of that fixture name."""
+    return next(server for server in SERVERS if server.name == name)
+
+
 def executable(server: ReferenceServer) -> Optional[str]:
     """The server's executable on MCP_SERVERS_PATH, or None."""
     search = os.environ.get(PATH_VARIABLE)
     return shutil.which(server.executable, path=search) if search else None
 
 
-def missing_reason(server: ReferenceServer) -> Optional[str]:
-    """Why `server` cannot be started here, or None when it can."""
-    try:
-        import mcp  # noqa: F401
-    except ImportError as error:
-        return f"the MCP Python SDK is not importable ({error}); pip install mcp"
+def missing_reason(server: ReferenceServer, *, sdk: bool = False) -> Optional[str]:
+    """Why `server` cannot be started here (or, with `sdk`, read through the official SDK), else None."""
+    if sdk:
+        try:
+            import mcp  # noqa: F401
+        except ImportError as error:
+            return f"the MCP Python SDK is not importable ({error}); pip install mcp"
     if not os.environ.get(PATH_VARIABLE):
         return (f"{PATH_VARIABLE} is not set: install the reference servers ({server.registry}: {server.package}) "
                 f"and set it to the folders holding their executables (.ci/run does)")
     if executable(server) is None:
         return f"{server.executable} ({server.registry}: {server.package}) is not on {PATH_VARIABLE}"
     return None
+
+
+def command_line(server: ReferenceServer, scratch: str) -> str:
+    """The command line our client (and `--mcp`) starts the server with: NAME=VALUE words for its
+    environment, then the executable and its arguments, `{scratch}` replaced by `scratch`."""
+    command = executable(server)
+    if command is None:
+        raise RuntimeError(missing_reason(server) or f"{server.executable} not found")
+    words = [f"{key}={value.replace('{scratch}', scratch)}" for key, value in server.environment]
+    words += [command, *(argument.replace("{scratch}", scratch) for argument in server.arguments)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def listing(server: ReferenceServer) -> dict[str, Any]:
+    """tools/list (every page) of a reference server through our client, with its name, version and the
+    protocol revision agreed, in the fixtures' shape."""
+    from agent_lab.mcp_client import connect
+
+    with tempfile.TemporaryDirectory(prefix="mcp-server-") as scratch:
+        with connect(command_line(server, scratch), timeout_s=SESSION_TIMEOUT_S, cwd=scratch) as client:
+            tools = client.list_tools()
+            info = client.server_info
+            return {"server": {"name": info.get("name"), "version": info.get("version")},
+                    "protocolVersion": client.protocol_version, "tools": tools}
 
 
 def _wire(model: Any) -> dict[str, Any]:
@@ -121,9 +153,9 @@ def capture(server: ReferenceServer) -> dict[str, Any]:
     """A reference server's tools/list, with the registry package it came from."""
     command = executable(server)
     if command is None:
-        raise RuntimeError(missing_reason(server) or f"{server.executable} not found")
-    listing = capture_command(command, list(server.arguments), dict(server.environment))
-    return {**listing, "package": {"registry": server.registry, "name": server.package}}
+        raise RuntimeError(missing_reason(server, sdk=True) or f"{server.executable} not found")
+    captured = capture_command(command, list(server.arguments), dict(server.environment))
+    return {**captured, "package": {"registry": server.registry, "name": server.package}}
 
 
 def fixture_path(server: ReferenceServer) -> Path:
@@ -137,15 +169,15 @@ def load_fixture(server: ReferenceServer) -> dict[str, Any]:
 def main() -> int:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     for server in SERVERS:
-        reason = missing_reason(server)
+        reason = missing_reason(server, sdk=True)
         if reason is not None:
             print(f"{server.name}: skipped: {reason}", file=sys.stderr)
             continue
-        listing = capture(server)
-        fixture_path(server).write_text(json.dumps(listing, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
+        captured = capture(server)
+        fixture_path(server).write_text(json.dumps(captured, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
                                         encoding="utf-8")
-        print(f"{server.name}: {listing['server']['name']} {listing['server']['version']}, "
-              f"{len(listing['tools'])} tools")
+        print(f"{server.name}: {captured['server']['name']} {captured['server']['version']}, "
+              f"{len(captured['tools'])} tools")
     return 0
 
 

@@ -3,10 +3,11 @@
 - A server built with the official SDK (`tests/mcp_sdk_server.py`, needs `mcp`), over stdio and over
   Streamable HTTP (stateful and stateless), in every revision we speak: listed, called, a call past its
   timeout cancelled while the server keeps serving, and its tools gated through a Registry.
-- The reference servers from PyPI (mcp-server-time, mcp-server-git, mcp-server-fetch, found next to this
-  Python or on PATH) and npm (@modelcontextprotocol/server-everything, -filesystem, -memory, in the folder
-  MCP_REFERENCE_NPM_DIR names): `inspect --mcp` lists each one's tools, and `tool-eval` gates a lab over
-  the memory server with tests/labs/memory-policy.json and memory-cases.jsonl.
+- The reference servers from PyPI (mcp-server-time, mcp-server-git, mcp-server-fetch) and npm
+  (@modelcontextprotocol/server-everything, -filesystem, -memory), found on MCP_SERVERS_PATH as every
+  test finds them (tests/mcp_reference_servers.py): `inspect --mcp` lists each one's tools, and
+  `tool-eval` gates a lab over the memory server with tests/labs/memory-policy.json and
+  memory-cases.jsonl.
 
 Skipped, with the reason, when a package or server is not installed; .ci/run installs them all, and its
 interop run fails if any of these skip.
@@ -18,7 +19,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +32,7 @@ from agent_lab import Actor, Registry, ToolCall
 from agent_lab.cli import main
 from agent_lab.mcp_client import McpTimeout, connect, import_tools
 from agent_lab.mcp_client.wire import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from mcp_reference_servers import command_line, executable, missing_reason, named
 
 try:
     import mcp  # noqa: F401
@@ -43,24 +44,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = HERE / "mcp_sdk_server.py"
 LABS = HERE / "labs"
-PYPI_SERVERS = {"mcp-server-time": {"get_current_time", "convert_time"}, "mcp-server-git": {"git_status", "git_log"},
-                "mcp-server-fetch": {"fetch"}}
-NPM_SERVERS = {"mcp-server-everything": {"echo"}, "mcp-server-filesystem": {"read_text_file", "write_file"},
-               "mcp-server-memory": {"create_entities", "read_graph"}}
-
-
-def pypi_server(name: str) -> str | None:
-    """The console script of a reference server installed from PyPI: beside this Python, else on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
-
-
-def npm_server(name: str) -> str | None:
-    folder = os.environ.get("MCP_REFERENCE_NPM_DIR")
-    if not folder:
-        return None
-    script = Path(folder) / "node_modules" / ".bin" / name
-    return str(script) if script.exists() else None
+EXPECTED_TOOLS = {"time": {"get_current_time", "convert_time"}, "git": {"git_status", "git_log"}, "fetch": {"fetch"},
+                  "everything": {"echo"}, "filesystem": {"read_text_file", "write_file"},
+                  "memory": {"create_entities", "read_graph"}}
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -137,41 +123,30 @@ class OfficialSdkServerTest(unittest.TestCase):
 class ReferenceServersTest(unittest.TestCase):
     """`inspect --mcp` on each reference server: it connects, lists and imports every tool."""
 
-    def inspect(self, command: str, expected: set[str]) -> None:
-        with tempfile.TemporaryDirectory() as directory:
-            code, out, err = run("inspect", "--mcp", command.replace("{dir}", directory), "--json")
-        self.assertEqual(code, 0, err)
-        [surface] = json.loads(out)["surfaces"]
-        names = {tool["name"] for tool in surface["tools"]}
-        self.assertLessEqual(expected, names)
-        self.assertTrue(all(tool["provenance"]["contract_hash"].startswith("sha256:") for tool in surface["tools"]))
-
-    def test_python_reference_servers(self) -> None:
-        for name, expected in PYPI_SERVERS.items():
+    def test_inspect_lists_each_reference_server(self) -> None:
+        for name, expected in EXPECTED_TOOLS.items():
+            server = named(name)
             with self.subTest(server=name):
-                command = pypi_server(name)
-                if command is None:
-                    self.skipTest(f"{name} is not installed (pip install {name})")
-                self.inspect(command, expected)
-
-    def test_npm_reference_servers(self) -> None:
-        for name, expected in NPM_SERVERS.items():
-            with self.subTest(server=name):
-                command = npm_server(name)
-                if command is None:
-                    self.skipTest(f"{name} is not installed: npm install @modelcontextprotocol/{name[4:]} in a folder "
-                                  "and name it in MCP_REFERENCE_NPM_DIR")
-                self.inspect(command + (" {dir}" if name.endswith("filesystem") else ""), expected)
+                reason = missing_reason(server)
+                if reason is not None:
+                    self.skipTest(reason)
+                with tempfile.TemporaryDirectory() as directory:
+                    code, out, err = run("inspect", "--mcp", command_line(server, directory), "--json")
+                self.assertEqual(code, 0, err)
+                [surface] = json.loads(out)["surfaces"]
+                self.assertLessEqual(expected, {tool["name"] for tool in surface["tools"]})
+                self.assertTrue(all(tool["provenance"]["contract_hash"].startswith("sha256:")
+                                    for tool in surface["tools"]))
 
 
 class MemoryServerLabTest(unittest.TestCase):
     """tool-eval of a lab whose surface is the reference memory server, configured in [tool.agent-lab]."""
 
     def test_the_memory_server_passes_the_gate_under_its_policy(self) -> None:
-        command = npm_server("mcp-server-memory")
-        if command is None:
-            self.skipTest("the memory server is not installed: npm install @modelcontextprotocol/server-memory in a "
-                          "folder and name it in MCP_REFERENCE_NPM_DIR")
+        reason = missing_reason(named("memory"))
+        if reason is not None:
+            self.skipTest(reason)
+        command = executable(named("memory"))
         with tempfile.TemporaryDirectory() as directory:
             Path(directory, "pyproject.toml").write_text(
                 "[tool.agent-lab]\n"

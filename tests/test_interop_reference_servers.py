@@ -1,45 +1,69 @@
 """Live: the reference MCP servers, installed from PyPI and npm, and the hostile test server, read through
-the official MCP Python SDK client (tests/mcp_reference_servers.py), then linted and locked.
+our client (`agent_lab.mcp_client`; tests/mcp_reference_servers.py finds the servers on MCP_SERVERS_PATH),
+then linted and locked.
 
-Each reference server lints with no error-level finding as it runs now; when it is the version the
-committed capture came from, its contracts hash exactly as the capture's do (the fixtures are what the
-server sends). The hostile server (tests/fixtures/mcp_hostile/server.py) is caught, and its rug pull,
-locked before and listed after, fails `lint --lock`. Skipped, with the reason, when the SDK or a server
-is absent (set MCP_SERVERS_PATH); .ci/run installs them, and there none may skip.
+Each reference server, as `lint --mcp` sees it through our client, has no error-level finding; when it
+is the version the committed capture came from, its contracts hash exactly as the capture's do (the
+fixtures are what the server sends). Our client and the official MCP Python SDK client read the same
+tools/list from the same server, tool for tool and byte for byte. The hostile server
+(tests/fixtures/mcp_hostile/server.py) is caught, and its rug pull, locked before and listed after, fails
+`lint --lock`. Skipped, with the reason, when a server (or, for the comparison, the SDK) is absent;
+.ci/run installs them, and there none may skip.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import sys
+import tempfile
 import unittest
 from pathlib import Path
+from typing import Any
 
+from agent_lab.cli import main
 from agent_lab.contract import definitions_from_mcp
 from agent_lab.lint import lint_catalog, lint_surfaces
 from agent_lab.lockfile import Lockfile
-from mcp_reference_servers import SERVERS, capture, capture_command, load_fixture, missing_reason
+from agent_lab.mcp_client import connect
+from mcp_reference_servers import SERVERS, capture, command_line, listing, load_fixture, missing_reason
 
 HOSTILE_SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_hostile" / "server.py")
 
 
-def sdk_missing() -> str | None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError as error:
-        return f"the MCP Python SDK is not importable ({error}); pip install mcp"
-    return None
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
 
 
 class ReferenceServersLiveTest(unittest.TestCase):
-    def test_each_server_lints_clean_and_matches_its_capture_when_the_version_is_the_same(self) -> None:
+    def test_lint_mcp_finds_no_error_on_any_reference_server(self) -> None:
         for server in SERVERS:
             with self.subTest(server=server.name):
                 reason = missing_reason(server)
                 if reason is not None:
                     self.skipTest(reason)
-                live = capture(server)
-                report = lint_surfaces([(server.name, definitions_from_mcp(live["tools"]))])
+                with tempfile.TemporaryDirectory() as scratch:
+                    code, out, err = run("lint", "--mcp", command_line(server, scratch), "--format", "json")
+                self.assertEqual(err, "")  # nothing left out of the import
+                report = json.loads(out)
+                self.assertEqual([f"{f['rule']} {f['tool']}{f['pointer']}" for f in report["findings"]
+                                  if f["severity"] == "error"], [])
+                self.assertEqual(code, 0)
+                self.assertGreater(report["summary"]["tools"], 0)
+
+    def test_each_server_matches_its_capture_when_the_version_is_the_same(self) -> None:
+        for server in SERVERS:
+            with self.subTest(server=server.name):
+                reason = missing_reason(server)
+                if reason is not None:
+                    self.skipTest(reason)
+                live = listing(server)
                 self.assertTrue(live["tools"])
+                report = lint_surfaces([(server.name, definitions_from_mcp(live["tools"]))])
                 self.assertEqual([f"{f.rule} {f.tool}{f.pointer}" for f in report.errors], [])
                 fixture = load_fixture(server)
                 if live["server"] == fixture["server"]:
@@ -47,11 +71,21 @@ class ReferenceServersLiveTest(unittest.TestCase):
                     drifted = [tool["name"] for tool in live["tools"] if not lock.verdict(tool).matches]
                     self.assertEqual(drifted, [])
 
+    def test_our_client_and_the_official_sdk_client_read_the_same_tools(self) -> None:
+        for server in SERVERS:
+            with self.subTest(server=server.name):
+                reason = missing_reason(server, sdk=True)
+                if reason is not None:
+                    self.skipTest(reason)
+                ours, theirs = listing(server), capture(server)
+                self.assertEqual(ours["server"], theirs["server"])
+                self.assertEqual(ours["tools"], theirs["tools"])
 
-@unittest.skipIf(sdk_missing() is not None, sdk_missing() or "")
+
 class HostileServerLiveTest(unittest.TestCase):
-    def listing(self, variant: str) -> list:
-        return capture_command(sys.executable, [HOSTILE_SERVER, variant])["tools"]  # type: ignore[no-any-return]
+    def listing(self, variant: str) -> list[Any]:
+        with connect(f"{sys.executable} {HOSTILE_SERVER} {variant}", timeout_s=30) as client:
+            return client.list_tools()
 
     def test_the_hostile_listing_is_caught_and_the_clean_one_is_not(self) -> None:
         hostile = {f.rule for f in lint_catalog(definitions_from_mcp(self.listing("hostile")))}

@@ -75,6 +75,19 @@ class GarbageNeverStopsTheLinterTest(unittest.TestCase):
         self.assertTrue(definition.contract_hash().startswith("sha256:"))
         lint_catalog([definition])
 
+    def test_a_schema_nested_past_any_compiler_is_malformed_and_leaves_the_catalog_rules_standing(self) -> None:
+        deep: dict[str, Any] = {"type": "string"}
+        for _ in range(600):  # what the client's poisoned stand-in server lists: deeper than any walk goes
+            deep = {"type": "array", "items": deep}
+        tools = [{"name": "deep", "description": "Nested deeply.", "inputSchema": {"type": "object",
+                                                                                  "properties": {"d": deep}}},
+                 {"name": "get_note", "description": "Get note.", "inputSchema": {"type": "object"}},
+                 {"name": "get-note", "description": "Get note.", "inputSchema": {"type": "object"}}]
+        found = {(finding.rule, finding.tool) for finding in lint_catalog(definitions_from_mcp(tools))}
+        self.assertIn(("AL001", "deep"), found)
+        self.assertIn(("AL104", "get-note"), found)  # catalog rules still judge the rest
+        self.assertIn("AL503", {rule for rule, _ in found})
+
 
 class MoreWaysToPoisonTest(unittest.TestCase):
     def test_ignore_the_above_and_look_alike_letters_are_caught_and_say_so(self) -> None:

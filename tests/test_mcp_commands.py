@@ -20,10 +20,12 @@ import unittest
 from pathlib import Path
 from typing import Any, Iterator
 
+from agent_lab import Validator
 from agent_lab.cli import main
 from agent_lab.mcp_client.surfaces import McpWorld, world_effects
 
 HERE = Path(__file__).resolve().parent
+SARIF = Validator(json.loads((HERE / "fixtures" / "sarif" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8")))
 SERVER = f"{sys.executable} {HERE / 'mcp_hostile_server.py'}"
 NOTEBOOK = f"{SERVER} notebook {{world}}"
 POLICY = {"tools": {
@@ -95,17 +97,71 @@ class CommandsTest(ProjectTest):
                          ("hostile-well-behaved", "stdio", "2026-07-28"))
         self.assertTrue(provenance["contract_hash"].startswith("sha256:"))
 
-    def test_lint_sarif_names_the_server_as_the_artifact(self) -> None:
-        code, out, _ = run("lint", "--mcp", f"{SERVER} well-behaved", "--format", "sarif")
-        self.assertEqual(code, 1)  # unreviewed tools are destructive without a key: AL401
-        results = json.loads(out)["runs"][0]["results"]
+    def test_lint_sarif_names_the_server_as_the_artifact_with_its_provenance(self) -> None:
+        with working_directory(self.dir):
+            code, out, _ = run("lint", "--mcp", f"{SERVER} well-behaved", "--policy", "policy.json", "--format",
+                               "sarif")
+        self.assertEqual(code, 1)  # append_note declares no output schema: AL403
+        log = json.loads(out)
+        self.assertEqual([(error.instance_path, error.message) for error in SARIF.errors(log)], [])
+        [artifact] = log["runs"][0]["artifacts"]
+        self.assertTrue(artifact["location"]["uri"].startswith("mcp+stdio:"))
+        self.assertEqual(artifact["description"]["text"], "MCP server hostile-well-behaved 6.6.6 (stdio, protocol "
+                                                          "2026-07-28)")
+        self.assertEqual(artifact["properties"], {"server": "hostile-well-behaved", "server_version": "6.6.6",
+                                                  "transport": "stdio", "protocol_version": "2026-07-28"})
+        results = log["runs"][0]["results"]
         located = [result["locations"][0] for result in results]
-        uris = {location["physicalLocation"]["artifactLocation"]["uri"] for location in located}
-        self.assertEqual(len(uris), 1)
-        self.assertTrue(next(iter(uris)).startswith("mcp+stdio:"))
+        self.assertEqual({json.dumps(location["physicalLocation"]["artifactLocation"]) for location in located},
+                         {json.dumps({"uri": artifact["location"]["uri"], "index": 0})})
         self.assertTrue(all("region" not in location["physicalLocation"] for location in located))
         names = {location["logicalLocations"][0]["fullyQualifiedName"] for location in located}
         self.assertIn("tool/echo", {name.rsplit("/", 1)[0] if name.count("/") > 1 else name for name in names})
+        [no_output] = [result for result in results if result["ruleId"] == "AL403"]
+        with working_directory(self.dir):
+            inspected = json.loads(run("inspect", "--mcp", f"{SERVER} well-behaved", "--json")[1])
+        [append_note] = [tool for tool in inspected["surfaces"][0]["tools"] if tool["name"] == "append_note"]
+        self.assertEqual(no_output["properties"]["provenance"]["contract_hash"],
+                         append_note["provenance"]["contract_hash"])
+        self.assertEqual(no_output["properties"]["provenance"]["policy"], "policy.json: tools.append_note")
+
+    def test_lint_of_unreviewed_tools_judges_their_definitions_not_the_strictest_defaults(self) -> None:
+        code, out, _ = run("lint", "--mcp", f"{SERVER} notebook", "--format", "json")
+        self.assertEqual(code, 0)
+        rules = {finding["rule"] for finding in json.loads(out)["findings"]}
+        self.assertFalse({rule for rule in rules if rule.startswith("AL4")}, rules)
+        with working_directory(self.dir):  # a policy entry is what a person wrote: it is judged
+            (self.dir / "loose.json").write_text(json.dumps({"tools": {"append_note": {"effect": "write"}}}))
+            code, out, _ = run("lint", "--mcp", f"{SERVER} notebook", "--policy", "loose.json", "--format", "json")
+        self.assertEqual(code, 1)
+        self.assertEqual([(f["rule"], f["tool"]) for f in json.loads(out)["findings"] if f["severity"] == "error"],
+                         [("AL401", "append_note")])
+
+    def test_lint_of_a_server_shows_the_tools_its_import_left_out(self) -> None:
+        code, out, _ = run("lint", "--mcp", f"{SERVER} poisoned", "--format", "json")
+        self.assertEqual(code, 1)
+        findings = json.loads(out)["findings"]
+        self.assertIn(("AL001", "has spaces"), {(f["rule"], f["tool"]) for f in findings})  # never imported
+        self.assertIn(("AL001", "deep"), {(f["rule"], f["tool"]) for f in findings})
+        self.assertIn("AL206", {f["rule"] for f in findings if f["tool"] == "fine"})  # imported
+
+    def test_servers_on_one_command_line_are_linted_as_one_agents_tools(self) -> None:
+        flows = {"tools": {  # echo returns what outsiders wrote; fail destroys without asking anyone
+            "echo": {"permission": "p", "effect": "read", "approval": "never", "open_world": True, "timeout_ms": 900},
+            "fail": {"permission": "p", "effect": "destructive", "approval": "never", "idempotency_key": "request_id"},
+        }}
+        (self.dir / "flows.json").write_text(json.dumps(flows))
+        notebook, well_behaved = f"{SERVER} notebook", f"{SERVER} well-behaved"
+        with working_directory(self.dir):
+            code, out, _ = run("lint", "--mcp", notebook, "--mcp", well_behaved, "--policy", "flows.json",
+                               "--select", "AL7", "--format", "json")
+            _, alone, _ = run("lint", "--mcp", notebook, "--policy", "flows.json", "--select", "AL7", "--format", "json")
+        self.assertEqual(code, 0)  # toxic flows are warnings
+        self.assertEqual(json.loads(alone)["findings"], [])  # notebook alone: nothing destructive without approval
+        [flow] = [finding for finding in json.loads(out)["findings"] if finding["tool"] == "fail"]
+        self.assertEqual((flow["rule"], flow["surface"]), ("AL702", "hostile-well-behaved"))
+        self.assertIn("'hostile-notebook/echo'", flow["message"])
+        self.assertIn("hostile-notebook/echo", flow["related"])
 
     def test_export_and_catalog_cost_of_a_server(self) -> None:
         code, out, _ = run("export", "--mcp", f"{SERVER} well-behaved", "--format", "anthropic")
@@ -124,6 +180,10 @@ class CommandsTest(ProjectTest):
             (["inspect", "--mcp", f"{SERVER} lie-version"], "which it was not offered"),
             (["inspect", "--mcp", f"{SERVER} well-behaved", "--policy", str(self.dir / "none.toml")], "cannot read"),
             (["inspect", "--mcp", f"{SERVER} well-behaved", "--surface", "x"], "does not apply to MCP servers"),
+            (["inspect", "--mcp", f"{SERVER} well-behaved", "--lock", str(self.dir / "none.json")], "cannot read it"),
+            (["tool-eval", "--mcp", f"{SERVER} notebook", "--lock", str(self.dir / "policy.json")],
+             "not an agent-lab lockfile"),
+            (["lint", "--mcp", f"{SERVER} notebook", "--lock", str(self.dir / "cases.jsonl")], "not JSON"),
         ):
             with self.subTest(argv=argv):
                 code, out, err = run(*argv)
@@ -151,6 +211,66 @@ class ServerLabTest(ProjectTest):
         self.assertEqual(server["servers"][0]["server"], "hostile-notebook")
         self.assertIn("hostile-notebook", (self.dir / "reports" / "tool-comparison.md").read_text())
 
+    def test_tool_eval_with_a_lock_refuses_a_drifted_tool_until_it_is_locked_again(self) -> None:
+        self.pyproject(f"""\
+            [tool.agent-lab]
+            mcp = {json.dumps(NOTEBOOK)}
+            policy = "policy.json"
+            lock = "notebook.lock.json"
+            cases = ["cases.jsonl"]
+            """)
+        reviewed = self.dir / "reviewed"  # the server as it was reviewed: another echo description
+        reviewed.mkdir()
+        (reviewed / "echo-description.txt").write_text("Echo the text back; use it to check the connection.")
+        with working_directory(self.dir):
+            code, _, err = run("lock", "--mcp", f"{SERVER} notebook {reviewed}", "--output", "notebook.lock.json")
+            self.assertEqual(code, 0, err)
+            code, out, err = run("tool-eval")
+            self.assertEqual(code, 1, out + err)
+            self.assertIn("candidate server             2/3 cases passed", out)  # echo refused; append_note runs
+            failures = (self.dir / "reports" / "tool-failures.md").read_text()
+            self.assertIn("tool_contract_changed", failures)
+            code, out, _ = run("lint", "--select", "AL6")  # the table's lock is lint's too
+            self.assertEqual(code, 1)
+            self.assertIn("AL601 error [hostile-notebook] echo at /description", out)
+            code, _, err = run("lock")  # the table's servers, into the table's lock
+            self.assertEqual((code, err.strip()), (0, "locked 2 tool(s) of 1 surface(s) in notebook.lock.json"))
+            code, out, err = run("tool-eval")
+        self.assertEqual(code, 0, out + err)
+        report = json.loads((self.dir / "reports" / "tool-comparison.json").read_text())
+        locked = json.loads((self.dir / "notebook.lock.json").read_text())["surfaces"]["hostile-notebook"]["tools"]
+        self.assertEqual(report["surfaces"]["server"]["servers"][0]["tools"],
+                         {name: {"contract_hash": entry["hash"], "lock": "match"} for name, entry in locked.items()})
+        markdown = (self.dir / "reports" / "tool-comparison.md").read_text()
+        self.assertIn(f"- echo {locked['echo']['hash']} (lock: match)", markdown)
+
+    def test_the_gate_counts_an_output_schema_the_policy_declares_or_follows_al403_turned_off(self) -> None:
+        reads = {"permission": "notes:read", "effect": "read", "approval": "never", "open_world": False}
+        notes = {**reads, "effect": "write", "idempotency_key": "request_id"}  # its readOnlyHint is false
+        (self.dir / "reads.json").write_text(json.dumps({"tools": {"append_note": notes, "*": reads}}))
+        (self.dir / "typed.json").write_text(json.dumps({"tools": {"append_note": {**notes, "output_schema": "text"},
+                                                                   "*": {**reads, "output_schema": "text"}}}))
+        (self.dir / "echo.jsonl").write_text(json.dumps(CASES[2]) + "\n")
+        check = "every server tool declares an output schema"
+        with working_directory(self.dir):
+            untyped = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "reads.json", "--cases",
+                          "echo.jsonl")
+            typed = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "typed.json", "--cases",
+                        "echo.jsonl")
+            self.pyproject("""\
+                [tool.agent-lab.lint]
+                severity = { AL403 = "off" }
+                """)
+            waived = run("tool-eval", "--mcp", f"{SERVER} well-behaved", "--policy", "reads.json", "--cases",
+                         "echo.jsonl")
+        self.assertEqual(untyped[0], 1)
+        self.assertIn(f"[ ] {check}: append_note, slow, fail, big_output, rug_pull, environment", untyped[1])
+        self.assertEqual(typed[0], 0, typed[1] + typed[2])
+        self.assertIn(f"[x] {check}: all declared", typed[1])
+        self.assertEqual(waived[0], 0, waived[1] + waived[2])
+        self.assertIn(f"[x] {check}: not required (AL403 is off in the lint configuration): append_note, slow",
+                      waived[1])
+
     def test_tool_eval_of_a_lab_with_a_server_surface(self) -> None:
         (self.dir / "serverlab.py").write_text(textwrap.dedent(f"""\
             from agent_lab.lab import Lab, Surface
@@ -170,7 +290,10 @@ class ServerLabTest(ProjectTest):
                 answers = [message for message in request["messages"] if message["role"] == "tool"]
                 if not answers:
                     return {"content": "", "tool_calls": [{"name": "echo", "arguments": {"text": "hi from the server"}}]}
-                return {"content": "The server said: " + answers[-1]["content"]["output"]["text"]}
+                answer = answers[-1]["content"]
+                if "output" not in answer:
+                    return {"content": "The server refused: " + answer["error"]["code"]}
+                return {"content": "The server said: " + answer["output"]["text"]}
             agent.scripted = True
             """))
         task = {"task_id": "echo-it", "split": "dev", "intent": "Echo a greeting through the server.",
@@ -185,6 +308,16 @@ class ServerLabTest(ProjectTest):
                                  "--model", "python:echo_agent:agent", "--repeats", "2", "--out", "out")
         self.assertEqual(code, 0, out + err)
         self.assertIn("server: 2/2 trials succeeded", out)
+        reviewed = self.dir / "reviewed"  # a lock of the server as reviewed, with another echo description
+        reviewed.mkdir()
+        (reviewed / "echo-description.txt").write_text("Echo the text back; use it to check the connection.")
+        with working_directory(self.dir):
+            self.assertEqual(run("lock", "--mcp", f"{SERVER} notebook {reviewed}", "--output", "r.lock.json")[0], 0)
+            code, out, err = run("model-eval", "--mcp", NOTEBOOK, "--policy", "policy.json", "--lock", "r.lock.json",
+                                 "--tasks", "tasks.jsonl", "--model", "python:echo_agent:agent", "--repeats", "2",
+                                 "--out", "out")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("server: 0/2 trials succeeded", out)  # echo drifted from the lock: refused, never run
 
     def test_lab_and_mcp_in_one_table_are_refused(self) -> None:
         self.pyproject("""\

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab import Actor, Approval, Provenance, Registry, ToolCall, ToolSpec
+from agent_lab.contract import contract_from_mcp, contract_hash
+from agent_lab.lockfile import Lockfile, LockfileError
 from agent_lab.mcp_client import (
     STRICTEST_DEFAULTS,
+    TEXT_CONTENT_SCHEMA,
     UNREVIEWED_PERMISSION,
     PolicyError,
     ToolPolicy,
     connect,
-    contract_hash,
     import_tools,
     load_policy,
 )
@@ -62,6 +64,14 @@ class ServerCase(unittest.TestCase):
     def invoke(self, name: str, arguments: dict[str, Any], **options: Any) -> Any:
         return self.registry.invoke(ToolCall(name=name, arguments=arguments), actor=ACTOR, **options)
 
+    def rug_pull(self, registry: Registry) -> None:
+        """Make the server edit echo's description and announce it (tools/list_changed), through `registry`."""
+        approval = registry.approval_for(ToolCall(name="rug_pull", arguments={}), actor=ACTOR, approver="r")
+        self.assertTrue(registry.invoke(ToolCall(name="rug_pull", arguments={}), actor=ACTOR, approval=approval).ok)
+        deadline = time.monotonic() + 2
+        while not self.client.tools_changed and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     def notes(self) -> list[dict[str, Any]]:
         path = Path(self.world.name) / "notes.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -92,6 +102,8 @@ class PolicyTest(ServerCase):
                                  ({"tools": {"x": {"approval": "conditional"}}}, "needs a Python function"),
                                  ({"tools": {"x": {"colour": "red"}}}, "unknown setting 'colour'"),
                                  ({"tools": {"x": {"timeout_ms": True}}}, "positive number"),
+                                 ({"tools": {"x": {"output_schema": "json"}}}, 'a JSON Schema object, or "text"'),
+                                 ({"tools": {"x": {"output_schema": {"type": "text"}}}}, "not a valid JSON Schema"),
                                  ({"rules": {}}, "unknown key 'rules'")):
             with self.subTest(reason=reason):
                 with self.assertRaises(PolicyError) as caught:
@@ -133,6 +145,36 @@ class PolicyTest(ServerCase):
         with self.assertRaises(PolicyError) as caught:
             import_tools(self.client, policy={"tools": {"slow": {"idempotency_key": "seconds", "effect": "write"}}})
         self.assertIn("tools.slow", str(caught.exception))
+
+
+class OutputSchemaTest(ServerCase):
+    """A policy entry's output_schema: what the reviewer accepts back from a tool whose server declares none."""
+
+    policy = {"tools": {
+        **REVIEWED["tools"],
+        "slow": {**REVIEWED["tools"]["slow"], "output_schema": "text"},
+        "big_output": {**REVIEWED["tools"]["big_output"], "max_output_bytes": 65536,
+                       "output_schema": {"type": "object", "properties": {"content": {"maxItems": 0}}}},
+        "echo": {**REVIEWED["tools"]["echo"], "output_schema": "text"},
+    }}
+
+    def test_text_is_the_mcp_text_blocks_and_the_answer_is_checked_against_it(self) -> None:
+        self.assertEqual(self.registry.spec("slow").output_schema, TEXT_CONTENT_SCHEMA)
+        self.assertEqual(self.invoke("slow", {"seconds": 0}).output, {"content": [{"type": "text", "text": "done"}]})
+        self.assertEqual(self.invoke("big_output", {"kib": 1}).error.code, "invalid_tool_output")  # a text block
+
+    def test_a_tool_whose_server_declares_an_output_schema_keeps_its_own(self) -> None:
+        listed = next(tool for tool in self.client.list_tools() if tool["name"] == "echo")
+        self.assertEqual(self.registry.spec("echo").output_schema, listed["outputSchema"])
+        self.assertEqual(self.invoke("echo", {"text": "hi"}).output, {"text": "hi"})
+
+    def test_an_answer_that_is_not_text_is_refused_where_text_was_reviewed(self) -> None:
+        policy = {"tools": {"environment": {"permission": "notes:read", "effect": "read", "approval": "never",
+                                            "output_schema": {**TEXT_CONTENT_SCHEMA, "additionalProperties": False}}}}
+        with Registry() as registry:
+            import_tools(self.client, policy=policy).register(registry)
+            result = registry.invoke(ToolCall(name="environment", arguments={}), actor=ACTOR)
+        self.assertEqual(result.error.code, "invalid_tool_output")  # it sent structuredContent as well
 
 
 class PrefixTest(ServerCase):
@@ -220,7 +262,9 @@ class CallTest(ServerCase):
         assert provenance is not None
         self.assertEqual((provenance.server, provenance.server_version, provenance.transport,
                           provenance.protocol_version), ("hostile-well-behaved", "6.6.6", "stdio", "2026-07-28"))
-        self.assertEqual(provenance.contract_hash, contract_hash(listed["echo"]))
+        self.assertEqual(provenance.contract_hash, contract_hash(contract_from_mcp(listed["echo"])))
+        self.assertEqual(provenance.definition, listed["echo"])
+        self.assertIsNone(provenance.lock)  # imported without a lock
         self.assertTrue(provenance.artifact_uri.startswith("mcp+stdio:"))
         self.assertIn("provenance", self.registry.spec("echo").runtime_contract())
 
@@ -245,40 +289,104 @@ class DeathTest(ServerCase):
 class DriftTest(ServerCase):
     def test_a_description_edited_after_import_is_refused_at_call_time(self) -> None:
         self.assertTrue(self.invoke("echo", {"text": "before"}).ok)
-        approval = self.registry.approval_for(ToolCall(name="rug_pull", arguments={}), actor=ACTOR, approver="r")
-        self.assertTrue(self.registry.invoke(ToolCall(name="rug_pull", arguments={}), actor=ACTOR, approval=approval).ok)
-        deadline = time.monotonic() + 2
-        while not self.client.tools_changed and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self.rug_pull(self.registry)
         result = self.invoke("echo", {"text": "after"})
         self.assertEqual(result.error.code, "tool_contract_changed")
         self.assertTrue(self.invoke("append_note", {"note": "n", "request_id": "r"}).ok)  # unchanged tools still run
 
-    def test_a_lock_that_says_a_tool_drifted_refuses_it(self) -> None:
-        seen: list[tuple[Provenance, dict[str, Any]]] = []
+    def test_a_change_during_the_session_names_its_kinds_never_the_new_text(self) -> None:
+        self.rug_pull(self.registry)
+        error = self.invoke("echo", {"text": "after"}).error
+        self.assertEqual((error.code, str(error.next_action)), ("tool_contract_changed", "stop"))
+        self.assertIn("(text)", error.message)
+        self.assertNotIn("ssh", error.message + json.dumps(dict(error.details)))
+        self.assertEqual(error.details["changes"], [{"where": "/description", "kind": "text"}])
 
-        def lock(provenance: Provenance, definition: dict[str, Any]) -> str | None:
-            seen.append((provenance, dict(definition)))
-            return "description changed\nforged line" if definition["name"] == "echo" else None
 
-        imported = import_tools(self.client, policy=REVIEWED, lock=lock)
-        with Registry() as registry:
-            imported.register(registry)
-            refused = registry.invoke(ToolCall(name="echo", arguments={"text": "x"}), actor=ACTOR)
-            allowed = registry.invoke(ToolCall(name="slow", arguments={"seconds": 0}), actor=ACTOR)
-        self.assertEqual(refused.error.code, "tool_contract_changed")
-        self.assertIn("description changed forged line", refused.error.message)
-        self.assertTrue(allowed.ok)
-        self.assertEqual({definition["name"] for _, definition in seen}, set(self.registry.names()))
-        self.assertTrue(all(set(definition) <= {"name", "title", "description", "inputSchema", "outputSchema",
-                                                "annotations"} for _, definition in seen))
 
-    def test_a_lock_that_fails_to_decide_has_not_approved_the_tool(self) -> None:
-        def broken(provenance: Provenance, definition: dict[str, Any]) -> str | None:
-            raise KeyError(definition["name"])
+class LockTest(ServerCase):
+    """import_tools(lock=...): a contract lockfile decides which listed tools may run."""
 
-        imported = import_tools(self.client, policy=REVIEWED, lock=broken)
-        self.assertTrue(all(tool.drift == "the lock could not check it (KeyError)" for tool in imported.tools))
+    def locked_registry(self, lock: Any, **options: Any) -> Registry:
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(self.client, policy=REVIEWED, lock=lock, **options).register(registry)
+        return registry
+
+    def test_the_provenance_hash_is_the_hash_the_lock_pins(self) -> None:
+        lock = Lockfile.from_surfaces([("notes", self.client.list_tools())])
+        for name in self.registry.names():
+            provenance = self.registry.spec(name).provenance
+            assert provenance is not None
+            self.assertEqual(provenance.contract_hash, lock.surfaces["notes"][name].hash, name)
+        specs = Lockfile.from_surfaces([("notes", [self.registry.spec(name) for name in self.registry.names()])])
+        self.assertEqual(specs.dumps(), lock.dumps())  # an imported spec locks what the server listed
+
+    def test_a_tool_that_matches_the_lock_runs_and_says_so(self) -> None:
+        registry = self.locked_registry(Lockfile.from_surfaces([("notes", self.client.list_tools())]))
+        self.assertEqual(registry.invoke(ToolCall(name="echo", arguments={"text": "hi"}), actor=ACTOR).output,
+                         {"text": "hi"})
+        self.assertEqual({registry.spec(name).provenance.lock for name in registry.names()}, {"match"})  # type: ignore[union-attr]
+
+    def test_a_drifted_tool_is_refused_with_the_kinds_of_change_and_none_of_its_text(self) -> None:
+        reviewed = [dict(tool) for tool in self.client.list_tools()]
+        for tool in reviewed:
+            if tool["name"] == "echo":  # what the reviewer saw; the server now serves "Echo the text back."
+                tool["description"] = "Echo the text back, unchanged."
+                tool["inputSchema"] = {**tool["inputSchema"], "properties": {"text": {"type": "string",
+                                                                                      "maxLength": 100}}}
+        registry = self.locked_registry(Lockfile.from_surfaces([("notes", reviewed)]))
+        refused = registry.invoke(ToolCall(name="echo", arguments={"text": "x"}), actor=ACTOR)
+        error = refused.error
+        self.assertEqual((error.code, str(error.next_action), str(refused.outcome)),
+                         ("tool_contract_changed", "stop", "failed"))
+        self.assertIn("(loosened, text)", error.message)
+        self.assertNotIn("Echo the text", error.message + json.dumps(dict(error.details)))
+        self.assertEqual(error.details, {"status": "drifted", "changes": [
+            {"where": "/description", "kind": "text"}, {"where": "/input_schema", "kind": "loosened"}]})
+        self.assertEqual(registry.spec("echo").provenance.lock, "drifted")  # type: ignore[union-attr]
+        self.assertTrue(registry.invoke(ToolCall(name="slow", arguments={"seconds": 0}), actor=ACTOR).ok)
+
+    def test_a_tool_the_lock_does_not_hold_is_refused_until_it_is_locked(self) -> None:
+        listed = [tool for tool in self.client.list_tools() if tool["name"] != "slow"]
+        registry = self.locked_registry(Lockfile.from_surfaces([("notes", listed)]))
+        error = registry.invoke(ToolCall(name="slow", arguments={"seconds": 0}), actor=ACTOR).error
+        self.assertEqual((error.code, error.details), ("tool_contract_changed", {"status": "unlocked"}))
+        relocked = self.locked_registry(Lockfile.from_surfaces([("notes", self.client.list_tools())]))
+        self.assertTrue(relocked.invoke(ToolCall(name="slow", arguments={"seconds": 0}), actor=ACTOR).ok)
+
+    def test_a_lock_is_read_from_its_path_and_a_broken_one_is_one_line(self) -> None:
+        path = Path(self.world.name, "agent-lab.lock.json")
+        Lockfile.from_surfaces([("notes", self.client.list_tools())]).write(path)
+        registry = self.locked_registry(str(path))
+        self.assertTrue(registry.invoke(ToolCall(name="echo", arguments={"text": "x"}), actor=ACTOR).ok)
+        path.write_text("{", encoding="utf-8")
+        with self.assertRaises(LockfileError) as raised:
+            import_tools(self.client, lock=path)
+        self.assertEqual(str(raised.exception), f"{path}: not JSON (line 1, column 2)")
+
+    def test_the_surface_checked_is_the_one_named_else_the_servers_own_else_the_only_one(self) -> None:
+        listed = self.client.list_tools()
+        others = [{**tool, "description": "Reviewed for another server."} for tool in listed]
+        by_name = Lockfile.from_surfaces([("other", others), ("hostile-well-behaved", listed)])
+        self.assertEqual(self.locked_registry(by_name).spec("echo").provenance.lock, "match")  # type: ignore[union-attr]
+        named = Lockfile.from_surfaces([("lab-surface", listed), ("hostile-well-behaved", others)])
+        self.assertEqual(self.locked_registry(named, surface="lab-surface").spec("echo").provenance.lock,  # type: ignore[union-attr]
+                         "match")
+        only = Lockfile.from_surfaces([("anything", listed)])
+        self.assertEqual(self.locked_registry(only).spec("echo").provenance.lock, "match")  # type: ignore[union-attr]
+        neither = self.locked_registry(Lockfile.from_surfaces([("a", listed), ("b", listed)]))
+        self.assertEqual({neither.spec(name).provenance.lock for name in neither.names()}, {"unlocked"})  # type: ignore[union-attr]
+
+    def test_a_change_during_the_session_is_refused_though_the_lock_matched_at_import(self) -> None:
+        registry = self.locked_registry(Lockfile.from_surfaces([("notes", self.client.list_tools())]))
+        self.assertTrue(registry.invoke(ToolCall(name="echo", arguments={"text": "before"}), actor=ACTOR).ok)
+        self.rug_pull(registry)
+        error = registry.invoke(ToolCall(name="echo", arguments={"text": "after"}), actor=ACTOR).error
+        self.assertEqual((error.code, error.details["changes"]),
+                         ("tool_contract_changed", [{"where": "/description", "kind": "text"}]))
+        self.assertTrue(registry.invoke(ToolCall(name="append_note", arguments={"note": "n", "request_id": "r"}),
+                                        actor=ACTOR).ok)
 
 
 class PoisonedListingTest(unittest.TestCase):

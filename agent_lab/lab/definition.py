@@ -123,14 +123,16 @@ class Surface:
     def from_mcp(cls, name: str, server: Any, *, baseline: bool = False, policy: Any = None, lock: Any = None,
                  timeout_s: float | None = None, pass_env: Sequence[str] = (), cwd: str | None = None) -> Surface:
         """A surface whose tools are an MCP server's, imported under `policy` (a ToolPolicy, or a TOML or
-        JSON file; None: the strictest defaults) and optionally checked against `lock`. `server` is a
+        JSON file; None: the strictest defaults) and optionally checked against `lock` (a contract lockfile
+        or its path: a tool that drifted from it, or that it does not hold, is refused at every call; the
+        lock's surface named `name` is checked first, see `agent_lab.mcp_client.importing`). `server` is a
         command line or an http(s):// URL; `{world}` in a command stands for the case's world directory
         (a world with `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets a
         fresh server process over a fresh world. See `agent_lab.mcp_client.surfaces`."""
         from ..mcp_client.surfaces import ServerSurfaceBuild
         from ..mcp_client.wire import DEFAULT_TIMEOUT_S
 
-        build = ServerSurfaceBuild(server, policy=policy, lock=lock, pass_env=pass_env, cwd=cwd,
+        build = ServerSurfaceBuild(server, policy=policy, lock=lock, surface=name, pass_env=pass_env, cwd=cwd,
                                    timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
         return cls(name, build, baseline=baseline)
 

@@ -163,13 +163,15 @@ _COLUMNS = (("tool", "name"), ("effect", "effect"), ("permission", "permission")
             ("open world", "open_world"), ("output schema", "output_schema"), ("warnings", "warnings"))
 
 
-_SERVER_COLUMNS = (("policy", "policy"), ("raised by hints", "raised"), ("contract", "contract_hash"))
+_SERVER_COLUMNS = (("policy", "policy"), ("raised by hints", "raised"), ("contract", "contract_hash"),
+                   ("lock", "lock"))
 
 
 def render_tool_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
     """A plain-text table of `describe_tools` rows under a title line. Tools imported from an MCP server
-    add their server (in the title), the policy entry that applies, the checks their hints raised and
-    the start of their contract hash."""
+    add their server (in the title), the policy entry that applies, the checks their hints raised, the
+    start of their contract hash and, checked against a lockfile, its verdict (match, drifted: refused,
+    unlocked: refused)."""
     columns = list(_COLUMNS)
     servers = sorted({_server_line(row["provenance"]) for row in rows if row.get("provenance")})
     if servers:
@@ -179,13 +181,17 @@ def render_tool_table(title: str, rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         origin = row.get("provenance") or {}
         values = {**row, "policy": origin.get("policy") or ("strictest defaults" if origin else None),
-                  "raised": origin.get("raised"), "contract_hash": (origin.get("contract_hash") or "")[:19] or None}
+                  "raised": origin.get("raised"), "contract_hash": (origin.get("contract_hash") or "")[:19] or None,
+                  "lock": _LOCK_SHOWN.get(origin.get("lock") or "")}
         cells.append([_cell(values[key]) for _, key in columns])
     widths = [max(len(line[column]) for line in cells) for column in range(len(columns))]
     lines = [title]
     for line in cells:
         lines.append("  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
     return "\n".join(lines)
+
+
+_LOCK_SHOWN = {"match": "match", "drifted": "drifted: refused", "unlocked": "unlocked: refused"}
 
 
 def _server_line(provenance: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..lint import LintConfig, Severity, lint_catalog
+from ..lint import RULES_BY_ID, LintConfig, Severity, lint_catalog
 from ..registry import Registry
 from .cases import Case
 from .grading import Grade, case_passed
@@ -80,6 +80,7 @@ class SurfaceCatalog:
     without_output_schema: tuple[str, ...]  # tool names
     redact_fields: frozenset[str]  # every field some tool redacts
     servers: tuple[dict[str, Any], ...] = ()  # the MCP servers its tools were imported from (Provenance)
+    output_schema_required: bool = True  # False: AL403 is off in the lint configuration, for the gate too
 
 
 @dataclass(frozen=True)
@@ -112,20 +113,23 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -
         catalog_tokens=tokens,
         lint_errors=tuple(f"{finding.tool or 'catalog'}: {finding.rule} {finding.message}" for finding in errors),
         without_output_schema=tuple(spec.name for spec in specs if spec.output_schema is None),
+        output_schema_required=(lint_config or LintConfig()).enabled(RULES_BY_ID["AL403"]),
         redact_fields=frozenset(field for spec in specs for field in spec.redact),
         servers=_servers(specs),
     )
 
 
 def _servers(specs: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    """Each MCP server the specs were imported from, once, in the order its first tool comes."""
+    """Each MCP server the specs were imported from, once, in the order its first tool comes, with the
+    contract hash of each of its tools and what a lockfile said of it ("lock": None without one)."""
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for spec in specs:
         if spec.provenance is not None:
             origin = spec.provenance.to_dict()
             server = {key: origin[key] for key in ("server", "server_version", "transport", "address",
                                                    "protocol_version")}
-            seen.setdefault(tuple(server.values()), server)
+            entry = seen.setdefault(tuple(server.values()), {**server, "tools": {}})
+            entry["tools"][spec.name] = {"contract_hash": origin["contract_hash"], "lock": origin["lock"]}
     return tuple(seen.values())
 
 
@@ -192,9 +196,14 @@ def gate_checks(name: str, metrics: Mapping[str, Any], results: Sequence[CaseRes
     if comparison is not None:
         checks.append(GateCheck(f"{name} has no regression against the baseline", not comparison["regressions"],
                                 ", ".join(comparison["regressions"]) or "none"))
+    if catalog.output_schema_required or not catalog.without_output_schema:
+        checks.append(GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
+                                ", ".join(catalog.without_output_schema) or "all declared"))
+    else:  # the project turned AL403 off in [tool.agent-lab.lint]: one table decides lint and gate alike
+        checks.append(GateCheck(f"every {name} tool declares an output schema", True,
+                                f"not required (AL403 is off in the lint configuration): "
+                                f"{', '.join(catalog.without_output_schema)} declare none"))
     checks += [
-        GateCheck(f"every {name} tool declares an output schema", not catalog.without_output_schema,
-                  ", ".join(catalog.without_output_schema) or "all declared"),
         GateCheck(f"{name} has no error-level lint finding", not catalog.lint_errors,
                   "; ".join(catalog.lint_errors) or "none"),
     ]

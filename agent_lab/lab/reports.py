@@ -365,8 +365,12 @@ def _server_lines(evaluation: Any) -> list[str]:
             version = f" {server['server_version']}" if server.get("server_version") else ""
             lines.append(f"Surface `{surface.name}` calls the MCP server "
                          f"{_markdown(_cell(server['server'] + version, evaluation.mask))} "
-                         f"({server['transport']}, protocol {server['protocol_version']}).")
-    return lines + [""] if lines else []
+                         f"({server['transport']}, protocol {server['protocol_version']}); its tools' contracts:")
+            for tool, contract in server.get("tools", {}).items():
+                lock = f" (lock: {contract['lock']})" if contract.get("lock") else ""
+                lines.append(f"- {_markdown(_cell(tool, evaluation.mask))} {contract['contract_hash']}{lock}")
+            lines.append("")
+    return lines
 
 
 def _mark(result: CaseResult) -> str:

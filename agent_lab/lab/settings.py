@@ -8,12 +8,15 @@ A project configures its gate once, in the `pyproject.toml` of the directory the
     out = "reports"
     junit = "reports/junit.xml"
     jobs = 4                           # replays at once (default: the core count + 4; 1: serial)
-    # or, instead of lab, MCP servers (a command line or a URL, or a list) and the policy for their tools:
+    # or, instead of lab, MCP servers (a command line or a URL, or a list), the policy for their tools,
+    # and the contract lockfile their tools are checked against (written by `agent-lab lock`):
     # mcp = "npx -y @modelcontextprotocol/server-memory"
     # policy = "mcp-policy.toml"
+    # lock = "agent-lab.lock.json"
 
 so CI runs plain `agent-lab tool-eval`. A flag given on the command line replaces the table's value
-(`--cases` replaces the whole list). With no lab anywhere, the built-in ticket lab runs; with no cases
+(`--cases` replaces the whole list). `policy` and `lock` go with the servers a command gates, from `mcp`
+or `--mcp` (`--policy` and `--lock` replace them); a lab names its own in code (`Surface.from_mcp`). With no lab anywhere, the built-in ticket lab runs; with no cases
 anywhere, the lab's own case files (`Lab.cases`) do. The table's `cases` go with the table's `lab` (the
 built-in lab when it names none): a `--lab` naming another lab runs its own cases, and the run says why
 the table's were set aside. Paths are relative to the current directory.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..lint.config import TABLE_KINDS, LintConfig, LintConfigError
 from .definition import Lab, LabError
@@ -38,6 +41,7 @@ __all__ = [
     "KNOWN_KEYS",
     "PYPROJECT",
     "ConfigError",
+    "LabSource",
     "ToolEvalSettings",
     "configured_lab",
     "lab_source",
@@ -47,7 +51,7 @@ __all__ = [
 ]
 
 PYPROJECT = "pyproject.toml"
-KNOWN_KEYS = ("lab", "cases", "out", "junit", "jobs", "mcp", "policy")  # sub-tables ([tool.agent-lab.x]) belong to other commands
+KNOWN_KEYS = ("lab", "cases", "out", "junit", "jobs", "mcp", "policy", "lock")  # sub-tables ([tool.agent-lab.x]) belong to other commands
 DEFAULT_OUT = "reports"
 
 
@@ -63,6 +67,7 @@ class ToolEvalSettings:
     lint: LintConfig = field(default_factory=LintConfig)  # the project's [tool.agent-lab.lint], for the gate
     servers: tuple[str, ...] = ()  # MCP servers to gate instead of a lab (see agent_lab.mcp_client.surfaces)
     policy: str | None = None  # the policy file for the servers' tools
+    lock: str | None = None  # the contract lockfile the servers' tools are checked against
     set_aside: tuple[str, ...] = ()  # the table's cases, not used because --lab or --mcp names another surface
     table_lab: str | None = None  # the lab the table names (None: the built-in lab), for messages
 
@@ -75,7 +80,7 @@ class ToolEvalSettings:
 
     def load_lab(self) -> Lab:
         """The lab (LabError when it cannot be loaded)."""
-        return configured_lab(self.lab_reference, self.servers, self.policy)
+        return configured_lab(self.lab_reference, self.servers, self.policy, self.lock)
 
     def case_files(self, lab: Lab) -> tuple[str, ...]:
         """The case files to run: the configured ones, else the lab's own (ConfigError when neither)."""
@@ -96,9 +101,10 @@ class ToolEvalSettings:
                 f"not with --lab {self.lab_reference}")
 
 
-def configured_lab(lab: str | None, servers: Sequence[str] = (), policy: str | None = None) -> Lab:
-    """The lab named `lab`; else a lab of the MCP `servers` (their tools imported under `policy`); else the
-    built-in lab. LabError when it cannot be loaded."""
+def configured_lab(lab: str | None, servers: Sequence[str] = (), policy: str | None = None,
+                   lock: str | None = None) -> Lab:
+    """The lab named `lab`; else a lab of the MCP `servers` (their tools imported under `policy`, checked
+    against the contract lockfile `lock`); else the built-in lab. LabError when it cannot be loaded."""
     if lab is not None:
         return load_lab(lab)
     if servers:
@@ -106,8 +112,8 @@ def configured_lab(lab: str | None, servers: Sequence[str] = (), policy: str | N
         from ..mcp_client.tool_policy import PolicyError
 
         try:
-            return server_lab(list(servers), policy=policy)
-        except (PolicyError, ValueError) as error:
+            return server_lab(list(servers), policy=policy, lock=lock)
+        except (PolicyError, ValueError) as error:  # LockfileError is a ValueError
             raise LabError(str(error)) from None
     return default_lab()
 
@@ -159,35 +165,47 @@ def _checked_value(where: str, key: str, value: Any) -> Any:
     return value
 
 
+class LabSource(NamedTuple):
+    """What a command works on: a lab reference, or MCP servers with their policy and lock files."""
+
+    lab: str | None
+    servers: tuple[str, ...]
+    policy: str | None
+    lock: str | None
+
+
 def lab_source(table: Mapping[str, Any], *, lab: str | None = None, mcp: Sequence[str] | None = None,
-               policy: str | None = None, where: str = PYPROJECT) -> tuple[str | None, tuple[str, ...], str | None]:
-    """(lab reference, MCP servers, policy file): a flag (`--lab`, or `--mcp` with `--policy`) beats the
-    table, whose `lab` and `mcp` keys exclude each other."""
+               policy: str | None = None, lock: str | None = None, where: str = PYPROJECT) -> LabSource:
+    """The lab reference, or the MCP servers with their policy and lock files: a flag (`--lab`, or `--mcp`
+    with `--policy` and `--lock`) beats the table, whose `lab` and `mcp` keys exclude each other."""
     if table.get("lab") is not None and table.get("mcp"):
         raise ConfigError(f"{where}: {TABLE_NAME} names both lab and mcp; keep one (a lab can hold server "
                           "surfaces: Surface.from_mcp)")
     if lab is not None:
-        return lab, (), None
-    if mcp:
-        return None, tuple(mcp), policy if policy is not None else table.get("policy")
-    if table.get("lab") is not None:
-        return table["lab"], (), None
-    return None, tuple(table.get("mcp", ())), policy if policy is not None else table.get("policy")
+        return LabSource(lab, (), None, None)
+    if not mcp and table.get("lab") is not None:
+        return LabSource(table["lab"], (), None, None)
+    servers = tuple(mcp) if mcp else tuple(table.get("mcp", ()))
+    return LabSource(None, servers, policy if policy is not None else table.get("policy"),
+                     lock if lock is not None else table.get("lock"))
 
 
 def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = None, out: str | None = None,
                        junit: str | None = None, jobs: int | None = None, mcp: Sequence[str] | None = None,
-                       policy: str | None = None, directory: Path | None = None) -> ToolEvalSettings:
+                       policy: str | None = None, lock: str | None = None,
+                       directory: Path | None = None) -> ToolEvalSettings:
     """Flags (None: not given) laid over the project's table, laid over the defaults. The table's cases
     are another lab's when `--lab` (or `--mcp`) names what the table does not: they are set aside, not run."""
     table = project_table(directory)
-    lab_reference, servers, policy_file = lab_source(table, lab=lab, mcp=mcp, policy=policy)
+    lab_reference, servers, policy_file, lock_file = lab_source(table, lab=lab, mcp=mcp, policy=policy, lock=lock)
     table_cases = tuple(table.get("cases", ()))
-    theirs = (lab is not None and lab != table.get("lab")) or (bool(mcp) and tuple(mcp) != tuple(table.get("mcp", ())))
+    theirs = (lab is not None and lab != table.get("lab")) or (mcp is not None and bool(mcp)
+                                                                 and tuple(mcp) != tuple(table.get("mcp", ())))
     return ToolEvalSettings(
         lab_reference=lab_reference,
         servers=servers,
         policy=policy_file,
+        lock=lock_file,
         cases=tuple(cases) if cases else (() if theirs else table_cases),
         out=out if out is not None else table.get("out", DEFAULT_OUT),
         junit=junit if junit is not None else table.get("junit"),

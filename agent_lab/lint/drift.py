@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from ..contract import ToolDefinition, contract_hash
+from ..contract import contract_hash, contract_of
 from ..drift import Change, ChangeKind, compare_contracts
 from .model import CatalogFacts, Hit
 
@@ -38,26 +38,25 @@ class Drift:
     removed: tuple[str, ...]
 
 
-def _contract(spec: Any) -> dict[str, Any]:
-    definition = spec if isinstance(spec, ToolDefinition) else ToolDefinition.from_spec(spec)
-    return definition.contract()
-
-
 def catalog_drift(specs: Sequence[Any], locked: Optional[Mapping[str, Any]]) -> Drift:
-    """`locked`: the LockedTools of this surface ({} when the lock does not know the surface)."""
+    """`locked`: the LockedTools of this surface ({} when the lock does not know the surface). Each tool
+    is compared by its contract (`agent_lab.contract.contract_of`: for a tool imported from a server,
+    the definition the server listed, under the server's own name), and reported by its name here."""
     locked = locked or {}
     changes: dict[str, tuple[Change, ...]] = {}
     added = []
+    names = set()
     for spec in specs:
-        entry = locked.get(spec.name)
+        contract = contract_of(spec)
+        name = contract["name"] if isinstance(contract["name"], str) else spec.name
+        names.add(name)
+        entry = locked.get(name)
         if entry is None:
             added.append(spec.name)
             continue
-        contract = _contract(spec)
         if contract_hash(contract) != entry.hash:
             changes[spec.name] = compare_contracts(entry.contract, contract) or (
                 Change("", ChangeKind.LOOSENED, "the contract hash changed"),)
-    names = {spec.name for spec in specs}
     removed = tuple(name for name in locked if name not in names)
     return Drift(changes=changes, added=tuple(added), removed=removed)
 

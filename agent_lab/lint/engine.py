@@ -46,6 +46,8 @@ class LintReport:
     surfaces: tuple[str, ...] = ()
     tools: int = 0
     locations: Mapping[tuple[Optional[str], str], SourceLocation] = field(default_factory=dict)
+    provenance: Mapping[tuple[Optional[str], str], Mapping[str, Any]] = field(default_factory=dict)
+    """(surface, tool): `Provenance.to_dict()` of each tool imported from an MCP server."""
 
     def count(self, severity: Severity) -> int:
         return sum(1 for finding in self.findings if finding.severity is severity)
@@ -58,6 +60,10 @@ class LintReport:
     def passed(self) -> bool:
         """True when no finding is at error level (what `lint` and the tool-eval gate require)."""
         return not self.errors
+
+    def provenance_of(self, finding: Finding) -> Optional[Mapping[str, Any]]:
+        """Where the finding's tool was imported from (server, version, transport, contract hash, ...)."""
+        return self.provenance.get((finding.surface, finding.tool)) if finding.tool is not None else None
 
     def location_of(self, finding: Finding) -> Optional[SourceLocation]:
         """Where the finding's tool is defined; for a catalog finding, where the surface's first tool is."""
@@ -103,9 +109,16 @@ def catalog_facts(specs: Sequence[Any], config: LintConfig, *, drift: Any = None
 
 
 def _has_runtime_half(spec: Any) -> bool:
-    """A ToolSpec has one; a bare definition (a server's tool, `agent_lab.contract.ToolDefinition`) has
-    not: its runtime half comes from the import policy, so the AL4xx rules do not judge it."""
-    return not isinstance(spec, ToolDefinition)
+    """Whether the runtime rules (AL4xx) judge `spec`: a ToolSpec's runtime half is what its author
+    wrote. A bare definition (a server's tool, `agent_lab.contract.ToolDefinition`) has none: its runtime
+    half comes from the import policy. A tool imported with no policy entry has the strictest defaults
+    (`agent_lab.mcp_client.STRICTEST_DEFAULTS`: destructive, approval always and single-use, a permission
+    nobody holds by default), which nobody wrote and no rule could strengthen, so they are not judged
+    either; once a policy entry names the tool, what the entry says is."""
+    if isinstance(spec, ToolDefinition):
+        return False
+    provenance = getattr(spec, "provenance", None)
+    return provenance is None or provenance.policy is not None
 
 
 def _checked(rule: Rule, subject: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[tuple[str, Hit]]:
@@ -135,8 +148,27 @@ def _run(rule: Rule, specs: Sequence[Any], facts: CatalogFacts,
                 yield rule_id, hit.tool or spec.name, hit
     else:
         subjects = [spec for spec in specs if _has_runtime_half(spec)] if rule.runtime else specs
-        for hit in rule.check(subjects, facts, host):
+        if not any(isinstance(spec, ToolDefinition) for spec in subjects):
+            for hit in rule.check(subjects, facts, host):
+                yield rule.id, hit.tool, hit
+            return
+        # A server's definitions: one whose schema is no JSON Schema is AL001 already, and is left out of
+        # the catalog's figures (exporting it could not work); a check that still fails is AL001 for the
+        # catalog, never a crash of the run.
+        subjects = [spec for spec in subjects if not _broken_schema(spec)]
+        try:
+            hits = list(rule.check(subjects, facts, host))
+        except Exception as error:  # noqa: BLE001 - hostile input must never stop the linter
+            yield MALFORMED_RULE, None, Hit(f"malformed definitions: {rule.id} could not check the catalog "
+                                            f"({type(error).__name__})")
+            return
+        for hit in hits:
             yield rule.id, hit.tool, hit
+
+
+def _broken_schema(spec: Any) -> bool:
+    return isinstance(spec, ToolDefinition) and any(pointer.startswith(("/input_schema", "/output_schema"))
+                                                    for pointer, _ in spec.problems)
 
 
 def _locked_tools(lock: Any, surface: Optional[str], alone: bool) -> Optional[Mapping[str, Any]]:
@@ -204,9 +236,15 @@ def _numbered(findings: list[Finding]) -> list[Finding]:
 
 
 def _tools_of(source: Any) -> list[Any]:
-    """A surface's tools: a Registry's ToolSpecs, or a sequence of ToolSpecs / ToolDefinitions."""
+    """A surface's tools: a Registry's ToolSpecs, or a sequence of ToolSpecs / ToolDefinitions. A registry
+    of a server's tools (`agent_lab.mcp_client.ServerRegistry`) adds, as definitions, the tools its import
+    left out (a name MCP forbids, a schema that cannot be compiled, ...): never callable, but a reviewer
+    sees what was wrong with them."""
     if hasattr(source, "names") and hasattr(source, "spec"):
-        return [source.spec(tool) for tool in source.names()]
+        specs: list[Any] = [source.spec(tool) for tool in source.names()]
+        skipped = [tool.definition for tool in getattr(source, "skipped", ()) if tool.definition is not None]
+        return specs + [ToolDefinition.from_mcp(tool, position=len(specs) + index)
+                        for index, tool in enumerate(skipped)]
     return list(source)
 
 
@@ -221,10 +259,14 @@ def lint_surfaces(surfaces: Sequence[tuple[str, Any]], *, config: Optional[LintC
     config = config if config is not None else LintConfig()
     findings: list[Finding] = []
     locations: dict[tuple[Optional[str], str], SourceLocation] = {}
+    provenance: dict[tuple[Optional[str], str], Mapping[str, Any]] = {}
     union: list[Any] = []
     union_surfaces: list[Optional[str]] = []
     for name, source in surfaces:
         specs = _tools_of(source)
+        for spec in specs:
+            if getattr(spec, "provenance", None) is not None:
+                provenance[(name, spec.name)] = spec.provenance.to_dict()
         union.extend(specs)
         union_surfaces.extend([name] * len(specs))
         locked = _locked_tools(lock, name, alone=len(surfaces) == 1)
@@ -234,11 +276,15 @@ def lint_surfaces(surfaces: Sequence[tuple[str, Any]], *, config: Optional[LintC
         if hasattr(source, "names") and hasattr(source, "spec"):
             for tool, location in locate_tools(source, base=base).items():
                 locations[(name, tool)] = location
+            server = getattr(source, "artifact_uri", None)  # a server's registry: left-out tools are there too
+            for spec in specs:
+                if isinstance(spec, ToolDefinition) and server:
+                    locations.setdefault((name, spec.name), SourceLocation(server, 0))
     if together:
         facts = catalog_facts(union, config, surface_of=union_surfaces)
         findings.extend(_findings([rule for rule in RULES if rule.id in FLOW_RULES], union, facts, config, None))
     return LintReport(findings=tuple(findings), config=config, surfaces=tuple(name for name, _ in surfaces),
-                      tools=len(union), locations=locations)
+                      tools=len(union), locations=locations, provenance=provenance)
 
 
 def spec_warnings(spec: Any) -> tuple[str, ...]:

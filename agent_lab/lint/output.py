@@ -89,6 +89,9 @@ def render_json(report: LintReport) -> str:
         entry = finding.to_dict()
         entry["location"] = {"path": location.path, "line": location.line or None} if location else None
         entry["logical_location"] = finding.logical_location
+        origin = report.provenance_of(finding)
+        if origin is not None:
+            entry["provenance"] = dict(origin)
         findings.append(entry)
     document = {
         "tool": "agent-lab lint",
@@ -126,11 +129,14 @@ def _rule_properties(rule: Any) -> dict[str, Any]:
     return properties
 
 
-def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, int]) -> dict[str, Any]:
+def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, int],
+                  artifact_index: dict[str, int]) -> dict[str, Any]:
     location: dict[str, Any] = {}
     source = report.location_of(finding)
     if source is not None:
         location["physicalLocation"] = {"artifactLocation": _artifact(source.path)}
+        if source.path in artifact_index:
+            location["physicalLocation"]["artifactLocation"]["index"] = artifact_index[source.path]
         if source.line:
             location["physicalLocation"]["region"] = {"startLine": source.line}
     location["logicalLocations"] = [{"fullyQualifiedName": finding.logical_location,
@@ -154,6 +160,9 @@ def _sarif_result(finding: Finding, report: LintReport, rule_index: dict[str, in
         properties["hosts"] = list(finding.hosts)
     if finding.related:
         properties["tools"] = [finding.tool, *finding.related]
+    origin = report.provenance_of(finding)
+    if origin is not None:  # imported from an MCP server: which one, and the contract the finding is about
+        properties["provenance"] = dict(origin)
     if properties:
         result["properties"] = properties
     return result
@@ -167,21 +176,49 @@ def _artifact(path: str) -> dict[str, Any]:
     return {"uri": path}
 
 
+def _server_artifacts(report: LintReport) -> list[dict[str, Any]]:
+    """One SARIF artifact per MCP server the linted tools came from (in the order first met), described
+    by its name, version, transport and protocol revision, as the server gave them."""
+    from ..provenance import server_uri
+
+    artifacts: dict[str, dict[str, Any]] = {}
+    for origin in report.provenance.values():
+        uri = server_uri(origin["transport"], origin["address"])
+        if uri in artifacts:
+            continue
+        version = f" {origin['server_version']}" if origin.get("server_version") else ""
+        artifacts[uri] = {
+            "location": {"uri": uri},
+            "description": {"text": escaped(f"MCP server {origin['server']}{version} ({origin['transport']}, "
+                                            f"protocol {origin['protocol_version']})")},
+            "properties": {key: origin[key] for key in ("server", "server_version", "transport", "protocol_version")},
+        }
+    return list(artifacts.values())
+
+
 def render_sarif(report: LintReport) -> str:
-    """The report as a SARIF 2.1.0 log with one run (GitHub code scanning accepts it as is)."""
+    """The report as a SARIF 2.1.0 log with one run (GitHub code scanning accepts it as is). Tools imported
+    from an MCP server: the server is an artifact of the run (name, version, transport, protocol), each
+    result at it, with the tool's whole provenance (contract hash, policy entry, lock verdict) in its
+    properties."""
     rule_index = {rule.id: index for index, rule in enumerate(RULES)}
+    artifacts = _server_artifacts(report)
+    artifact_index = {artifact["location"]["uri"]: index for index, artifact in enumerate(artifacts)}
+    run: dict[str, Any] = {
+        "tool": {"driver": {
+            "name": "agent-lab",
+            "version": _version(),
+            "rules": [_sarif_rule(rule, report) for rule in RULES],
+        }},
+        "invocations": [{"executionSuccessful": True}],
+    }
+    if artifacts:
+        run["artifacts"] = artifacts
+    run["results"] = [_sarif_result(finding, report, rule_index, artifact_index) for finding in report.findings]
+    run["properties"] = {"surfaces": list(report.surfaces)}
     log = {
         "$schema": SARIF_SCHEMA_URI,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "agent-lab",
-                "version": _version(),
-                "rules": [_sarif_rule(rule, report) for rule in RULES],
-            }},
-            "invocations": [{"executionSuccessful": True}],
-            "results": [_sarif_result(finding, report, rule_index) for finding in report.findings],
-            "properties": {"surfaces": list(report.surfaces)},
-        }],
+        "runs": [run],
     }
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

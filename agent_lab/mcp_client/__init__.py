@@ -9,7 +9,7 @@
 and its tools gated by a Registry under a policy you write (`import_tools`, `agent_lab.mcp_client.importing`):
 
     with connect(...) as server, Registry() as registry:
-        import_tools(server, policy="memory-policy.toml").register(registry)
+        import_tools(server, policy="memory-policy.toml", lock="agent-lab.lock.json").register(registry)
 
 The client speaks 2026-07-28 (stateless: `server/discover`, the version in every request's `_meta`) and
 the handshake era (2025-11-25, 2025-06-18, 2025-03-26), negotiating down, over stdio (a command line)
@@ -20,9 +20,16 @@ message a size limit, and whatever the server does wrong is an `McpError` of one
 from __future__ import annotations
 
 from .address import ServerAddress, parse_server
-from .importing import ContractLock, ImportedTool, ServerImport, ServerRegistry, SkippedTool, contract_hash, import_tools
+from .importing import ImportedTool, LockSource, ServerImport, ServerRegistry, SkippedTool, import_tools, load_lock
 from .session import McpClient, connect
-from .tool_policy import STRICTEST_DEFAULTS, UNREVIEWED_PERMISSION, PolicyError, ToolPolicy, load_policy
+from .tool_policy import (
+    STRICTEST_DEFAULTS,
+    TEXT_CONTENT_SCHEMA,
+    UNREVIEWED_PERMISSION,
+    PolicyError,
+    ToolPolicy,
+    load_policy,
+)
 from .wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -37,9 +44,10 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_TIMEOUT_S",
     "STRICTEST_DEFAULTS",
+    "TEXT_CONTENT_SCHEMA",
     "UNREVIEWED_PERMISSION",
-    "ContractLock",
     "ImportedTool",
+    "LockSource",
     "McpClient",
     "McpConnectionError",
     "McpError",
@@ -53,8 +61,8 @@ __all__ = [
     "SkippedTool",
     "ToolPolicy",
     "connect",
-    "contract_hash",
     "import_tools",
+    "load_lock",
     "load_policy",
     "parse_server",
 ]

@@ -26,27 +26,37 @@ is told to look up whether it happened); a request that never left this process 
 that left but got no answer (a timeout, a server that died) raises, so `invoke` answers
 `handler_exception` or `tool_timeout`, whose outcome for a write is `unknown`. A tool with an
 outputSchema returns its structuredContent (which `invoke` checks against that schema); one without
-returns `{"content": [...]}` (and `structuredContent` when the server sent one).
+returns `{"content": [...]}` (and `structuredContent` when the server sent one), checked against the
+policy entry's `output_schema` when it declares one.
 
-Drift: with `lock=`, each tool's definition is checked against what a person reviewed; a tool that no
-longer matches is imported (so lint and inspect show it) but every call is refused with
-`tool_contract_changed`. Without a lock the imported definition is the reference: when the server says
-its tool list changed, the next call lists again, and a tool whose definition differs from the one
-imported is refused the same way (a description edited mid-session cannot reach the model's calls).
+Drift: with `lock=` (a contract lockfile, `agent_lab.lockfile.Lockfile`, or its path), each tool's
+definition as listed is checked against the contract a person reviewed and locked (`agent-lab lock`). A
+tool that drifted from it, or that the lock does not hold at all, is imported (so lint and inspect show
+it, with `Provenance.lock` saying "drifted" or "unlocked") but every call is refused with
+`tool_contract_changed`, naming the kinds of change (text, loosened, ...) and never the server's text,
+until it is reviewed and locked again. The lock's surface the tools are checked against is the first
+the lock holds of: `surface=` (a lab surface's name), the server's own name (as `agent-lab lock --mcp`
+labels it); else the lock's only surface; else none, and every tool is unlocked. The server's name
+only picks which reviewed contracts to compare with: a tool still runs only when it is, exactly, one.
+With or without a lock, the imported definition is then the reference for the session: when the server
+says its tool list changed, the next call lists again, and a tool whose definition differs from the one
+imported (or that is gone) is refused the same way (a description edited mid-session cannot reach the
+model's calls).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Union
+from typing import Any, Callable, Mapping, Union
 
+from ..contract import contract_from_mcp, contract_hash
+from ..drift import Change, compare_contracts
 from ..errors import NextAction, ToolFailure
-from ..fingerprint import NotCanonicalJSON, canonical_json
-from ..provenance import Provenance
+from ..lockfile import Lockfile, Verdict, VerdictStatus, model_safe_changes
+from ..provenance import Provenance, server_uri
 from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
@@ -54,44 +64,30 @@ from .tool_policy import PolicyError, ToolPolicy, load_policy
 from .wire import McpError, McpRemoteError, quote_server_text
 
 __all__ = [
-    "CONTRACT_FIELDS",
-    "ContractLock",
     "ImportedTool",
+    "LockSource",
     "ServerImport",
     "ServerRegistry",
     "SkippedTool",
-    "contract_hash",
     "import_tools",
-    "model_facing_definition",
+    "load_lock",
 ]
 
-CONTRACT_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-"""The members of an MCP Tool that make its model-facing contract (what a model reads and relies on)."""
 MAX_ERROR_TEXT_CHARS = 500  # of a server's isError text, in the model-visible message
 DEADLINE_BACKSTOP_S = 0.5  # the client's deadline for a call, past the registry's (see call_foreign_tool)
 ADDED_KEY_DESCRIPTION = ("A unique id for this action (for example a UUID); a retry with the same id returns the "
                          "first answer instead of acting twice.")
 
 
-class ContractLock(Protocol):
-    """What `lock=` needs: a verdict on one tool's definition as the server lists it."""
-
-    def __call__(self, provenance: Provenance, definition: Mapping[str, Any]) -> str | None:
-        """None when `definition` matches what was reviewed; else one line saying what changed."""
+LockSource = Union[Lockfile, str, os.PathLike[str]]
+"""What `lock=` takes: a loaded Lockfile, or the path of one."""
 
 
-LockLike = Union[ContractLock, Callable[[Provenance, Mapping[str, Any]], Union[str, None]]]
-
-
-def model_facing_definition(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """The members of a listed tool that make its contract (CONTRACT_FIELDS that are present)."""
-    return {key: tool[key] for key in CONTRACT_FIELDS if key in tool}
-
-
-def contract_hash(tool: Mapping[str, Any]) -> str:
-    """"sha256:<hex>" of the canonical JSON of the tool's model-facing definition (NotCanonicalJSON for
-    one nested beyond the canonical form's depth)."""
-    return "sha256:" + hashlib.sha256(canonical_json(model_facing_definition(tool)).encode("utf-8")).hexdigest()
+def load_lock(lock: LockSource | None) -> Lockfile | None:
+    """The Lockfile `lock` names (LockfileError, one line, when it cannot be read or is not one)."""
+    if lock is None or isinstance(lock, Lockfile):
+        return lock
+    return Lockfile.load(lock)
 
 
 @dataclass(frozen=True)
@@ -99,13 +95,22 @@ class ImportedTool:
     spec: ToolSpec
     handler: Callable[..., Any]
     definition: Mapping[str, Any]  # the tool as the server listed it
-    drift: str | None = None  # what the lock says changed (every call is then refused)
+    verdict: Verdict | None = None  # what the lock said of it (None: no lock); not a match: every call refused
+
+    @property
+    def drift(self) -> str | None:
+        """For people: what differs from the lock, one line per change (None when it matches or there is
+        no lock). It quotes the server's text (escaped); the model is never shown it."""
+        if self.verdict is None or self.verdict.matches:
+            return None
+        return self.verdict.diff()
 
 
 @dataclass(frozen=True)
 class SkippedTool:
     name: str
     reason: str
+    definition: Any = None  # the tool as the server listed it (for lint: what exactly was wrong)
 
 
 @dataclass(frozen=True)
@@ -129,10 +134,16 @@ class ServerRegistry(Registry):
         super().__init__(**options)
         self._clients: list[McpClient] = []
         self.world: Any = None  # what the servers write to, when the registry was opened for a command
+        self.skipped: tuple[SkippedTool, ...] = ()  # what the import left out (lint reads their definitions)
 
     @property
     def clients(self) -> tuple[McpClient, ...]:
         return tuple(self._clients)
+
+    @property
+    def artifact_uri(self) -> str | None:
+        """Its first server as a URI (where lint places the tools its import left out), else None."""
+        return server_uri(self._clients[0].transport.kind, self._clients[0].label) if self._clients else None
 
     def own(self, client: McpClient) -> None:
         self._clients.append(client)
@@ -157,14 +168,18 @@ def _policy(policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | No
 
 
 def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None = None,
-                 lock: LockLike | None = None, timeout_s: float | None = None, prefix: str = "") -> ServerImport:
+                 lock: LockSource | None = None, surface: str | None = None, timeout_s: float | None = None,
+                 prefix: str = "") -> ServerImport:
     """List `client`'s tools and make each a ToolSpec with a handler (see the module docstring).
 
     `prefix` is put before each tool's name in the registry (to keep two servers' tools apart); the
-    policy still names the tool as the server does, and the server is called by its own name.
-    Raises McpError when the listing fails, PolicyError when the policy cannot be applied to a tool it
-    names (a bad file, an idempotency key that cannot be added)."""
+    policy and the lock still name the tool as the server does, and the server is called by its own
+    name. `lock` is a Lockfile or its path; `surface` the name of the lock's surface to check against
+    first (see the module docstring). Raises McpError when the listing fails, PolicyError when the
+    policy cannot be applied to a tool it names (a bad file, an idempotency key that cannot be added),
+    LockfileError when the lock cannot be read."""
     rules = _policy(policy)
+    locked = _Locked(load_lock(lock), surface, client.name) if lock is not None else None
     listed = client.list_tools(timeout_s=timeout_s)
     counts: dict[str, int] = {}
     for tool in listed:
@@ -180,15 +195,30 @@ def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[st
         reason = _unusable(tool, counts, prefix)
         if reason is None:
             try:
-                imported = _import_one(client, tool, rules, lock, watch, prefix)
+                imported = _import_one(client, tool, rules, locked, watch, prefix)
             except _Skip as skip:
                 reason = str(skip)
             else:
                 tools.append(imported)
                 continue
-        if SkippedTool(shown, reason) not in skipped:  # a name listed twice is reported once
-            skipped.append(SkippedTool(shown, reason))
+        if all((known.name, known.reason) != (shown, reason) for known in skipped):  # a name listed twice: once
+            skipped.append(SkippedTool(shown, reason, tool))
     return ServerImport(client, tuple(tools), tuple(skipped))
+
+
+class _Locked:
+    """A lockfile and the surface of it this server's tools are checked against (see the module)."""
+
+    def __init__(self, lock: Lockfile | None, surface: str | None, server: str) -> None:
+        self.lock = lock
+        self.surface = lock.surface_for(surface, server) if lock is not None else None
+        self.label = self.surface or surface or server
+
+    def verdict(self, tool: Mapping[str, Any]) -> Verdict:
+        if self.lock is None or self.surface is None:
+            return Verdict(str(tool.get("name")), self.label, VerdictStatus.UNLOCKED,
+                           current_hash=contract_hash(contract_from_mcp(tool)))
+        return self.lock.verdict(tool, surface=self.surface)
 
 
 class _Skip(Exception):
@@ -214,23 +244,28 @@ def _unusable(tool: Mapping[str, Any], counts: Mapping[str, int], prefix: str) -
     return None
 
 
-def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, lock: LockLike | None,
+def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, locked: _Locked | None,
                 watch: _DefinitionWatch, prefix: str) -> ImportedTool:
     name = tool["name"]
     try:
-        digest = contract_hash(tool)
-    except (NotCanonicalJSON, RecursionError):
+        contract = contract_from_mcp(tool)
+        digest = contract_hash(contract)
+        verdict = locked.verdict(tool) if locked is not None else None
+    except RecursionError:
         raise _Skip("its definition is nested too deeply to hash (and to check)") from None
     entry, options = rules.entry_for(name)
+    declared = options.pop("output_schema", None)  # the reviewer's, for a tool whose server declares none
     raised = _raise_by_hints(options, tool.get("annotations"))
     input_schema, added_key = _with_idempotency_key(tool["inputSchema"], options.get("idempotency_key"), entry, name)
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
                             transport=client.transport.kind, address=client.label,
                             protocol_version=client.protocol_version or "unknown", contract_hash=digest,
-                            policy=entry, raised=tuple(raised))
+                            policy=entry, raised=tuple(raised),
+                            lock=verdict.status.value if verdict is not None else None, definition=tool)
     description = tool.get("description") or tool.get("title") or name
     title = tool.get("title") if isinstance(tool.get("title"), str) else None
-    output_schema = tool.get("outputSchema")
+    listed_output = tool.get("outputSchema")
+    output_schema = listed_output if listed_output is not None else declared
     try:
         spec = ToolSpec(name=prefix + name, description=description, title=title, input_schema=input_schema,
                         output_schema=output_schema, provenance=provenance, **options)
@@ -241,10 +276,10 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         raise _Skip(f"it cannot be enforced as listed: {quote_server_text(message, 300)}") from None
     except RecursionError:
         raise _Skip("its schema is nested too deeply to compile") from None
-    drift = _lock_verdict(lock, provenance, tool)
-    watch.remember(name, digest)
-    handler = _handler(client, spec, name, watch, added_key, drift, output_schema is not None)
-    return ImportedTool(spec, handler, dict(tool), drift)
+    refusal = verdict.refusal() if verdict is not None else None
+    watch.remember(name, digest, contract)
+    handler = _handler(client, spec, name, watch, added_key, refusal, listed_output is not None)
+    return ImportedTool(spec, handler, dict(tool), verdict)
 
 
 def _raise_by_hints(options: dict[str, Any], annotations: Any) -> list[str]:
@@ -286,33 +321,26 @@ def _with_idempotency_key(schema: Mapping[str, Any], key: str | None, entry: str
     return widened, key
 
 
-def _lock_verdict(lock: LockLike | None, provenance: Provenance, tool: Mapping[str, Any]) -> str | None:
-    if lock is None:
-        return None
-    try:
-        verdict = lock(provenance, model_facing_definition(tool))
-    except Exception as error:  # noqa: BLE001 - a lock that cannot decide has not approved the tool
-        return f"the lock could not check it ({type(error).__name__})"
-    if verdict is None:
-        return None
-    return quote_server_text(str(verdict), 300) or "the definition differs from the locked one"
+_GONE = "removed"  # a tool the server no longer lists (once), in a watch's current listing
 
 
 class _DefinitionWatch:
-    """The hash each tool had when imported; after the server says its list changed, the next call
-    lists again (once, under that call's deadline) and reports tools whose definition differs."""
+    """The contract each tool had when imported; after the server says its list changed, the next call
+    lists again (once, under that call's deadline) and says how a tool's definition differs, if it does."""
 
     def __init__(self, client: McpClient) -> None:
         self.client = client
-        self.imported: dict[str, str] = {}
-        self.current: dict[str, str | None] = {}
+        self.imported: dict[str, tuple[str, Mapping[str, Any]]] = {}  # name: (hash, contract)
+        self.current: dict[str, str] = {}  # name: hash, or _GONE for a name listed twice or not at all
+        self.listed: dict[str, Mapping[str, Any]] = {}  # name: contract, as last listed
         self.lock = threading.Lock()
 
-    def remember(self, name: str, digest: str) -> None:
-        self.imported[name] = digest
+    def remember(self, name: str, digest: str, contract: Mapping[str, Any]) -> None:
+        self.imported[name] = (digest, contract)
         self.current[name] = digest
 
-    def changed(self, name: str, deadline: float) -> bool:
+    def changes(self, name: str, deadline: float) -> tuple[Change, ...] | None:
+        """None while the tool is as imported; else its changes (empty: it is gone, or listed twice)."""
         with self.lock:
             if self.client.tools_changed:
                 try:
@@ -320,39 +348,68 @@ class _DefinitionWatch:
                 except McpError:
                     self.client.tools_changed = True  # still unknown: the next call lists again
                     raise
-                current: dict[str, str | None] = {}
+                current: dict[str, str] = {}
+                contracts: dict[str, Mapping[str, Any]] = {}
                 for tool in listed:
-                    if isinstance(tool.get("name"), str):
-                        try:
-                            current[tool["name"]] = None if tool["name"] in current else contract_hash(tool)
-                        except (NotCanonicalJSON, RecursionError):
-                            current[tool["name"]] = None
-                self.current = current
-            return self.current.get(name) != self.imported.get(name)
+                    listed_name = tool.get("name")
+                    if not isinstance(listed_name, str):
+                        continue
+                    if listed_name in current:  # listed twice: which one a call reaches is unknown
+                        current[listed_name] = _GONE
+                        continue
+                    try:
+                        contracts[listed_name] = contract_from_mcp(tool)
+                        current[listed_name] = contract_hash(contracts[listed_name])
+                    except RecursionError:
+                        current[listed_name] = _GONE
+                self.current, self.listed = current, contracts
+            digest, contract = self.imported[name]
+            now = self.current.get(name, _GONE)
+            if now == digest:
+                return None
+            if now == _GONE:
+                return ()
+            try:
+                return compare_contracts(contract, self.listed[name]) or ()
+            except RecursionError:
+                return ()
+
+
+def _changed_refusal(name: str, changes: tuple[Change, ...]) -> ToolFailure:
+    """What the model is told of a tool whose definition changed during the session: the kinds and
+    places of the changes (never the server's new text), or that the tool is gone."""
+    if not changes:
+        return ToolFailure("tool_contract_changed", f"The server no longer lists {name} as it did when it was "
+                           "imported, so it will not run. Do not retry; use another tool or tell the user.",
+                           details={"status": "removed"})
+    places = model_safe_changes(changes)
+    kinds = sorted({place["kind"] for place in places})
+    return ToolFailure("tool_contract_changed", f"The server changed the definition of {name} after it was imported "
+                       f"({', '.join(kinds)}), so it will not run until someone reviews the change. Do not retry; "
+                       "use another tool or tell the user.", details={"status": "changed", "changes": places})
 
 
 def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWatch, added_key: str | None,
-             drift: str | None, has_output_schema: bool) -> Callable[[Mapping[str, Any], Any], Any]:
-    """The handler of `spec`, which calls the server's tool `name`."""
+             refusal: Any, has_output_schema: bool) -> Callable[[Mapping[str, Any], Any], Any]:
+    """The handler of `spec`, which calls the server's tool `name` (`refusal`: the lock's ToolError for a
+    tool that drifted or is unlocked, answered instead of every call)."""
     label, writes = client.label, spec.writes
 
     def call_foreign_tool(arguments: Mapping[str, Any], ctx: Any) -> Any:
-        if drift is not None:
-            raise ToolFailure("tool_contract_changed", f"The definition of {name} no longer matches the reviewed "
-                              f"lock ({drift}); it is not called until it is reviewed and locked again.")
+        if refusal is not None:
+            raise ToolFailure(refusal.code, refusal.message, details=refusal.details)
         # The registry answers tool_timeout at the call's deadline and sets ctx.cancel_event, which stops
         # the request at once; the client's own deadline is a little later, a backstop, so the two never
         # race to decide what the caller is told.
         deadline = (ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0) \
             + DEADLINE_BACKSTOP_S
         try:
-            changed = watch.changed(name, deadline)
+            changes = watch.changes(name, deadline)
         except McpError as error:  # listing again failed: the call itself was never sent
             raise ToolFailure("unavailable", f"The tool's server could not list its tools again after it said they "
                               f"changed; the call was not sent ({error.detail}).", details={"server": label}) from None
-        if changed:
-            raise ToolFailure("tool_contract_changed", f"The server changed or removed the definition of {name} "
-                              "after it was imported; it is not called until it is reviewed again.")
+        if changes is not None:
+            raise _changed_refusal(name, changes)
         try:
             forwarded = {key: value for key, value in arguments.items() if key != added_key}
             result = client.call_tool(name, forwarded, deadline=deadline, cancel_event=ctx.cancel_event)

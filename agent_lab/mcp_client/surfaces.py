@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 from ..lab.definition import Lab, LabError, Surface
 from ..policy import Actor
 from .address import ServerAddress, parse_server
-from .importing import LockLike, ServerRegistry, import_tools
+from .importing import LockSource, ServerRegistry, import_tools, load_lock
 from .session import McpClient
 from .tool_policy import PolicyError, ToolPolicy, load_policy
 from .wire import DEFAULT_TIMEOUT_S, McpError
@@ -155,11 +155,12 @@ class ServerSurfaceBuild:
     """`build(world, **options)` for a Surface whose tools come from an MCP server (see the module)."""
 
     def __init__(self, server: str | ServerAddress, *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
-                 lock: LockLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, pass_env: Sequence[str] = (),
-                 cwd: str | None = None) -> None:
+                 lock: LockSource | None = None, surface: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 pass_env: Sequence[str] = (), cwd: str | None = None) -> None:
         self.address = server if isinstance(server, ServerAddress) else parse_server(server)
         self.policy = _policy_of(policy)  # read once, when the lab is defined: a bad file fails at import time
-        self.lock = lock
+        self.lock = load_lock(lock)  # likewise (LockfileError)
+        self.surface = surface  # the lock's surface to check against first (the lab surface's name)
         self.timeout_s = timeout_s
         self.pass_env = tuple(pass_env)
         self.cwd = cwd
@@ -176,11 +177,12 @@ class ServerSurfaceBuild:
         registry = ServerRegistry(**options)
         registry.own(client)
         try:
-            imported = import_tools(client, policy=self.policy, lock=self.lock)
+            imported = import_tools(client, policy=self.policy, lock=self.lock, surface=self.surface)
             imported.register(registry)
         except BaseException:
             registry.close()
             raise
+        registry.skipped = imported.skipped
         for skipped in imported.skipped:
             logger.warning("mcp server %s: tool %r was not imported: %s", client.label, skipped.name, skipped.reason)
         return registry
@@ -188,34 +190,41 @@ class ServerSurfaceBuild:
 
 def server_lab(servers: Sequence[str], *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
                cases: Iterable[str] = (), name: str = "mcp", actor: Actor | None = None,
-               lock: LockLike | None = None) -> Lab:
+               lock: LockSource | None = None) -> Lab:
     """A lab whose candidates are the servers (surfaces `server`, or `server-1`, `server-2`, ...), each case
-    in a fresh `McpWorld` (`{world}` in a command names its directory), effects read by `world_effects`."""
+    in a fresh `McpWorld` (`{world}` in a command names its directory), effects read by `world_effects`.
+    With `lock`, every server's tools are checked against it (see `import_tools`)."""
     if not servers:
         raise LabError("an MCP server lab needs at least one server")
     rules = _policy_of(policy)
-    surfaces = [Surface.from_mcp("server" if len(servers) == 1 else f"server-{index}", server, policy=rules, lock=lock)
+    locked = load_lock(lock)
+    surfaces = [Surface.from_mcp("server" if len(servers) == 1 else f"server-{index}", server, policy=rules,
+                                 lock=locked)
                 for index, server in enumerate(servers, start=1)]
     return Lab(name=name, world=new_world, surfaces=surfaces, effects=world_effects, actor=actor, cases=tuple(cases))
 
 
-def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None,
+def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None, lock: LockSource | None = None,
                          timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
-    """One open surface per server for the commands that take `--mcp` (LabError with one line otherwise).
-    Tools left out of the import are logged as warnings (the command prints them on stderr)."""
+    """One open surface per server for the commands that take `--mcp` (LabError with one line otherwise),
+    named by the server's own name (`name#2` for a second server of one name), as `lock --mcp` labels the
+    lock's surfaces. With `lock`, the tools are checked against it (`Provenance.lock` says how they
+    fared; a call would be refused). Tools left out of the import are logged as warnings (the command
+    prints them on stderr) and kept in the registry's `skipped`."""
     from ..lab.inspection import OpenSurface
 
     try:
         rules = _policy_of(policy)
+        locked = load_lock(lock)
         addresses = [parse_server(server) for server in servers]
-    except (PolicyError, ValueError) as error:
+    except (PolicyError, ValueError) as error:  # LockfileError is a ValueError
         raise LabError(str(error)) from None
     opened: list[Any] = []
     names: set[str] = set()
     try:
         for address in addresses:
             world = McpWorld() if address.mentions_world else None  # a command that writes to {world}
-            registry = ServerSurfaceBuild(address, policy=rules, timeout_s=timeout_s)(world)
+            registry = ServerSurfaceBuild(address, policy=rules, lock=locked, timeout_s=timeout_s)(world)
             registry.world = world  # kept (and its directory) while the registry is open
             client = registry.clients[0]
             name = client.name

@@ -21,7 +21,15 @@ keyed on it could be claimed by any server. A policy applies to the servers it i
 An exact name wins over a glob; among globs the first in the file wins. Keys: `permission`, `effect`
 (read, write, destructive), `approval` (never, always), `single_use_approval`, `idempotency_key`,
 `retry_policy` (never, transient), `timeout_ms`, `max_input_bytes`, `max_output_bytes`, `redact`,
-`execution` (pool, inline), `open_world`, `format_assertion`.
+`execution` (pool, inline), `open_world`, `format_assertion`, `output_schema`.
+
+`output_schema` is what the reviewer accepts back from a tool whose server declares no outputSchema
+(many do not: the git and fetch reference servers, for one). Such a tool returns `{"content": [...]}`
+(and `structuredContent` when the server sends one), so the schema describes that object; `"text"`
+stands for TEXT_CONTENT_SCHEMA, text blocks only. `Registry.invoke` checks every answer against it (an
+image or a resource where text was reviewed is `invalid_tool_output`), the model is told it, and the
+gate's "every tool declares an output schema" and lint's AL403 count it. A tool whose server declares
+its own outputSchema keeps that one: the entry's is for what the server leaves undeclared.
 
 What an entry leaves out, and every field of a tool no entry matches, is the strictest default
 (`STRICTEST_DEFAULTS`): permission `mcp.unreviewed` (a scope an application grants on purpose, or no
@@ -41,9 +49,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ..frozenjson import freeze
 from ..spec import DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS
 
-__all__ = ["STRICTEST_DEFAULTS", "UNREVIEWED_PERMISSION", "PolicyError", "ToolPolicy", "load_policy"]
+__all__ = ["STRICTEST_DEFAULTS", "TEXT_CONTENT_SCHEMA", "UNREVIEWED_PERMISSION", "PolicyError", "ToolPolicy",
+           "load_policy"]
 
 UNREVIEWED_PERMISSION = "mcp.unreviewed"
 STRICTEST_DEFAULTS: Mapping[str, Any] = MappingProxyType({
@@ -63,6 +73,15 @@ STRICTEST_DEFAULTS: Mapping[str, Any] = MappingProxyType({
 })
 """ToolSpec keyword arguments for a foreign tool no policy entry matches (and for what an entry omits)."""
 
+TEXT_CONTENT_SCHEMA: Mapping[str, Any] = freeze({
+    "type": "object",
+    "properties": {"content": {"type": "array", "items": {
+        "type": "object", "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+        "required": ["type", "text"]}}},
+    "required": ["content"],
+})
+"""`output_schema = "text"`: the answer of a tool whose server declares no outputSchema, as text blocks only."""
+
 # Policy key -> (ToolSpec field, what it must be)
 _KEYS: Mapping[str, tuple[str, str]] = MappingProxyType({
     "permission": ("required_permission", "string"),
@@ -78,6 +97,7 @@ _KEYS: Mapping[str, tuple[str, str]] = MappingProxyType({
     "execution": ("execution", "pool|inline"),
     "open_world": ("open_world", "bool"),
     "format_assertion": ("format_assertion", "bool"),
+    "output_schema": ("output_schema", "schema"),
 })
 MAX_POLICY_BYTES = 1024 * 1024
 
@@ -161,6 +181,8 @@ def _checked_value(value: Any, kind: str, where: str) -> Any:
         wanted = int if kind == "integer" else (int, float)
         if isinstance(value, bool) or not isinstance(value, wanted) or not 0 < value < float("inf"):
             raise PolicyError(f"{where} must be a positive {'whole ' if kind == 'integer' else ''}number")
+    elif kind == "schema":
+        return _checked_schema(value, where)
     elif kind == "strings":
         if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
             raise PolicyError(f"{where} must be a list of field names")
@@ -172,6 +194,23 @@ def _checked_value(value: Any, kind: str, where: str) -> Any:
                 if value == "conditional" else ""
             raise PolicyError(f"{where} must be one of {', '.join(choices)}{extra}")
     return value
+
+
+def _checked_schema(value: Any, where: str) -> Mapping[str, Any]:
+    """An output schema the reviewer wrote: "text", or a JSON Schema object that compiles (2020-12)."""
+    if value == "text":
+        return TEXT_CONTENT_SCHEMA
+    if not isinstance(value, Mapping):
+        raise PolicyError(f'{where} must be a JSON Schema object, or "text" (text content blocks only)')
+    from ..schema import SchemaError, Validator
+
+    try:
+        Validator(value)
+    except SchemaError as error:
+        raise PolicyError(f"{where} is not a valid JSON Schema: {' '.join(str(error).split())}") from None
+    except (ValueError, TypeError, RecursionError) as error:
+        raise PolicyError(f"{where} is not a valid JSON Schema ({type(error).__name__})") from None
+    return freeze(value)
 
 
 def load_policy(path: str | os.PathLike[str]) -> ToolPolicy:
