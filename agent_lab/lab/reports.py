@@ -53,7 +53,8 @@ def display_path(path: str) -> str:
 
 
 def render_reports(evaluation: Any) -> dict[str, str]:
-    """Every report file's text, keyed by file name (junit.xml included)."""
+    """Every report file's text, keyed by file name (junit.xml included; a shard's `tool-shard.json`
+    too, masked like the rest)."""
     rendered = {
         "tool-comparison.json": _comparison_json(evaluation),
         "tool-comparison.md": _comparison_md(evaluation),
@@ -62,6 +63,10 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-runs.jsonl": _runs_jsonl(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
+    if getattr(evaluation, "shard", None) is not None:  # one shard of a case set: what the merge needs
+        from .shards import SHARD_FILE, shard_document
+
+        rendered[SHARD_FILE] = shard_document(evaluation)
     spellings = secret_spellings(evaluation.secrets)  # as JSON and XML text spell them too
     return {name: redact_text(_mask_tokens(name, text, spellings), spellings) for name, text in rendered.items()}
 
