@@ -8,32 +8,88 @@ deadline and returns a `ToolResult` the model can act on. This module is the fro
 
 from __future__ import annotations
 
-from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
-from .calls import ToolCall, ToolResult
-from .context import CallContext
-from .cursor import CursorCodec
-from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
+    from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
+    from .calls import ToolCall, ToolResult
+    from .context import CallContext
+    from .cursor import CursorCodec
+    from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
+    from .stores import (
+        InMemoryReceiptStore,
+        Lapse,
+        PostgresReceiptStore,
+        ReceiptKey,
+        ReceiptStore,
+        ReceiptStoreUnavailable,
+        Reservation,
+        ReservationStatus,
+        SqliteReceiptStore,
+    )
+    from .policy import Actor, Approval
+    from .redaction import REDACTED, redact
+    from .registry import Registry
+    from .retry import Backoff, Retrier, invoke_with_retries, should_retry
+    from .schema import SchemaError, Validator, Violation
+    from .signature import Describe, Len, Pattern, Range, tool
+    from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
+
+# Imported now: `fingerprint` names both a submodule and a function, and importing the submodule later
+# (the registry does) would make `agent_lab.fingerprint` the module.
 from .fingerprint import NotCanonicalJSON, canonical_json, fingerprint
-from .stores import (
-    InMemoryReceiptStore,
-    Lapse,
-    PostgresReceiptStore,
-    ReceiptKey,
-    ReceiptStore,
-    ReceiptStoreUnavailable,
-    Reservation,
-    ReservationStatus,
-    SqliteReceiptStore,
-)
-from .policy import Actor, Approval
-from .redaction import REDACTED, redact
-from .registry import Registry
-from .retry import Backoff, Retrier, invoke_with_retries, should_retry
-from .schema import SchemaError, Validator, Violation
-from .signature import Describe, Len, Pattern, Range, tool
-from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
 
 __version__ = "0.1.0"
+
+# Public name -> the submodule defining it. `import agent_lab` (and so every command line: `agent_lab.cli`
+# is a submodule) loads none of them: a command imports what it uses, and `agent_lab.Registry` imports
+# the registry when it is first asked for (PEP 562).
+_EXPORTS = {
+    "AuditSink": "audit",
+    "JsonlAuditSink": "audit",
+    "MemoryAuditSink": "audit",
+    "ToolCall": "calls",
+    "ToolResult": "calls",
+    "CallContext": "context",
+    "CursorCodec": "cursor",
+    "CATALOGUE": "errors",
+    "Category": "errors",
+    "NextAction": "errors",
+    "Outcome": "errors",
+    "ToolError": "errors",
+    "ToolFailure": "errors",
+    "InMemoryReceiptStore": "stores",
+    "Lapse": "stores",
+    "PostgresReceiptStore": "stores",
+    "ReceiptKey": "stores",
+    "ReceiptStore": "stores",
+    "ReceiptStoreUnavailable": "stores",
+    "Reservation": "stores",
+    "ReservationStatus": "stores",
+    "SqliteReceiptStore": "stores",
+    "Actor": "policy",
+    "Approval": "policy",
+    "REDACTED": "redaction",
+    "redact": "redaction",
+    "Registry": "registry",
+    "Backoff": "retry",
+    "Retrier": "retry",
+    "invoke_with_retries": "retry",
+    "should_retry": "retry",
+    "SchemaError": "schema",
+    "Validator": "schema",
+    "Violation": "schema",
+    "Describe": "signature",
+    "Len": "signature",
+    "Pattern": "signature",
+    "Range": "signature",
+    "tool": "signature",
+    "ApprovalPolicy": "spec",
+    "Effect": "spec",
+    "Execution": "spec",
+    "RetryPolicy": "spec",
+    "ToolSpec": "spec",
+}
 
 __all__ = [
     "CATALOGUE",
@@ -85,3 +141,18 @@ __all__ = [
     "should_retry",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_lab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

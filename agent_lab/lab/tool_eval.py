@@ -20,7 +20,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from ..lint import LintConfig
 from ..redaction import redact_text
@@ -29,7 +29,9 @@ from .definition import Lab, LabError, Surface
 from .grading import grade_run
 from .metrics import CaseResult, GateCheck, SurfaceCatalog, compare, gate_checks, surface_catalog, surface_metrics
 from .replay import replay_case
-from .shards import MergedRun, Shard, ShardRun, case_set_digest, select_cases
+
+if TYPE_CHECKING:
+    from .shards import MergedRun, Shard, ShardRun
 
 __all__ = [
     "DEFAULT_OUT",
@@ -139,7 +141,11 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
         lab = default_lab()
     workers = checked_jobs(jobs) if jobs is not None else default_jobs()
     every_case = tuple(load_cases(case_paths, lab=lab))
-    cases = select_cases(every_case, shard) if shard is not None else every_case
+    cases = every_case
+    if shard is not None:
+        from .shards import select_cases
+
+        cases = select_cases(every_case, shard)
     with quiet_registry_logs(), _Replays(lab, cases, workers) as replays:
         # The surfaces are inspected while the first replays run; a broken builder still fails the run
         # with the inspection's error, before any case's.
@@ -150,8 +156,11 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
         for result in row:
             if result.run is not None:
                 secrets |= result.run.secrets
-    shard_run = ShardRun(shard, tuple(case.case_id for case in every_case), case_set_digest(every_case)) \
-        if shard is not None else None
+    shard_run = None
+    if shard is not None:
+        from .shards import ShardRun, case_set_digest
+
+        shard_run = ShardRun(shard, tuple(case.case_id for case in every_case), case_set_digest(every_case))
     return _evaluation(lab.name, tuple(lab.surfaces), tuple(case_paths), cases, results, catalogs,
                        frozenset(secrets), shard_run)
 
@@ -248,12 +257,13 @@ def merge_tool_eval(shard_dirs: Sequence[str | Path], *, out_dir: str | Path = D
 
 def _report_targets(out_dir: str | Path, junit_path: str | Path | None, *, shard: bool) -> dict[str, Path]:
     from .reports import REPORT_FILES
-    from .shards import SHARD_FILE
 
     out = Path(out_dir)
     targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
     targets["junit.xml"] = Path(junit_path) if junit_path is not None else out / "junit.xml"
     if shard:
+        from .shards import SHARD_FILE
+
         targets[SHARD_FILE] = out / SHARD_FILE
     return targets
 

@@ -108,7 +108,9 @@ class ValidatorCache:
         if found is not None:
             return found
         built = Validator(freeze(schema), dialect=dialect, format_assertion=format_assertion)
-        object.__setattr__(built, "_content", options)  # what it was compiled with, for the check on a hit
+        # What it was compiled with, and the text of its own (frozen, so unchanging) schema, for the
+        # check on a hit: written once here instead of once per hit.
+        object.__setattr__(built, "_content", (options, _text(built.schema)))
         with self._lock:
             self.misses += 1
             existing = self._live.get(digest)
@@ -189,7 +191,7 @@ def _interned(checkers: tuple) -> tuple:
 def _same_content(validator: Any, text: str, options: tuple) -> bool:
     """The confirmation a hit needs beyond the digest: same options, same JSON text."""
     # The cached schema is a frozen copy that compiled, so plain JSON: its text needs no key check.
-    return getattr(validator, "_content", None) == options and _text(validator.schema) == text
+    return getattr(validator, "_content", None) == (options, text)
 
 
 validator_cache = ValidatorCache()
