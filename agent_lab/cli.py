@@ -544,17 +544,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+YOUNG_OBJECTS_PER_COLLECTION = 20_000
+"""The cycle collector's first threshold in a command's process (CPython's default is 700): a run
+allocates many short-lived containers (schemas, results, report rows) that die before a collection
+would look at them. Still bounded: at most this many uncollected young objects at a time."""
+
+
 def run(argv: Sequence[str] | None = None) -> NoReturn:
     """The process's entry point (`run_lab.py`, `python -m agent_lab`, the `agent-lab` script): `main`,
     then exit with its code.
 
-    Every object still alive is first moved out of the cycle collector's sight (`gc.freeze`): the
-    interpreter's shutdown would otherwise walk them all again in its final collections, a tenth of a
-    `tool-eval` run's CPU spent on memory the process is about to give back anyway. Only here, never
-    in `main`, which tests and applications call in-process and whose objects must stay collectable."""
-    code = main(argv)
+    Process-wide settings for the collector, here and never in `main` (which tests and applications
+    call in-process): collections come less often (`YOUNG_OBJECTS_PER_COLLECTION`), and before exiting
+    every object still alive is moved out of the collector's sight (`gc.freeze`), because the
+    interpreter's shutdown would otherwise walk them all again in its final collections: a tenth of a
+    `tool-eval` run's CPU spent on memory the process is about to give back anyway."""
     import gc
 
+    gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *gc.get_threshold()[1:])
+    code = main(argv)
     gc.freeze()
     raise SystemExit(code)
 

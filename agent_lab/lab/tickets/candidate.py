@@ -8,6 +8,8 @@ are written for the model: they are the only documentation it reads.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Callable, Mapping
 
 from ...context import CallContext
@@ -94,9 +96,28 @@ def _credit_needs_approval(arguments: Mapping[str, Any]) -> bool:
 
 
 def candidate_specs(backend: TicketBackend | None = None) -> list[ToolSpec]:
-    """The typed-registry-v2 tool specs; guards check tickets against `backend` (a fresh one if None)."""
+    """The typed-registry-v2 tool specs; guards check tickets against `backend` (a fresh one if None).
+
+    The contracts are built (checked, compiled) once per process; each call hands out the same specs
+    with the tenant guard bound to `backend`. tool-eval builds this surface for every case, and
+    building the same seven contracts again each time was a large part of its CPU."""
     guard = _ticket_guard(backend if backend is not None else TicketBackend())
-    return [
+    return [dataclasses.replace(spec, resource_guard=guard) if spec.resource_guard is _UNBOUND_GUARD else spec
+            for spec in _contracts()]
+
+
+def _unbound_guard(arguments: Mapping[str, Any], actor: Actor) -> bool:
+    """The guard the shared contracts hold until `candidate_specs` binds one to a backend: refuses all."""
+    return False
+
+
+_UNBOUND_GUARD = _unbound_guard
+
+
+@functools.lru_cache(maxsize=1)
+def _contracts() -> tuple[ToolSpec, ...]:
+    guard = _UNBOUND_GUARD
+    return (
         ToolSpec(
             name="get_ticket",
             title="Get ticket",
@@ -265,7 +286,7 @@ def candidate_specs(backend: TicketBackend | None = None) -> list[ToolSpec]:
             idempotency_key="action_id",
             timeout_ms=WRITE_TIMEOUT_MS,
         ),
-    ]
+    )
 
 
 # -- the handlers --------------------------------------------------------------------------------
