@@ -379,7 +379,8 @@ def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
 
 
 def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[str, SurfaceCatalog], set[str]]:
-    """Build each surface once on a fresh world: its catalog and specs, and the world's secrets."""
+    """Build each surface once on a fresh world: its catalog and specs, and the world's secrets. The
+    lint rules run on the candidates only: a baseline's findings would gate nothing and show nowhere."""
     catalogs: dict[str, SurfaceCatalog] = {}
     secrets: set[str] = set()
     for surface in lab.surfaces:
@@ -387,7 +388,7 @@ def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[st
         secrets |= lab.secrets_of(world)
         registry = lab.build(surface, world)
         try:
-            catalogs[surface.name] = surface_catalog(registry, lint_config)
+            catalogs[surface.name] = surface_catalog(registry, lint_config, lint=not surface.baseline)
         finally:
             registry.close()
     return catalogs, secrets

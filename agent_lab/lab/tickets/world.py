@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -93,6 +94,14 @@ def _thread(ticket_id: str) -> list[Any]:
     ]
 
 
+@functools.lru_cache(maxsize=1)
+def _seed() -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]]]:
+    """The tickets and threads every world starts from (ticket id -> ticket, ticket id -> messages)."""
+    tickets = {ticket["id"]: ticket
+               for ticket in (_ticket(n) for n in range(FIRST_TICKET_NUMBER, FIRST_TICKET_NUMBER + TICKET_COUNT))}
+    return tickets, {ticket_id: _thread(ticket_id) for ticket_id in tickets}
+
+
 def _within(number: int, limit: int | None) -> bool:
     """Whether the `number`-th operation is among the first `limit` (None: no limit)."""
     return limit is None or number <= limit
@@ -121,11 +130,8 @@ class TicketBackend:
         self.slow_lookups = slow_lookups
         self.write_delay_s = write_delay_ms / 1000.0
         self.slow_writes = slow_writes
-        self._tickets = {
-            ticket["id"]: ticket
-            for ticket in (_ticket(n) for n in range(FIRST_TICKET_NUMBER, FIRST_TICKET_NUMBER + TICKET_COUNT))
-        }
-        self._threads = {ticket_id: _thread(ticket_id) for ticket_id in self._tickets}
+        # Read-only after it is made, and every read hands out a copy: one seed serves every world.
+        self._tickets, self._threads = _seed()
         self._followups: list[dict[str, Any]] = []
         self._credits: list[dict[str, Any]] = []
         self._effects: list[Effect] = []
