@@ -282,5 +282,4 @@ class SharedTable:
     def clear(self) -> None:
         with self._lock:
             self._recent.clear()
-            self._by_copy.clear()
             self._live.clear()
