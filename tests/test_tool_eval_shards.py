@@ -226,6 +226,8 @@ class ShardedRunTest(unittest.TestCase):
             "count-not-a-number": lambda document: document["results"][CANDIDATE_NAME][0].update(side_effects="2"),
             "expected-not-an-object": lambda document: document["cases"][0].update(expected=[]),
             "shard-not-text": lambda document: document.update(shard=[1, 4]),
+            "nested-too-deeply": lambda document: document["results"][CANDIDATE_NAME][0]["calls"][0].update(
+                view={"ok": True, "output": json.loads("[" * 900 + "]" * 900)}),
         }
         for name, breakage in breakages.items():
             with self.subTest(name):

@@ -51,7 +51,8 @@ __all__ = [
 SHARD_FILE = "tool-shard.json"
 SHARD_FORMAT = "agent-lab-tool-eval-shard/1"
 MAX_SHARD_FILE_BYTES = 1024 * 1024 * 1024  # a bound on one read, far beyond a real case set's results
-MAX_SHARD_DEPTH = 400  # JSON nesting the reader follows (tool views are bounded far below this)
+MAX_SHARD_DEPTH = 512  # JSON nesting a shard file may have: real views are far shallower, and rendering
+# a deeper value again could exhaust the interpreter's recursion limit (a traceback, not a refusal)
 
 
 class ShardError(ValueError):
@@ -267,12 +268,28 @@ def _read_part(directory: str) -> _Part:
         raise ShardError(f"{where}: not a tool-eval shard file ({reason})") from None
     if not isinstance(document, dict) or document.get("format") != SHARD_FORMAT:
         raise ShardError(f"{where}: not a tool-eval shard file of format {SHARD_FORMAT}")
+    if _deeper_than(document, MAX_SHARD_DEPTH):
+        raise ShardError(f"{where}: not a tool-eval shard file (nested deeper than {MAX_SHARD_DEPTH} levels)")
     shard = _checked(where, document, "shard", str)
     try:
         parsed = Shard.parse(shard)
     except ShardError as error:
         raise ShardError(f"{where}: {error}") from None
     return _Part(directory, parsed, document)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether containers nest more than `limit` levels (walked without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _check_same_run(first: _Part, other: _Part) -> None:
