@@ -144,11 +144,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_lab' has no attribute {name!r}")
     import importlib
 
+    module = _EXPORTS.get(name)
+    if module is None:  # `agent_lab.<submodule>` without importing it first, as when every one was imported here
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as missing:
+            if missing.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'agent_lab' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # found directly from now on
     return value

@@ -226,13 +226,32 @@ class ShardedRunTest(unittest.TestCase):
             "count-not-a-number": lambda document: document["results"][CANDIDATE_NAME][0].update(side_effects="2"),
             "expected-not-an-object": lambda document: document["cases"][0].update(expected=[]),
             "shard-not-text": lambda document: document.update(shard=[1, 4]),
+            "error-not-an-object": lambda document: document["results"][CANDIDATE_NAME][0]["calls"][0].update(
+                view={"ok": False, "error": ["not", "an", "object"]}),
+            "surface-name-not-a-name": lambda document: document["lab"]["surfaces"][0].update(name="no spaces allowed"),
             "nested-too-deeply": lambda document: document["results"][CANDIDATE_NAME][0]["calls"][0].update(
                 view={"ok": True, "output": json.loads("[" * 900 + "]" * 900)}),
         }
         for name, breakage in breakages.items():
             with self.subTest(name):
                 code, stderr, _ = self.merge(self.altered_shard(name, breakage), *self.shards[1:], out=f"merged-{name}")
-                self.assert_refused(code, stderr, "not a tool-eval shard file")
+                self.assertEqual(code, cli.EXIT_BAD_INPUT, stderr)
+                self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+                self.assertTrue("not a tool-eval shard file" in stderr or "cannot be put together" in stderr
+                                or "different labs" in stderr, stderr)
+
+    def test_parts_that_agree_on_values_no_run_writes_are_refused_without_a_traceback(self) -> None:
+        def bad_surface_name(document: dict) -> None:
+            surface = document["lab"]["surfaces"][0]
+            document["lab"]["catalogs"]["no spaces allowed"] = document["lab"]["catalogs"].pop(surface["name"])
+            document["results"]["no spaces allowed"] = document["results"].pop(surface["name"])
+            surface["name"] = "no spaces allowed"
+
+        altered = [self.altered_shard(f"renamed-{number}", bad_surface_name, source=directory)
+                   for number, directory in enumerate(self.shards)]
+        code, stderr, merged = self.merge(*altered, out="merged-renamed")
+        self.assert_refused(code, stderr, "cannot be put together")
+        self.assertFalse(merged.exists())
 
     def test_options_of_a_run_are_refused_with_merge(self) -> None:
         code, _, stderr = run_cli("tool-eval", "--merge", str(self.shards[0]), "--cases", str(SHIPPED_CASES))

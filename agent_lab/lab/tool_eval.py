@@ -243,15 +243,22 @@ def merge_tool_eval(shard_dirs: Sequence[str | Path], *, out_dir: str | Path = D
     those one unsharded run writes (see `shards`); ReportWriteError as for `run_tool_eval`, and no
     report may replace a shard's own file.
     """
-    from .reports import check_report_targets
-    from .shards import SHARD_FILE, read_shards
+    from .reports import check_report_targets, render_reports, write_files
+    from .shards import SHARD_FILE, ShardError, read_shards
 
     directories = [str(directory) for directory in shard_dirs]
     targets = _report_targets(out_dir, junit_path, shard=False)
     merged = read_shards(directories)
     check_report_targets(targets.values(), keep=[Path(directory) / SHARD_FILE for directory in directories])
-    evaluation = merged_evaluation(merged)
-    _write_reports(evaluation, targets)
+    try:
+        evaluation = merged_evaluation(merged)
+        rendered = render_reports(evaluation)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as error:
+        # Parts that passed every check of their shape but hold values no run writes (a shard file
+        # edited by hand): one line, as for any bad input, not a traceback.
+        raise ShardError(f"tool-eval --merge: the shards' results cannot be put together ({type(error).__name__}; "
+                         "was a tool-shard.json changed by hand?)") from None
+    write_files({targets[name]: text for name, text in rendered.items()})
     return evaluation
 
 

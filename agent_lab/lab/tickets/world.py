@@ -148,6 +148,11 @@ class TicketBackend:
         ticket = self._tickets.get(ticket_id)
         return copy.deepcopy(ticket) if ticket is not None else None
 
+    def has_seed_tickets(self) -> bool:
+        """Whether this backend's tickets are the seed every backend starts from (always, today: no
+        option changes them), so that any such backend says alike which tickets a tenant sees."""
+        return self._tickets is _seed()[0]
+
     def visible(self, ticket_id: str, tenant: str) -> bool:
         """True when the ticket exists and belongs to `tenant` (anything else is invisible)."""
         ticket = self._tickets.get(ticket_id)
