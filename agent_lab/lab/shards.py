@@ -210,7 +210,6 @@ class MergedRun:
     case_files: tuple[str, ...]
     cases: tuple[Case, ...]
     results: Mapping[str, tuple[CaseResult, ...]]  # surface -> one result per case, in case order
-    shards: tuple[str, ...]  # the directories, in shard order
 
 
 @dataclass(frozen=True)
@@ -380,7 +379,6 @@ def _merged(parts: Sequence[_Part]) -> MergedRun:
         case_files=case_files,
         cases=ordered,
         results={name: tuple(results[name][case_id] for case_id in case_ids) for name in names},
-        shards=tuple(part.directory for part in parts),
     )
 
 

@@ -1,8 +1,9 @@
 """`tool-eval`: load a lab's cases, replay them on every surface, grade, measure, and write the reports.
 
-This is the one library function the CLI calls. Bad input raises `CaseFileError` (the case files) or
-`LabError` (the lab's own code) before anything is written; reports are rendered in memory, then the
-whole set replaces the old one or nothing does.
+This is the one library function the CLI calls (and `merge_tool_eval` for `--merge`: `shards` says how
+a case set is split over machines and put back together). Bad input raises `CaseFileError` (the case
+files) or `LabError` (the lab's own code) before anything is written; reports are rendered in memory,
+then the whole set replaces the old one or nothing does.
 
 Cases are independent (each replays on a fresh world and a fresh registry per surface), so `jobs`
 replays run at once on a bounded pool of threads. Threads, not processes: a replay spends its time
