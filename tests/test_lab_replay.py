@@ -182,6 +182,22 @@ class UnansweredCallTest(unittest.TestCase):
         self.assertEqual(failed, ["call[0].outcome"])
 
 
+class ShowsSecretTest(unittest.TestCase):
+    """A view shows a secret when any string or member name holds it, however JSON would spell it."""
+
+    def test_a_secret_in_a_string_or_a_member_name_is_seen(self) -> None:
+        secret = "customer.1001@acme-mail.example"
+        for view in ({"output": {"email": secret}}, {"output": [f"mail {secret} now"]}, {secret: 1}):
+            self.assertTrue(replay.shows_secret(view, frozenset({secret})), view)
+        self.assertFalse(replay.shows_secret({"output": {"email": "[redacted]"}}, frozenset({secret})))
+
+    def test_a_secret_that_json_escapes_is_still_seen_in_a_string(self) -> None:
+        for secret in ('pass"word-1', "back\\slash-22", "tab\there-333", "nul\x00here-44"):
+            view = {"output": {"note": f"x{secret}y"}, f"k{secret}": 0}
+            self.assertTrue(replay.shows_secret(view, frozenset({secret, "unrelated-secret"})), secret)
+            self.assertFalse(replay.shows_secret({"output": "nothing here"}, frozenset({secret})), secret)
+
+
 class GradingTest(unittest.TestCase):
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()

@@ -142,6 +142,44 @@ class HandlerSignatureTest(unittest.TestCase):
             self.registry.register({"name": "x"}, get_ticket)
 
 
+class SameCodeHandlersTest(unittest.TestCase):
+    """Closures made by one `def` (a lab builds one set per case) are read once; what differs
+    between them and changes how they can be called is still seen."""
+
+    def setUp(self) -> None:
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+
+    def test_closures_of_one_def_each_receive_what_their_signature_asks_for(self) -> None:
+        def make(offset: int, *, keyword: bool) -> Any:
+            if keyword:
+                def by_keyword(arguments, *, ctx):  # type: ignore[no-untyped-def]
+                    return [offset, ctx.call_id]
+                return by_keyword
+
+            def positional(arguments, context):  # type: ignore[no-untyped-def]
+                return [offset, context.call_id]
+            return positional
+
+        for number, handler in enumerate([make(1, keyword=False), make(2, keyword=False), make(3, keyword=True),
+                                          make(4, keyword=True)]):
+            self.registry.register(spec(f"t{number}"), handler)
+            result = self.registry.invoke(ToolCall(f"t{number}", {}, call_id=f"c-{number}"), actor=READER)
+            self.assertEqual(result.output, [number + 1, f"c-{number}"])
+
+    def test_a_default_taken_away_from_a_function_of_the_same_code_is_seen(self) -> None:
+        def make() -> Any:
+            def handler(arguments, ctx, extra=None):  # type: ignore[no-untyped-def]
+                return "ran"
+            return handler
+
+        self.registry.register(spec("with_default"), make())
+        without = make()
+        without.__defaults__ = None  # now three required parameters: it can never be called
+        with self.assertRaises(TypeError):
+            self.registry.register(spec("without_default"), without)
+
+
 class RegistryBookkeepingTest(unittest.TestCase):
     def test_a_duplicate_name_is_refused(self) -> None:
         with Registry() as registry:

@@ -188,6 +188,35 @@ class CacheKeyTest(unittest.TestCase):
         self.assertIs(again.input_validator, validator_cache.cached(schema, format_assertion=True))
 
 
+class RebuiltSpecTest(unittest.TestCase):
+    """A spec rebuilt from another (`dataclasses.replace`, as the ticket lab binds each world's guard)
+    hands the cache the frozen copy it was compiled from: the same validator, found by that copy."""
+
+    def test_a_replaced_spec_shares_its_validators_and_enforces_the_same_contract(self) -> None:
+        import dataclasses
+
+        cache = ValidatorCache()
+        with mock.patch("agent_lab.schema._cache.validator_cache", cache), \
+                mock.patch("agent_lab.schema.validator_cache", cache):
+            spec = ToolSpec(name="t", description="d.", input_schema=tool_schema(7), output_schema=tool_schema(9))
+            rebuilt = dataclasses.replace(spec, resource_guard=lambda arguments, actor: True)
+            self.assertIs(rebuilt.input_validator, spec.input_validator)
+            self.assertIs(rebuilt.output_validator, spec.output_validator)
+            self.assertIs(rebuilt.input_schema, spec.input_schema)
+            self.assertFalse(rebuilt.input_validator.is_valid({"title": "x" * 8}))
+            self.assertTrue(rebuilt.input_validator.is_valid({"title": "x" * 7}))
+            # The options still decide: the same frozen copy without format checks is another validator.
+            unformatted = dataclasses.replace(spec, format_assertion=False)
+            self.assertIsNot(unformatted.input_validator, spec.input_validator)
+
+    def test_the_copies_it_finds_by_identity_stay_within_the_bound(self) -> None:
+        cache = ValidatorCache(max_entries=2)
+        validators = [cache.validator(tool_schema(limit)) for limit in range(5)]
+        self.assertEqual(len(cache._by_copy), 2)
+        self.assertIs(cache.cached(validators[-1].schema), validators[-1])
+        self.assertIs(cache.cached(validators[0].schema), validators[0])  # by content, while something holds it
+
+
 class SharedPartsTest(unittest.TestCase):
     def test_schemas_sharing_a_leaf_still_list_their_own_patterns_at_their_own_pointers(self) -> None:
         leaf = {"type": "string", "pattern": "^[a-z]+$"}

@@ -49,7 +49,10 @@ WRITERS: dict[str, tuple[str, str]] = {
     "lab/reports.py:_write_whole": (SINK, "write_files' own writer: write_files masks each file with its required mask"),
     "lab/reports.py:_rename_all_or_none": (SINK, "renames the files write_files wrote"),
     "lab/reports.py:_put_back": (SINK, "puts back what a report file held before the run"),
-    "lab/tool_eval.py:run_tool_eval": (MASKED, "the tool-eval reports: write_files(..., mask=evaluation.mask)"),
+    "lab/tool_eval.py:_write_reports": (MASKED, "the tool-eval reports (a shard's too): write_files(..., "
+                                                "mask=evaluation.mask)"),
+    "lab/tool_eval.py:merge_tool_eval": (MASKED, "the reports merged from shards, whose results each shard masked "
+                                                 "when it wrote them: write_files(..., mask=evaluation.mask)"),
     "modeleval/runner.py:run_model_eval": (MASKED, "the model-eval reports: write_files(..., mask=evaluation.mask)"),
     "modeleval/runner.py:evaluate_model": (MASKED, "the cassette, written with NO_SECRETS: a recording of what the "
                                                    "model was sent (README: it holds what a surface showed), never a "
@@ -168,7 +171,7 @@ class EveryWriterIsKnownTest(unittest.TestCase):
         cls.sites = _scan()
 
     def test_the_scan_finds_the_writers_it_is_meant_to_find(self) -> None:
-        for site in ("lab/reports.py:_write_whole", "lab/tool_eval.py:run_tool_eval", "cli.py:_model_eval",
+        for site in ("lab/reports.py:_write_whole", "lab/tool_eval.py:_write_reports", "cli.py:_model_eval",
                      "modeleval/runner.py:run_model_eval", "audit.py:JsonlAuditSink.write", "registry.py:Registry._record"):
             self.assertIn(site, self.sites)
 

@@ -3,16 +3,32 @@
 A team describes its own lab as a value: `Lab(name, world, surfaces, effects, secrets, ...)` with one
 `Surface(name, build)` per tool surface (see `definition`). `run_tool_eval` (the `tool-eval` command)
 loads the cases, replays each on every surface against a fresh world, grades the results, and writes
-the reports; `lab_test_case` turns the same cases into unittest tests. The ticket lab,
+the reports (`merge_tool_eval`: one report from the shards of a run split over machines); `lab_test_case` turns the same cases into unittest tests. The ticket lab,
 `agent_lab.lab.tickets:lab`, is the demo and reference lab, and the default when none is configured.
 """
 
 from __future__ import annotations
 
-from .definition import Lab, LabError, Surface
-from .loader import load_lab, load_registry
-from .testing import lab_test_case
-from .tool_eval import Evaluation, evaluate, run_tool_eval
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time each name is imported on first use (PEP 562): `tool-eval` never loads unittest
+    from .definition import Lab, LabError, Surface
+    from .loader import load_lab, load_registry
+    from .testing import lab_test_case
+    from .tool_eval import Evaluation, evaluate, merge_tool_eval, run_tool_eval
+
+_EXPORTS = {
+    "Lab": "definition",
+    "LabError": "definition",
+    "Surface": "definition",
+    "load_lab": "loader",
+    "load_registry": "loader",
+    "lab_test_case": "testing",
+    "Evaluation": "tool_eval",
+    "evaluate": "tool_eval",
+    "merge_tool_eval": "tool_eval",
+    "run_tool_eval": "tool_eval",
+}
 
 __all__ = [
     "Evaluation",
@@ -23,5 +39,26 @@ __all__ = [
     "lab_test_case",
     "load_lab",
     "load_registry",
+    "merge_tool_eval",
     "run_tool_eval",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _EXPORTS.get(name)
+    if module is None:  # `agent_lab.lab.<submodule>` without importing it first, as when every one was imported here
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as missing:
+            if missing.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'agent_lab.lab' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -100,13 +100,15 @@ def catalog_size(registry: Registry) -> tuple[int, int]:
     return size, math.ceil(size / BYTES_PER_TOKEN)
 
 
-def surface_catalog(registry: Registry, lint_config: LintConfig | None = None) -> SurfaceCatalog:
+def surface_catalog(registry: Registry, lint_config: LintConfig | None = None, *, lint: bool = True) -> SurfaceCatalog:
     """The catalog figures of one registry, and what the lint engine (`agent_lab.lint`, under
     `lint_config`: the project's `[tool.agent-lab.lint]`, default every rule at its default severity)
-    finds at error level: the same findings `agent-lab lint` reports for this surface."""
+    finds at error level: the same findings `agent-lab lint` reports for this surface. `lint=False`
+    (a baseline: only candidates gate on findings) runs no rule and reports none."""
     specs = [registry.spec(name) for name in registry.names()]
     size, tokens = catalog_size(registry)
-    errors = [finding for finding in lint_catalog(specs, config=lint_config) if finding.severity is Severity.ERROR]
+    findings = lint_catalog(specs, config=lint_config) if lint else []
+    errors = [finding for finding in findings if finding.severity is Severity.ERROR]
     return SurfaceCatalog(
         tools=len(specs),
         catalog_bytes=size,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import tempfile
 import threading
 import time
@@ -324,13 +325,22 @@ class _Session:
                        approved=approved, view=view, leaked_secret=answer is not None and shows_secret(view, secrets))
 
 
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text escapes when non-ASCII is kept as is
+
+
 def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
-    """Whether any secret appears in `view`: in any string or member name, or in its JSON text."""
+    """Whether any secret appears in `view`: in any string or member name, or in its JSON text.
+
+    A string holding a secret shows it in the JSON text too, unless the secret has a character JSON
+    escapes (a quote, a backslash, a control character): only such secrets are looked for string by
+    string."""
     if not secrets:
         return False
-    text = json.dumps(view, ensure_ascii=False, sort_keys=True)
-    return any(secret in text for secret in secrets) or any(
-        secret in string for string in _strings(view) for secret in secrets)
+    text = json.dumps(view, ensure_ascii=False)
+    if any(secret in text for secret in secrets):
+        return True
+    escaped = [secret for secret in secrets if _JSON_ESCAPED.search(secret)]
+    return bool(escaped) and any(secret in string for string in _strings(view) for secret in escaped)
 
 
 def _strings(value: Any) -> Iterator[str]:

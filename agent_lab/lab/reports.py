@@ -54,9 +54,10 @@ def display_path(path: str) -> str:
 
 
 def render_reports(evaluation: Any) -> dict[str, str]:
-    """Every report file's text, keyed by file name (junit.xml included), its cells masked with the
-    run's `evaluation.mask`; `write_files(..., mask=evaluation.mask)` masks each whole file."""
-    return {
+    """Every report file's text, keyed by file name (junit.xml included; a shard's `tool-shard.json` too),
+    its cells masked with the run's `evaluation.mask`; `write_files(..., mask=evaluation.mask)` masks each
+    whole file."""
+    rendered = {
         "tool-comparison.json": _comparison_json(evaluation),
         "tool-comparison.md": _comparison_md(evaluation),
         "tool-comparison.svg": _chart_svg(evaluation),
@@ -64,6 +65,11 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-runs.jsonl": _runs_jsonl(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
+    if getattr(evaluation, "shard", None) is not None:  # one shard of a case set: what the merge needs
+        from .shards import SHARD_FILE, shard_document
+
+        rendered[SHARD_FILE] = shard_document(evaluation)
+    return rendered
 
 
 class ReportWriteError(Exception):

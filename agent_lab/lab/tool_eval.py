@@ -1,8 +1,9 @@
 """`tool-eval`: load a lab's cases, replay them on every surface, grade, measure, and write the reports.
 
-This is the one library function the CLI calls. Bad input raises `CaseFileError` (the case files) or
-`LabError` (the lab's own code) before anything is written; reports are rendered in memory, then the
-whole set replaces the old one or nothing does.
+This is the one library function the CLI calls (and `merge_tool_eval` for `--merge`: `shards` says how
+a case set is split over machines and put back together). Bad input raises `CaseFileError` (the case
+files) or `LabError` (the lab's own code) before anything is written; reports are rendered in memory,
+then the whole set replaces the old one or nothing does.
 
 Cases are independent (each replays on a fresh world and a fresh registry per surface), so `jobs`
 replays run at once on a bounded pool of threads. Threads, not processes: a replay spends its time
@@ -21,7 +22,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from ..interrupts import raise_stop_request
 from ..lint import LintConfig
@@ -32,6 +33,9 @@ from .grading import grade_run
 from .metrics import CaseResult, GateCheck, SurfaceCatalog, compare, gate_checks, surface_catalog, surface_metrics
 from .replay import replay_case
 
+if TYPE_CHECKING:
+    from .shards import MergedRun, Shard, ShardRun
+
 __all__ = [
     "DEFAULT_OUT",
     "MAX_DEFAULT_JOBS",
@@ -41,6 +45,7 @@ __all__ = [
     "checked_jobs",
     "default_jobs",
     "evaluate",
+    "merge_tool_eval",
     "progress_line",
     "quiet_registry_logs",
     "run_tool_eval",
@@ -96,6 +101,8 @@ class Evaluation:
 
     baseline: Surface | None  # the lab's baseline, if it has one
     candidates: tuple[Surface, ...]  # the surfaces that gate, in the lab's order
+    catalogs: Mapping[str, SurfaceCatalog] = field(default_factory=dict)  # surface -> what its catalog shows
+    shard: ShardRun | None = None  # set when this run is one shard of a case set (`--shard I/N`)
 
     @property
     def gate_passed(self) -> bool:
@@ -121,7 +128,7 @@ def checked_jobs(jobs: Any) -> int:
 
 
 def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Progress | None = None,
-             lint_config: LintConfig | None = None, jobs: int | None = None) -> Evaluation:
+             lint_config: LintConfig | None = None, jobs: int | None = None, shard: Shard | None = None) -> Evaluation:
     """Replay and grade every case of `case_paths` on every surface of `lab` (default: the built-in lab).
 
     `jobs` replays run at once (None: `default_jobs()`; 1: one after another); the result is the same
@@ -132,6 +139,8 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
     The gate's lint check runs the lint engine (`agent_lab.lint`) over each candidate under
     `lint_config` (the project's `[tool.agent-lab.lint]`; default: every rule at its default severity)
     and fails on any error-level finding, exactly as `agent-lab lint` would for that surface.
+    With `shard` (I of N), every case file is read and checked but only the cases shard I runs are
+    replayed (see `shards`); the evaluation covers those and remembers the whole set, for the merge.
     Raises CaseFileError on bad case files and LabError when the lab's own code fails.
     """
     if lab is None:
@@ -139,66 +148,152 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
 
         lab = default_lab()
     workers = checked_jobs(jobs) if jobs is not None else default_jobs()
-    cases = tuple(load_cases(case_paths, lab=lab))
+    every_case = tuple(load_cases(case_paths, lab=lab))
+    cases = every_case
+    if shard is not None:
+        from .shards import select_cases
+
+        cases = select_cases(every_case, shard)
     with quiet_registry_logs(), _Replays(lab, cases, workers) as replays:
         # The surfaces are inspected while the first replays run; a broken builder still fails the run
         # with the inspection's error, before any case's.
         catalogs, secrets = _inspect_surfaces(lab, lint_config)
         rows = _gather_rows(cases, lab.surfaces, replays.result, progress)
-    roles = {surface.name: surface.role for surface in lab.surfaces}
     results = {surface.name: tuple(row[column] for row in rows) for column, surface in enumerate(lab.surfaces)}
-    metrics = {surface.name: surface_metrics(surface.name, surface.role, results[surface.name], catalogs[surface.name])
-               for surface in lab.surfaces}
-    baseline = lab.baseline
-    comparison = {candidate.name: compare(results[baseline.name], results[candidate.name])
-                  for candidate in lab.candidates} if baseline is not None else {}
-    gate = [check for candidate in lab.candidates for check in gate_checks(
-        candidate.name, metrics[candidate.name], results[candidate.name], comparison.get(candidate.name),
-        catalogs[candidate.name])]
     for row in rows:
         for result in row:
             if result.run is not None:
                 secrets |= result.run.secrets
+    shard_run = None
+    if shard is not None:
+        from .shards import ShardRun, case_set_digest
+
+        shard_run = ShardRun(shard, tuple(case.case_id for case in every_case), case_set_digest(every_case))
+    return _evaluation(lab.name, tuple(lab.surfaces), tuple(case_paths), cases, results, catalogs,
+                       frozenset(secrets), shard_run)
+
+
+def _evaluation(lab: str, surfaces: tuple[Surface, ...], case_files: tuple[str, ...], cases: tuple[Case, ...],
+                results: Mapping[str, tuple[CaseResult, ...]], catalogs: Mapping[str, SurfaceCatalog],
+                secrets: frozenset[str], shard: ShardRun | None) -> Evaluation:
+    """The figures, the comparison and the gate over `results`: one computation for a run, a shard
+    and a merge of shards alike, so a merged report's verdict is the one a single run reaches."""
+    roles = {surface.name: surface.role for surface in surfaces}
+    metrics = {surface.name: surface_metrics(surface.name, surface.role, results[surface.name], catalogs[surface.name])
+               for surface in surfaces}
+    baseline = next((surface for surface in surfaces if surface.baseline), None)
+    candidates = tuple(surface for surface in surfaces if not surface.baseline)
+    comparison = {candidate.name: compare(results[baseline.name], results[candidate.name])
+                  for candidate in candidates} if baseline is not None else {}
+    gate = [check for candidate in candidates for check in gate_checks(
+        candidate.name, metrics[candidate.name], results[candidate.name], comparison.get(candidate.name),
+        catalogs[candidate.name])]
     return Evaluation(
-        lab=lab.name,
-        surfaces=tuple(lab.surfaces),
-        baseline=lab.baseline,
-        candidates=lab.candidates,
-        case_files=tuple(case_paths),
+        lab=lab,
+        surfaces=surfaces,
+        baseline=baseline,
+        candidates=candidates,
+        case_files=case_files,
         cases=cases,
         results=SurfaceMap(results, roles),
         metrics=SurfaceMap(metrics, roles),
         comparison=comparison,
         gate=tuple(gate),
-        secrets=frozenset(secrets),
-        redact_fields=frozenset(field for catalog in catalogs.values() for field in catalog.redact_fields),
+        secrets=secrets,
+        redact_fields=frozenset(name for catalog in catalogs.values() for name in catalog.redact_fields),
+        catalogs=dict(catalogs),
+        shard=shard,
     )
+
+
+def merged_evaluation(merged: MergedRun) -> Evaluation:
+    """The evaluation one run of the whole case set would have made, from its shards' parts."""
+    surfaces = tuple(Surface(name, _no_registry, baseline=baseline) for name, baseline in merged.surfaces)
+    # The parts were masked when the shards wrote them; nothing is left to mask.
+    return _evaluation(merged.lab, surfaces, merged.case_files, merged.cases, merged.results, merged.catalogs,
+                       frozenset(), None)
+
+
+def _no_registry(world: Any, **options: Any) -> Any:
+    """A merged report's surfaces are names and roles only: nothing replays on them."""
+    raise LabError("a surface of a merged tool-eval report cannot build a registry")
 
 
 def run_tool_eval(case_paths: Sequence[str], *, out_dir: str | Path = DEFAULT_OUT,
                   junit_path: str | Path | None = None, lab: Lab | None = None,
                   progress: Progress | None = None, lint_config: LintConfig | None = None,
-                  jobs: int | None = None) -> Evaluation:
+                  jobs: int | None = None, shard: Shard | None = None) -> Evaluation:
     """Evaluate (see `evaluate`), then replace every report or none.
 
+    With `shard`, the reports cover that shard's cases and `tool-shard.json` joins them in `out_dir`:
+    what `merge_tool_eval` needs to write the whole run's reports from every shard's directory.
     Raises CaseFileError for bad case files, LabError for a lab whose code fails, and ReportWriteError
     for report paths that cannot be written; an unusable path is refused before the cases run, and
     nothing is written on any of these errors.
     """
     from .inputs import run_inputs
-    from .reports import REPORT_FILES, check_report_targets, render_reports, write_files
+    from .reports import check_report_targets
 
-    out = Path(out_dir)
-    junit = Path(junit_path) if junit_path is not None else out / "junit.xml"
-    targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
-    targets["junit.xml"] = junit
+    targets = _report_targets(out_dir, junit_path, shard=shard is not None)
     if jobs is not None:
         checked_jobs(jobs)  # refused before anything runs
     check_report_targets(targets.values(), keep=run_inputs(case_paths))  # pyproject.toml and the lab's module too
-    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs)
-    rendered = render_reports(evaluation)
+    evaluation = evaluate(case_paths, lab=lab, progress=progress, lint_config=lint_config, jobs=jobs, shard=shard)
+    _write_reports(evaluation, targets)
+    return evaluation
+
+
+def merge_tool_eval(shard_dirs: Sequence[str | Path], *, out_dir: str | Path = DEFAULT_OUT,
+                    junit_path: str | Path | None = None) -> Evaluation:
+    """Write one run's reports from the output directories of its shards (`tool-eval --merge`).
+
+    The shards must be every shard, once each, of one case set run by one agent-lab on one lab with
+    the same catalogs; ShardError (one line) otherwise, before anything is written. The reports are
+    those one unsharded run writes (see `shards`); ReportWriteError as for `run_tool_eval`, and no
+    report may replace a shard's own file (nor pyproject.toml or a loaded module).
+    """
+    from .inputs import run_inputs
+    from .reports import check_report_targets, render_reports, write_files
+    from .shards import SHARD_FILE, ShardError, read_shards
+
+    directories = [str(directory) for directory in shard_dirs]
+    targets = _report_targets(out_dir, junit_path, shard=False)
+    merged = read_shards(directories)
+    kept = run_inputs()
+    kept.update({Path(directory) / SHARD_FILE: "a shard this merge reads" for directory in directories})
+    check_report_targets(targets.values(), keep=kept)
+    try:
+        evaluation = merged_evaluation(merged)
+        rendered = render_reports(evaluation)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as error:
+        # Parts that passed every check of their shape but hold values no run writes (a shard file
+        # edited by hand): one line, as for any bad input, not a traceback.
+        raise ShardError(f"tool-eval --merge: the shards' results cannot be put together ({type(error).__name__}; "
+                         "was a tool-shard.json changed by hand?)") from None
+    # The shards' results were masked with each shard's secrets when written; the merged run masks
+    # with what it knows (its tools' redacted fields).
     write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
     return evaluation
+
+
+def _report_targets(out_dir: str | Path, junit_path: str | Path | None, *, shard: bool) -> dict[str, Path]:
+    from .reports import REPORT_FILES
+
+    out = Path(out_dir)
+    targets = {name: out / name for name in REPORT_FILES if name != "junit.xml"}
+    targets["junit.xml"] = Path(junit_path) if junit_path is not None else out / "junit.xml"
+    if shard:
+        from .shards import SHARD_FILE
+
+        targets[SHARD_FILE] = out / SHARD_FILE
+    return targets
+
+
+def _write_reports(evaluation: Evaluation, targets: Mapping[str, Path]) -> None:
+    from .reports import render_reports, write_files
+
+    rendered = render_reports(evaluation)
+    write_files({targets[name]: text for name, text in rendered.items()}, mask=evaluation.mask)
 
 
 def progress_line(case: Case, results: Sequence[CaseResult]) -> str:
@@ -312,7 +407,8 @@ def _replay_and_grade(lab: Lab, case: Case, surface: Surface) -> CaseResult:
 
 
 def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[str, SurfaceCatalog], set[str]]:
-    """Build each surface once on a fresh world: its catalog and specs, and the world's secrets."""
+    """Build each surface once on a fresh world: its catalog and specs, and the world's secrets. The
+    lint rules run on the candidates only: a baseline's findings would gate nothing and show nowhere."""
     catalogs: dict[str, SurfaceCatalog] = {}
     secrets: set[str] = set()
     for surface in lab.surfaces:
@@ -320,7 +416,7 @@ def _inspect_surfaces(lab: Lab, lint_config: LintConfig | None) -> tuple[dict[st
         secrets |= lab.secrets_of(world)
         registry = lab.build(surface, world)
         try:
-            catalogs[surface.name] = surface_catalog(registry, lint_config)
+            catalogs[surface.name] = surface_catalog(registry, lint_config, lint=not surface.baseline)
         finally:
             registry.close()
     return catalogs, secrets

@@ -31,8 +31,9 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Optional, Tuple
 
-from ..frozenjson import freeze
+from ..frozenjson import FrozenObject, freeze
 from ..jsonvalue import find_non_json
+from . import formats  # its FORMAT_CHECKERS is read at each look-up: a test may put another table there
 from .model import MAX_SCHEMA_DEPTH
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "SharedTable", "ValidatorCache", "shared_validator", "validator_cache"]
@@ -90,6 +91,8 @@ class ValidatorCache:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._recent: "OrderedDict[bytes, Any]" = OrderedDict()  # strong references, least recent first
+        # id(the frozen schema a validator in `_recent` holds) -> (digest, validator): see `_held_copy`
+        self._by_copy: dict[int, Tuple[bytes, Any]] = {}
         self._live: "weakref.WeakValueDictionary[bytes, Any]" = weakref.WeakValueDictionary()
         self.hits = 0
         self.misses = 0
@@ -100,6 +103,9 @@ class ValidatorCache:
         Raises SchemaError exactly as `Validator(schema, ...)` would, every time."""
         from .validator import Validator
 
+        held = self._held_copy(schema, dialect, format_assertion)
+        if held is not None:
+            return held
         probe = _probe(schema, dialect, format_assertion)
         if probe is None:
             return Validator(freeze(schema), dialect=dialect, format_assertion=format_assertion)
@@ -108,7 +114,9 @@ class ValidatorCache:
         if found is not None:
             return found
         built = Validator(freeze(schema), dialect=dialect, format_assertion=format_assertion)
-        object.__setattr__(built, "_content", options)  # what it was compiled with, for the check on a hit
+        # What it was compiled with, and the text of its own (frozen, so unchanging) schema, for the
+        # check on a hit: written once here instead of once per hit.
+        object.__setattr__(built, "_content", (options, _text(built.schema)))
         with self._lock:
             self.misses += 1
             existing = self._live.get(digest)
@@ -121,8 +129,31 @@ class ValidatorCache:
 
     def cached(self, schema: Any, *, dialect: Optional[str] = None, format_assertion: bool = False) -> Any:
         """The cached Validator for an equal schema with these options, or None; never compiles."""
+        held = self._held_copy(schema, dialect, format_assertion)
+        if held is not None:
+            return held
         probe = _probe(schema, dialect, format_assertion)
         return None if probe is None else self._find(*probe)
+
+    def _held_copy(self, schema: Any, dialect: Optional[str], format_assertion: bool) -> Any:
+        """The cached validator whose own frozen copy `schema` is, or None. A spec rebuilt from another
+        (`dataclasses.replace(spec, resource_guard=...)`) passes that copy back in: found by identity,
+        without writing its text again. Frozen, the copy still reads as what was compiled (short of
+        `dict.__setitem__` on it, which `frozenjson` says no read-only value can stop)."""
+        if type(schema) is not FrozenObject:
+            return None
+        with self._lock:
+            entry = self._by_copy.get(id(schema))
+        if entry is None or entry[1].schema is not schema or not isinstance(format_assertion, bool) or (
+                dialect is not None and not isinstance(dialect, str)):
+            return None
+        digest, found = entry
+        if found._content[0] != (dialect, format_assertion, _interned(tuple(formats.FORMAT_CHECKERS.items()))):
+            return None
+        with self._lock:
+            self.hits += 1
+            self._remember(digest, found)
+        return found
 
     def _find(self, digest: bytes, text: str, options: tuple) -> Any:
         with self._lock:
@@ -136,10 +167,19 @@ class ValidatorCache:
     def _remember(self, digest: bytes, validator: Any) -> None:
         """Hold `validator` as the most recently used; drop the least recently used beyond the bound."""
         recent = self._recent
+        replaced = recent.get(digest)
+        if replaced is not None and replaced is not validator:
+            self._forget_copy(replaced)
         recent[digest] = validator
         recent.move_to_end(digest)
+        self._by_copy[id(validator.schema)] = (digest, validator)
         while len(recent) > self.max_entries:
-            recent.popitem(last=False)
+            self._forget_copy(recent.popitem(last=False)[1])
+
+    def _forget_copy(self, validator: Any) -> None:
+        entry = self._by_copy.get(id(validator.schema))
+        if entry is not None and entry[1] is validator:
+            del self._by_copy[id(validator.schema)]
 
     def __len__(self) -> int:
         """How many validators the cache itself holds (never more than `max_entries`)."""
@@ -154,6 +194,7 @@ class ValidatorCache:
     def clear(self) -> None:
         with self._lock:
             self._recent.clear()
+            self._by_copy.clear()
             self._live.clear()
             self.hits = self.misses = 0
 
@@ -165,9 +206,7 @@ def _probe(schema: Any, dialect: Any, format_assertion: Any) -> Optional[Tuple[b
     text = content_text(schema)
     if text is None:
         return None
-    from .formats import FORMAT_CHECKERS
-
-    checkers = _interned(tuple(FORMAT_CHECKERS.items()))  # compiled `format` checks are looked up in this table
+    checkers = _interned(tuple(formats.FORMAT_CHECKERS.items()))  # compiled `format` checks are looked up in this table
     options = (dialect, format_assertion, checkers)
     key = f"{dialect!s}\x00{format_assertion:d}\x00{hash(checkers)}\x00{text}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(key).digest(), text, options
@@ -189,7 +228,7 @@ def _interned(checkers: tuple) -> tuple:
 def _same_content(validator: Any, text: str, options: tuple) -> bool:
     """The confirmation a hit needs beyond the digest: same options, same JSON text."""
     # The cached schema is a frozen copy that compiled, so plain JSON: its text needs no key check.
-    return getattr(validator, "_content", None) == options and _text(validator.schema) == text
+    return getattr(validator, "_content", None) == (options, text)
 
 
 validator_cache = ValidatorCache()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources as _package_files
+from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from ._dialects import DIALECTS, DRAFT_2020_12, Dialect, builtin_dialect, normalize_uri
@@ -196,7 +196,11 @@ def iter_subschemas(schema: Mapping, pointer: str = "",
 @lru_cache(maxsize=1)
 def builtin_documents() -> Tuple[Tuple[str, Any], ...]:
     """The meta-schemas of every built-in dialect and their vocabulary meta-schemas, keyed by their id."""
-    folder = _package_files.files(__package__) / "metaschemas"
+    folder: Any = Path(__file__).with_name("metaschemas")
+    if not folder.is_dir():  # a zipped package: read through importlib.resources (which imports zipfile)
+        from importlib import resources
+
+        folder = resources.files(__package__) / "metaschemas"
     documents = []
     for dialect_folder in sorted(folder.iterdir(), key=lambda item: item.name):
         if not dialect_folder.is_dir():

@@ -8,6 +8,8 @@ are written for the model: they are the only documentation it reads.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Callable, Mapping
 
 from ...context import CallContext
@@ -94,9 +96,40 @@ def _credit_needs_approval(arguments: Mapping[str, Any]) -> bool:
 
 
 def candidate_specs(backend: TicketBackend | None = None) -> list[ToolSpec]:
-    """The typed-registry-v2 tool specs; guards check tickets against `backend` (a fresh one if None)."""
-    guard = _ticket_guard(backend if backend is not None else TicketBackend())
-    return [
+    """The typed-registry-v2 tool specs; guards check tickets against `backend` (a fresh one if None).
+
+    tool-eval builds this surface for every case, and building the same seven contracts again each
+    time was a large part of its CPU, so they are built (checked, compiled) once per process. Whether a
+    ticket is visible to a tenant depends only on the backend's tickets, which every backend shares
+    (the seed, never changed): the specs whose guard checks that seed serve every such backend as they
+    are; a backend with tickets of its own gets copies guarded by itself."""
+    if backend is None or backend.has_seed_tickets():
+        return list(_seed_guarded_contracts())
+    guard = _ticket_guard(backend)
+    return [dataclasses.replace(spec, resource_guard=guard) if spec.resource_guard is _UNBOUND_GUARD else spec
+            for spec in _contracts()]
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_guarded_contracts() -> tuple[ToolSpec, ...]:
+    guard = _ticket_guard(TicketBackend())  # it answers as every backend holding the seed tickets does
+    return tuple(dataclasses.replace(spec, resource_guard=guard) if spec.resource_guard is _UNBOUND_GUARD else spec
+                 for spec in _contracts())
+
+
+def _unbound_guard(arguments: Mapping[str, Any], actor: Actor) -> bool:
+    """The guard the contracts are built with, replaced by one over a backend's tickets before any
+    spec is handed out: refuses all."""
+    return False
+
+
+_UNBOUND_GUARD = _unbound_guard
+
+
+@functools.lru_cache(maxsize=1)
+def _contracts() -> tuple[ToolSpec, ...]:
+    guard = _UNBOUND_GUARD
+    return (
         ToolSpec(
             name="get_ticket",
             title="Get ticket",
@@ -265,7 +298,7 @@ def candidate_specs(backend: TicketBackend | None = None) -> list[ToolSpec]:
             idempotency_key="action_id",
             timeout_ms=WRITE_TIMEOUT_MS,
         ),
-    ]
+    )
 
 
 # -- the handlers --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -93,6 +94,14 @@ def _thread(ticket_id: str) -> list[Any]:
     ]
 
 
+@functools.lru_cache(maxsize=1)
+def _seed() -> tuple[dict[str, dict[str, Any]], dict[str, list[Any]]]:
+    """The tickets and threads every world starts from (ticket id -> ticket, ticket id -> messages)."""
+    tickets = {ticket["id"]: ticket
+               for ticket in (_ticket(n) for n in range(FIRST_TICKET_NUMBER, FIRST_TICKET_NUMBER + TICKET_COUNT))}
+    return tickets, {ticket_id: _thread(ticket_id) for ticket_id in tickets}
+
+
 def _within(number: int, limit: int | None) -> bool:
     """Whether the `number`-th operation is among the first `limit` (None: no limit)."""
     return limit is None or number <= limit
@@ -121,11 +130,8 @@ class TicketBackend:
         self.slow_lookups = slow_lookups
         self.write_delay_s = write_delay_ms / 1000.0
         self.slow_writes = slow_writes
-        self._tickets = {
-            ticket["id"]: ticket
-            for ticket in (_ticket(n) for n in range(FIRST_TICKET_NUMBER, FIRST_TICKET_NUMBER + TICKET_COUNT))
-        }
-        self._threads = {ticket_id: _thread(ticket_id) for ticket_id in self._tickets}
+        # Read-only after it is made, and every read hands out a copy: one seed serves every world.
+        self._tickets, self._threads = _seed()
         self._followups: list[dict[str, Any]] = []
         self._credits: list[dict[str, Any]] = []
         self._effects: list[Effect] = []
@@ -141,6 +147,11 @@ class TicketBackend:
         """A copy of the ticket, or None when there is no such ticket."""
         ticket = self._tickets.get(ticket_id)
         return copy.deepcopy(ticket) if ticket is not None else None
+
+    def has_seed_tickets(self) -> bool:
+        """Whether this backend's tickets are the seed every backend starts from (always, today: no
+        option changes them), so that any such backend says alike which tickets a tenant sees."""
+        return self._tickets is _seed()[0]
 
     def visible(self, ticket_id: str, tenant: str) -> bool:
         """True when the ticket exists and belongs to `tenant` (anything else is invisible)."""
