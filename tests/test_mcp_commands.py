@@ -163,6 +163,41 @@ class CommandsTest(ProjectTest):
         self.assertIn("'hostile-notebook/echo'", flow["message"])
         self.assertIn("hostile-notebook/echo", flow["related"])
 
+    def test_a_policy_label_makes_a_leak_across_two_servers_an_al701_finding(self) -> None:
+        # The notebook's echo returns what outsiders wrote and its append_note sends a note out, which only
+        # the reviewer knows: both are closed-world by the policy, so nothing implies either. The ticket
+        # server's reads return the user's own data (implied by their names).
+        closed = {"permission": "p", "effect": "read", "approval": "never", "open_world": False}
+        reviewed = {"tools": {"*": closed, "append_note": {**closed, "effect": "write"}}}
+        labelled = {"tools": {**reviewed["tools"], "echo": {**closed, "labels": ["untrusted-content"]},
+                              "append_note": {**closed, "effect": "write", "labels": ["external-sink"]}}}
+        (self.dir / "reviewed.json").write_text(json.dumps(reviewed))
+        (self.dir / "labelled.json").write_text(json.dumps(labelled))
+        notebook, tickets = f"{SERVER} notebook", f"{sys.executable} {HERE.parent / 'run_lab.py'} serve-mcp"
+
+        def flows(*argv: str) -> list[dict[str, Any]]:
+            code, out, err = run("lint", *argv, "--select", "AL7", "--format", "json")
+            self.assertEqual(code, 0, err)  # toxic flows are warnings
+            return json.loads(out)["findings"]
+
+        with working_directory(self.dir):
+            together = flows("--mcp", notebook, "--mcp", tickets, "--policy", "labelled.json")
+            notebook_alone = flows("--mcp", notebook, "--policy", "labelled.json")
+            unlabelled = flows("--mcp", notebook, "--mcp", tickets, "--policy", "reviewed.json")
+            code, out, _ = run("inspect", "--mcp", notebook, "--policy", "labelled.json", "--json")
+        [leak] = [finding for finding in together if finding["surface"] == "hostile-notebook"]
+        self.assertEqual((leak["rule"], leak["tool"]), ("AL701", "append_note"))  # the sink, by its label
+        self.assertIn("hostile-notebook/echo", leak["related"])  # the untrusted content, by the policy's label
+        self.assertIn("agent-lab/get_ticket", leak["related"])  # the private data, on the other server
+        self.assertEqual(notebook_alone, [])  # no private data on the notebook: no leak
+        # Without the labels the notebook takes no part (the ticket server's open-world slow_ticket_lookup,
+        # by its own hint, still makes a flow of the ticket server's tools).
+        self.assertEqual([finding for finding in unlabelled if finding["surface"] == "hostile-notebook"], [])
+        self.assertFalse(any("hostile-notebook/echo" in finding["related"] for finding in unlabelled))
+        self.assertEqual(code, 0)
+        tools = {tool["name"]: tool for tool in json.loads(out)["surfaces"][0]["tools"]}
+        self.assertEqual(tools["echo"]["provenance"]["labels"], ["untrusted-content"])
+
     def test_export_and_catalog_cost_of_a_server(self) -> None:
         code, out, _ = run("export", "--mcp", f"{SERVER} well-behaved", "--format", "anthropic")
         self.assertEqual(code, 0)
