@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping
 from ..calls import ToolCall, ToolResult
 from ..idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore, canonical_json
 from ..policy import Actor, Approval
+from ..redaction import contains_secret
 from ..registry import Registry
 from .cases import Case, CaseFileError, CaseProblem, Steps
 from .definition import Lab, Surface
@@ -325,12 +326,13 @@ class _Session:
 
 
 def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
-    """Whether any secret appears in `view`: in any string or member name, or in its JSON text."""
+    """Whether any secret appears in `view`: in any string or member name, or in its JSON text (a number
+    that shows a PIN), as the reports would mask it (`contains_secret`: a short secret, a CVV `737`, only
+    as a whole token, never inside `17375`)."""
     if not secrets:
         return False
     text = json.dumps(view, ensure_ascii=False, sort_keys=True)
-    return any(secret in text for secret in secrets) or any(
-        secret in string for string in _strings(view) for secret in secrets)
+    return contains_secret(text, secrets) or any(contains_secret(string, secrets) for string in _strings(view))
 
 
 def _strings(value: Any) -> Iterator[str]:
