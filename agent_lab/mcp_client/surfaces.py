@@ -24,9 +24,10 @@ import sqlite3
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from ..lab.definition import Lab, LabError, Surface
+from ..lockfile import Lockfile
 from ..policy import Actor
 from .address import ServerAddress, parse_server
 from .importing import LockSource, ServerRegistry, import_tools, load_lock
@@ -34,7 +35,8 @@ from .session import McpClient
 from .tool_policy import PolicyError, ToolPolicy, load_policy
 from .wire import DEFAULT_TIMEOUT_S, McpError
 
-__all__ = ["McpWorld", "ServerSurfaceBuild", "open_server_surfaces", "server_lab", "world_effects"]
+__all__ = ["McpWorld", "ServerSurfaceBuild", "lock_for_server", "open_server_surfaces", "server_label", "server_lab",
+           "world_effects"]
 
 logger = logging.getLogger("agent_lab.mcp_client")
 
@@ -166,6 +168,17 @@ class ServerSurfaceBuild:
         self.cwd = cwd
 
     def __call__(self, world: Any, **options: Any) -> ServerRegistry:
+        registry = ServerRegistry(**options)
+        try:
+            self.import_into(registry, self.connect(world, registry), lock=self.lock, surface=self.surface)
+        except BaseException:
+            registry.close()
+            raise
+        return registry
+
+    def connect(self, world: Any, registry: ServerRegistry) -> McpClient:
+        """A client of the server (its command's `{world}` replaced by the world's directory), owned by
+        `registry`, which closes it."""
         address = self.address
         if address.mentions_world:
             try:
@@ -173,19 +186,36 @@ class ServerSurfaceBuild:
             except TypeError:
                 raise TypeError(f"the server command uses {{world}}, but the world ({type(world).__name__}) is not a "
                                 "directory (give it __fspath__, or use agent_lab.mcp_client.surfaces.McpWorld)") from None
-        client = McpClient(address, timeout_s=self.timeout_s, pass_env=self.pass_env, cwd=self.cwd).connect()
-        registry = ServerRegistry(**options)
+        client = McpClient(address, timeout_s=self.timeout_s, pass_env=self.pass_env, cwd=self.cwd)
         registry.own(client)
-        try:
-            imported = import_tools(client, policy=self.policy, lock=self.lock, surface=self.surface)
-            imported.register(registry)
-        except BaseException:
-            registry.close()
-            raise
-        registry.skipped = imported.skipped
+        return client.connect()
+
+    def import_into(self, registry: ServerRegistry, client: McpClient, *, lock: Any, surface: str | None) -> None:
+        """Import the server's tools under the policy into `registry`, checked against `lock`'s surface
+        `surface` (see `import_tools`); what the import left out is logged and kept in `skipped`."""
+        imported = import_tools(client, policy=self.policy, lock=lock, surface=surface)
+        imported.register(registry)
+        registry.skipped = (*registry.skipped, *imported.skipped)
         for skipped in imported.skipped:
             logger.warning("mcp server %s: tool %r was not imported: %s", client.label, skipped.name, skipped.reason)
-        return registry
+
+
+def server_label(name: str, taken: Collection[str]) -> str:
+    """How a server is named among servers one agent uses: its own name, or `name#2`, `name#3`, ... for
+    a later server that gives the same one (`lock --mcp` labels the lock's surfaces so, and each server's
+    tools are checked at call time against the surface of its label)."""
+    if name not in taken:
+        return name
+    number = 2
+    while f"{name}#{number}" in taken:
+        number += 1
+    return f"{name}#{number}"
+
+
+def lock_for_server(lock: Lockfile | None, label: str, *, alone: bool) -> Lockfile | None:
+    """The lock a server labelled `label` is checked against among servers opened together: only the
+    surface lint compares its tools with (`Lockfile.surface_of`), never another server's."""
+    return lock.narrowed(lock.surface_of(label, alone=alone)) if lock is not None else None
 
 
 def server_lab(servers: Sequence[str], *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
@@ -207,9 +237,10 @@ def server_lab(servers: Sequence[str], *, policy: ToolPolicy | str | os.PathLike
 def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None, lock: LockSource | None = None,
                          timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
     """One open surface per server for the commands that take `--mcp` (LabError with one line otherwise),
-    named by the server's own name (`name#2` for a second server of one name), as `lock --mcp` labels the
-    lock's surfaces. With `lock`, the tools are checked against it (`Provenance.lock` says how they
-    fared; a call would be refused). Tools left out of the import are logged as warnings (the command
+    named by the server's own name (`name#2` for a second server of one name: `server_label`), as `lock
+    --mcp` labels the lock's surfaces. With `lock`, each server's tools are checked against the lock's
+    surface of its label, as lint compares them (`lock_for_server`; `Provenance.lock` says how they fared,
+    and a call would be refused). Tools left out of the import are logged as warnings (the command
     prints them on stderr) and kept in the registry's `skipped`."""
     from ..lab.inspection import OpenSurface
 
@@ -220,17 +251,22 @@ def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None, l
     except (PolicyError, ValueError) as error:  # LockfileError is a ValueError
         raise LabError(str(error)) from None
     opened: list[Any] = []
-    names: set[str] = set()
+    names: list[str] = []
     try:
         for address in addresses:
             world = McpWorld() if address.mentions_world else None  # a command that writes to {world}
-            registry = ServerSurfaceBuild(address, policy=rules, lock=locked, timeout_s=timeout_s)(world)
+            build = ServerSurfaceBuild(address, policy=rules, timeout_s=timeout_s)
+            registry = ServerRegistry()
             registry.world = world  # kept (and its directory) while the registry is open
-            client = registry.clients[0]
-            name = client.name
-            if name in names:
-                name = f"{name}#{len(opened) + 1}"
-            names.add(name)
+            try:
+                client = build.connect(world, registry)
+                name = server_label(client.name, names)  # checked against the lock's surface of that label
+                build.import_into(registry, client, surface=name,
+                                  lock=lock_for_server(locked, name, alone=len(addresses) == 1))
+            except BaseException:
+                registry.close()
+                raise
+            names.append(name)
             opened.append(OpenSurface(name, "server", registry, None, None))
     except (McpError, PolicyError) as error:
         for surface in opened:
