@@ -306,6 +306,33 @@ class ServerLabTest(ProjectTest):
         self.assertIn(f"[x] {check}: not required (AL403 is off in the lint configuration): append_note, slow",
                       waived[1])
 
+    def test_servers_on_one_tool_eval_command_line_are_one_agents_tools_as_for_lint(self) -> None:
+        tickets = f"{sys.executable} {HERE.parent / 'run_lab.py'} serve-mcp"
+        reads = {"permission": "tickets:read", "effect": "read", "approval": "never", "open_world": False}
+        (self.dir / "both.json").write_text(json.dumps({"tools": {**POLICY["tools"], "get_ticket": reads}}))
+        actor = {**ACTOR, "permissions": ["notes:read", "notes:write", "tickets:read"]}
+        case = {"case_id": "note-about-a-ticket", "intent": "Read a ticket, then note it in the notebook.",
+                "actor": actor, "calls": [{"tool": "get_ticket", "arguments": {"ticket_id": "T-1001"}},
+                                          {"tool": "append_note", "arguments": {"note": "T-1001 read",
+                                                                                "request_id": "r-1"}}],
+                "expected": {"outcome": "succeeded", "error_code": None, "side_effects": 1,
+                             "steps": [{"outcome": "succeeded"}, {"outcome": "succeeded"}]}}
+        (self.dir / "both.jsonl").write_text(json.dumps(case) + "\n")
+        with working_directory(self.dir):
+            code, out, err = run("tool-eval", "--mcp", NOTEBOOK, "--mcp", tickets, "--policy", "both.json",
+                                 "--cases", "both.jsonl")
+            clash = run("tool-eval", "--mcp", NOTEBOOK, "--mcp", f"{SERVER} well-behaved", "--policy", "both.json",
+                        "--cases", "both.jsonl")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("candidate server             1/1 cases passed", out)  # one surface: both servers' tools
+        report = json.loads((self.dir / "reports" / "tool-comparison.json").read_text())
+        self.assertEqual(list(report["surfaces"]), ["server"])
+        self.assertEqual([server["server"] for server in report["surfaces"]["server"]["servers"]],
+                         ["hostile-notebook", "agent-lab"])
+        self.assertEqual(clash[0], 2)  # both list echo: one agent cannot be given two tools of one name
+        self.assertEqual(len(clash[2].strip().splitlines()), 1, clash[2])
+        self.assertIn("servers 'hostile-notebook' and 'hostile-well-behaved' both list a tool 'echo'", clash[2])
+
     def test_tool_eval_of_a_lab_with_a_server_surface(self) -> None:
         (self.dir / "serverlab.py").write_text(textwrap.dedent(f"""\
             from agent_lab.lab import Lab, Surface

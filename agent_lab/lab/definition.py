@@ -130,9 +130,11 @@ class Surface:
         JSON file; None: the strictest defaults) and optionally checked against `lock` (a contract lockfile
         or its path: a tool that drifted from it, or that it does not hold, is refused at every call; the
         lock's surface named `name` is checked first, see `agent_lab.mcp_client.importing`). `server` is a
-        command line or an http(s):// URL; `{world}` in a command stands for the case's world directory
-        (a world with `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets a
-        fresh server process over a fresh world. See `agent_lab.mcp_client.surfaces`."""
+        command line or an http(s):// URL, or a list of them: one agent's tools from several servers, in
+        one registry (each server checked against the lock's surface of its own name, as `lock --mcp`
+        writes it); `{world}` in a command stands for the case's world directory (a world with
+        `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets fresh server
+        processes over a fresh world. See `agent_lab.mcp_client.surfaces`."""
         from ..mcp_client.surfaces import ServerSurfaceBuild
         from ..mcp_client.wire import DEFAULT_TIMEOUT_S
 
