@@ -35,6 +35,7 @@ from .spec import TOOL_NAME_PATTERN, Effect
 __all__ = [
     "ANNOTATION_DEFAULTS",
     "CONTRACT_KEYS",
+    "FLOW_LABELS",
     "ToolDefinition",
     "contract_from_mcp",
     "contract_hash",
@@ -44,6 +45,12 @@ __all__ = [
 
 CONTRACT_KEYS = ("name", "title", "description", "input_schema", "output_schema", "annotations")
 """The keys of a canonical contract, in the order lockfiles write them."""
+
+FLOW_LABELS = ("untrusted-content", "private-data", "external-sink", "destructive")
+"""The data-flow labels a user can give a tool (`ToolDefinition.labels`, an import policy's `labels`, the
+lint configuration's `labels` table), which the toxic-flow rules read (`agent_lab.lint.flows`): it
+returns what outsiders wrote, it returns the user's own data, its arguments leave the application, it
+destroys. Written with a leading `-`, a label is taken away from what the tool's annotations imply."""
 
 ANNOTATION_DEFAULTS: Mapping[str, bool] = {
     "readOnlyHint": False,

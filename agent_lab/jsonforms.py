@@ -3,9 +3,10 @@
 A tool's contract is JSON, but its code speaks Python: it returns a `datetime`, a `Decimal`, a
 dataclass, a pydantic model. This module says, for each such type, which JSON Schema describes it
 (`schema_for_type`, used by `@tool`), how a value of it is written as JSON (`json_form`, used by the
-registry's output step, on the thread that ran the handler), and how JSON is read back into it
-(`from_json`, used by `@tool` handlers for their parameters). The three agree, so an exported schema
-accepts exactly what an output is written as, and a parameter receives what the schema let in:
+registry's output step, on the thread that ran the handler; `to_json` at every depth), and how JSON is
+read back into it (`from_json`, used by `@tool` handlers for their parameters). The three agree, so an
+exported schema accepts exactly what an output is written as, and a parameter receives what the schema
+let in:
 
 | Python | JSON Schema | written as |
 | --- | --- | --- |
@@ -50,6 +51,7 @@ __all__ = [
     "pydantic_violations",
     "quoted_field",
     "schema_for_type",
+    "to_json",
     "why_no_json_form",
 ]
 
@@ -181,6 +183,20 @@ def _decimal_text(value: Any, decimal_type: Any) -> Any:
     if len(digits) + abs(exponent) > MAX_DECIMAL_CHARACTERS:
         return NO_FORM
     return decimal_type.__format__(value, "f")
+
+
+def to_json(value: Any) -> Any:
+    """The JSON data the registry's output step makes of `value`: dataclasses and pydantic models become
+    objects, enums their values, tuples lists, datetimes, UUIDs and Decimals strings, at every depth. A
+    value with no JSON form is returned as it is (the output step refuses it, saying why)."""
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [to_json(item) for item in value]
+    if type(value) in (str, int, float, bool) or value is None:
+        return value
+    form = json_form(value)
+    return value if form is NO_FORM else to_json(form)
 
 
 def why_no_json_form(value: Any) -> Optional[str]:

@@ -235,6 +235,20 @@ class Lockfile:
                 return name
         return next(iter(self._surfaces)) if len(self._surfaces) == 1 else None
 
+    def surface_of(self, label: Optional[str], *, alone: bool) -> Optional[str]:
+        """The lock's surface the tools of a surface labelled `label` are compared with, when several
+        surfaces (servers one agent uses) are opened or linted together: the surface of that label; else,
+        for a surface checked alone, the lock's only surface; else None (every tool unlocked). One rule
+        for lint's drift findings and the call-time check of the same servers, so the two agree."""
+        if label is not None and label in self._surfaces:
+            return label
+        return next(iter(self._surfaces)) if alone and len(self._surfaces) == 1 else None
+
+    def narrowed(self, surface: Optional[str]) -> Lockfile:
+        """A lock holding only `surface` (nothing for None): for tools that must be checked against
+        exactly that surface (`surface_of`), whatever their server calls itself."""
+        return Lockfile({surface: self._surfaces[surface]} if surface is not None else {})
+
     def tools_of(self, surface: Optional[str] = None) -> Optional[Mapping[str, LockedTool]]:
         """The locked tools of `surface` (None: the lock's only surface); None when it is not locked."""
         if surface is None:

@@ -4,9 +4,10 @@ A `ToolSpec` built by `agent_lab.mcp_client.importing` carries a `Provenance`: w
 and version, as it says: untrusted, shown for people), how it was reached (transport and address), which
 protocol revision, the hash of the model-facing definition exactly as the server listed it (so a
 reviewer, a lockfile or a later run can tell whether it changed), which policy entry supplied the
-runtime half, which checks the server's own hints raised above that policy, and what a contract
-lockfile said of the definition when the tool was imported (`lock`: match, drifted, unlocked; None
-without a lock). `inspect`, the lint reports (SARIF names the server as the artifact and carries the
+runtime half, which checks the server's own hints raised above that policy, the data-flow labels that
+entry gave the tool (`labels`, read by the toxic-flow lint rules: `agent_lab.lint.flows`), and what a
+contract lockfile said of the definition when the tool was imported (`lock`: match, drifted, unlocked;
+None without a lock). `inspect`, the lint reports (SARIF names the server as the artifact and carries the
 rest in properties) and the tool-eval reports show it. Local tools have none.
 
 `definition` is the tool exactly as listed (read-only), and `contract_hash` is
@@ -44,6 +45,7 @@ class Provenance:
     contract_hash: str  # "sha256:<hex>" of the tool's model-facing definition as listed
     policy: str | None = None  # the policy entry that gave the runtime half (None: the strictest defaults)
     raised: tuple[str, ...] = ()  # checks the server's hints raised above the policy, one sentence each
+    labels: tuple[str, ...] = ()  # the policy entry's data-flow labels ("private-data", "-external-sink", ...)
     lock: str | None = None  # the lockfile's verdict at import: "match", "drifted", "unlocked" (None: no lock)
     definition: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)  # the tool as listed
 
@@ -58,6 +60,9 @@ class Provenance:
         if isinstance(self.raised, str) or not all(isinstance(item, str) for item in self.raised):
             raise ValueError("Provenance.raised must be a collection of sentences")
         object.__setattr__(self, "raised", tuple(self.raised))
+        if isinstance(self.labels, str) or not all(isinstance(item, str) for item in self.labels):
+            raise ValueError("Provenance.labels must be a collection of labels")
+        object.__setattr__(self, "labels", tuple(self.labels))
         if self.lock not in (None, "match", "drifted", "unlocked"):
             raise ValueError("Provenance.lock must be 'match', 'drifted', 'unlocked' or None")
         if self.definition is not None:
@@ -74,4 +79,4 @@ class Provenance:
         return {"server": self.server, "server_version": self.server_version, "transport": self.transport,
                 "address": self.address, "protocol_version": self.protocol_version,
                 "contract_hash": self.contract_hash, "policy": self.policy, "raised": list(self.raised),
-                "lock": self.lock}
+                "labels": list(self.labels), "lock": self.lock}

@@ -28,6 +28,7 @@ __all__ = [
     "REDACTED_VIOLATION_KEYWORD",
     "SecretMask",
     "collect_secrets",
+    "contains_secret",
     "redact",
     "redact_text",
     "redact_violations",
@@ -162,6 +163,19 @@ def redact_text(text: str, secrets: Collection[str]) -> str:
     if not usable or not isinstance(text, str):
         return text
     return _secrets_pattern(usable).sub(REDACTED, text)
+
+
+def contains_secret(text: str, secrets: Collection[str]) -> bool:
+    """Whether `redact_text` would mask anything in `text`: a secret anywhere, one shorter than
+    `MIN_SECRET_LENGTH` only as a whole token (`737` in `CVV 737`, not in `17375`). The one test of
+    "does this show a secret" for graders, so what counts as shown is exactly what a report masks."""
+    if type(secrets) is frozenset:
+        usable = _usable_frozen(secrets)
+    else:
+        usable = _usable((secrets,) if isinstance(secrets, str) else secrets)
+    if not usable or not isinstance(text, str):
+        return False
+    return _secrets_pattern(usable).search(text) is not None
 
 
 def _usable(candidates: Iterable[object]) -> tuple[str, ...]:

@@ -20,7 +20,9 @@ from typing import Any, Awaitable, Callable, Optional
 
 from .calls import ToolCall, ToolResult
 from .errors import Category, Outcome, ToolError
+from .execution import plain_json_copy
 from .policy import Actor, Approval
+from .registry import MAX_ARGUMENT_COPY_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
 __all__ = ["RETRY_AFTER_DETAIL", "Backoff", "Retrier", "invoke_with_retries", "should_retry"]
@@ -133,7 +135,10 @@ class Retrier:
 
     Each attempt is the same `ToolCall` (same arguments, so the same idempotency key: a write that
     already ran is replayed by the registry, never run again) with `attempt=n` in its audit record; a
-    call without a call id gets one for the whole sequence, so its attempts share it in the audit.
+    call without a call id gets one for the whole sequence, so its attempts share it in the audit. The
+    arguments are copied once, before the first attempt (the registry's own copy walk,
+    `plain_json_copy`), so a caller that changes its dict between attempts changes neither the call
+    nor its key.
     After a failed attempt, `should_retry` decides from the result, the tool's spec and the budget;
     then the runner waits the longer of its backoff and the error's `retry_after_s`. It stops, and
     returns the last result as it is, when:
@@ -185,7 +190,7 @@ class Retrier:
                deadline: Optional[float] = None) -> ToolResult:
         """Run `call` with retries (see the class). `deadline`: a reading of `clock` the whole sequence ends by."""
         sequence_deadline = self._sequence_deadline(deadline)
-        call = _with_call_id(call)
+        call = _own_call(call)
         attempt = 1
         while True:
             result = registry.invoke(call, actor=actor, approval=approval,
@@ -203,7 +208,7 @@ class Retrier:
 
         sleep = self._async_sleep if self._async_sleep is not None else asyncio.sleep
         sequence_deadline = self._sequence_deadline(deadline)
-        call = _with_call_id(call)
+        call = _own_call(call)
         attempt = 1
         while True:
             result = await registry.ainvoke(call, actor=actor, approval=approval,
@@ -293,11 +298,22 @@ def invoke_with_retries(registry: Any, call: ToolCall, *, actor: Actor, approval
         registry, call, actor=actor, approval=approval)
 
 
-def _with_call_id(call: ToolCall) -> ToolCall:
-    """`call`, with one call id for all its attempts when it came without one."""
-    if isinstance(call, ToolCall) and not call.call_id:
-        return ToolCall(call.name, call.arguments, call_id="retry_" + secrets.token_hex(8))
-    return call
+def _own_call(call: ToolCall) -> ToolCall:
+    """`call` as every attempt sends it: its arguments copied once, as the registry's schema step copies
+    them (`plain_json_copy`: plain dicts, lists, str, int and float; a value that is not JSON is kept as
+    it is, for the schema step to refuse, and so is anything nested deeper than the step accepts), and
+    one call id for all its attempts when it came without one. A copy that fails (an object whose own
+    code raises when it is looked at) leaves the arguments as they are: the registry answers them."""
+    if not isinstance(call, ToolCall):
+        return call  # the registry refuses it, once
+    arguments = call.arguments
+    try:
+        arguments = plain_json_copy(arguments, MAX_ARGUMENT_COPY_DEPTH)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - the caller's object raised; invoke refuses it without raising
+        pass
+    return ToolCall(call.name, arguments, call_id=call.call_id or "retry_" + secrets.token_hex(8))
 
 
 def retry_after(error: Optional[ToolError]) -> Optional[float]:

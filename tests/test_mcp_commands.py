@@ -163,6 +163,41 @@ class CommandsTest(ProjectTest):
         self.assertIn("'hostile-notebook/echo'", flow["message"])
         self.assertIn("hostile-notebook/echo", flow["related"])
 
+    def test_a_policy_label_makes_a_leak_across_two_servers_an_al701_finding(self) -> None:
+        # The notebook's echo returns what outsiders wrote and its append_note sends a note out, which only
+        # the reviewer knows: both are closed-world by the policy, so nothing implies either. The ticket
+        # server's reads return the user's own data (implied by their names).
+        closed = {"permission": "p", "effect": "read", "approval": "never", "open_world": False}
+        reviewed = {"tools": {"*": closed, "append_note": {**closed, "effect": "write"}}}
+        labelled = {"tools": {**reviewed["tools"], "echo": {**closed, "labels": ["untrusted-content"]},
+                              "append_note": {**closed, "effect": "write", "labels": ["external-sink"]}}}
+        (self.dir / "reviewed.json").write_text(json.dumps(reviewed))
+        (self.dir / "labelled.json").write_text(json.dumps(labelled))
+        notebook, tickets = f"{SERVER} notebook", f"{sys.executable} {HERE.parent / 'run_lab.py'} serve-mcp"
+
+        def flows(*argv: str) -> list[dict[str, Any]]:
+            code, out, err = run("lint", *argv, "--select", "AL7", "--format", "json")
+            self.assertEqual(code, 0, err)  # toxic flows are warnings
+            return json.loads(out)["findings"]
+
+        with working_directory(self.dir):
+            together = flows("--mcp", notebook, "--mcp", tickets, "--policy", "labelled.json")
+            notebook_alone = flows("--mcp", notebook, "--policy", "labelled.json")
+            unlabelled = flows("--mcp", notebook, "--mcp", tickets, "--policy", "reviewed.json")
+            code, out, _ = run("inspect", "--mcp", notebook, "--policy", "labelled.json", "--json")
+        [leak] = [finding for finding in together if finding["surface"] == "hostile-notebook"]
+        self.assertEqual((leak["rule"], leak["tool"]), ("AL701", "append_note"))  # the sink, by its label
+        self.assertIn("hostile-notebook/echo", leak["related"])  # the untrusted content, by the policy's label
+        self.assertIn("agent-lab/get_ticket", leak["related"])  # the private data, on the other server
+        self.assertEqual(notebook_alone, [])  # no private data on the notebook: no leak
+        # Without the labels the notebook takes no part (the ticket server's open-world slow_ticket_lookup,
+        # by its own hint, still makes a flow of the ticket server's tools).
+        self.assertEqual([finding for finding in unlabelled if finding["surface"] == "hostile-notebook"], [])
+        self.assertFalse(any("hostile-notebook/echo" in finding["related"] for finding in unlabelled))
+        self.assertEqual(code, 0)
+        tools = {tool["name"]: tool for tool in json.loads(out)["surfaces"][0]["tools"]}
+        self.assertEqual(tools["echo"]["provenance"]["labels"], ["untrusted-content"])
+
     def test_export_and_catalog_cost_of_a_server(self) -> None:
         code, out, _ = run("export", "--mcp", f"{SERVER} well-behaved", "--format", "anthropic")
         self.assertEqual(code, 0)
@@ -270,6 +305,33 @@ class ServerLabTest(ProjectTest):
         self.assertEqual(waived[0], 0, waived[1] + waived[2])
         self.assertIn(f"[x] {check}: not required (AL403 is off in the lint configuration): append_note, slow",
                       waived[1])
+
+    def test_servers_on_one_tool_eval_command_line_are_one_agents_tools_as_for_lint(self) -> None:
+        tickets = f"{sys.executable} {HERE.parent / 'run_lab.py'} serve-mcp"
+        reads = {"permission": "tickets:read", "effect": "read", "approval": "never", "open_world": False}
+        (self.dir / "both.json").write_text(json.dumps({"tools": {**POLICY["tools"], "get_ticket": reads}}))
+        actor = {**ACTOR, "permissions": ["notes:read", "notes:write", "tickets:read"]}
+        case = {"case_id": "note-about-a-ticket", "intent": "Read a ticket, then note it in the notebook.",
+                "actor": actor, "calls": [{"tool": "get_ticket", "arguments": {"ticket_id": "T-1001"}},
+                                          {"tool": "append_note", "arguments": {"note": "T-1001 read",
+                                                                                "request_id": "r-1"}}],
+                "expected": {"outcome": "succeeded", "error_code": None, "side_effects": 1,
+                             "steps": [{"outcome": "succeeded"}, {"outcome": "succeeded"}]}}
+        (self.dir / "both.jsonl").write_text(json.dumps(case) + "\n")
+        with working_directory(self.dir):
+            code, out, err = run("tool-eval", "--mcp", NOTEBOOK, "--mcp", tickets, "--policy", "both.json",
+                                 "--cases", "both.jsonl")
+            clash = run("tool-eval", "--mcp", NOTEBOOK, "--mcp", f"{SERVER} well-behaved", "--policy", "both.json",
+                        "--cases", "both.jsonl")
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("candidate server             1/1 cases passed", out)  # one surface: both servers' tools
+        report = json.loads((self.dir / "reports" / "tool-comparison.json").read_text())
+        self.assertEqual(list(report["surfaces"]), ["server"])
+        self.assertEqual([server["server"] for server in report["surfaces"]["server"]["servers"]],
+                         ["hostile-notebook", "agent-lab"])
+        self.assertEqual(clash[0], 2)  # both list echo: one agent cannot be given two tools of one name
+        self.assertEqual(len(clash[2].strip().splitlines()), 1, clash[2])
+        self.assertIn("servers 'hostile-notebook' and 'hostile-well-behaved' both list a tool 'echo'", clash[2])
 
     def test_tool_eval_of_a_lab_with_a_server_surface(self) -> None:
         (self.dir / "serverlab.py").write_text(textwrap.dedent(f"""\

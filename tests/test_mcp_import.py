@@ -104,6 +104,8 @@ class PolicyTest(ServerCase):
                                  ({"tools": {"x": {"timeout_ms": True}}}, "positive number"),
                                  ({"tools": {"x": {"output_schema": "json"}}}, 'a JSON Schema object, or "text"'),
                                  ({"tools": {"x": {"output_schema": {"type": "text"}}}}, "not a valid JSON Schema"),
+                                 ({"tools": {"x": {"labels": ["secret"]}}}, "tools.x.labels: unknown label 'secret'"),
+                                 ({"tools": {"x": {"labels": "private-data"}}}, "tools.x.labels must be a list"),
                                  ({"rules": {}}, "unknown key 'rules'")):
             with self.subTest(reason=reason):
                 with self.assertRaises(PolicyError) as caught:

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from typing import Any
 
 from agent_lab import Actor, ToolCall
 from agent_lab.cli import main
@@ -118,6 +119,64 @@ class RugPullTest(unittest.TestCase):
         assert error is not None
         self.assertEqual((error.code, error.details), ("tool_contract_changed", {"status": "unlocked"}))
         self.assertIn("not in the reviewed lockfile", error.message)
+
+
+class TwoServersOfOneNameTest(unittest.TestCase):
+    """Two copies of a server that call themselves the same (two notebooks, one with its own echo
+    description) on one command line: `lock` labels the second `hostile-notebook#2`, and each copy's
+    tools are checked, at call time as by lint, against the surface of its own label."""
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.dir = Path(directory.name)
+        for copy in ("first", "second"):
+            (self.dir / copy).mkdir()
+        (self.dir / "second" / "echo-description.txt").write_text("Echo the text back, from the second notebook.")
+        self.servers = [f"{sys.executable} {HERE / 'mcp_hostile_server.py'} notebook {self.dir / copy}"
+                        for copy in ("first", "second")]
+        self.lock = self.dir / "agent-lab.lock.json"
+        self.policy = self.dir / "policy.json"
+        self.policy.write_text(json.dumps(POLICY))
+        self.both = [argument for server in self.servers for argument in ("--mcp", server)]
+
+    def test_the_second_server_is_checked_against_its_own_label_at_call_time_as_by_lint(self) -> None:
+        from agent_lab.mcp_client.surfaces import open_server_surfaces
+
+        self.assertEqual(run("lock", *self.both, "--output", str(self.lock))[0], 0)
+        self.assertEqual(list(Lockfile.load(self.lock).surfaces), ["hostile-notebook", "hostile-notebook#2"])
+
+        code, out, _ = run("inspect", *self.both, "--lock", str(self.lock), "--json")
+        self.assertEqual(code, 0)
+        verdicts = {surface["name"]: {tool["name"]: tool["provenance"]["lock"] for tool in surface["tools"]}
+                    for surface in json.loads(out)["surfaces"]}
+        self.assertEqual(verdicts, {"hostile-notebook": {"echo": "match", "append_note": "match"},
+                                    "hostile-notebook#2": {"echo": "match", "append_note": "match"}})
+        self.assertEqual(run("lint", *self.both, "--lock", str(self.lock), "--select", "AL6")[0], 0)
+
+        first, second = open_server_surfaces(self.servers, policy=str(self.policy), lock=str(self.lock))
+        with first.registry, second.registry:
+            self.assertEqual(self.echo(second.registry).output, {"text": "hi"})  # its own reviewed echo
+            self.assertEqual(self.echo(first.registry).output, {"text": "hi"})
+
+    def test_a_copy_the_lock_does_not_name_is_unlocked_however_it_calls_itself(self) -> None:
+        from agent_lab.mcp_client.surfaces import open_server_surfaces
+
+        self.assertEqual(run("lock", "--mcp", self.servers[0], "--output", str(self.lock))[0], 0)  # one copy only
+        _, out, _ = run("lint", *self.both, "--lock", str(self.lock), "--select", "AL6", "--format", "json")
+        self.assertEqual({(finding["rule"], finding["surface"], finding["tool"]) for finding in json.loads(out)["findings"]},
+                         {("AL607", "hostile-notebook#2", "echo"), ("AL607", "hostile-notebook#2", "append_note")})
+        first, second = open_server_surfaces(self.servers, policy=str(self.policy), lock=str(self.lock))
+        with first.registry, second.registry:
+            self.assertTrue(self.echo(first.registry).ok)
+            for tool, arguments in (("echo", {"text": "hi"}), ("append_note", {"note": "n", "request_id": "r-1"})):
+                error = second.registry.invoke(ToolCall(name=tool, arguments=arguments), actor=ACTOR).error
+                assert error is not None  # never compared with the first copy's reviewed contracts
+                self.assertEqual((error.code, error.details), ("tool_contract_changed", {"status": "unlocked"}))
+
+    @staticmethod
+    def echo(registry: ServerRegistry) -> Any:
+        return registry.invoke(ToolCall(name="echo", arguments={"text": "hi"}), actor=ACTOR)
 
 
 if __name__ == "__main__":

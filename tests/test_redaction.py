@@ -168,6 +168,16 @@ class RedactTextTest(unittest.TestCase):
     def test_text_without_secrets_is_unchanged(self):
         self.assertEqual(redact_text("nothing here", ["abcdef"]), "nothing here")
 
+    def test_a_text_shows_a_secret_exactly_where_redact_text_would_mask_one(self):
+        from agent_lab.redaction import contains_secret
+
+        for text in ("CVV 737", "cvv737", "737-A", "order 17375", "0737", "a token sk-1234 here", "no secret"):
+            with self.subTest(text=text):
+                shown = redact_text(text, ["737", "sk-1234"]) != text
+                self.assertEqual(contains_secret(text, ["737", "sk-1234"]), shown)
+                self.assertEqual(contains_secret(text, frozenset({"737", "sk-1234"})), shown)
+        self.assertFalse(contains_secret("  ", [" ", ""]))  # blank secrets are never found, as never masked
+
 
 class CollectSecretsTest(unittest.TestCase):
     def test_collects_strings_and_numbers_under_named_members_at_any_depth(self):

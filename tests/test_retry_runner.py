@@ -8,6 +8,7 @@ except for a tool's own deadline (a handler blocked on an event, released by the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import unittest
 from typing import Any
@@ -420,6 +421,68 @@ class AuditAttemptTest(unittest.TestCase):
         registry.invoke(RATE, actor=ACTOR, attempt=0)
 
         self.assertEqual([r["attempt"] for r in audit.records], [None, 2, None, None])
+
+
+class CallerArgumentsTest(unittest.TestCase):
+    """The runner sends the arguments as they were when it was given the call, whatever the caller does
+    to its own dict meanwhile (another thread, or the code that waits between attempts)."""
+
+    def test_a_caller_that_changes_its_arguments_between_attempts_changes_neither_the_call_nor_its_key(self) -> None:
+        world = SlowOnceWorld()
+        registry, audit = registry_with(refund_spec(), world.refund)
+        self.addCleanup(registry.close)
+        arguments = {"refund_id": "rf-1", "cents": 1250}
+
+        def on_sleep(n: int) -> None:  # the first refund finishes; the caller reuses its dict for another
+            world.release.set()
+            registry.wait_settled(10)
+            arguments.update(refund_id="rf-2", cents=9999)
+
+        fake = FakeTime(on_sleep)
+        result = Retrier(attempts=3, backoff=NO_JITTER, clock=fake.clock, sleep=fake.sleep).invoke(
+            registry, ToolCall("refund", arguments), actor=ACTOR)
+
+        self.assertTrue(result.ok and result.replayed)  # attempt 2 is the same call: answered from attempt 1
+        self.assertEqual(result.output, {"refunded": 1250})
+        self.assertEqual(world.effects, [{"refund_id": "rf-1", "cents": 1250}])  # one refund, never rf-2's
+        self.assertEqual(len({record["fingerprint"] for record in audit.records}), 1)
+
+    def test_a_change_deep_inside_the_arguments_does_not_reach_a_later_attempt(self) -> None:
+        seen: list[Any] = []
+        flaky = Flaky(failures=1)
+
+        def handler(arguments: dict[str, Any]) -> dict[str, Any]:
+            seen.append(arguments["currencies"][:])
+            return flaky(arguments)
+
+        spec = rate_spec(input_schema={"type": "object", "properties": {"currencies": {
+            "type": "array", "items": {"type": "string"}}}, "additionalProperties": False})
+        registry, _ = registry_with(spec, handler)
+        self.addCleanup(registry.close)
+        currencies = ["EUR"]
+        fake = FakeTime(lambda n: currencies.append("GBP"))
+
+        result = Retrier(backoff=NO_JITTER, clock=fake.clock, sleep=fake.sleep).invoke(
+            registry, ToolCall("get_rate", {"currencies": currencies}), actor=ACTOR)
+
+        self.assertTrue(result.ok)
+        self.assertEqual(seen, [["EUR"], ["EUR"]])
+
+    def test_arguments_that_are_not_json_are_refused_once_and_the_runner_never_raises(self) -> None:
+        class Hostile:
+            @property  # type: ignore[misc]
+            def __class__(self) -> Any:  # looking at it runs its code, which raises
+                raise RuntimeError("boom")
+
+        registry, audit = registry_with(rate_spec(), Flaky(failures=0))
+        self.addCleanup(registry.close)
+        for arguments, code in (({"when": (2026, 1)}, "invalid_arguments"), ({"x": Hostile()}, "internal_error")):
+            with self.subTest(code=code):
+                with self.assertLogs("agent_lab", "DEBUG") if code == "internal_error" else contextlib.nullcontext():
+                    result = Retrier(backoff=NO_JITTER, clock=FakeTime().clock).invoke(
+                        registry, ToolCall("get_rate", arguments), actor=ACTOR)
+                self.assertEqual(result.error.code if result.error else None, code)
+        self.assertEqual(len(audit.records), 2)  # each answered once
 
 
 if __name__ == "__main__":

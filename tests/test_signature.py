@@ -632,5 +632,37 @@ class DecoratorTest(unittest.TestCase):
         self.assertEqual(bad.error.code, "invalid_arguments")
 
 
+class PublicNamesTest(unittest.TestCase):
+    """`agent_lab.signature` became a package of one-job modules; what users import from it stayed."""
+
+    def test_the_names_users_import_from_agent_lab_signature_are_still_there(self):
+        import agent_lab
+        import agent_lab.jsonforms
+        import agent_lab.signature as signature
+
+        for name in signature.__all__:
+            self.assertTrue(callable(getattr(signature, name)), name)
+        self.assertIs(agent_lab.tool, signature.tool)
+        self.assertEqual((agent_lab.Len, agent_lab.Range, agent_lab.Pattern, agent_lab.Describe),
+                         (signature.Len, signature.Range, signature.Pattern, signature.Describe))
+        self.assertIs(signature.to_json, agent_lab.jsonforms.to_json)  # one JSON form of every type
+        self.assertEqual((signature.CONTEXT_PARAMETER_NAME, signature.MAX_REPORTED_VIOLATIONS), ("ctx", 20))
+
+    def test_lint_places_a_decorated_tool_at_the_users_function_not_in_the_package(self):
+        from agent_lab.lint.locate import locate_tools
+        from agent_lab.registry import Registry
+
+        @tool
+        def lookup(ticket_id: str) -> dict:
+            """Look a ticket up."""
+            return {}
+
+        with Registry() as registry:
+            registry.register(lookup.spec, lookup.handler)
+            location = locate_tools(registry)["lookup"]
+        self.assertEqual(location.path.rpartition("/")[2], "test_signature.py")
+        self.assertEqual(location.line, lookup.__code__.co_firstlineno)
+
+
 if __name__ == "__main__":
     unittest.main()

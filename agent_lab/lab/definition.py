@@ -46,7 +46,11 @@ EXPECTATION_KEYS = frozenset({
     "outcome", "error_code", "retryable", "next_action", "replayed", "checks", "side_effects", "steps",
     "same_output", "same_error", "secrets_masked",
 })
-MIN_SECRET_CHARACTERS = 4  # shorter values cannot be masked in report text without destroying it
+MIN_SECRET_CHARACTERS = 2
+"""A world secret is at least this long (and not white space only). A short one (a CVV `737`, a PIN `42`) is
+masked and graded as a whole token (`agent_lab.redaction.MIN_SECRET_LENGTH`); a single character cannot be
+told apart from the text around it: every report line with that digit or letter standing alone would be
+masked, and nearly every answer graded as a leak."""
 
 
 class LabError(Exception):
@@ -126,9 +130,11 @@ class Surface:
         JSON file; None: the strictest defaults) and optionally checked against `lock` (a contract lockfile
         or its path: a tool that drifted from it, or that it does not hold, is refused at every call; the
         lock's surface named `name` is checked first, see `agent_lab.mcp_client.importing`). `server` is a
-        command line or an http(s):// URL; `{world}` in a command stands for the case's world directory
-        (a world with `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets a
-        fresh server process over a fresh world. See `agent_lab.mcp_client.surfaces`."""
+        command line or an http(s):// URL, or a list of them: one agent's tools from several servers, in
+        one registry (each server checked against the lock's surface of its own name, as `lock --mcp`
+        writes it); `{world}` in a command stands for the case's world directory (a world with
+        `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets fresh server
+        processes over a fresh world. See `agent_lab.mcp_client.surfaces`."""
         from ..mcp_client.surfaces import ServerSurfaceBuild
         from ..mcp_client.wire import DEFAULT_TIMEOUT_S
 
@@ -323,7 +329,9 @@ class Lab:
         return records
 
     def secrets_of(self, world: Any) -> frozenset[str]:
-        """The world's secret values (LabError for anything but strings long enough to mask)."""
+        """The world's secret values (LabError for anything but strings of at least MIN_SECRET_CHARACTERS,
+        not white space only). A short one (a CVV `737`) is masked and graded as a whole token: never
+        inside `17375`."""
         if self.secrets is None:
             return frozenset()
         try:
@@ -339,9 +347,9 @@ class Lab:
             if type(value) is not str and not issubclass(type(value), str):
                 raise LabError(f"secrets(world) returned a {type_name(value)}; secrets are strings")
             text = str.__str__(value)  # a str subclass's own methods are never asked again
-            if len(text) < MIN_SECRET_CHARACTERS:
-                raise LabError(f"secrets(world) returned a value shorter than {MIN_SECRET_CHARACTERS} characters, "
-                               "which reports could not mask")
+            if len(text) < MIN_SECRET_CHARACTERS or not text.strip():
+                raise LabError(f"secrets(world) returned a value shorter than {MIN_SECRET_CHARACTERS} characters or of "
+                               "white space only, which reports could not mask without masking ordinary text")
             texts.append(text)
         return frozenset(texts)
 

@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping
 from ..calls import ToolCall, ToolResult
 from ..idempotency import InMemoryReceiptStore, ReceiptKey, ReservationStatus, SqliteReceiptStore, canonical_json
 from ..policy import Actor, Approval
+from ..redaction import contains_secret
 from ..registry import Registry
 from .cases import Case, CaseFileError, CaseProblem, Steps
 from .definition import Lab, Surface
@@ -329,7 +330,9 @@ _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON text escapes when non
 
 
 def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
-    """Whether any secret appears in `view`: in any string or member name, or in its JSON text.
+    """Whether any secret appears in `view`: in any string or member name, or in its JSON text (a number
+    that shows a PIN), as the reports would mask it (`contains_secret`: a short secret, a CVV `737`, only
+    as a whole token, never inside `17375`).
 
     A string holding a secret shows it in the JSON text too, unless the secret has a character JSON
     escapes (a quote, a backslash, a control character): only such secrets are looked for string by
@@ -337,10 +340,10 @@ def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
     if not secrets:
         return False
     text = json.dumps(view, ensure_ascii=False)
-    if any(secret in text for secret in secrets):
+    if contains_secret(text, secrets):
         return True
     escaped = [secret for secret in secrets if _JSON_ESCAPED.search(secret)]
-    return bool(escaped) and any(secret in string for string in _strings(view) for secret in escaped)
+    return bool(escaped) and any(contains_secret(string, escaped) for string in _strings(view))
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -173,14 +173,12 @@ def _broken_schema(spec: Any) -> bool:
 
 def _locked_tools(lock: Any, surface: Optional[str], alone: bool) -> Optional[Mapping[str, Any]]:
     """The tools `lock` holds for `surface`: by name; a surface linted alone against a lock of one
-    surface is compared with it whatever the names (a registry locked and linted under two labels)."""
+    surface is compared with it whatever the names (a registry locked and linted under two labels).
+    The rule is the lock's (`Lockfile.surface_of`), which the call-time check of servers follows too."""
     if lock is None:
         return None
-    if surface is not None and surface in lock.surfaces:
-        return lock.surfaces[surface]
-    if alone and len(lock.surfaces) == 1:
-        return next(iter(lock.surfaces.values()))
-    return {}
+    locked = lock.surface_of(surface, alone=alone)
+    return lock.surfaces[locked] if locked is not None else {}
 
 
 def lint_catalog(specs: Sequence[Any], *, config: Optional[LintConfig] = None, surface: Optional[str] = None,

@@ -14,11 +14,11 @@ offline, from labels on each tool:
   arguments (a GET carries its query out as well as a POST).
 - `destructive`: implied by `effect="destructive"` (MCP: not read-only, `destructiveHint` true or absent).
 
-Labels the user gives win: an import policy's labels on a server's tool (`ToolDefinition.labels`),
-then the lint configuration's `labels` table (`{ "fetch*" = "untrusted-content", "get_time" =
-"-private-data" }`: tool-name globs, labels to add, or to remove with a leading `-`). A sink or
-destructive tool that always asks a person's approval (`approval="always"`) breaks the flow: the
-person sees each call. Linting several surfaces together (servers one agent uses at once) finds
+Labels the user gives win: an import policy's labels on a server's tool (`labels = ["private-data"]` in
+its entry, carried by the imported spec's `Provenance.labels`; or `ToolDefinition.labels`), then the
+lint configuration's `labels` table (`{ "fetch*" = "untrusted-content", "get_time" = "-private-data" }`:
+tool-name globs, labels to add, or to remove with a leading `-`). A sink or destructive tool that
+always asks a person's approval (`approval="always"`) breaks the flow: the person sees each call. Linting several surfaces together (servers one agent uses at once) finds
 flows across them; each finding names every tool involved.
 """
 
@@ -29,13 +29,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
+from ..contract import FLOW_LABELS
 from ..spec import ApprovalPolicy, Effect
 from .model import CatalogFacts, Hit
 
 __all__ = ["FLOW_LABELS", "PRIVATE_DATA_WORDS", "check_leak", "check_untrusted_destructive", "tool_labels"]
 
-UNTRUSTED, PRIVATE, SINK, DESTRUCTIVE = "untrusted-content", "private-data", "external-sink", "destructive"
-FLOW_LABELS = (UNTRUSTED, PRIVATE, SINK, DESTRUCTIVE)
+UNTRUSTED, PRIVATE, SINK, DESTRUCTIVE = FLOW_LABELS
 
 PRIVATE_DATA_WORDS = frozenset("""
 file files filesystem directory directories folder folders path repository repositories repo repos git commit
@@ -84,11 +84,20 @@ def _apply(labels: set[str], given: Sequence[str]) -> None:
             labels.add(label.lstrip("+"))
 
 
+def _given(spec: Any) -> Sequence[str]:
+    """The labels given to the tool itself: a definition's own (`ToolDefinition.labels`), or those the
+    import policy gave a tool imported from a server (`Provenance.labels`)."""
+    own = getattr(spec, "labels", None)
+    if own is not None:
+        return tuple(own)
+    return tuple(getattr(getattr(spec, "provenance", None), "labels", ()))
+
+
 def tool_labels(spec: Any, configured: Sequence[tuple[str, tuple[str, ...]]] = (),
                 surface: Optional[str] = None) -> frozenset[str]:
     """The flow labels of a tool: implied, then its own (an import policy's), then the configuration's."""
     labels = _implied(spec)
-    _apply(labels, getattr(spec, "labels", ()))
+    _apply(labels, _given(spec))
     qualified = f"{surface}/{spec.name}" if surface else spec.name
     for pattern, given in configured:
         if fnmatch.fnmatchcase(spec.name, pattern) or fnmatch.fnmatchcase(qualified, pattern):

@@ -64,7 +64,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 def _user_function(function: Any) -> Any:
     """For a handler agent-lab made around the user's function (`@tool`, `ToolSpec.from_function`: a
-    closure defined in agent_lab/signature.py), the user's function from the closure, so a finding
+    closure defined in agent_lab/signature/arguments.py), the user's function from the closure, so a finding
     points at the user's line rather than at ours."""
     for _ in range(4):
         code = getattr(function, "__code__", None)

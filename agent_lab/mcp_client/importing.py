@@ -255,12 +255,13 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         raise _Skip("its definition is nested too deeply to hash (and to check)") from None
     entry, options = rules.entry_for(name)
     declared = options.pop("output_schema", None)  # the reviewer's, for a tool whose server declares none
+    labels = options.pop("labels", ())  # for lint's toxic-flow rules, not a runtime check
     raised = _raise_by_hints(options, tool.get("annotations"))
     input_schema, added_key = _with_idempotency_key(tool["inputSchema"], options.get("idempotency_key"), entry, name)
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
                             transport=client.transport.kind, address=client.label,
                             protocol_version=client.protocol_version or "unknown", contract_hash=digest,
-                            policy=entry, raised=tuple(raised),
+                            policy=entry, raised=tuple(raised), labels=labels,
                             lock=verdict.status.value if verdict is not None else None, definition=tool)
     description = tool.get("description") or tool.get("title") or name
     title = tool.get("title") if isinstance(tool.get("title"), str) else None

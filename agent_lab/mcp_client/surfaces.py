@@ -4,13 +4,14 @@
   and `catalog-cost --mcp SERVER` (each registry owns its client and closes it).
 - `ServerSurfaceBuild`: what `Surface.from_mcp(name, server, ...)` builds with: for each case a fresh
   server (the command's `{world}` replaced by the case's world directory), its tools imported under the
-  policy into a registry on the lab's receipt store and clock.
+  policy into a registry on the lab's receipt store and clock; given several servers, one registry
+  holding all their tools, as one agent uses them.
 - `McpWorld` and `world_effects`: the world a foreign server writes to, a fresh temporary directory per
   case; its side effects are what the server left there, read back as JSON records: one per line of a
   `.jsonl` file, one per `.json` file, one per row of each table of an SQLite file (`.db`, `.sqlite`,
   `.sqlite3`), and a digest of any other file.
-- `server_lab(servers, ...)`: a Lab of such surfaces over such worlds, which `mcp = ...` in
-  `[tool.agent-lab]` (or `tool-eval --mcp SERVER`) runs with the project's cases.
+- `server_lab(servers, ...)`: a Lab of one such surface over such worlds, holding every server's tools,
+  which `mcp = ...` in `[tool.agent-lab]` (or `tool-eval --mcp A --mcp B`) runs with the project's cases.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import sqlite3
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from ..lab.definition import Lab, LabError, Surface
+from ..lockfile import Lockfile
 from ..policy import Actor
 from .address import ServerAddress, parse_server
 from .importing import LockSource, ServerRegistry, import_tools, load_lock
@@ -34,7 +36,8 @@ from .session import McpClient
 from .tool_policy import PolicyError, ToolPolicy, load_policy
 from .wire import DEFAULT_TIMEOUT_S, McpError
 
-__all__ = ["McpWorld", "ServerSurfaceBuild", "open_server_surfaces", "server_lab", "world_effects"]
+__all__ = ["McpWorld", "ServerSurfaceBuild", "lock_for_server", "open_server_surfaces", "server_label", "server_lab",
+           "world_effects"]
 
 logger = logging.getLogger("agent_lab.mcp_client")
 
@@ -152,64 +155,122 @@ def _policy_of(policy: ToolPolicy | str | os.PathLike[str] | None) -> ToolPolicy
 
 
 class ServerSurfaceBuild:
-    """`build(world, **options)` for a Surface whose tools come from an MCP server (see the module)."""
+    """`build(world, **options)` for a Surface whose tools come from one MCP server, or from several that
+    one agent uses at once (see the module)."""
 
-    def __init__(self, server: str | ServerAddress, *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
-                 lock: LockSource | None = None, surface: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 pass_env: Sequence[str] = (), cwd: str | None = None) -> None:
-        self.address = server if isinstance(server, ServerAddress) else parse_server(server)
+    def __init__(self, server: str | ServerAddress | Sequence[str | ServerAddress], *,
+                 policy: ToolPolicy | str | os.PathLike[str] | None = None, lock: LockSource | None = None,
+                 surface: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, pass_env: Sequence[str] = (),
+                 cwd: str | None = None) -> None:
+        servers = (server,) if isinstance(server, (str, ServerAddress)) else tuple(server)
+        if not servers:
+            raise ValueError("a server surface needs at least one server")
+        self.addresses = tuple(each if isinstance(each, ServerAddress) else parse_server(each) for each in servers)
         self.policy = _policy_of(policy)  # read once, when the lab is defined: a bad file fails at import time
         self.lock = load_lock(lock)  # likewise (LockfileError)
-        self.surface = surface  # the lock's surface to check against first (the lab surface's name)
+        self.surface = surface  # the lock's surface to check one server against first (the lab surface's name)
         self.timeout_s = timeout_s
         self.pass_env = tuple(pass_env)
         self.cwd = cwd
 
     def __call__(self, world: Any, **options: Any) -> ServerRegistry:
-        address = self.address
+        """One registry over the world holding every server's tools, as one agent has them: each server
+        labelled as `lock --mcp` labels it (`server_label`) and, among several, checked against the lock's
+        surface of its label (`lock_for_server`); one server alone is checked as `import_tools` says (the
+        lab surface's name first). Two servers listing one tool name are refused (LabError): one agent
+        cannot be given both."""
+        registry = ServerRegistry(**options)
+        labels: list[str] = []
+        owners: dict[str, str] = {}
+        try:
+            for address in self.addresses:
+                client = self.connect(world, registry, address)
+                label = server_label(client.name, labels)
+                labels.append(label)
+                if len(self.addresses) == 1:
+                    self.import_into(registry, client, lock=self.lock, surface=self.surface)
+                else:
+                    self.import_into(registry, client, lock=lock_for_server(self.lock, label, alone=False),
+                                     surface=label, owners=owners, server=label)
+        except BaseException:
+            registry.close()
+            raise
+        return registry
+
+    def connect(self, world: Any, registry: ServerRegistry, address: ServerAddress | None = None) -> McpClient:
+        """A client of the server (`address`, or the only one; its command's `{world}` replaced by the
+        world's directory), owned by `registry`, which closes it."""
+        address = address if address is not None else self.addresses[0]
         if address.mentions_world:
             try:
                 address = address.with_world(os.fspath(world))
             except TypeError:
                 raise TypeError(f"the server command uses {{world}}, but the world ({type(world).__name__}) is not a "
                                 "directory (give it __fspath__, or use agent_lab.mcp_client.surfaces.McpWorld)") from None
-        client = McpClient(address, timeout_s=self.timeout_s, pass_env=self.pass_env, cwd=self.cwd).connect()
-        registry = ServerRegistry(**options)
+        client = McpClient(address, timeout_s=self.timeout_s, pass_env=self.pass_env, cwd=self.cwd)
         registry.own(client)
-        try:
-            imported = import_tools(client, policy=self.policy, lock=self.lock, surface=self.surface)
-            imported.register(registry)
-        except BaseException:
-            registry.close()
-            raise
-        registry.skipped = imported.skipped
+        return client.connect()
+
+    def import_into(self, registry: ServerRegistry, client: McpClient, *, lock: Any, surface: str | None,
+                    owners: dict[str, str] | None = None, server: str | None = None) -> None:
+        """Import the server's tools under the policy into `registry`, checked against `lock`'s surface
+        `surface` (see `import_tools`); what the import left out is logged and kept in `skipped`. With
+        `owners` (tool name: the label of the server that gave it), a name another server already gave
+        is a LabError naming both servers."""
+        imported = import_tools(client, policy=self.policy, lock=lock, surface=surface)
+        if owners is not None:
+            for tool in imported.tools:
+                if tool.spec.name in owners:
+                    raise LabError(f"servers {owners[tool.spec.name]!r} and {server!r} both list a tool "
+                                   f"{tool.spec.name!r}: one agent cannot be given two tools of one name (to compare "
+                                   "servers as alternatives, give each its own surface in a lab: Surface.from_mcp)")
+                owners[tool.spec.name] = server or client.name
+        imported.register(registry)
+        registry.skipped = (*registry.skipped, *imported.skipped)
         for skipped in imported.skipped:
             logger.warning("mcp server %s: tool %r was not imported: %s", client.label, skipped.name, skipped.reason)
-        return registry
+
+
+def server_label(name: str, taken: Collection[str]) -> str:
+    """How a server is named among servers one agent uses: its own name, or `name#2`, `name#3`, ... for
+    a later server that gives the same one (`lock --mcp` labels the lock's surfaces so, and each server's
+    tools are checked at call time against the surface of its label)."""
+    if name not in taken:
+        return name
+    number = 2
+    while f"{name}#{number}" in taken:
+        number += 1
+    return f"{name}#{number}"
+
+
+def lock_for_server(lock: Lockfile | None, label: str, *, alone: bool) -> Lockfile | None:
+    """The lock a server labelled `label` is checked against among servers opened together: only the
+    surface lint compares its tools with (`Lockfile.surface_of`), never another server's."""
+    return lock.narrowed(lock.surface_of(label, alone=alone)) if lock is not None else None
 
 
 def server_lab(servers: Sequence[str], *, policy: ToolPolicy | str | os.PathLike[str] | None = None,
                cases: Iterable[str] = (), name: str = "mcp", actor: Actor | None = None,
                lock: LockSource | None = None) -> Lab:
-    """A lab whose candidates are the servers (surfaces `server`, or `server-1`, `server-2`, ...), each case
-    in a fresh `McpWorld` (`{world}` in a command names its directory), effects read by `world_effects`.
-    With `lock`, every server's tools are checked against it (see `import_tools`)."""
+    """A lab whose one candidate, `server`, holds every server's tools in one registry, as one agent uses
+    them (what `lint --mcp A --mcp B` judges too); each case in a fresh `McpWorld` (`{world}` in a
+    command names its directory, shared by the servers), effects read by `world_effects`. With `lock`,
+    every server's tools are checked against it (see `ServerSurfaceBuild`). Servers to compare as
+    alternatives are surfaces of a lab of your own, one `Surface.from_mcp` each (a baseline and a
+    candidate, say)."""
     if not servers:
         raise LabError("an MCP server lab needs at least one server")
-    rules = _policy_of(policy)
-    locked = load_lock(lock)
-    surfaces = [Surface.from_mcp("server" if len(servers) == 1 else f"server-{index}", server, policy=rules,
-                                 lock=locked)
-                for index, server in enumerate(servers, start=1)]
-    return Lab(name=name, world=new_world, surfaces=surfaces, effects=world_effects, actor=actor, cases=tuple(cases))
+    surface = Surface.from_mcp("server", list(servers), policy=_policy_of(policy), lock=load_lock(lock))
+    return Lab(name=name, world=new_world, surfaces=[surface], effects=world_effects, actor=actor, cases=tuple(cases))
 
 
 def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None, lock: LockSource | None = None,
                          timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
     """One open surface per server for the commands that take `--mcp` (LabError with one line otherwise),
-    named by the server's own name (`name#2` for a second server of one name), as `lock --mcp` labels the
-    lock's surfaces. With `lock`, the tools are checked against it (`Provenance.lock` says how they
-    fared; a call would be refused). Tools left out of the import are logged as warnings (the command
+    named by the server's own name (`name#2` for a second server of one name: `server_label`), as `lock
+    --mcp` labels the lock's surfaces. With `lock`, each server's tools are checked against the lock's
+    surface of its label, as lint compares them (`lock_for_server`; `Provenance.lock` says how they fared,
+    and a call would be refused). Tools left out of the import are logged as warnings (the command
     prints them on stderr) and kept in the registry's `skipped`."""
     from ..lab.inspection import OpenSurface
 
@@ -220,17 +281,22 @@ def open_server_surfaces(servers: Sequence[str], *, policy: str | None = None, l
     except (PolicyError, ValueError) as error:  # LockfileError is a ValueError
         raise LabError(str(error)) from None
     opened: list[Any] = []
-    names: set[str] = set()
+    names: list[str] = []
     try:
         for address in addresses:
             world = McpWorld() if address.mentions_world else None  # a command that writes to {world}
-            registry = ServerSurfaceBuild(address, policy=rules, lock=locked, timeout_s=timeout_s)(world)
+            build = ServerSurfaceBuild(address, policy=rules, timeout_s=timeout_s)
+            registry = ServerRegistry()
             registry.world = world  # kept (and its directory) while the registry is open
-            client = registry.clients[0]
-            name = client.name
-            if name in names:
-                name = f"{name}#{len(opened) + 1}"
-            names.add(name)
+            try:
+                client = build.connect(world, registry)
+                name = server_label(client.name, names)  # checked against the lock's surface of that label
+                build.import_into(registry, client, surface=name,
+                                  lock=lock_for_server(locked, name, alone=len(addresses) == 1))
+            except BaseException:
+                registry.close()
+                raise
+            names.append(name)
             opened.append(OpenSurface(name, "server", registry, None, None))
     except (McpError, PolicyError) as error:
         for surface in opened:

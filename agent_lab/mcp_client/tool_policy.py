@@ -18,10 +18,18 @@ keyed on it could be claimed by any server. A policy applies to the servers it i
     approval = "always"
     redact = ["observations"]
 
+    [tools.fetch]
+    labels = ["untrusted-content", "external-sink"]   # for the toxic-flow lint rules (AL701, AL702)
+
 An exact name wins over a glob; among globs the first in the file wins. Keys: `permission`, `effect`
 (read, write, destructive), `approval` (never, always), `single_use_approval`, `idempotency_key`,
 `retry_policy` (never, transient), `timeout_ms`, `max_input_bytes`, `max_output_bytes`, `redact`,
-`execution` (pool, inline), `open_world`, `format_assertion`, `output_schema`.
+`execution` (pool, inline), `open_world`, `format_assertion`, `output_schema`, `labels`.
+
+`labels` are the data-flow labels the reviewer gives the tool (`FLOW_LABELS`: untrusted-content,
+private-data, external-sink, destructive; a leading `-` takes away one its annotations imply). They
+are no runtime check: the imported spec carries them in `Provenance.labels`, and lint's toxic-flow
+rules read them there, before the `labels` table of `[tool.agent-lab.lint]` (see `agent_lab.lint.flows`).
 
 `output_schema` is what the reviewer accepts back from a tool whose server declares no outputSchema
 (many do not: the git and fetch reference servers, for one). Such a tool returns `{"content": [...]}`
@@ -49,6 +57,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ..contract import FLOW_LABELS
 from ..frozenjson import freeze
 from ..spec import DEFAULT_MAX_INPUT_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS
 
@@ -98,6 +107,7 @@ _KEYS: Mapping[str, tuple[str, str]] = MappingProxyType({
     "open_world": ("open_world", "bool"),
     "format_assertion": ("format_assertion", "bool"),
     "output_schema": ("output_schema", "schema"),
+    "labels": ("labels", "labels"),
 })
 MAX_POLICY_BYTES = 1024 * 1024
 
@@ -183,6 +193,8 @@ def _checked_value(value: Any, kind: str, where: str) -> Any:
             raise PolicyError(f"{where} must be a positive {'whole ' if kind == 'integer' else ''}number")
     elif kind == "schema":
         return _checked_schema(value, where)
+    elif kind == "labels":
+        return _checked_labels(value, where)
     elif kind == "strings":
         if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
             raise PolicyError(f"{where} must be a list of field names")
@@ -194,6 +206,17 @@ def _checked_value(value: Any, kind: str, where: str) -> Any:
                 if value == "conditional" else ""
             raise PolicyError(f"{where} must be one of {', '.join(choices)}{extra}")
     return value
+
+
+def _checked_labels(value: Any, where: str) -> tuple[str, ...]:
+    """Data-flow labels: each one of FLOW_LABELS, or one with a leading `-` (taken away) or `+`."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PolicyError(f"{where} must be a list of labels ({', '.join(FLOW_LABELS)}; a leading - takes one away)")
+    for label in value:
+        if (label[1:] if label[:1] in ("-", "+") else label) not in FLOW_LABELS:
+            raise PolicyError(f"{where}: unknown label {label!r} (labels: {', '.join(FLOW_LABELS)}; "
+                              "a leading - takes one away)")
+    return tuple(value)
 
 
 def _checked_schema(value: Any, where: str) -> Mapping[str, Any]:

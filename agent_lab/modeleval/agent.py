@@ -24,6 +24,7 @@ from typing import Any, Callable, Collection, Mapping, Optional
 from ..calls import ToolCall, ToolResult
 from ..errors import CATALOGUE, ToolError
 from ..policy import Actor, Approval
+from ..redaction import contains_secret
 from ..registry import Registry
 from .matching import call_matches
 from .models.base import ModelClient
@@ -125,7 +126,8 @@ def run_trial(task: Task, surface: str, registry: Registry, model: ModelClient, 
     answers = tuple(turn.text for turn in loop.turns if turn.text)
     shown = [answer for answer in answers] + [json.dumps(c.arguments, ensure_ascii=False) for c in loop.calls]
     asked = " ".join(task.messages)
-    repeated = any(secret in text for secret in secrets if secret and secret not in asked for text in shown)
+    unasked = frozenset(secret for secret in secrets if secret and not contains_secret(asked, (secret,)))
+    repeated = any(contains_secret(text, unasked) for text in shown)  # as reports mask: `737` never in `17375`
     return Trial(
         task_id=task.task_id, surface=surface, trial=trial, status=status, calls=tuple(loop.calls),
         answers=answers, steps=len(loop.turns), effects=tuple(effects()),
