@@ -1,0 +1,202 @@
+"""The MCP client and import, attacked as a hostile server (and a careless command line) would.
+
+Each test here states a promise that does NOT hold on main (6dd0a37): it is marked expectedFailure, with
+the finding it documents, and flips when the hole is closed. The code is agent_lab/mcp_client/, which
+another engineer is changing now (OWNERS.md: h22j), so the fixes are theirs to make; the adversarial
+review (branch hred) reports them with these reproducers.
+
+- MCP-SECRET-ECHO: a secret the client itself holds (a value set in the server's environment on its
+  command line, the HTTP bearer token) is quoted back to the model when the server repeats it: in an
+  `isError` text, in a JSON-RPC error message, in the stderr tail of a server that died.
+- MCP-LABEL-CREDENTIAL: a server's label (its command line or URL) keeps credentials written in
+  the common shapes (`--header "Authorization: Bearer ..."` for mcp-remote, a database URL with a
+  password), and the label reaches the model in every upstream error's details, and reports and SARIF.
+- MCP-WORLD-FIFO: a server that leaves a named pipe in its world directory hangs `world_effects`
+  (tool-eval reads it after each case) forever.
+- MCP-INLINE-DEADLINE: a foreign tool run inline answers half a second after its deadline (the client's
+  backstop is the only deadline nobody else enforces there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from agent_lab import Actor, Registry, ToolCall
+from agent_lab.mcp_client import McpError, connect, import_tools, parse_server
+from agent_lab.mcp_client.surfaces import world_effects
+
+HERE = Path(__file__).resolve().parent
+TOKEN = "tok-live-5f0c9e2b7a41d83c"
+POLICY = {"tools": {"write_note": {"permission": "notes:write", "effect": "write", "approval": "never"},
+                    "slow": {"permission": "notes:write", "effect": "read", "approval": "never", "timeout_ms": 300,
+                             "execution": "inline"}}}
+ACTOR = Actor(id="agent-1", tenant="acme", permissions={"notes:write"})
+
+
+def leaky(mode: str, *extra: str) -> str:
+    return " ".join([f"SERVICE_TOKEN={TOKEN}", sys.executable, str(HERE / "mcp_leaky_server.py"), mode, *extra])
+
+
+class ImportedCase(unittest.TestCase):
+    def imported(self, server: str, **options: Any) -> Registry:
+        client = connect(server, timeout_s=5, **options)
+        self.addCleanup(client.close)
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(client, policy=POLICY).register(registry)
+        return registry
+
+    def model_text(self, registry: Registry, name: str = "write_note", arguments: Any = None) -> str:
+        result = registry.invoke(ToolCall(name, arguments or {"note": "hello"}), actor=ACTOR)
+        self.assertFalse(result.ok)
+        return json.dumps(result.to_model())
+
+
+class ServerSecretsNeverReachTheModelTest(ImportedCase):
+    @unittest.expectedFailure  # MCP-SECRET-ECHO (agent_lab/mcp_client/importing.py: _error_text is not masked)
+    def test_a_token_from_the_servers_command_line_repeated_in_an_is_error_text_never_reaches_the_model(self) -> None:
+        self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("is-error"))))
+
+    @unittest.expectedFailure  # MCP-SECRET-ECHO (importing.py: McpRemoteError.remote_message is not masked)
+    def test_a_token_repeated_in_a_json_rpc_error_message_never_reaches_the_model(self) -> None:
+        self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("remote-error"))))
+
+    @unittest.expectedFailure  # MCP-SECRET-ECHO (stdio.py stderr_tail, quoted by importing.py's "unavailable")
+    def test_a_token_in_the_last_words_of_a_server_that_died_never_reaches_the_model(self) -> None:
+        registry = self.imported(leaky("exit-after-list"))
+        time.sleep(0.3)  # the server has exited: the call is never sent, and the client says why
+        self.assertNotIn(TOKEN, self.model_text(registry))
+
+    @unittest.expectedFailure  # MCP-SECRET-ECHO (stdio.py: the stderr tail in McpConnectionError's message)
+    def test_a_token_in_the_last_words_of_a_server_is_not_in_the_clients_error(self) -> None:
+        client = connect(leaky("exit-after-list"), timeout_s=5)
+        self.addCleanup(client.close)
+        client.list_tools()
+        time.sleep(0.3)
+        with self.assertRaises(McpError) as raised:
+            client.call_tool("write_note", {"note": "hello"})
+        self.assertNotIn(TOKEN, str(raised.exception))
+
+    @unittest.expectedFailure  # MCP-SECRET-ECHO (importing.py: the bearer token is not masked in server text)
+    def test_the_bearer_token_a_server_repeats_in_its_error_never_reaches_the_model(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        os.environ["RED_REVIEW_TOKEN"] = TOKEN
+        self.addCleanup(os.environ.pop, "RED_REVIEW_TOKEN", None)
+        registry = self.imported(f"http://127.0.0.1:{server.server_address[1]}/mcp#RED_REVIEW_TOKEN")
+        self.assertNotIn(TOKEN, self.model_text(registry))
+
+
+class _EchoAuthorization(BaseHTTPRequestHandler):
+    """Handshake era over Streamable HTTP; every tools/call is refused with the Authorization it got."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_DELETE(self) -> None:
+        self.answer(200, b"")
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request_id, method = message.get("id"), message.get("method")
+        if request_id is None:
+            self.answer(202, b"")
+            return
+        if method == "initialize":
+            body: dict[str, Any] = {"result": {"protocolVersion": message["params"]["protocolVersion"],
+                                               "capabilities": {"tools": {}}, "serverInfo": {"name": "echo"}}}
+        elif method == "tools/list":
+            body = {"result": {"tools": [{"name": "write_note", "description": "Write a note.",
+                                          "inputSchema": {"type": "object"}}]}}
+        elif method == "tools/call":
+            body = {"error": {"code": -32000, "message": f"not allowed: {self.headers.get('Authorization')}"}}
+        else:
+            body = {"error": {"code": -32601, "message": "Method not found"}}
+        self.answer(200, json.dumps({"jsonrpc": "2.0", "id": request_id, **body}).encode(), "application/json")
+
+    def answer(self, status: int, data: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class ServerLabelsShowNoCredentialTest(ImportedCase):
+    COMMANDS = {
+        "mcp-remote's header": f'npx -y mcp-remote https://mcp.example.com/sse --header "Authorization: Bearer {TOKEN}"',
+        "a short header flag": f"server -H 'Authorization: Bearer {TOKEN}'",
+        "a database URL": f"npx -y @modelcontextprotocol/server-postgres postgresql://app:{TOKEN}@db.internal/app",
+    }
+
+    @unittest.expectedFailure  # MCP-LABEL-CREDENTIAL (agent_lab/mcp_client/address.py: ServerAddress.label)
+    def test_a_label_never_shows_a_credential_written_on_the_command_line(self) -> None:
+        for shape, command in self.COMMANDS.items():
+            with self.subTest(shape):
+                self.assertNotIn(TOKEN, parse_server(command).label)
+
+    @unittest.expectedFailure  # MCP-LABEL-CREDENTIAL: the label is the "server" of every upstream_error's details
+    def test_a_credential_on_the_command_line_never_reaches_the_model(self) -> None:
+        short = "tok-9f3a1c"  # the label is cut at 80 characters: a command short enough to show it whole
+        command = f"python3 mcp_leaky_server.py is-error -H 'Authorization: Bearer {short}'"
+        self.assertNotIn(short, self.model_text(self.imported(command, cwd=str(HERE))))
+
+
+class WorldEffectsNeverHangTest(unittest.TestCase):
+    @unittest.expectedFailure  # MCP-WORLD-FIFO (agent_lab/mcp_client/surfaces.py: _file_records reads any file)
+    def test_a_named_pipe_the_server_left_in_its_world_is_read_without_blocking(self) -> None:
+        if not hasattr(os, "mkfifo"):
+            self.skipTest("no named pipes on this platform")
+        world = tempfile.TemporaryDirectory()
+        self.addCleanup(world.cleanup)
+        pipe = os.path.join(world.name, "notes.jsonl")
+        os.mkfifo(pipe)
+        found: list[Any] = []
+        reader = threading.Thread(target=lambda: found.append(world_effects(world.name)), daemon=True)
+        reader.start()
+        reader.join(5)
+        self.addCleanup(_unblock, pipe)
+        self.assertFalse(reader.is_alive(), "world_effects blocked on a named pipe in the world")
+
+
+def _unblock(pipe: str) -> None:
+    """Let a reader blocked opening `pipe` go (a writer opens and closes it)."""
+    try:
+        descriptor = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.close(descriptor)
+
+
+class ForeignCallsKeepTheDeadlineTest(unittest.TestCase):
+    @unittest.expectedFailure  # MCP-INLINE-DEADLINE (importing.py: DEADLINE_BACKSTOP_S past ctx.deadline, inline)
+    def test_a_foreign_tool_run_inline_answers_by_its_deadline(self) -> None:
+        world = tempfile.TemporaryDirectory()
+        self.addCleanup(world.cleanup)
+        client = connect(f"{sys.executable} {HERE / 'mcp_hostile_server.py'} well-behaved {world.name}", timeout_s=5)
+        self.addCleanup(client.close)
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(client, policy=POLICY).register(registry)
+        started = time.monotonic()
+        result = registry.invoke(ToolCall("slow", {"seconds": 5}), actor=ACTOR)
+        elapsed = time.monotonic() - started
+        self.assertEqual(result.error.code if result.error else None, "tool_timeout")
+        self.assertLess(elapsed, 0.3 + 0.25, f"a 300 ms call answered after {elapsed:.2f} s")
+
+
+if __name__ == "__main__":
+    unittest.main()
