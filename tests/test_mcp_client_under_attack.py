@@ -15,6 +15,9 @@ review (branch hred) reports them with these reproducers.
   (tool-eval reads it after each case) forever.
 - MCP-INLINE-DEADLINE: a foreign tool run inline answers half a second after its deadline (the client's
   backstop is the only deadline nobody else enforces there).
+- CLI-OUTPUT-OVER-INPUT (agent_lab/cli.py, `_emit`): `lint --lock FILE --output FILE` replaces the
+  reviewed lockfile with the lint report, and `lint`/`lock --policy FILE --output FILE` the policy: the
+  inputs `_emit` refuses to overwrite are pyproject.toml and loaded modules only.
 - MCP-DRIFT-IN-CATALOG: with `lock=`, a tool whose description changed after review is refused at every
   call, but the changed description (the rug pull itself) is still what the model reads in the catalog,
   and it steers the model to misuse another tool, one that still matches the lock; an unlocked tool's
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -226,6 +230,38 @@ class ADriftedToolNeverSteersTheModelTest(unittest.TestCase):
                          {"echo": "drifted", "append_note": "match"})
         shown = json.dumps(HostBridge(registry, "openai", actor=ACTOR).tools())
         self.assertNotIn(self.POISON, shown)
+
+
+class NoCommandWritesOverItsInputsTest(unittest.TestCase):
+    def setUp(self) -> None:
+        project = tempfile.TemporaryDirectory()
+        self.addCleanup(project.cleanup)
+        self.project = Path(project.name)
+        (self.project / "pyproject.toml").write_text("[tool.agent-lab]\n", encoding="utf-8")
+        (self.project / "policy.json").write_text(json.dumps(POLICY), encoding="utf-8")
+        self.server = f"{sys.executable} {HERE / 'mcp_leaky_server.py'} is-error"
+
+    def run_lab(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(HERE.parent / "run_lab.py"), *arguments, "--mcp", self.server],
+                              capture_output=True, text=True, timeout=120, cwd=self.project)
+
+    @unittest.expectedFailure  # CLI-OUTPUT-OVER-INPUT: the lockfile lint reads is not among _emit's inputs
+    def test_lint_never_writes_its_report_over_the_lock_it_reads(self) -> None:
+        self.assertEqual(self.run_lab("lock", "--output", "reviewed.lock.json").returncode, 0)
+        reviewed = (self.project / "reviewed.lock.json").read_bytes()
+        linted = self.run_lab("lint", "--lock", "reviewed.lock.json", "--output", "reviewed.lock.json")
+        self.assertEqual((self.project / "reviewed.lock.json").read_bytes(), reviewed)
+        self.assertEqual(linted.returncode, 2, linted.stderr)
+
+    @unittest.expectedFailure  # CLI-OUTPUT-OVER-INPUT: the policy file is not among _emit's inputs
+    def test_lint_and_lock_never_write_over_the_policy_they_read(self) -> None:
+        policy = (self.project / "policy.json").read_bytes()
+        for command in ("lint", "lock"):
+            with self.subTest(command):
+                (self.project / "policy.json").write_bytes(policy)
+                written = self.run_lab(command, "--policy", "policy.json", "--output", "policy.json")
+                self.assertEqual((self.project / "policy.json").read_bytes(), policy)
+                self.assertEqual(written.returncode, 2, written.stderr)
 
 
 if __name__ == "__main__":
