@@ -32,7 +32,8 @@ CLOSE_9 = {"account_id": "ACC-9", "action_id": "close-0001"}
 CLOSE_10 = {"account_id": "ACC-10", "action_id": "close-0002"}
 
 
-@unittest.skipIf(Command is None, "langchain-core and langgraph are not installed (pip install langchain-core langgraph)")
+@unittest.skipIf(Command is None,
+                 "langchain-core and langgraph are not installed (pip install langchain-core langgraph)")
 class AYesRunsTheCallThePersonReadTest(unittest.TestCase):
     def setUp(self) -> None:
         self.registry, self.world, _audit = shop_registry()
