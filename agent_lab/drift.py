@@ -33,9 +33,17 @@ what is accepted counts as loosening. Precisely:
   branch (where narrowing a part can widen the whole).
 - `uniqueItems` dropped; a boolean schema `false` made anything else.
 - Anything else that changed and is not text: loosened.
+- In a schema that refers to its own parts (`$ref`, `$dynamicRef`, `$recursiveRef`) and also has a
+  `not`, `if` or `oneOf` anywhere, no change counts as tightening: a definition narrowed in `$defs` may
+  be what a `not` refuses, and then the whole accepts more.
+
+Values are compared as JSON (`1` and `1.0` are one number, `true` is not `1`), as the contract hash
+compares them, so a change the hash sees always has its place here.
 
 Every string shown comes from a server and is escaped: control, format and invisible characters are
-written as `\\uXXXX`, so a diff cannot hide what it reports.
+written as `\\uXXXX`, so a diff cannot hide what it reports. Nor can its length: a long value is shown
+from a little before the place where the two versions part, and a long word diff shows every edit
+(each cut to its share), or says how many it left out.
 """
 
 from __future__ import annotations
@@ -93,6 +101,11 @@ _INVERTING = ("not", "if")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 MAX_DEPTH = 64
 MAX_SHOWN = 160
+CONTEXT_SHOWN = 16  # characters shown before and after the place where two long values part
+MIN_EDIT_SHOWN = 24  # characters an edit of a long word diff keeps, at least
+_INVERTING_KEYWORDS = frozenset({"not", "if", "oneOf"})
+_REFERRING_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+MAX_NODES_SCANNED = 100_000
 
 
 def escaped(text: str) -> str:
@@ -109,32 +122,123 @@ def escaped(text: str) -> str:
     return "".join(shown)
 
 
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)
+
+
 def _value(value: Any) -> str:
     """A JSON value shown briefly and safely."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
-    except (ValueError, TypeError, RecursionError):
-        text = repr(value)
-    text = escaped(text)
+    text = escaped(_json_text(value))
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
+def _pair(before: Any, after: Any) -> tuple[str, str]:
+    """Two values shown briefly and safely, so that they never look alike: when either is too long to
+    show whole, each is shown from a little before the place where the two part to a little after
+    the place where they meet again (cut at MAX_SHOWN, the start of the difference always in view)."""
+    old, new = _json_text(before), _json_text(after)
+    if len(escaped(old)) <= MAX_SHOWN and len(escaped(new)) <= MAX_SHOWN:
+        return escaped(old), escaped(new)
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    common_end = 0
+    while common_end < limit - start and old[-1 - common_end] == new[-1 - common_end]:
+        common_end += 1
+    return _excerpt(old, start, len(old) - common_end), _excerpt(new, start, len(new) - common_end)
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    """`text[start:end]` with a little context either side, escaped, marked where cut, within MAX_SHOWN."""
+    before = text[max(0, start - CONTEXT_SHOWN):start]
+    while len(escaped(before)) > 3 * CONTEXT_SHOWN:  # invisible characters take 6-10 to show
+        before = before[1:]
+    after = text[end:end + CONTEXT_SHOWN]
+    while len(escaped(after)) > 3 * CONTEXT_SHOWN:
+        after = after[:-1]
+    head = "…" if start - len(before) > 0 else ""
+    tail = "…" if end + len(after) < len(text) else ""
+    middle = escaped(text[start:end])
+    room = MAX_SHOWN - len(head) - len(escaped(before)) - len(escaped(after)) - len(tail)
+    if len(middle) > room:
+        return head + escaped(before) + middle[: max(room - 1, 1)] + "…"
+    return head + escaped(before) + middle + escaped(after) + tail
+
+
+def _same(before: Any, after: Any) -> bool:
+    """JSON equality, as the contract hash sees it: `1 == 1.0`, but `true` is not `1`."""
+    if before is after:
+        return True
+    try:
+        return _json_equal(before, after)
+    except RecursionError:
+        return False
+
+
+def _json_equal(before: Any, after: Any) -> bool:
+    if isinstance(before, bool) or isinstance(after, bool):
+        return isinstance(before, bool) and isinstance(after, bool) and before == after
+    if isinstance(before, (int, float)) and isinstance(after, (int, float)):
+        return before == after
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return len(before) == len(after) and all(key in after and _json_equal(value, after[key])
+                                                 for key, value in before.items())
+    if isinstance(before, (list, tuple)) and isinstance(after, (list, tuple)):
+        return len(before) == len(after) and all(_json_equal(a, b) for a, b in zip(before, after))
+    if isinstance(before, (Mapping, list, tuple, int, float)) or isinstance(after, (Mapping, list, tuple, int, float)):
+        return False
+    return bool(before == after)
+
+
 def word_diff(before: str, after: str, *, limit: int = 400) -> str:
-    """A one-line word diff: unchanged runs shortened, `[-removed-]` and `{+added+}` in full (up to
-    `limit` characters in all), every character escaped."""
+    """A one-line word diff: unchanged runs shortened, `[-removed-]` and `{+added+}` in full, every
+    character escaped. Longer than `limit`, no edit is cut out unseen: unchanged runs become `…`, each
+    edit keeps its share of `limit` (its start in view), and edits that do not fit even so are counted
+    (`… and 3 more edits`)."""
     old, new = before.split(" "), after.split(" ")
-    parts: list[str] = []
+    parts: list[tuple[str, str]] = []  # (kind: "=", "-" or "+", escaped text)
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
             same = old[i1:i2]
-            parts.append(" ".join(same) if len(same) <= 6 else " ".join(same[:3] + ["…"] + same[-3:]))
+            parts.append(("=", escaped(" ".join(same) if len(same) <= 6 else " ".join(same[:3] + ["…"] + same[-3:]))))
             continue
         if i2 > i1:
-            parts.append("[-" + " ".join(old[i1:i2]) + "-]")
+            parts.append(("-", escaped(" ".join(old[i1:i2]))))
         if j2 > j1:
-            parts.append("{+" + " ".join(new[j1:j2]) + "+}")
-    text = escaped(" ".join(part for part in parts if part))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+            parts.append(("+", escaped(" ".join(new[j1:j2]))))
+    text = " ".join(_marked(kind, body) for kind, body in parts if body or kind != "=")
+    if len(text) <= limit:
+        return text
+    return _shortened_diff(parts, limit)
+
+
+def _marked(kind: str, body: str) -> str:
+    return {"=": "{}", "-": "[-{}-]", "+": "{{+{}+}}"}[kind].format(body)
+
+
+def _shortened_diff(parts: list[tuple[str, str]], limit: int) -> str:
+    """The most edits that fit in `limit`, in order, each cut to its share (at least MIN_EDIT_SHOWN
+    characters), unchanged runs between them shown as `…`, and how many edits were left out."""
+    edits = [index for index, (kind, _) in enumerate(parts) if kind != "="]
+    for shown_edits in range(len(edits), 0, -1):
+        note = f" … and {len(edits) - shown_edits} more edits" if shown_edits < len(edits) else ""
+        kept = set(edits[:shown_edits])
+        overhead = len(note) + 4 * shown_edits + 2 * (2 * shown_edits + 1)  # marks; spaces and "…" between
+        share = max(MIN_EDIT_SHOWN, (limit - overhead) // shown_edits)
+        pieces = []
+        for index, (kind, body) in enumerate(parts):
+            if index in kept:
+                pieces.append(_marked(kind, body if len(body) <= share else body[: share - 1] + "…"))
+            elif kind == "=" and index < edits[shown_edits - 1]:
+                pieces.append("…")
+        text = " ".join(pieces) + note
+        if len(text) <= limit:
+            return text
+    return f"{len(edits)} edits, too long to show"[:limit]
 
 
 def compare_contracts(locked: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[Change, ...]:
@@ -142,7 +246,7 @@ def compare_contracts(locked: Mapping[str, Any], current: Mapping[str, Any]) -> 
     changes: list[Change] = []
     for key in ("name", "title", "description"):
         before, after = locked.get(key), current.get(key)
-        if before != after:
+        if not _same(before, after):
             changes.append(Change(f"/{key}", _T, _text_change(key, before, after)))
     changes.extend(_compare_schemas(locked.get("input_schema"), current.get("input_schema"), "/input_schema"))
     before_out, after_out = locked.get("output_schema"), current.get("output_schema")
@@ -164,7 +268,8 @@ def _text_change(what: str, before: Any, after: Any) -> str:
         return f"{what} added: {_value(after)}"
     if after is None:
         return f"{what} removed (was {_value(before)})"
-    return f"{what} changed from {_value(before)} to {_value(after)}"
+    shown_before, shown_after = _pair(before, after)
+    return f"{what} changed from {shown_before} to {shown_after}"
 
 
 # -- schemas -------------------------------------------------------------------------------------------
@@ -175,13 +280,42 @@ def _token(key: str) -> str:
 
 
 def _compare_schemas(before: Any, after: Any, pointer: str) -> list[Change]:
-    return list(_schema(before, after, pointer, monotone=True, depth=0))
+    changes = list(_schema(before, after, pointer, monotone=True, depth=0))
+    if any(change.kind is _N for change in changes) and (_refers_and_inverts(before) or _refers_and_inverts(after)):
+        return [Change(change.pointer, _L, change.summary + " (the schema refers to its own parts and has a not, "
+                       "if or oneOf, so a narrower part may make the whole accept more)")
+                if change.kind is _N else change for change in changes]
+    return changes
+
+
+def _refers_and_inverts(schema: Any) -> bool:
+    """Whether a schema both refers to its own parts and has a `not`, `if` or `oneOf` somewhere: then a
+    part narrowed where it is defined may be what an inverting keyword refuses elsewhere, so whether a
+    change narrows the whole cannot be read from where it is (every key is looked at, data included:
+    a false alarm only makes the verdict more careful). Too large to scan: assumed so."""
+    refers = inverts = False
+    pending, seen = [schema], 0
+    while pending:
+        node = pending.pop()
+        seen += 1
+        if seen > MAX_NODES_SCANNED:
+            return True
+        if isinstance(node, Mapping):
+            keys = set(node)
+            refers = refers or bool(keys & _REFERRING_KEYWORDS)
+            inverts = inverts or bool(keys & _INVERTING_KEYWORDS)
+            if refers and inverts:
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            pending.extend(node)
+    return False
 
 
 def _schema(before: Any, after: Any, pointer: str, *, monotone: bool, depth: int) -> Iterator[Change]:
     """Changes from schema `before` to `after`. Where narrowing a part may widen the whole (`not`,
     `if`, a `oneOf` branch), `monotone` is False and every constraint change counts as loosened."""
-    if before == after:
+    if _same(before, after):
         return
     if depth > MAX_DEPTH:
         yield Change(pointer, _L, "changed below the depth compared")
@@ -203,7 +337,7 @@ def _schema(before: Any, after: Any, pointer: str, *, monotone: bool, depth: int
         return
     for key in list(before) + [key for key in after if key not in before]:
         old, new = before.get(key, _ABSENT), after.get(key, _ABSENT)
-        if old == new:
+        if _same(old, new):
             continue
         where = f"{pointer}/{_token(str(key))}"
         for change in _keyword(key, old, new, where, before, after, depth):
@@ -266,7 +400,8 @@ def _was_now(old: Any, new: Any) -> str:
         return f"added: {_value(new)}"
     if new is _ABSENT:
         return f"removed (was {_value(old)})"
-    return f"changed from {_value(old)} to {_value(new)}"
+    shown_old, shown_new = _pair(old, new)
+    return f"changed from {shown_old} to {shown_new}"
 
 
 _ALL_TYPES = frozenset({"null", "boolean", "object", "array", "number", "string", "integer"})
@@ -429,10 +564,10 @@ def _compare_annotations(before: Any, after: Any) -> Iterator[Change]:
             kind = ChangeKind.ANNOTATIONS_WEAKENED if weakened else ChangeKind.ANNOTATIONS_CHANGED
             claim = "claims less safety" if weakened else "claims more safety (a hint, never trusted)"
             yield Change(where, kind, f"{hint} {str(was).lower()} -> {str(now).lower()}: the tool now {claim}")
-        elif old.get(hint, _ABSENT) != new.get(hint, _ABSENT):
+        elif not _same(old.get(hint, _ABSENT), new.get(hint, _ABSENT)):
             yield Change(where, ChangeKind.ANNOTATIONS_CHANGED, f"{hint} {_was_now(old.get(hint, _ABSENT), new.get(hint, _ABSENT))}")
     for key in list(old) + [key for key in new if key not in old]:
-        if key in ANNOTATION_DEFAULTS or old.get(key, _ABSENT) == new.get(key, _ABSENT):
+        if key in ANNOTATION_DEFAULTS or _same(old.get(key, _ABSENT), new.get(key, _ABSENT)):
             continue
         kind = _T if key == "title" else ChangeKind.ANNOTATIONS_CHANGED
         yield Change(f"/annotations/{_token(str(key))}", kind, _text_change(f"annotation {escaped(key)}",

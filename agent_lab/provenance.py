@@ -17,6 +17,7 @@ provenance and its lock entry can be compared directly. It is not in `to_dict()`
 
 from __future__ import annotations
 
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -24,6 +25,9 @@ from typing import Any, Mapping
 from .frozenjson import freeze
 
 __all__ = ["Provenance", "server_uri"]
+
+MAX_VERSION_CHARS = 64
+"""A server's version as shown: longer is cut (it is the server's text, shown to people)."""
 
 
 def server_uri(transport: str, address: str) -> str:
@@ -55,6 +59,8 @@ class Provenance:
                 raise ValueError(f"Provenance.{name} must be a non-empty string")
         if self.server_version is not None and not isinstance(self.server_version, str):
             raise ValueError("Provenance.server_version must be a string or None")
+        if self.server_version is not None:  # the server's own text, printed by inspect: no escape sequence
+            object.__setattr__(self, "server_version", _printable(self.server_version))
         if self.policy is not None and not isinstance(self.policy, str):
             raise ValueError("Provenance.policy must be a string or None")
         if isinstance(self.raised, str) or not all(isinstance(item, str) for item in self.raised):
@@ -80,3 +86,11 @@ class Provenance:
                 "address": self.address, "protocol_version": self.protocol_version,
                 "contract_hash": self.contract_hash, "policy": self.policy, "raised": list(self.raised),
                 "labels": list(self.labels), "lock": self.lock}
+
+
+def _printable(text: str) -> str:
+    """`text` with control, format and other invisible characters written as \\uXXXX (an ESC cannot reach a
+    terminal as itself: `inspect` prints a server's version), cut at MAX_VERSION_CHARS."""
+    shown = "".join(f"\\u{ord(char):04X}" if unicodedata.category(char) in ("Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp")
+                    else char for char in text)
+    return shown if len(shown) <= MAX_VERSION_CHARS else shown[: MAX_VERSION_CHARS - 1] + "…"

@@ -169,7 +169,8 @@ class LangGraphTest(unittest.TestCase):
         self.assertIn("ACC-9", pending.value["summary"])
         self.assertEqual(self.world.closed, [])
 
-        state = graph.invoke(Command(resume={"approved": True, "approver": "alice"}), self.config)
+        answer = {"approved": True, "fingerprint": pending.value["fingerprint"], "approver": "alice"}
+        state = graph.invoke(Command(resume=answer), self.config)
 
         self.assertEqual(state["messages"][-1].content, "Closed.")
         self.assertEqual(self.world.closed, [CLOSE])

@@ -9,15 +9,22 @@
     state = graph.invoke({"messages": [("user", "Close account ACC-9")]}, config)
     for pending in state.get("__interrupt__", ()):                    # calls a person must approve first
         print(pending.value["summary"])                                # what exactly would run
-    graph.invoke(Command(resume={"approved": True, "approver": "alice"}), config)
+        answer = {"approved": True, "fingerprint": pending.value["fingerprint"], "approver": "alice"}
+        state = graph.invoke(Command(resume=answer), config)
 
 Every call is `registry.invoke(...)` (`ainvoke` when the tool is awaited) with the session's actor, and the
 tool's content is `ToolResult.to_model()` as JSON text: an output, or an error with its code and next
 action. When the registry answers `approval_required` inside a LangGraph run, the tool calls LangGraph's
 `interrupt` with the registry's approval request (tool, fingerprint, a redacted summary); the graph pauses,
-and on `Command(resume=True)` or `Command(resume={"approved": True, "approver": ...})` the call runs with an
-`Approval` of exactly its arguments. Any other answer, or no LangGraph run to pause (a tool called on its
-own, `interrupt_for_approval=False`), leaves the model the `approval_required` refusal to act on.
+and on `Command(resume={"approved": True, "fingerprint": ..., "approver": ...})`, a yes naming the request's
+fingerprint, the call runs with an `Approval` of exactly its arguments. Any other answer (a bare `True`, a
+yes naming another call's fingerprint), or no LangGraph run to pause (a tool called on its own,
+`interrupt_for_approval=False`), leaves the model the `approval_required` refusal to act on.
+
+Why the fingerprint: LangGraph hands resume values to a node's `interrupt` calls by their order, and a
+ToolNode runs a message's tool calls on parallel threads, whose order changes from run to run. A bare yes
+a person gave after reading one call's summary could be taken by another call of the same message (its
+thread reaching `interrupt` first when the node runs again), and that call would run unseen.
 """
 
 from __future__ import annotations
@@ -85,11 +92,12 @@ def _structured_tool(tools_module: Any, session: SessionTools, tool: HostTool, a
 
 
 def _approval_answer(result: ToolResult, ask: Any) -> Optional[str]:
-    """None unless `result` asks for a person's approval and a person gave it: then the approver's name
-    ("" for the adapter's default)."""
+    """None unless `result` asks for a person's approval and a person gave it, for this very call: then
+    the approver's name ("" for the adapter's default)."""
     if result.error is None or result.error.code != "approval_required":
         return None
-    return _approved_by(ask(result.to_model()["error"]["details"]))
+    request = result.to_model()["error"]["details"]
+    return _approved_by(ask(request), request.get("fingerprint"))
 
 
 def _ask_person(request: Mapping[str, Any]) -> Any:
@@ -111,12 +119,17 @@ def _ask_nobody(request: Mapping[str, Any]) -> Any:
     return None
 
 
-def _approved_by(answer: Any) -> Optional[str]:
-    """The approver's name for a yes (`True`, or a mapping with `"approved": True` and maybe "approver"),
-    "" for a yes without a name, None for anything else (a no, or an answer we cannot read)."""
-    if answer is True:
-        return ""
-    if isinstance(answer, Mapping) and answer.get("approved") is True:
-        name = answer.get("approver")
+def _approved_by(answer: Any, fingerprint: Any) -> Optional[str]:
+    """The approver's name for a yes to the call whose approval request has `fingerprint` (a mapping with
+    `"approved": True`, that `"fingerprint"`, and maybe "approver"), "" for such a yes without a name, None
+    for anything else: a no, an answer we cannot read, or a yes that does not name this call (a bare
+    `True` included: LangGraph may have handed it to this call although the person read another's)."""
+    if answer is True or (isinstance(answer, Mapping) and answer.get("approved") is True):
+        named = answer.get("fingerprint") if isinstance(answer, Mapping) else None
+        if not isinstance(fingerprint, str) or named != fingerprint:
+            logger.info("a yes that does not name this call's fingerprint was not taken as its approval (LangGraph "
+                        "matches answers to interrupts by order; answer with the request's fingerprint)")
+            return None
+        name = answer.get("approver") if isinstance(answer, Mapping) else None
         return str.__str__(name) if isinstance(name, str) and name else ""
     return None

@@ -23,6 +23,11 @@ file for the current boot (the anchor, and a step it holds), so a store opened a
 process) still counts from before it, and takes the step at the same moment as the others (see
 `boot_identity`); a store opened after a reboot, and the in-memory and PostgreSQL stores when they open,
 take the wall clock as they find it.
+
+Stores that share their entries hold a step as long as the longest lifetime any of them writes
+(`hold_at_least`): the SQLite store keeps that hold in its file too, and looks at it again before it
+takes a step, so a store with a one-hour ttl never sees a one-day receipt that another store on the same
+file wrote before the step as expired.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ class StepGuard:
     after a step is taken, or one is held, `changed` is True until the store clears it."""
 
     __slots__ = ("_wall", "_monotonic", "_hold_s", "offset", "_base", "_base_at", "_pending_until",
-                 "_pending_offset", "changed")
+                 "_pending_offset", "_pending_since", "changed")
 
     def __init__(self, wall: Callable[[], float], monotonic: Callable[[], float], hold_s: float) -> None:
         self._wall = wall
@@ -94,7 +99,35 @@ class StepGuard:
         self._base_at = 0.0  # monotonic: when
         self._pending_until: Optional[float] = None  # monotonic: when a forward step will be taken
         self._pending_offset = 0.0  # the offset that step leads to
+        self._pending_since: Optional[float] = None  # monotonic: when this guard first held it (None: unknown)
         self.changed = False
+
+    @property
+    def hold_s(self) -> float:
+        """How long a forward step is held before it is taken (the longest lifetime of what was written)."""
+        return self._hold_s
+
+    def hold_at_least(self, hold_s: float) -> None:
+        """Hold forward steps for at least `hold_s` from now on, and the step held now (if any) until
+        `hold_s` after it was first held here (after now, for one restored from another process).
+
+        Stores that share their entries (one SQLite file) must all hold a step as long as the longest
+        lifetime any of them writes: a store with a one-hour ttl that took a step after an hour would
+        see another store's one-day receipts, written before the step, as expired."""
+        if hold_s > self._hold_s:
+            self._hold_s = hold_s
+        if self._pending_until is not None:
+            if self._pending_since is None:
+                self._pending_since = self._monotonic()
+            until = self._pending_since + self._hold_s
+            if until > self._pending_until:
+                self._pending_until = until
+                self.changed = True
+
+    def step_due(self) -> bool:
+        """Whether a held forward step would be taken at the next reading: the moment a store whose
+        entries others share asks them whether one needs it held longer (`hold_at_least`)."""
+        return self._pending_until is not None and self._monotonic() >= self._pending_until
 
     def saved(self) -> str:
         """The guard's state as text, for `restore` in another process of the same boot."""
@@ -118,6 +151,7 @@ class StepGuard:
             return False
         self.offset, self._base, self._base_at = float(parts[0]), float(parts[1]), float(parts[2])
         self._pending_offset, self._pending_until = pending if pending is not None else (0.0, None)
+        self._pending_since = None  # held by another process since a moment this one does not know
         return True
 
     def times(self) -> Tuple[float, float]:
@@ -144,12 +178,13 @@ class StepGuard:
         if anchor is None or offset < anchor - STEP_S:  # a first reading, or a backward step: take it
             self._take(offset, monotonic_now)
         elif offset <= self._base + STEP_S + SLEW * (monotonic_now - self._base_at):  # within the band
-            self._pending_until = None
+            self._pending_until = self._pending_since = None
             if offset > anchor:
                 self.offset = offset
         elif self._pending_until is None or abs(offset - self._pending_offset) > STEP_S:
             self._pending_until = monotonic_now + self._hold_s  # a new forward step: hold it
             self._pending_offset = offset
+            self._pending_since = monotonic_now
             self.changed = True
         elif monotonic_now >= self._pending_until:  # held long enough: all older entries have expired
             self._take(offset, monotonic_now)
@@ -166,3 +201,4 @@ class StepGuard:
         self.offset = self._base = offset
         self._base_at = monotonic_now
         self._pending_until = None
+        self._pending_since = None

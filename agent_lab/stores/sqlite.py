@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -75,6 +76,8 @@ CREATE TABLE IF NOT EXISTS approvals (
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
 _ANCHOR_ROW = "clock_anchor"  # "<boot id> <StepGuard.saved()>": the clock guard's state for this boot
 _SAVE_ANCHOR = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_anchor', ?)"
+_HOLD_ROW = "clock_hold"  # the longest lifetime (ttl or lease) any store on this file writes: how long to hold a step
+_SAVE_HOLD = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_hold', ?)"
 
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
 # The fencing rule (rules.held_by) and the resolving rule (rules.may_resolve) as SQL.
@@ -396,6 +399,8 @@ class SqliteReceiptStore:
         """(check, stamp): the time to decide expiry by, and to count new expiries from (`StepGuard`).
         A step the guard has just taken becomes the file's anchor, for processes that open it later."""
         guard = self._guard
+        if guard.step_due():  # before a step is taken: does a store on this file need it held longer?
+            _take_up_hold(connection, guard)
         times = guard.times()
         if guard.changed:
             guard.changed = False
@@ -574,6 +579,7 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], b
             connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _settle_anchor(connection, boot, guard)
+        _settle_hold(connection, boot, guard)
         return _settle_fingerprint_key(connection, given_key)
 
 
@@ -590,6 +596,37 @@ def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: S
     guard.changed = False
     if boot is not None:
         connection.execute(_SAVE_ANCHOR, (f"{boot} {guard.saved()}",))
+
+
+def _settle_hold(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> None:
+    """How long a step is held: as long as the longest lifetime any store on this file writes. This
+    store's own is added to the file's; the guard holds the longer of the two (a step restored from the
+    file, too, is held that long from now), so no store takes a step while another's entries written
+    before it could still be live (see `StepGuard.hold_at_least`)."""
+    kept = _kept_hold(connection)
+    if kept is None or kept < guard.hold_s:
+        connection.execute(_SAVE_HOLD, (repr(guard.hold_s),))
+    guard.hold_at_least(max(kept or 0.0, guard.hold_s))
+    if guard.changed:
+        guard.changed = False
+        if boot is not None:
+            connection.execute(_SAVE_ANCHOR, (f"{boot} {guard.saved()}",))
+
+
+def _take_up_hold(connection: sqlite3.Connection, guard: StepGuard) -> None:
+    """Before this store takes a step: hold it longer if a store that opened the file since needs it."""
+    kept = _kept_hold(connection)
+    if kept is not None:
+        guard.hold_at_least(kept)
+
+
+def _kept_hold(connection: sqlite3.Connection) -> Optional[float]:
+    row = connection.execute("SELECT value FROM store_meta WHERE name = ?", (_HOLD_ROW,)).fetchone()
+    try:
+        hold = float(row[0]) if row is not None else None
+    except (TypeError, ValueError):
+        return None
+    return hold if hold is not None and math.isfinite(hold) and hold > 0 else None
 
 
 def _settle_fingerprint_key(connection: sqlite3.Connection, given_key: Optional[bytes]) -> bytes:
