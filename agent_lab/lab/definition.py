@@ -275,10 +275,14 @@ class Lab:
 
     # -- calling the lab's own code --------------------------------------------------------------------
 
-    def new_world(self, options: Mapping[str, Any] | None = None) -> Any:
-        """A fresh world (LabError when the factory raises)."""
+    def new_world(self, options: Mapping[str, Any] | None = None, *, directory: str | None = None) -> Any:
+        """A fresh world (LabError when the factory raises); with `directory`, one that keeps its state in
+        files there (`world(directory=..., **options)`: what a crash case needs, see `agent_lab.lab.crash`)."""
+        arguments = dict(options or {})
+        if directory is not None:
+            arguments["directory"] = directory
         try:
-            return self.world(**dict(options or {}))
+            return self.world(**arguments)
         except BaseException as error:  # noqa: BLE001 - the lab's own code: any failure (sys.exit too) is a broken lab
             raise _hook_error("world()", error) from None
 

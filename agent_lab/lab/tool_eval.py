@@ -48,6 +48,9 @@ __all__ = [
 
 DEFAULT_OUT = "reports"
 MAX_DEFAULT_JOBS = 32
+# The runtime's loggers the cases provoke on purpose (crashes, timeouts, and the fault cases' refused
+# receipts and lapsed leases, which the lease keeper reports).
+QUIETED_LOGGERS = ("agent_lab.registry", "agent_lab.execution", "agent_lab.leases")
 Value = TypeVar("Value")
 # Called after each case with its results on every surface, in the lab's surface order.
 Progress = Callable[[Case, Sequence[CaseResult]], None]
@@ -219,12 +222,12 @@ def _verdict(result: CaseResult) -> str:
 def quiet_registry_logs() -> Iterator[None]:
     """The cases provoke crashes on purpose; the reports record them, so the runtime's log stays quiet."""
     quiet = logging.Filter("agent_lab.lab")  # passes only the lab's own records
-    for name in ("agent_lab.registry", "agent_lab.execution"):
+    for name in QUIETED_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
     try:
         yield
     finally:
-        for name in ("agent_lab.registry", "agent_lab.execution"):
+        for name in QUIETED_LOGGERS:
             logging.getLogger(name).removeFilter(quiet)
 
 
