@@ -14,7 +14,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Provenance"]
+__all__ = ["HINT_NAMES", "Provenance"]
+
+HINT_NAMES = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +31,10 @@ class Provenance:
     contract_hash: str  # "sha256:<hex>" of the tool's model-facing definition as listed
     policy: str | None = None  # the policy entry that gave the runtime half (None: the strictest defaults)
     raised: tuple[str, ...] = ()  # checks the server's hints raised above the policy, one sentence each
+    # The MCP hints the server declared (readOnlyHint, destructiveHint, idempotentHint, openWorldHint:
+    # those it set to true or false), untrusted: hosts act on them, so tool-eval checks them against what
+    # the tool's calls did (agent_lab.lab.observed). Not in `to_dict`: the contract hash covers them.
+    hints: tuple[tuple[str, bool], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("server", "transport", "address", "protocol_version", "contract_hash"):
@@ -41,6 +47,17 @@ class Provenance:
         if isinstance(self.raised, str) or not all(isinstance(item, str) for item in self.raised):
             raise ValueError("Provenance.raised must be a collection of sentences")
         object.__setattr__(self, "raised", tuple(self.raised))
+        hints = tuple((name, value) for name, value in self.hints)
+        if not all(name in HINT_NAMES and isinstance(value, bool) for name, value in hints):
+            raise ValueError(f"Provenance.hints must be (name, true or false) pairs of {', '.join(HINT_NAMES)}")
+        object.__setattr__(self, "hints", hints)
+
+    @staticmethod
+    def hints_of(annotations: Any) -> tuple[tuple[str, bool], ...]:
+        """The hints a server's `annotations` declare (only true or false values of the four MCP hints)."""
+        if not isinstance(annotations, dict):
+            return ()
+        return tuple((name, annotations[name]) for name in HINT_NAMES if isinstance(annotations.get(name), bool))
 
     @property
     def artifact_uri(self) -> str:

@@ -227,7 +227,7 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
                             transport=client.transport.kind, address=client.label,
                             protocol_version=client.protocol_version or "unknown", contract_hash=digest,
-                            policy=entry, raised=tuple(raised))
+                            policy=entry, raised=tuple(raised), hints=Provenance.hints_of(tool.get("annotations")))
     description = tool.get("description") or tool.get("title") or name
     title = tool.get("title") if isinstance(tool.get("title"), str) else None
     output_schema = tool.get("outputSchema")
