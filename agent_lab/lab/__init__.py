@@ -10,12 +10,14 @@ the reports; `lab_test_case` turns the same cases into unittest tests. The ticke
 from __future__ import annotations
 
 from .definition import Lab, LabError, Surface
+from .journal import Journal
 from .loader import load_lab, load_registry
 from .testing import lab_test_case
 from .tool_eval import Evaluation, evaluate, run_tool_eval
 
 __all__ = [
     "Evaluation",
+    "Journal",
     "Lab",
     "LabError",
     "Surface",

@@ -150,7 +150,8 @@ def call_key(declared: Declaration, arguments: Any) -> Optional[str]:
 
 @dataclass(frozen=True)
 class EffectFinding:
-    """A tool whose calls did to the world what it declared they would not (rule AL801 or AL802)."""
+    """A tool whose calls did to the world what it declared they would not (rule AL801 or AL802):
+    `message` says what it declared and what happened, `calls` which deliveries of the case did it."""
 
     rule: str
     tool: str
@@ -159,6 +160,9 @@ class EffectFinding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "tool": self.tool, "message": self.message, "calls": list(self.calls)}
+
+    def __str__(self) -> str:
+        return f"{self.message} (call(s) {_listed(self.calls)})"
 
 
 def effect_findings(changes: Iterable[Change], facts: Mapping[int, CallFacts]) -> tuple[EffectFinding, ...]:
@@ -191,8 +195,7 @@ def _read_finding(tool: str, entries: list[tuple[int, frozenset[int]]],
     size = sum(count for count, _ in entries)
     return EffectFinding(READ_BUT_WROTE, tool,
                          f"{tool} is declared read-only ({declared.read if declared else 'read'}), but the world "
-                         f"changed ({size} record(s) added or removed) while its call(s) {_listed(calls)} ran",
-                         calls)
+                         f"changed while its calls ran ({size} record(s) added or removed)", calls)
 
 
 def _repeat_finding(tool: str, entries: list[tuple[Change, frozenset[int]]],
@@ -206,8 +209,7 @@ def _repeat_finding(tool: str, entries: list[tuple[Change, frozenset[int]]],
     how = declared.idempotent if declared is not None else "idempotent"
     what = f"added {repeated} repeated record(s)" if repeated else f"changed the world in {len(entries)} separate runs"
     return EffectFinding(REPEATED_UNDER_KEY, tool,
-                         f"{tool} is declared idempotent ({how}), but its deliveries under one key {what} "
-                         f"(call(s) {_listed(calls)})", calls)
+                         f"{tool} is declared idempotent ({how}), but its deliveries under one key {what}", calls)
 
 
 def _listed(calls: Sequence[int]) -> str:

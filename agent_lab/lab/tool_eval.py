@@ -99,6 +99,9 @@ class Evaluation:
 
     baseline: Surface | None  # the lab's baseline, if it has one
     candidates: tuple[Surface, ...]  # the surfaces that gate, in the lab's order
+    # surface -> what its catalog shows and its lint configuration decides (effect findings' severities
+    # and tool locations, for the reports)
+    catalogs: Mapping[str, SurfaceCatalog] = field(default_factory=dict)
 
     @property
     def gate_passed(self) -> bool:
@@ -175,6 +178,7 @@ def evaluate(case_paths: Sequence[str], *, lab: Lab | None = None, progress: Pro
         gate=tuple(gate),
         secrets=frozenset(secrets),
         redact_fields=frozenset(field for catalog in catalogs.values() for field in catalog.redact_fields),
+        catalogs=catalogs,
     )
 
 
