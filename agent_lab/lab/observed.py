@@ -207,7 +207,11 @@ def _repeat_finding(tool: str, entries: list[tuple[Change, frozenset[int]]],
     calls = tuple(sorted({index for _, runners in entries for index in runners}))
     declared = facts[calls[0]].declared
     how = declared.idempotent if declared is not None else "idempotent"
-    what = f"added {repeated} repeated record(s)" if repeated else f"changed the world in {len(entries)} separate runs"
+    if len(entries) < 2:
+        what = f"added {repeated} repeated record(s) in one run"
+    else:
+        what = f"changed the world in {len(entries)} separate runs" + (
+            f", {repeated} record(s) repeated" if repeated else "")
     return EffectFinding(REPEATED_UNDER_KEY, tool,
                          f"{tool} is declared idempotent ({how}), but its deliveries under one key {what}", calls)
 
