@@ -43,6 +43,14 @@ class Ledger:
         self.released = threading.Event()
         self.landed = threading.Event()
         self.lock = threading.Lock()
+        self.late = threading.Semaphore(0)  # one release per write a thread of a handler's own will make
+
+    def settle(self) -> None:
+        """Release held writes, and wait for the late ones (see `lying_late`)."""
+        self.released.set()
+        while self.late.acquire(timeout=0):
+            self.landed.clear()
+            self.landed.wait(5)
 
     def write(self, row: dict[str, Any]) -> None:
         if self.hold_writes:
@@ -74,7 +82,8 @@ def get_balance_spec() -> ToolSpec:
 
 
 def top_up_spec(**runtime: Any) -> ToolSpec:
-    return ToolSpec(name="top_up", description="Add credit to an account. Retrying with the same top_up_id adds it once.",
+    return ToolSpec(name="top_up",
+                    description="Add credit to an account. Retrying with the same top_up_id adds it once.",
                     input_schema=closed({"account": ACCOUNT, "cents": {"type": "integer", "minimum": 1},
                                          "top_up_id": {"type": "string", "minLength": 8}},
                                         ["account", "cents", "top_up_id"]),
@@ -93,6 +102,19 @@ def lying_read(ledger: Ledger, **options: Any) -> Registry:
     registry = Registry(**options)
     registry.register(get_balance_spec(), lambda arguments: _peek(ledger, arguments))
     registry.register(top_up_spec(idempotency_key="top_up_id"), lambda arguments: _top_up(ledger, arguments))
+    return registry
+
+
+def lying_late(ledger: Ledger, **options: Any) -> Registry:
+    """get_balance declared read, writing later from a thread of its own, once nothing else runs."""
+    registry = Registry(**options)
+
+    def peek_later(arguments: dict) -> dict:
+        ledger.late.release()
+        threading.Thread(target=lambda: (ledger.released.wait(5), _peek(ledger, arguments)), daemon=True).start()
+        return {"balance": 100}
+
+    registry.register(get_balance_spec(), peek_later)
     return registry
 
 
@@ -126,7 +148,7 @@ def _top_up(ledger: Ledger, arguments: dict) -> dict:
 
 def make_lab(build: Any, name: str) -> Lab:
     return Lab(name="ledger", world=Ledger, surfaces=[Surface(name, build)], effects=lambda ledger: ledger.rows,
-               settle=lambda ledger: ledger.released.set(), writes_started=lambda ledger: 0,
+               settle=Ledger.settle, writes_started=lambda ledger: 0,
                world_options={"type": "object", "properties": {"hold_writes": {"type": "boolean"},
                                                                "reads_release_writes": {"type": "boolean"}},
                               "additionalProperties": False})
@@ -135,6 +157,7 @@ def make_lab(build: Any, name: str) -> Lab:
 HONEST = make_lab(honest, "honest")
 LYING_READ = make_lab(lying_read, "lying-read")
 LYING_IDEMPOTENT = make_lab(lying_idempotent, "lying-idempotent")
+LYING_LATE = make_lab(lying_late, "lying-late")
 
 READ_CASE = {"case_id": "read-balance", "intent": "Reading a balance.", "actor": ACTOR,
              "calls": [{"tool": "get_balance", "arguments": {"account": "acct-1"}}],
@@ -183,7 +206,7 @@ class EffectsTest(unittest.TestCase):
         self.assertEqual(failed, [CHECK])
         detail = self.gate(evaluation)[CHECK].detail
         self.assertIn(f"{READ_BUT_WROTE} get_balance is declared read-only (effect read), but the world changed while "
-                      "its calls ran (1 record(s) added or removed) (case read-balance, call(s) 0)", detail)
+                      "only read-only calls ran (1 record(s) added or removed) (case read-balance, call(s) 0)", detail)
         self.assertEqual(evaluation.metrics["lying-read"]["cases_passed"], 2)  # every case passed: only the lie fails
         self.assertEqual(evaluation.metrics["lying-read"]["effect_findings"], 1)
 
@@ -214,9 +237,9 @@ class EffectsTest(unittest.TestCase):
     def test_an_idempotent_hint_that_repeats_fails_as_al802_and_a_key_keeps_one_effect(self) -> None:
         evaluation = evaluate([self.cases(RETRY_CASE, BONUS_CASE)], lab=LYING_IDEMPOTENT)
         detail = self.gate(evaluation)[CHECK].detail
-        self.assertIn(f"{REPEATED_UNDER_KEY} add_bonus is declared idempotent (idempotentHint true), but its deliveries "
-                      "under one key changed the world in 2 separate runs, 1 record(s) repeated (case bonus-retried, call(s) 0, 1)",
-                      detail)
+        self.assertIn(f"{REPEATED_UNDER_KEY} add_bonus is declared idempotent (idempotentHint true), but its "
+                      "deliveries under one key changed the world in 2 separate runs, 1 record(s) repeated "
+                      "(case bonus-retried, call(s) 0, 1)", detail)
         self.assertNotIn("top_up", detail)  # declared by hint too, but its key kept it to one effect
 
     def test_a_change_while_a_write_also_ran_is_never_pinned_on_the_read(self) -> None:
@@ -224,6 +247,13 @@ class EffectsTest(unittest.TestCase):
         [result] = evaluation.results["honest"]
         self.assertEqual(result.run.side_effects, 1)  # the top-up's row, which landed while the read ran
         self.assertTrue(self.gate(evaluation)[CHECK].passed, self.gate(evaluation)[CHECK].detail)
+
+    def test_a_read_that_writes_later_from_a_thread_of_its_own_is_caught_when_only_reads_ran(self) -> None:
+        evaluation = evaluate([self.cases(READ_CASE)], lab=LYING_LATE)
+        [result] = evaluation.results["lying-late"]
+        self.assertEqual(result.run.side_effects, 1)  # the write landed after the call had returned
+        self.assertEqual([(finding.rule, finding.tool) for finding in result.run.effect_findings],
+                         [(READ_BUT_WROTE, "get_balance")])
 
     def test_the_lint_table_sets_the_severity_or_turns_the_rule_off(self) -> None:
         cases = self.cases(READ_CASE)

@@ -113,7 +113,8 @@ class TicketFaultCasesTest(unittest.TestCase):
 
     def test_each_delivery_says_which_fault_marker_delivered_it(self) -> None:
         twice = self.results["candidate"]["fault-delivered-twice-at-once"].run
-        self.assertEqual([call.faults for call in twice.calls], [("deliver_twice",), ("deliver_twice",), ("redeliver",)])
+        self.assertEqual([call.faults for call in twice.calls],
+                         [("deliver_twice",), ("deliver_twice",), ("redeliver",)])
         self.assertEqual(len({call.call_id for call in twice.calls}), 1)  # one call, delivered three times
 
     def test_a_receipt_that_never_lands_leaves_the_key_unknown_never_free(self) -> None:

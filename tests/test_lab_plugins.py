@@ -415,7 +415,8 @@ class ReportsForNSurfacesTest(unittest.TestCase):
         root = ElementTree.fromstring(self.reports["tool-comparison.svg"])
         texts = [element.text for element in root.iter("{http://www.w3.org/2000/svg}text")]
         hints = [text for text in texts if "better" in text or "cost" in text]
-        self.assertEqual(hints, ["higher is better"] * 2 + ["lower is better"] * 4 + ["a cost: lower is cheaper, never a win"])
+        self.assertEqual(hints, ["higher is better"] * 2 + ["lower is better"] * 4
+                         + ["a cost: lower is cheaper, never a win"])
         bars = [rect for rect in root.iter("{http://www.w3.org/2000/svg}rect") if rect.get("height") == "18"]
         self.assertEqual(len(bars), 7 * 3)
         self.assertEqual([rect.get("fill") for rect in bars[-3:]], ["none"] * 3)  # the catalog cost

@@ -95,7 +95,7 @@ class GateYourOwnToolsTest(unittest.TestCase):
         runs = [json.loads(line) for line in (self.dir / "reports" / "tool-runs.jsonl").read_text(encoding="utf-8")
                 .splitlines()]
         crashed = [run for run in runs if run["kind"] == "call" and "crashed" in run["result"]]
-        self.assertEqual([run["surface"] for run in crashed], ["refunds-wide-v1", "refunds-typed-v2"])  # killed, for real
+        self.assertEqual([run["surface"] for run in crashed], ["refunds-wide-v1", "refunds-typed-v2"])  # killed
         refunds = {run["surface"]: run["side_effects"] for run in runs
                    if run["kind"] == "case" and run["case_id"] == "crash-after-refund"}
         self.assertEqual(refunds, {"refunds-wide-v1": 2, "refunds-typed-v2": 1})

@@ -87,8 +87,8 @@ WRITERS: dict[str, tuple[str, str]] = {
     "bench/*": (NO_RUN_SECRET, "benchmark figures and the bench's own synthetic case files"),
     "lab/journal.py:Journal.append": (WORLD, "a world's records, appended by the lab's own code to a file in the "
                                              "directory the replay gave that world (a crash case's): its state"),
-    "lab/crash.py:_answer": (MODEL_VIEW, "a crash child's answer to the replay that started it, over a pipe: the "
-                                         "call's ToolResult.to_model(), or a LabError already masked where it was made"),
+    "lab/crash.py:_answer": (MODEL_VIEW, "a crash child's answer to the replay that started it, over a pipe: "
+                                         "the call's ToolResult.to_model(), or a LabError (the replay masks it)"),
 }
 LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "

@@ -102,6 +102,10 @@ def deliver_in_child(job: Mapping[str, Any]) -> ChildAnswer:
         child.kill()
         child.communicate()
         return ChildAnswer()
+    except BaseException:  # Ctrl-C while it runs: the child never outlives the replay that started it
+        child.kill()
+        child.wait()
+        raise
     if child.returncode == -signal.SIGKILL:
         return ChildAnswer(crashed=True)
     answer = _last_json_line(out)

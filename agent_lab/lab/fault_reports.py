@@ -45,9 +45,9 @@ def fault_section(evaluation: Any, markdown: Callable[[str], str]) -> list[str]:
     lines: list[str] = []
     if rows:
         lines += ["## Fault cases", "",
-                  "Cases that inject a fault for real (a worker killed after the effect, receipt writes or reservations "
-                  "refused, a lease lapsing, the wall clock stepping, a call delivered twice or again): the side effects "
-                  "each left on each surface, the duplicates among them, and the verdict.", "",
+                  "Cases that inject a fault for real (a worker killed after the effect, receipt writes or "
+                  "reservations refused, a lease lapsing, the wall clock stepping, a call delivered twice or again): "
+                  "the side effects each left on each surface, the duplicates among them, and the verdict.", "",
                   "| case | faults | " + " | ".join(surface.name for surface in surfaces) + " |",
                   "| --- | --- |" + " --- |" * len(surfaces), *rows, ""]
     found = [(surface, finding) for surface in surfaces for finding in _findings(evaluation, surface)]

@@ -177,7 +177,8 @@ def surface_metrics(name: str, role: str, results: Sequence[CaseResult], catalog
         "fault_side_effects": sum(result.run.side_effects for result in faulted if result.run is not None),
         "fault_duplicate_side_effects": sum(result.run.duplicate_side_effects for result in faulted
                                             if result.run is not None),
-        "effect_findings": sum(finding.rule in catalog.observed_rules for run in runs for finding in run.effect_findings),
+        "effect_findings": sum(finding.rule in catalog.observed_rules
+                               for run in runs for finding in run.effect_findings),
         "tools": catalog.tools,
         "catalog_bytes": catalog.catalog_bytes,
         "catalog_tokens_estimate": catalog.catalog_tokens,

@@ -15,8 +15,10 @@ the tool of the deliveries left (`effect_findings`):
   hint without a key) changed the world in two separate runs, or added the same record twice.
 
 A change while calls of several tools ran is pinned on none of them, except that it is counted against
-reads when every one of those tools declared read. A change while no handler ran is nobody's. So an
-honest tool is never blamed; a lying one is caught whenever its calls ran alone, as most cases' do.
+reads when every one of those tools declared read. A change seen when no handler was running (a tool
+that writes later, from a thread of its own) goes to the calls since operations last settled, and is
+likewise counted against reads when all of them declared read. So an honest tool is never blamed alone;
+a lying one is caught whenever its calls ran without a writing tool's beside them, as most cases' do.
 `destructiveHint` cannot be checked this way: a record says that the world changed, not whether the
 change can be undone.
 """
@@ -66,12 +68,14 @@ def _hints(spec: Any) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class Change:
-    """How the world changed between two readings (records as canonical JSON), and the deliveries that
-    may have been running meanwhile."""
+    """How the world changed between two readings (records as canonical JSON), the deliveries that may
+    have been running meanwhile (`calls`), and every delivery since operations last settled (`window`:
+    a handler may have left a thread of its own writing after it returned)."""
 
     added: tuple[str, ...]
     removed: int
     calls: frozenset[int]
+    window: frozenset[int] = frozenset()
 
     @property
     def size(self) -> int:
@@ -86,6 +90,7 @@ class EffectObserver:
         self._read = read
         self._last = Counter(canonical_json(record) for record in read())
         self._running: set[int] = set()
+        self._window: set[int] = set()
         self.changes: list[Change] = []
 
     def mark(self) -> None:
@@ -94,13 +99,14 @@ class EffectObserver:
         added, removed = now - self._last, self._last - now
         if added or removed:
             self.changes.append(Change(tuple(sorted(added.elements())), sum(removed.values()),
-                                       frozenset(self._running)))
+                                       frozenset(self._running), frozenset(self._window)))
         self._last = now
 
     def start(self, index: int) -> None:
         """Delivery `index` is about to start."""
         self.mark()
         self._running.add(index)
+        self._window.add(index)
 
     def end(self, index: int) -> None:
         """Delivery `index` has returned and its handler is done."""
@@ -111,6 +117,7 @@ class EffectObserver:
         """Everything settled: no handler runs any more."""
         self.mark()
         self._running.clear()
+        self._window.clear()
 
 
 @dataclass(frozen=True)
@@ -171,11 +178,12 @@ def effect_findings(changes: Iterable[Change], facts: Mapping[int, CallFacts]) -
     keyed: dict[tuple[str, str], list[tuple[Change, frozenset[int]]]] = {}
     for change in changes:
         runners = frozenset(index for index in change.calls if index in facts and facts[index].ran)
-        tools = {facts[index].tool for index in runners}
-        declared = [facts[index].declared for index in runners]
-        if runners and all(item is not None and item.read is not None for item in declared):
-            for tool in tools:
-                read_changes.setdefault(tool, []).append((change.size, runners))
+        # No call was running: the change is a late one of a call since the world last settled, if any.
+        readers = runners or frozenset(index for index in change.window if index in facts and facts[index].ran)
+        declared = [facts[index].declared for index in readers]
+        if readers and all(item is not None and item.read is not None for item in declared):
+            for tool in {facts[index].tool for index in readers}:
+                read_changes.setdefault(tool, []).append((change.size, readers))
         keys = {(facts[index].tool, facts[index].key) for index in runners}
         if len(keys) == 1:
             tool, key = next(iter(keys))
@@ -193,9 +201,12 @@ def _read_finding(tool: str, entries: list[tuple[int, frozenset[int]]],
     calls = tuple(sorted({index for _, runners in entries for index in runners if facts[index].tool == tool}))
     declared = next(facts[index].declared for index in calls)
     size = sum(count for count, _ in entries)
+    others = sorted({facts[index].tool for _, runners in entries for index in runners} - {tool})
+    alongside = f"; read-only {', '.join(others)} ran too, so one of them did" if others else ""
     return EffectFinding(READ_BUT_WROTE, tool,
                          f"{tool} is declared read-only ({declared.read if declared else 'read'}), but the world "
-                         f"changed while its calls ran ({size} record(s) added or removed)", calls)
+                         f"changed while only read-only calls ran ({size} record(s) added or removed{alongside})",
+                         calls)
 
 
 def _repeat_finding(tool: str, entries: list[tuple[Change, frozenset[int]]],

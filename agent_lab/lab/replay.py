@@ -31,11 +31,12 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 from ..calls import ToolCall, ToolResult
 from ..idempotency import canonical_json
 from ..policy import Actor, Approval
+from ..redaction import SecretMask
 from ..registry import Registry
 from .cases import Case, CaseFileError, CaseProblem
 from .clocks import LAB_NOW, LabClocks
 from .crash import CRASHED_VIEW, deliver_in_child, lab_reference
-from .definition import Lab, Surface
+from .definition import Lab, LabError, Surface
 from .fault_store import FaultInjectingStore, FaultPlan
 from .faults import CLOCK_STEP, CRASH, FAIL_RECEIPT_WRITES, LAPSE_LEASE, REDELIVER, RESOLVE, STORE_UNAVAILABLE, TWICE
 from .observed import CallFacts, EffectFinding, EffectObserver, call_key, declaration, effect_findings, ran_handler
@@ -381,7 +382,10 @@ class _Session:
         """Deliver `call` in a child process that is SIGKILLed after its effect (see agent_lab.lab.crash),
         then go on with a fresh registry over the same receipts and world."""
         index = self._new_delivery(call, approval, (CRASH,))
-        answer = deliver_in_child(self._child_job(call, approval))
+        try:
+            answer = deliver_in_child(self._child_job(call, approval))
+        except LabError as error:  # the child's last words may quote the world: mask its secrets
+            raise LabError(SecretMask(frozenset(self.secrets)).text(str(error))) from None
         view = answer.view if answer.view is not None else CRASHED_VIEW if answer.crashed else UNANSWERED_VIEW
         self._record(index, view)
         self.observer.end(index)

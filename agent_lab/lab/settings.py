@@ -183,7 +183,8 @@ def tool_eval_settings(*, lab: str | None = None, cases: Sequence[str] | None = 
     table = project_table(directory)
     lab_reference, servers, policy_file = lab_source(table, lab=lab, mcp=mcp, policy=policy)
     table_cases = tuple(table.get("cases", ()))
-    theirs = (lab is not None and lab != table.get("lab")) or (mcp is not None and bool(mcp) and tuple(mcp) != tuple(table.get("mcp", ())))
+    theirs = (lab is not None and lab != table.get("lab")) or (
+        mcp is not None and bool(mcp) and tuple(mcp) != tuple(table.get("mcp", ())))
     return ToolEvalSettings(
         lab_reference=lab_reference,
         servers=servers,

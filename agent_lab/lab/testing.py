@@ -80,7 +80,8 @@ def _case_test(lab: Lab, case: Case, surface: Surface) -> Callable[[unittest.Tes
                   f"actual {_shown(grade.actual, run.secrets)}" for grade in failed]
         if run.effect_findings:  # the gate's failure of its own kind: a tool that did what it declares it won't
             lines.append(f"{where}: {len(run.effect_findings)} tool(s) changed the world against their declaration")
-            lines += [f"  {finding.rule}: {SecretMask(run.secrets).text(str(finding))}" for finding in run.effect_findings]
+            mask = SecretMask(run.secrets)
+            lines += [f"  {finding.rule}: {mask.text(str(finding))}" for finding in run.effect_findings]
         if lines:
             self.fail("\n".join(lines))
 

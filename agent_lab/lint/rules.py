@@ -5,9 +5,9 @@ schemas, AL4xx the runtime contract (not judged on a bare server definition, who
 from the import policy), AL5xx the catalog as a whole, AL6xx drift from the contract lockfile, AL7xx
 toxic flows, AL8xx what tool-eval observed a tool's calls do to the lab's world against what the tool
 declares (`observed`: no reading of a definition can find them, so `lint` declares them and tool-eval
-reports them, in its gate and in `tool-effects.sarif`). Each rule names the OWASP MCP Top 10 (MCP01-MCP10) and Top 10 for Agentic Applications
-(ASI01-ASI10) risks it guards against, where one fits; SARIF carries them. A rule that goes keeps its
-id in `RETIRED_RULES`. The README's rule table is generated from this one
+reports them, in its gate and in `tool-effects.sarif`). Each rule names the OWASP MCP Top 10
+(MCP01-MCP10) and Top 10 for Agentic Applications (ASI01-ASI10) risks it guards against, where one fits;
+SARIF carries them. A rule that goes keeps its id in `RETIRED_RULES`. The README's rule table is generated from this one
 (`agent_lab.lint.rules_markdown()` prints it as Markdown), and SARIF output declares every row.
 """
 
