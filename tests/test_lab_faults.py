@@ -13,6 +13,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import sys
 import tempfile
 import threading
 import unittest
@@ -20,7 +21,7 @@ from pathlib import Path
 from unittest import mock
 
 from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
-from agent_lab.lab import Journal, Lab, Surface, evaluate
+from agent_lab.lab import Journal, Lab, LabError, evaluate
 from agent_lab.lab.cases import Case, CaseFileError, load_cases
 from agent_lab.lab.crash import crash_lab_problem, lab_reference
 from agent_lab.lab.fault_store import FaultInjectingStore, FaultPlan
@@ -215,6 +216,18 @@ def _lab_without_directory() -> Lab:
 
 
 MODULE_LEVEL_LAB = _lab_without_directory()
+CHILD_SECRET = "tok_child_secret_4711"
+
+
+def _world_failing_in_the_crash_child(directory: str | None = None) -> TicketBackend:
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None) == "agent_lab.lab.crash":
+        raise RuntimeError(f"cannot open the vault with {CHILD_SECRET}")
+    return TicketBackend(directory=directory)
+
+
+FAILING_CHILD_LAB = Lab(name="failing-child", world=_world_failing_in_the_crash_child, surfaces=tickets.surfaces,
+                        effects=TicketBackend.effect_records, secrets=lambda world: [CHILD_SECRET])
 
 
 class BadFaultStepsTest(unittest.TestCase):
@@ -299,6 +312,16 @@ class BadFaultStepsTest(unittest.TestCase):
             replay_case(case, "baseline", lab=tickets)
         self.assertIn("cases.jsonl:1: 'calls/baseline/1' resolves the key of call 0, but tool 'ticket_operation' "
                       "takes no idempotency key", str(raised.exception))
+
+
+class CrashChildFailureTest(unittest.TestCase):
+    def test_a_lab_that_fails_in_the_child_is_a_lab_error_with_the_worlds_secrets_masked(self) -> None:
+        [case] = [case for case in fault_cases() if case.case_id == CRASH]
+        with self.assertRaises(LabError) as raised:
+            replay_case(case, "candidate", lab=FAILING_CHILD_LAB)
+        message = str(raised.exception)
+        self.assertIn("world() raised RuntimeError: cannot open the vault with", message)
+        self.assertNotIn(CHILD_SECRET, message)
 
 
 class ClockStepTest(unittest.TestCase):

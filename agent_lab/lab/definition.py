@@ -176,10 +176,13 @@ class Lab:
     """A world, the tool surfaces over it, and what the lab observes about it.
 
     - `world(**options)`: a fresh world for every case and surface (options: the case's `world` block,
-      checked against the JSON Schema `world_options`; none when it is None).
+      checked against the JSON Schema `world_options`; none when it is None). A factory that also takes
+      `directory=` keeps the world's state in files there, which is what a crash case needs (the replay
+      passes one for those cases only; see `agent_lab.lab.crash` and `agent_lab.lab.journal`).
     - `surfaces`: at least one candidate; at most one baseline.
     - `effects(world)`: one JSON record per side effect, in order (duplicates: records equal as
-      canonical JSON). `secrets(world)`: strings that must never reach the model (None: the lab has none).
+      canonical JSON). Read at every step boundary too (which calls changed the world: see
+      `agent_lab.lab.observed`), possibly while background calls run: it must only read. `secrets(world)`: strings that must never reach the model (None: the lab has none).
     - `settle(world)`: release operations the world holds and wait until none runs (the `settle` and
       `restart` steps). `writes_started(world)`: how many writes have begun (the `await_write_started` step).
     - `actor`: who `serve-mcp` runs calls as; `cases`: the case files used when none are named.

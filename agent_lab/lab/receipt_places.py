@@ -17,6 +17,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ POSTGRES_DSN_VARIABLE = "AGENT_LAB_POSTGRES_DSN"
 RECEIPT_KINDS = ("memory", "sqlite", "postgres")
 DURABLE = ("sqlite", "postgres")  # stores that outlive the process (a crash case needs one)
 CONNECT_TIMEOUT_S = 10
+# A password in a libpq connection string: `password=...` (keyword form) or `user:...@` (URI form).
+_PASSWORDS = re.compile(r"password\s*=\s*'?([^'\s]+)|//[^:/@\s]+:([^@\s]+)@")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class ReceiptPlace:
                                         connect_timeout=CONNECT_TIMEOUT_S, application_name="agent-lab tool-eval")
             return PostgresReceiptStore(connect, **options)
         return InMemoryReceiptStore(**options)
+
+    def secrets(self) -> frozenset[str]:
+        """What must never show in a message about this place: the DSN, and the password inside it."""
+        if not self.dsn:
+            return frozenset()
+        found = {self.dsn, *(part for groups in _PASSWORDS.findall(self.dsn) for part in groups if part)}
+        return frozenset(value for value in found if len(value) >= 4)
 
     def description(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": self.path, "dsn": self.dsn, "schema": self.schema}

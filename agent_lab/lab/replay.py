@@ -384,8 +384,8 @@ class _Session:
         index = self._new_delivery(call, approval, (CRASH,))
         try:
             answer = deliver_in_child(self._child_job(call, approval))
-        except LabError as error:  # the child's last words may quote the world: mask its secrets
-            raise LabError(SecretMask(frozenset(self.secrets)).text(str(error))) from None
+        except LabError as error:  # the child's last words may quote the world or the DSN: mask them
+            raise LabError(SecretMask(frozenset(self.secrets) | self.place.secrets()).text(str(error))) from None
         view = answer.view if answer.view is not None else CRASHED_VIEW if answer.crashed else UNANSWERED_VIEW
         self._record(index, view)
         self.observer.end(index)
