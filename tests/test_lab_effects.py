@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from agent_lab import Effect, Registry, ToolSpec
+from agent_lab import Effect, Registry, ToolSpec, Validator
 from agent_lab.adapters import mcp_annotations
 from agent_lab.lab import Lab, Surface, evaluate, lab_test_case, run_tool_eval
 from agent_lab.lab.observed import READ_BUT_WROTE, REPEATED_UNDER_KEY
@@ -218,6 +218,8 @@ class EffectsTest(unittest.TestCase):
         self.assertIn("`lying-read` AL801 (error): get_balance is declared read-only",
                       (out / "tool-comparison.md").read_text())
         sarif = json.loads((out / "tool-effects.sarif").read_text())
+        schema = json.loads((HERE.parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json").read_text("utf-8"))
+        self.assertEqual([(error.instance_path, error.message) for error in Validator(schema).errors(sarif)], [])
         [result] = sarif["runs"][0]["results"]
         self.assertEqual((result["ruleId"], result["level"], result["properties"]["surface"]),
                          (READ_BUT_WROTE, "error", "lying-read"))

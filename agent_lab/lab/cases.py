@@ -296,7 +296,7 @@ def _receipt_problems(case: Case) -> list[str]:
 
 def _crash_problems(prefix: str, steps: Sequence[Mapping[str, Any]], case: Case) -> list[str]:
     """A crash loses the process and everything in its memory: the receipts must outlive it."""
-    if case.receipts not in ("memory",):
+    if case.receipts != "memory":
         return []
     return [f"'{prefix}/{position}' crashes the process running the call, and an in-memory receipt store dies "
             "with it: name a store that outlives it (\"receipts\": \"sqlite\" or \"postgres\")"

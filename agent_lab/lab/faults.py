@@ -38,7 +38,7 @@ __all__ = [
     "deliveries",
     "delivers",
     "fault_markers",
-    "has_faults",
+    "signed_seconds",
 ]
 
 CRASH = "crash_after_effect"
@@ -78,7 +78,7 @@ def fault_markers(steps: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     for step in steps:
         marker = step.get("do")
         if marker == CLOCK_STEP:
-            found.append(f"{marker} {_signed(step['seconds'])}")
+            found.append(f"{marker} {signed_seconds(step['seconds'])}")
         elif "times" in step:
             found.append(f"{marker} ×{step['times']}")
         elif marker in FAULT_MARKERS:
@@ -86,11 +86,8 @@ def fault_markers(steps: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def has_faults(steps: Sequence[Mapping[str, Any]] | None) -> bool:
-    return bool(steps) and any(step.get("do") in FAULT_MARKERS for step in steps or ())
-
-
-def _signed(seconds: Any) -> str:
+def signed_seconds(seconds: Any) -> str:
+    """A clock step as reports show it: "+86401 s", "-0.5 s"."""
     value = float(seconds)
     text = f"{value:+g}" if value != int(value) else f"{int(value):+d}"
     return f"{text} s"

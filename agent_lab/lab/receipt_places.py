@@ -28,13 +28,11 @@ from ..stores import InMemoryReceiptStore, PostgresReceiptStore, SqliteReceiptSt
 from .clocks import LabClocks
 from .definition import LabError
 
-__all__ = ["DURABLE", "LAB_FINGERPRINT_KEY", "POSTGRES_DSN_VARIABLE", "RECEIPT_KINDS", "ReceiptPlace",
-           "postgres_problem", "receipt_place"]
+__all__ = ["LAB_FINGERPRINT_KEY", "POSTGRES_DSN_VARIABLE", "ReceiptPlace", "postgres_problem", "receipt_place",
+           "replay_directory"]
 
 LAB_FINGERPRINT_KEY = b"agent-lab tool-eval fingerprint key (fixed so reports are reproducible)"
 POSTGRES_DSN_VARIABLE = "AGENT_LAB_POSTGRES_DSN"
-RECEIPT_KINDS = ("memory", "sqlite", "postgres")
-DURABLE = ("sqlite", "postgres")  # stores that outlive the process (a crash case needs one)
 CONNECT_TIMEOUT_S = 10
 # A password in a libpq connection string: `password=...` (keyword form) or `user:...@` (URI form).
 _PASSWORDS = re.compile(r"password\s*=\s*'?([^'\s]+)|//[^:/@\s]+:([^@\s]+)@")

@@ -38,7 +38,8 @@ from .clocks import LAB_NOW, LabClocks
 from .crash import CRASHED_VIEW, deliver_in_child, lab_reference
 from .definition import Lab, LabError, Surface
 from .fault_store import FaultInjectingStore, FaultPlan
-from .faults import CLOCK_STEP, CRASH, FAIL_RECEIPT_WRITES, LAPSE_LEASE, REDELIVER, RESOLVE, STORE_UNAVAILABLE, TWICE
+from .faults import (CLOCK_STEP, CRASH, FAIL_RECEIPT_WRITES, LAPSE_LEASE, REDELIVER, RESOLVE, STORE_UNAVAILABLE, TWICE,
+                     signed_seconds)
 from .observed import CallFacts, EffectFinding, EffectObserver, call_key, declaration, effect_findings, ran_handler
 from .pointer import MISSING, resolve_pointer
 from .receipt_places import LAB_FINGERPRINT_KEY, ReceiptPlace, receipt_place, replay_directory
@@ -325,7 +326,7 @@ class _Session:
             label = f"{marker} ×{step['times']}"
         elif marker == CLOCK_STEP:
             self.clocks.step_wall_clock(step["seconds"])
-            label = f"{marker} {_signed_seconds(step['seconds'])}"
+            label = f"{marker} {signed_seconds(step['seconds'])}"
         elif marker == LAPSE_LEASE:
             self._lapse_lease()
         self.faults.append(label)
@@ -526,10 +527,6 @@ class _Session:
 def _may_still_run(view: Mapping[str, Any]) -> bool:
     """Whether a delivery that returned may have left its handler running (a timeout does)."""
     return (view.get("error") or {}).get("code") == "tool_timeout"
-
-
-def _signed_seconds(seconds: float) -> str:
-    return f"{seconds:+g} s" if isinstance(seconds, float) and not seconds.is_integer() else f"{int(seconds):+d} s"
 
 
 def shows_secret(view: Any, secrets: frozenset[str]) -> bool:
