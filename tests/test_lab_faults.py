@@ -226,6 +226,9 @@ def _world_failing_in_the_crash_child(directory: str | None = None) -> TicketBac
     return TicketBackend(directory=directory)
 
 
+# A world factory that takes a directory and keeps nothing there: the child's credit is lost to the replay.
+FORGETFUL_LAB = Lab(name="forgetful", world=lambda directory=None: TicketBackend(), surfaces=tickets.surfaces,
+                    effects=TicketBackend.effect_records)
 FAILING_CHILD_LAB = Lab(name="failing-child", world=_world_failing_in_the_crash_child, surfaces=tickets.surfaces,
                         effects=TicketBackend.effect_records, secrets=lambda world: [CHILD_SECRET])
 
@@ -322,6 +325,15 @@ class CrashChildFailureTest(unittest.TestCase):
         message = str(raised.exception)
         self.assertIn("world() raised RuntimeError: cannot open the vault with", message)
         self.assertNotIn(CHILD_SECRET, message)
+
+
+    def test_a_world_that_takes_a_directory_but_keeps_nothing_there_is_a_broken_lab_not_a_pass(self) -> None:
+        [case] = [case for case in fault_cases() if case.case_id == CRASH]
+        for surface in ("candidate", "baseline"):  # killed at the receipt, and killed before the answer
+            with self.subTest(surface=surface), self.assertRaises(LabError) as raised:
+                replay_case(case, surface, lab=FORGETFUL_LAB)
+            self.assertIn("a crash child changed its world, but the replay's world does not show it",
+                          str(raised.exception))
 
 
 class ClockStepTest(unittest.TestCase):

@@ -43,10 +43,12 @@ USER_MODULE_PREFIX = "_agent_lab_user_"  # how agent_lab.lab.loader names a modu
 @dataclass(frozen=True)
 class ChildAnswer:
     """What became of a call handed to a crash child: `view` when it was answered (it changed nothing,
-    so nothing was killed), else `crashed` (killed after the effect) or neither (it hung: killed)."""
+    so nothing was killed), else `crashed` (killed after the effect) or neither (it hung: killed).
+    `world_changed`: whether the child saw its world change before it died."""
 
     view: Optional[Mapping[str, Any]] = None
     crashed: bool = False
+    world_changed: bool = False
 
 
 def lab_reference(lab: Lab) -> Optional[str]:
@@ -106,9 +108,9 @@ def deliver_in_child(job: Mapping[str, Any]) -> ChildAnswer:
         child.kill()
         child.wait()
         raise
-    if child.returncode == -signal.SIGKILL:
-        return ChildAnswer(crashed=True)
     answer = _last_json_line(out)
+    if child.returncode == -signal.SIGKILL:
+        return ChildAnswer(crashed=True, world_changed=answer.get("dying") == {"world_changed": True})
     if child.returncode == 0 and isinstance(answer.get("view"), dict):
         return ChildAnswer(view=answer["view"])
     if child.returncode == LAB_ERROR_EXIT and isinstance(answer.get("lab_error"), str):
@@ -149,7 +151,7 @@ def _deliver(job: Mapping[str, Any]) -> Mapping[str, Any]:
     from ..calls import ToolCall
     from ..policy import Actor, Approval
     from .clocks import LabClocks
-    from .fault_store import FaultInjectingStore, FaultPlan, _die
+    from .fault_store import FaultInjectingStore, FaultPlan, die
     from .loader import load_lab
     from .receipt_places import ReceiptPlace
 
@@ -158,11 +160,15 @@ def _deliver(job: Mapping[str, Any]) -> Mapping[str, Any]:
     world = lab.new_world(job["world_options"], directory=job["world_directory"])
     clocks = LabClocks(wall=job["wall"], monotonic=job["monotonic"])
     plan = FaultPlan()
-    plan.crash_on_complete = True
     store = FaultInjectingStore(ReceiptPlace.described(job["receipts"]).open(clocks), plan)
     registry = lab.build(surface, world, receipts=store, clock=clocks.wall,
                          cursor_secret=bytes.fromhex(job["cursor_secret"]))
     before = lab.effects_of(world)
+
+    def last_words() -> None:  # so the replay can tell a world that kept the effect from one that lost it
+        _answer({"dying": {"world_changed": lab.effects_of(world) != before}})
+
+    plan.crash_on_complete = last_words
     actor = job["actor"]
     call = job["call"]
     approval = Approval(**job["approval"]) if job.get("approval") is not None else None
@@ -172,7 +178,8 @@ def _deliver(job: Mapping[str, Any]) -> Mapping[str, Any]:
                              approval=approval)
     registry.wait_settled(CHILD_SETTLE_S)  # a receipt written late is written here: and dies here
     if lab.effects_of(world) != before:  # no receipt to die at (a call without a key): die before answering
-        _die()
+        _answer({"dying": {"world_changed": True}})
+        die()
     return result.to_model()
 
 

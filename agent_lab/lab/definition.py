@@ -182,7 +182,8 @@ class Lab:
     - `surfaces`: at least one candidate; at most one baseline.
     - `effects(world)`: one JSON record per side effect, in order (duplicates: records equal as
       canonical JSON). Read at every step boundary too (which calls changed the world: see
-      `agent_lab.lab.observed`), possibly while background calls run: it must only read. `secrets(world)`: strings that must never reach the model (None: the lab has none).
+      `agent_lab.lab.observed`), possibly while background calls run: it must only read.
+      `secrets(world)`: strings that must never reach the model (None: the lab has none).
     - `settle(world)`: release operations the world holds and wait until none runs (the `settle` and
       `restart` steps). `writes_started(world)`: how many writes have begun (the `await_write_started` step).
     - `actor`: who `serve-mcp` runs calls as; `cases`: the case files used when none are named.

@@ -8,9 +8,10 @@ raises, and change nothing. The registry then does what it does with such a stor
 before any effect (`receipt_store_unavailable`), or keeps the key and retries the receipt in the
 background, and gives the key up as `unknown` (never free) when the retries fail too.
 
-In a crash child (`agent_lab.lab.crash`) the plan's `crash_on_complete` makes `complete` kill the
-process with SIGKILL before the receipt is written: the handler has run, its effect has happened, and
-nothing the process meant to do after that happens.
+In a crash child (`agent_lab.lab.crash`) the plan's `crash_on_complete` (a function to call first: the
+child's last words to the replay) makes `complete` kill the process with SIGKILL before the receipt is
+written: the handler has run, its effect has happened, and nothing the process meant to do after that
+happens.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import os
 import signal
 import threading
 import time
-from typing import Any, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional
 
 from ..stores.protocol import Lapse, ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, Reservation
 
-__all__ = ["FaultInjectingStore", "FaultPlan"]
+__all__ = ["FaultInjectingStore", "FaultPlan", "die"]
 
 
 class FaultPlan:
@@ -34,7 +35,7 @@ class FaultPlan:
         self._lock = threading.Lock()
         self._refusals = {"reserve": 0, "complete": 0}
         self.refused = {"reserve": 0, "complete": 0}  # what was refused so far, for the reports
-        self.crash_on_complete = False
+        self.crash_on_complete: Optional[Callable[[], None]] = None
 
     def refuse(self, operation: str, times: int) -> None:
         """Refuse the next `times` calls of `operation` ("reserve" or "complete")."""
@@ -77,8 +78,9 @@ class FaultInjectingStore:
 
     def complete(self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *,
                  timeout_s: Optional[float] = None) -> bool:
-        if self.plan.crash_on_complete:
-            _die()
+        if self.plan.crash_on_complete is not None:
+            self.plan.crash_on_complete()
+            die()
         if self.plan.take("complete"):
             raise ReceiptStoreUnavailable("the receipt could not be written (a fault the case injected)")
         return self.inner.complete(key, owner, record, timeout_s=timeout_s)
@@ -110,7 +112,7 @@ class FaultInjectingStore:
         return f"FaultInjectingStore({self.inner!r})"
 
 
-def _die() -> None:
+def die() -> None:
     """SIGKILL this process: no handler, no `finally`, no flush runs (what a killed worker leaves)."""
     os.kill(os.getpid(), signal.SIGKILL)
     while True:  # pragma: no cover - the signal is delivered before kill() returns to a single-threaded

@@ -389,7 +389,11 @@ class _Session:
             raise LabError(SecretMask(frozenset(self.secrets) | self.place.secrets()).text(str(error))) from None
         view = answer.view if answer.view is not None else CRASHED_VIEW if answer.crashed else UNANSWERED_VIEW
         self._record(index, view)
+        changes = len(self.observer.changes)
         self.observer.end(index)
+        if answer.world_changed and len(self.observer.changes) == changes:
+            raise LabError(f"lab {self.lab.name!r}: a crash child changed its world, but the replay's world does not "
+                           "show it: world(directory=...) must keep what effects(world) reads in files there")
         what = "killed" if answer.crashed else "no effect: not killed" if answer.view is not None else "hung: killed"
         self.faults.append(f"{CRASH} ({what})")
         self._restart()
