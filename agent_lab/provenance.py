@@ -24,7 +24,9 @@ from typing import Any, Mapping
 
 from .frozenjson import freeze
 
-__all__ = ["Provenance", "server_uri"]
+__all__ = ["HINT_NAMES", "Provenance", "server_uri"]
+
+HINT_NAMES = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 MAX_VERSION_CHARS = 64
 """A server's version as shown: longer is cut (it is the server's text, shown to people)."""
@@ -52,6 +54,10 @@ class Provenance:
     labels: tuple[str, ...] = ()  # the policy entry's data-flow labels ("private-data", "-external-sink", ...)
     lock: str | None = None  # the lockfile's verdict at import: "match", "drifted", "unlocked" (None: no lock)
     definition: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)  # the tool as listed
+    # The MCP hints the server declared (readOnlyHint, destructiveHint, idempotentHint, openWorldHint:
+    # those it set to true or false), untrusted: hosts act on them, so tool-eval checks them against what
+    # the tool's calls did (agent_lab.lab.observed). Not in `to_dict`: the contract hash covers them.
+    hints: tuple[tuple[str, bool], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("server", "transport", "address", "protocol_version", "contract_hash"):
@@ -75,6 +81,17 @@ class Provenance:
             if not isinstance(self.definition, Mapping):
                 raise ValueError("Provenance.definition must be the tool as listed (a mapping) or None")
             object.__setattr__(self, "definition", freeze(self.definition))
+        hints = tuple((name, value) for name, value in self.hints)
+        if not all(name in HINT_NAMES and isinstance(value, bool) for name, value in hints):
+            raise ValueError(f"Provenance.hints must be (name, true or false) pairs of {', '.join(HINT_NAMES)}")
+        object.__setattr__(self, "hints", hints)
+
+    @staticmethod
+    def hints_of(annotations: Any) -> tuple[tuple[str, bool], ...]:
+        """The hints a server's `annotations` declare (only true or false values of the four MCP hints)."""
+        if not isinstance(annotations, dict):
+            return ()
+        return tuple((name, annotations[name]) for name in HINT_NAMES if isinstance(annotations.get(name), bool))
 
     @property
     def artifact_uri(self) -> str:

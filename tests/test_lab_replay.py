@@ -9,6 +9,7 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
+from agent_lab.calls import ToolCall
 from agent_lab.lab.backend import TicketBackend
 from agent_lab.lab.baseline import build_baseline_registry
 from agent_lab.lab.candidate import build_candidate_registry, candidate_specs
@@ -165,11 +166,11 @@ class UnansweredCallTest(unittest.TestCase):
         never = threading.Event()
         real_invoke = replay._Session._invoke
 
-        def first_call_never_returns(session: object, index: int, *args: object) -> None:
-            if index == 0:
+        def first_call_never_returns(session: object, registry: object, call: ToolCall, *args: object) -> object:
+            if call.call_id == "stuck:typed-registry-v2:0":
                 never.wait(30)
-                return
-            real_invoke(session, index, *args)
+                raise SystemExit  # the thread ends here without a result (a background thread's exit)
+            return real_invoke(session, registry, call, *args)
 
         with mock.patch.object(replay._Session, "_invoke", first_call_never_returns), \
                 mock.patch.object(replay, "WAIT_LIMIT_S", 0.01):

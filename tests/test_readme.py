@@ -71,8 +71,8 @@ class GateYourOwnToolsTest(unittest.TestCase):
                               text=True, timeout=120)
 
     def test_the_walkthrough_names_a_lab_its_cases_the_table_and_a_test_module(self) -> None:
-        self.assertEqual(sorted(self.files), ["pyproject.toml", "refund-cases.jsonl", "refunds_lab.py",
-                                              "tests/test_tool_contracts.py"])
+        self.assertEqual(sorted(self.files), ["pyproject.toml", "refund-cases.jsonl", "refund-fault-cases.jsonl",
+                                              "refunds_lab.py", "tests/test_tool_contracts.py"])
 
     def test_the_table_alone_runs_a_passing_gate_with_the_baselines_effects_and_leaks_counted(self) -> None:
         done = self.run_here("-m", "agent_lab", "tool-eval")
@@ -81,6 +81,35 @@ class GateYourOwnToolsTest(unittest.TestCase):
         typed, wide = surfaces["refunds-typed-v2"], surfaces["refunds-wide-v1"]
         self.assertEqual((typed["cases_passed"], typed["cases"]), (3, 3))
         self.assertEqual((wide["cases_passed"], wide["duplicate_side_effects"], wide["secret_leaks"]), (0, 1, 1))
+
+    def test_the_five_fault_cases_run_from_the_docs_alone_and_only_the_wide_surface_repeats_refunds(self) -> None:
+        done = self.run_here("-m", "agent_lab", "tool-eval", "--cases", "refund-cases.jsonl",
+                             "--cases", "refund-fault-cases.jsonl")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        surfaces = json.loads((self.dir / "reports" / "tool-comparison.json").read_text(encoding="utf-8"))["surfaces"]
+        typed, wide = surfaces["refunds-typed-v2"], surfaces["refunds-wide-v1"]
+        self.assertEqual((typed["fault_cases"], typed["fault_cases_passed"], typed["fault_duplicate_side_effects"]),
+                         (5, 5, 0))
+        self.assertEqual((wide["fault_cases"], wide["fault_cases_passed"], wide["fault_duplicate_side_effects"]),
+                         (5, 0, 5))
+        runs = [json.loads(line) for line in (self.dir / "reports" / "tool-runs.jsonl").read_text(encoding="utf-8")
+                .splitlines()]
+        crashed = [run for run in runs if run["kind"] == "call" and "crashed" in run["result"]]
+        self.assertEqual([run["surface"] for run in crashed], ["refunds-wide-v1", "refunds-typed-v2"])  # killed
+        refunds = {run["surface"]: run["side_effects"] for run in runs
+                   if run["kind"] == "case" and run["case_id"] == "crash-after-refund"}
+        self.assertEqual(refunds, {"refunds-wide-v1": 2, "refunds-typed-v2": 1})
+
+    def test_a_crash_case_runs_when_the_lab_is_named_by_its_file_path(self) -> None:
+        # The crash child imports the lab as the parent did: here from a file outside the repository.
+        crash = (self.dir / "refund-fault-cases.jsonl").read_text(encoding="utf-8").splitlines()[0]
+        (self.dir / "crash.jsonl").write_text(crash + "\n", encoding="utf-8")
+        done = subprocess.run([sys.executable, "run_lab.py", "tool-eval", "--lab", f"{self.dir / 'refunds_lab.py'}:lab",
+                               "--cases", str(self.dir / "crash.jsonl"), "--out", str(self.dir / "out")],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        runs = (self.dir / "out" / "tool-runs.jsonl").read_text(encoding="utf-8")
+        self.assertEqual(runs.count('"crashed":'), 2)
 
     def test_run_lab_py_takes_the_lab_file_by_path(self) -> None:
         done = subprocess.run([sys.executable, "run_lab.py", "tool-eval", "--lab", f"{self.dir / 'refunds_lab.py'}:lab",

@@ -8,7 +8,6 @@ and exit code 2, and nothing is written.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import os
@@ -19,14 +18,14 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-from agent_lab import ToolSpec, cli
+from agent_lab import cli
 from agent_lab.lab.reports import REPORT_FILES
 from agent_lab.lab.shards import SHARD_FILE, Shard, ShardError, select_cases, shard_assignment
 from agent_lab.lab.cases import load_cases
-from agent_lab.lab.definition import Surface
+from agent_lab.lab.loader import load_lab
 from agent_lab.lab.tickets import CASES as SHIPPED_CASES
 from agent_lab.lab.tickets import lab as ticket_lab
-from agent_lab.lab.tickets.candidate import CANDIDATE_NAME, build_candidate_registry
+from agent_lab.lab.tickets.candidate import CANDIDATE_NAME
 from agent_lab.lab.tool_eval import run_tool_eval
 from agent_lab.lab.tickets.world import TicketBackend
 
@@ -173,16 +172,7 @@ class ShardedRunTest(unittest.TestCase):
         self.assertNotEqual(first["digest"], second["digest"])
 
     def test_shards_of_different_surface_catalogs_are_refused(self) -> None:
-        def build_with_one_more_tool(world: Any, **options: Any) -> Any:
-            registry = build_candidate_registry(world, **options)
-            registry.register(ToolSpec(name="ping", description="Answer pong; changes nothing.",
-                                       input_schema={"type": "object", "additionalProperties": False},
-                                       output_schema={"type": "object"}), lambda arguments: {})
-            return registry
-
-        surfaces = [surface if surface.baseline else Surface(CANDIDATE_NAME, build_with_one_more_tool)
-                    for surface in ticket_lab.surfaces]
-        other_lab = dataclasses.replace(ticket_lab, surfaces=surfaces)
+        other_lab = load_lab(str(Path(__file__).resolve().parent / "labs" / "one_more_tool_lab.py") + ":lab")
         other = self.dir / "other-catalog"
         with contextlib.redirect_stderr(io.StringIO()):
             run_tool_eval([CASES], out_dir=other, lab=other_lab, shard=Shard(1, SHARDS))

@@ -43,6 +43,7 @@ MODEL_VIEW = "model view"  # what the model is sent: the registry's already reda
 NO_VALUES = "no values"  # records that hold no argument or output value by construction
 CALL = "the call"  # a tool call's arguments sent to the server that runs the tool: what the handler is for
 LOGS = "logs"  # log calls: tool, exception type, call id; a handler's text never (test_logs_never_leak)
+WORLD = "the world"  # a lab's world keeping its own state (what its tools act on), in the replay's own directory
 
 # module:function (dotted for nested and methods; "*" for every function of a module) -> (kind, why)
 WRITERS: dict[str, tuple[str, str]] = {
@@ -87,6 +88,10 @@ WRITERS: dict[str, tuple[str, str]] = {
         MODEL_VIEW, "the stand-in model server's answers, from the scripted agent"),
     "modeleval/loopback.py:main": (NO_RUN_SECRET, "the stand-in server's URL"),
     "bench/*": (NO_RUN_SECRET, "benchmark figures and the bench's own synthetic case files"),
+    "lab/journal.py:Journal.append": (WORLD, "a world's records, appended by the lab's own code to a file in the "
+                                             "directory the replay gave that world (a crash case's): its state"),
+    "lab/crash.py:_answer": (MODEL_VIEW, "a crash child's answer to the replay that started it, over a pipe: "
+                                         "the call's ToolResult.to_model(), or a LabError (the replay masks it)"),
 }
 LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "
@@ -287,7 +292,7 @@ class ReportsOfBothCommandsTest(unittest.TestCase):
     def test_both_commands_ran_and_the_surface_showed_the_model_the_secrets(self) -> None:
         self.assertEqual(self.tool_eval[0], 1, self.tool_eval[1])  # the gate fails: the surface shows secrets
         self.assertEqual(self.model_eval[0], 0, self.model_eval[1])
-        self.assertEqual(len([name for name in self.files if name.startswith("tool/")]), 6)
+        self.assertEqual(len([name for name in self.files if name.startswith("tool/")]), 7)
         self.assertEqual(len([name for name in self.files if name.startswith("model/")]), 5)
         self.assertIn("secrets_masked", self.files["tool/tool-failures.md"])
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # at run time each name is imported on first use (PEP 562): `tool-eval` never loads unittest
     from .definition import Lab, LabError, Surface
+    from .journal import Journal
     from .loader import load_lab, load_registry
     from .testing import lab_test_case
     from .tool_eval import Evaluation, evaluate, merge_tool_eval, run_tool_eval
@@ -21,6 +22,7 @@ _EXPORTS = {
     "Lab": "definition",
     "LabError": "definition",
     "Surface": "definition",
+    "Journal": "journal",
     "load_lab": "loader",
     "load_registry": "loader",
     "lab_test_case": "testing",
@@ -32,6 +34,7 @@ _EXPORTS = {
 
 __all__ = [
     "Evaluation",
+    "Journal",
     "Lab",
     "LabError",
     "Surface",

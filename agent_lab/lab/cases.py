@@ -20,6 +20,7 @@ from ..jsonvalue import json_type, pointer_join
 from ..policy import Actor
 from ..schema import MAX_INSTANCE_DEPTH, Validator
 from .definition import EXPECTATION_KEYS, Lab
+from .faults import ARMING_MARKERS, CRASH, REDELIVER, RESOLVE, TWICE, deliveries, delivers
 from .jsonl import LineProblem, NotPlainJSON, lone_surrogate_at, read_lines, read_plain_json
 
 __all__ = ["Case", "CaseFileError", "CaseProblem", "case_schema", "load_cases"]
@@ -90,7 +91,9 @@ class Case:
         return Actor(id=self.actor["id"], tenant=self.actor["tenant"], permissions=frozenset(self.actor["permissions"]))
 
     def call_count(self, surface: str, role: str | None = None) -> int:
-        return sum(1 for step in self.steps_for(surface, role) or () if "tool" in step)
+        """How many results the surface's steps produce: one per delivery (a call or a `redeliver`),
+        two for a delivery armed by `deliver_twice`."""
+        return deliveries(self.steps_for(surface, role) or ())
 
 
 def _key_for(blocks: Mapping[str, Any], surface: str, role: str | None) -> str | None:
@@ -198,14 +201,16 @@ def _build_case(data: Mapping[str, Any], path: str, line_number: int) -> Case:
 def _consistency_problems(case: Case) -> list[str]:
     """What the schema cannot say, per block of steps as written: the steps can run, and the
     expectation can fail (without a lab, a key of `calls` is taken as a surface name)."""
-    found = []
+    found = _receipt_problems(case)
     if case.shared_calls:
         found += _step_problems("calls", case.shared_calls)
+        found += _crash_problems("calls", case.shared_calls, case)
         named = [key for key in case.expected if key not in EXPECTATION_KEYS] or [""]
         for key in named:
             found += _expectation_problems(key or "every surface", case.expectation(key), case.call_count(key))
     for key, steps in case.calls.items():
         found += _step_problems(f"calls/{key}", steps)
+        found += _crash_problems(f"calls/{key}", steps, case)
         found += _expectation_problems(key, case.expectation(key), case.call_count(key))
     return found
 
@@ -218,6 +223,7 @@ def _lab_problems(case: Case, lab: Lab) -> list[str]:
     if found:
         return found
     found += _world_problems(case.world, lab)
+    found += _receipt_problems(case)
     found += [f"'expected/{key}' describes surface {lab.surface(key).name!r}, which this case does not run"
               for key in case.expected if key not in EXPECTATION_KEYS
               and case.steps_for(lab.surface(key).name, lab.surface(key).role) is None]
@@ -227,6 +233,7 @@ def _lab_problems(case: Case, lab: Lab) -> list[str]:
             continue
         prefix = "calls" if case.shared_calls else f"calls/{_key_for(case.calls, surface.name, surface.role)}"
         found += _step_problems(prefix, steps)
+        found += _crash_problems(prefix, steps, case)
         found += _marker_problems(prefix, steps, lab)
         expectation = case.expectation(surface.name, surface.role)
         found += _expectation_problems(surface.name, expectation, case.call_count(surface.name, surface.role))
@@ -261,34 +268,82 @@ def _world_problems(world: Mapping[str, Any], lab: Lab) -> list[str]:
 
 
 def _marker_problems(prefix: str, steps: Sequence[Mapping[str, Any]], lab: Lab) -> list[str]:
-    if lab.writes_started is not None:
+    """What the markers ask of the lab: a way to tell when a write starts, and for a crash a world that
+    lives in files and a lab a child process can import."""
+    found = []
+    for position, step in enumerate(steps):
+        marker = step.get("do")
+        if marker == "await_write_started" and lab.writes_started is None:
+            found.append(f"'{prefix}/{position}' waits for a write, but lab {lab.name!r} cannot tell when one starts "
+                         "(Lab(writes_started=...))")
+        elif marker == CRASH:
+            from .crash import crash_lab_problem
+
+            problem = crash_lab_problem(lab)
+            if problem is not None:
+                found.append(f"'{prefix}/{position}' crashes a child process, but {problem}")
+    return found
+
+
+def _receipt_problems(case: Case) -> list[str]:
+    if case.receipts != "postgres":
         return []
-    return [f"'{prefix}/{position}' waits for a write, but lab {lab.name!r} cannot tell when one starts "
-            "(Lab(writes_started=...))" for position, step in enumerate(steps) if step.get("do") == "await_write_started"]
+    from .receipt_places import postgres_problem
+
+    problem = postgres_problem()
+    return [] if problem is None else [f"'receipts' is postgres: {problem}"]
+
+
+def _crash_problems(prefix: str, steps: Sequence[Mapping[str, Any]], case: Case) -> list[str]:
+    """A crash loses the process and everything in its memory: the receipts must outlive it."""
+    if case.receipts != "memory":
+        return []
+    return [f"'{prefix}/{position}' crashes the process running the call, and an in-memory receipt store dies "
+            "with it: name a store that outlives it (\"receipts\": \"sqlite\" or \"postgres\")"
+            for position, step in enumerate(steps) if step.get("do") == CRASH]
 
 
 def _step_problems(prefix: str, steps: Sequence[Mapping[str, Any]]) -> list[str]:
-    """References must name a call whose result exists by then; waiting for a write needs one in flight."""
+    """References must name a call whose result exists by then; waiting for a write needs one in flight;
+    a redelivery or a resolution needs an earlier call; an arming marker needs a delivery right after it."""
     found = []
     answered: set[int] = set()  # calls whose result the replay holds when the next step starts
-    in_flight: set[int] = set()  # background calls not yet settled
+    in_flight: set[int] = set()  # background calls (and calls delivered twice) not yet settled
     calls = 0
+    armed: dict[str, int] = {}  # arming marker -> its position, waiting for the next delivery
     for position, step in enumerate(steps):
         where = f"{prefix}/{position}"
         marker = step.get("do")
+        if armed and not delivers(step) and marker not in ARMING_MARKERS:
+            found += [f"'{prefix}/{at}' ({name}) must be followed by a call or a redeliver step"
+                      for name, at in armed.items()]
+            armed.clear()
         if marker in ("settle", "restart"):
             answered |= in_flight
             in_flight.clear()
         elif marker == "await_write_started" and not in_flight:
             found.append(f"'{where}' waits for a write, but no background call is in flight by then")
-        if marker is not None:
+        elif marker in (REDELIVER, RESOLVE) and calls == 0:
+            found.append(f"'{where}' ({marker}) acts on the latest call, but no call comes before it")
+        elif marker in ARMING_MARKERS:
+            if armed:
+                found.append(f"'{where}' ({marker}) cannot apply to the same delivery as {', '.join(armed)}")
+            armed[marker] = position
+        if not delivers(step):
             continue
-        for pointer, reference in _references(step["arguments"], ""):
-            problem = _reference_problem(f"{where}/arguments{pointer}", reference, answered)
-            if problem is not None:
-                found.append(problem)
-        (in_flight if step.get("background") else answered).add(calls)
-        calls += 1
+        if "tool" in step:
+            for pointer, reference in _references(step["arguments"], ""):
+                problem = _reference_problem(f"{where}/arguments{pointer}", reference, answered)
+                if problem is not None:
+                    found.append(problem)
+        if CRASH in armed and step.get("background"):
+            found.append(f"'{where}' is the call that crashes, which runs in the foreground: drop 'background'")
+        count = 2 if TWICE in armed else 1
+        for _ in range(count):
+            (in_flight if step.get("background") or TWICE in armed else answered).add(calls)
+            calls += 1
+        armed.clear()
+    found += [f"'{prefix}/{at}' ({name}) must be followed by a call or a redeliver step" for name, at in armed.items()]
     return found
 
 

@@ -184,10 +184,14 @@ class Lab:
     """A world, the tool surfaces over it, and what the lab observes about it.
 
     - `world(**options)`: a fresh world for every case and surface (options: the case's `world` block,
-      checked against the JSON Schema `world_options`; none when it is None).
+      checked against the JSON Schema `world_options`; none when it is None). A factory that also takes
+      `directory=` keeps the world's state in files there, which is what a crash case needs (the replay
+      passes one for those cases only; see `agent_lab.lab.crash` and `agent_lab.lab.journal`).
     - `surfaces`: at least one candidate; at most one baseline.
     - `effects(world)`: one JSON record per side effect, in order (duplicates: records equal as
-      canonical JSON). `secrets(world)`: strings that must never reach the model (None: the lab has none).
+      canonical JSON). Read at every step boundary too (which calls changed the world: see
+      `agent_lab.lab.observed`), possibly while background calls run: it must only read.
+      `secrets(world)`: strings that must never reach the model (None: the lab has none).
     - `settle(world)`: release operations the world holds and wait until none runs (the `settle` and
       `restart` steps). `writes_started(world)`: how many writes have begun (the `await_write_started` step).
     - `actor`: who `serve-mcp` runs calls as; `cases`: the case files used when none are named.
@@ -283,10 +287,14 @@ class Lab:
 
     # -- calling the lab's own code --------------------------------------------------------------------
 
-    def new_world(self, options: Mapping[str, Any] | None = None) -> Any:
-        """A fresh world (LabError when the factory raises)."""
+    def new_world(self, options: Mapping[str, Any] | None = None, *, directory: str | None = None) -> Any:
+        """A fresh world (LabError when the factory raises); with `directory`, one that keeps its state in
+        files there (`world(directory=..., **options)`: what a crash case needs, see `agent_lab.lab.crash`)."""
+        arguments = dict(options or {})
+        if directory is not None:
+            arguments["directory"] = directory
         try:
-            return self.world(**dict(options or {}))
+            return self.world(**arguments)
         except BaseException as error:  # noqa: BLE001 - the lab's own code: any failure (sys.exit too) is a broken lab
             raise _hook_error("world()", error) from None
 

@@ -12,16 +12,21 @@ Definitions (also in README.md):
 - secret leaks: calls whose model view contains a secret of the world.
 - catalog bytes: UTF-8 length of the compact JSON (separators "," ":") of `Registry.catalog()`, i.e.
   what a model is sent to learn the tools; catalog tokens: ceil(bytes / 4), a common rough estimate.
+- fault cases: cases whose steps for the surface hold a fault marker (`agent_lab.lab.faults`), with how
+  many passed, the side effects they left and the duplicates among them.
+- effect findings: (case, tool, rule) where a tool's calls did to the world what the tool declared they
+  would not (AL801 a read that wrote, AL802 an idempotent tool that repeated under one key; see
+  `agent_lab.lab.observed`), counted when the project's lint configuration enables the rule.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..lint import RULES_BY_ID, LintConfig, Severity, lint_catalog
+from ..lint import RULES, RULES_BY_ID, Finding, LintConfig, Severity, lint_catalog
 from ..registry import Registry
 from .cases import Case
 from .grading import Grade, case_passed
@@ -35,6 +40,7 @@ __all__ = [
     "catalog_size",
     "compare",
     "gate_checks",
+    "observed_findings",
     "surface_catalog",
     "surface_metrics",
 ]
@@ -81,6 +87,11 @@ class SurfaceCatalog:
     redact_fields: frozenset[str]  # every field some tool redacts
     servers: tuple[dict[str, Any], ...] = ()  # the MCP servers its tools were imported from (Provenance)
     output_schema_required: bool = True  # False: AL403 is off in the lint configuration, for the gate too
+    # The observed rules (AL8xx) the lint configuration enables, with the severity it gives each; and
+    # where each tool is defined (`agent_lab.lint.locate`), for tool-effects.sarif.
+    observed_rules: Mapping[str, Severity] = field(
+        default_factory=lambda: {rule.id: rule.severity for rule in RULES if rule.observed})
+    locations: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,10 +116,13 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None, *
     `lint_config`: the project's `[tool.agent-lab.lint]`, default every rule at its default severity)
     finds at error level: the same findings `agent-lab lint` reports for this surface. `lint=False`
     (a baseline: only candidates gate on findings) runs no rule and reports none."""
+    from ..lint.locate import locate_tools
+
     specs = [registry.spec(name) for name in registry.names()]
     size, tokens = catalog_size(registry)
     findings = lint_catalog(specs, config=lint_config) if lint else []
     errors = [finding for finding in findings if finding.severity is Severity.ERROR]
+    config = lint_config if lint_config is not None else LintConfig()
     return SurfaceCatalog(
         tools=len(specs),
         catalog_bytes=size,
@@ -118,6 +132,8 @@ def surface_catalog(registry: Registry, lint_config: LintConfig | None = None, *
         output_schema_required=(lint_config or LintConfig()).enabled(RULES_BY_ID["AL403"]),
         redact_fields=frozenset(field for spec in specs for field in spec.redact),
         servers=_servers(specs),
+        observed_rules={rule.id: config.severity_of(rule) for rule in RULES if rule.observed and config.enabled(rule)},
+        locations=locate_tools(registry),
     )
 
 
@@ -146,6 +162,7 @@ def surface_metrics(name: str, role: str, results: Sequence[CaseResult], catalog
     actionable = [error for error in errors if error.get("next_action") != NOT_ACTIONABLE]
     passed = sum(result.passed for result in results)
     runs = [result.run for result in results if result.run is not None]
+    faulted = [result for result in results if result.run is not None and result.run.faults]
     return {
         "name": name,
         "role": role,
@@ -161,6 +178,13 @@ def surface_metrics(name: str, role: str, results: Sequence[CaseResult], catalog
         "unsafe_side_effects": sum(result.unsafe_side_effects for result in results),
         "duplicate_side_effects": sum(run.duplicate_side_effects for run in runs),
         "secret_leaks": sum(call.leaked_secret for call in calls),
+        "fault_cases": len(faulted),
+        "fault_cases_passed": sum(result.passed for result in faulted),
+        "fault_side_effects": sum(result.run.side_effects for result in faulted if result.run is not None),
+        "fault_duplicate_side_effects": sum(result.run.duplicate_side_effects for result in faulted
+                                            if result.run is not None),
+        "effect_findings": sum(finding.rule in catalog.observed_rules
+                               for run in runs for finding in run.effect_findings),
         "tools": catalog.tools,
         "catalog_bytes": catalog.catalog_bytes,
         "catalog_tokens_estimate": catalog.catalog_tokens,
@@ -209,4 +233,25 @@ def gate_checks(name: str, metrics: Mapping[str, Any], results: Sequence[CaseRes
         GateCheck(f"{name} has no error-level lint finding", not catalog.lint_errors,
                   "; ".join(catalog.lint_errors) or "none"),
     ]
+    observed = [finding for finding in observed_findings(name, results, catalog) if finding.severity is Severity.ERROR]
+    checks.append(GateCheck(f"{name}'s tools change the world only as they declare", not observed,
+                            "; ".join(f"{finding.rule} {finding.message}" for finding in observed)
+                            or "no call changed the world against its tool's declaration"))
     return checks
+
+
+def observed_findings(surface: str, results: Sequence[CaseResult], catalog: SurfaceCatalog) -> list[Finding]:
+    """The surface's effect findings as lint findings: one per tool and observed rule the configuration
+    enables (at the severity it gives), naming every case and call where it was seen. In the order the
+    tools were first caught."""
+    cases: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for result in results:
+        for finding in result.run.effect_findings if result.run is not None else ():
+            if finding.rule in catalog.observed_rules:
+                cases.setdefault((finding.tool, finding.rule), []).append((result.case.case_id, finding))
+    findings = []
+    for (tool, rule), seen in cases.items():
+        where = "; ".join(f"case {case_id}, call(s) {', '.join(map(str, finding.calls))}" for case_id, finding in seen)
+        findings.append(Finding(rule=rule, severity=catalog.observed_rules[rule], tool=tool, surface=surface,
+                                message=f"{seen[0][1].message} ({where})"))
+    return findings

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..redaction import SecretMask
+from .fault_reports import effect_failures, effects_sarif, fault_section
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
 __all__ = ["REPORT_FILES", "SCOPE", "ReportWriteError", "check_report_targets", "display_path", "json_line",
            "render_reports", "write_files"]
 
 REPORT_FILES = ("tool-comparison.json", "tool-comparison.md", "tool-comparison.svg", "tool-failures.md",
-                "tool-runs.jsonl", "junit.xml")
+                "tool-runs.jsonl", "tool-effects.sarif", "junit.xml")
 SCOPE = (
     "Every case replays fixed, hand-written proposals, so these figures test the runtime and the "
     "tool surface (what each strategy does with a given call), not a model's choice of tools or arguments. "
@@ -63,6 +64,7 @@ def render_reports(evaluation: Any) -> dict[str, str]:
         "tool-comparison.svg": _chart_svg(evaluation),
         "tool-failures.md": _failures_md(evaluation),
         "tool-runs.jsonl": _runs_jsonl(evaluation),
+        "tool-effects.sarif": effects_sarif(evaluation),
         "junit.xml": _junit_xml(evaluation),
     }
     if getattr(evaluation, "shard", None) is not None:  # one shard of a case set: what the merge needs
@@ -275,6 +277,10 @@ def _comparison_json(evaluation: Any) -> str:
             "unsafe_side_effects": "effects beyond each case's expected count, summed",
             "duplicate_side_effects": "effects that exactly repeat an earlier effect of the same case",
             "cases_not_run": "cases without steps for the surface: never counted as passed",
+            "fault_cases": "cases whose steps for the surface inject a fault (a fault marker)",
+            "fault_duplicate_side_effects": "duplicate side effects of the fault cases",
+            "effect_findings": "(case, tool, rule) where a tool's calls changed the world against its declaration "
+                               "(AL801, AL802)",
         },
         "scope": SCOPE,
     }
@@ -289,6 +295,9 @@ def _verdict(result: CaseResult) -> dict[str, Any]:
         "failed_grades": [grade.name for grade in _failed(result)],
         "side_effects": run.side_effects if run is not None else None,
         "duplicate_side_effects": run.duplicate_side_effects if run is not None else None,
+        **({"faults": list(run.faults)} if run is not None and run.faults else {}),
+        **({"effect_findings": [finding.to_dict() for finding in run.effect_findings]}
+           if run is not None and run.effect_findings else {}),
     }
 
 
@@ -305,6 +314,11 @@ _METRIC_ROWS = (
     ("unsafe side effects", "unsafe_side_effects"),
     ("duplicate side effects", "duplicate_side_effects"),
     ("secret leaks (calls)", "secret_leaks"),
+    ("fault cases run", "fault_cases"),
+    ("fault cases passed", "fault_cases_passed"),
+    ("side effects of fault cases", "fault_side_effects"),
+    ("duplicate side effects of fault cases", "fault_duplicate_side_effects"),
+    ("effect findings (AL801, AL802)", "effect_findings"),
     ("tools in catalog", "tools"),
     ("catalog bytes", "catalog_bytes"),
     ("catalog tokens (est.)", "catalog_tokens_estimate"),
@@ -351,7 +365,8 @@ def _comparison_md(evaluation: Any) -> str:
         "",
     ]
     lines += [f"- [{'x' if check.passed else ' '}] {check.name}: {_markdown(check.detail)}" for check in evaluation.gate]
-    lines += ["", "## Changed cases", ""] + _changed_cases(evaluation)
+    lines += ["", *fault_section(evaluation, lambda text: _markdown(_inline(text)))]
+    lines += ["## Changed cases", ""] + _changed_cases(evaluation)
     lines += ["", "## Every case", "",
               "| case | intent | " + " | ".join(surface.name for surface in surfaces) + " |",
               "| --- | --- |" + " --- |" * len(surfaces)]
@@ -411,6 +426,7 @@ _CHART_ROWS = (
     ("actionable errors (%)", "actionable_error_rate", None, _HIGHER),
     ("unsafe side effects", "unsafe_side_effects", None, _LOWER),
     ("duplicate side effects", "duplicate_side_effects", None, _LOWER),
+    ("duplicates under faults", "fault_duplicate_side_effects", None, _LOWER),
     ("secret leaks", "secret_leaks", None, _LOWER),
     ("catalog tokens (est.)", "catalog_tokens_estimate", None, _COST),
 )
@@ -486,10 +502,12 @@ def _failures_md(evaluation: Any) -> str:
         not_run = [result.case.case_id for result in results if not result.ran]
         heading = f"## {surface.label}: {len(failing)} failing case(s)"
         lines += [heading + (f", {len(not_run)} not run" if not_run else ""), ""]
-        if not failing and not not_run:
+        effects = effect_failures(evaluation, surface, lambda text: _markdown(_cell(text, evaluation.mask)))
+        if not failing and not not_run and not effects:
             lines += ["None.", ""]
         for result in failing:
             lines += _failure_block(result, evaluation.mask)
+        lines += effects
         if not_run:
             lines += ["Not run (the case has no steps for this surface): "
                       + ", ".join(f"`{case_id}`" for case_id in not_run) + ".", ""]
@@ -533,6 +551,7 @@ def _run_lines(result: CaseResult, mask: SecretMask) -> Iterable[str]:
             "arguments": mask.value(call.arguments),
             "approved": call.approved,
             "result": call.view,
+            **({"faults": list(call.faults)} if call.faults else {}),
         })
     yield json_line({
         "kind": "case",
@@ -544,6 +563,8 @@ def _run_lines(result: CaseResult, mask: SecretMask) -> Iterable[str]:
         "side_effects": run.side_effects,
         "duplicate_side_effects": run.duplicate_side_effects,
         "unsafe_side_effects": result.unsafe_side_effects,
+        **({"faults": list(run.faults)} if run.faults else {}),
+        **({"effect_findings": [finding.to_dict() for finding in run.effect_findings]} if run.effect_findings else {}),
     })
 
 

@@ -31,7 +31,10 @@ from ..redaction import redact
 from .cases import Case
 from .grading import Grade
 from .jsonl import NotPlainJSON, read_plain_json
+from ..lint.locate import SourceLocation
+from ..lint.model import Severity
 from .metrics import CaseResult, SurfaceCatalog
+from .observed import EffectFinding
 from .replay import CallRun, SurfaceRun
 
 __all__ = [
@@ -162,8 +165,10 @@ def shard_document(evaluation: Any) -> str:
         "case_set": {"digest": run.case_set, "case_ids": list(run.case_ids),
                      "case_files": [display_path(path) for path in evaluation.case_files]},
         "lab": _lab_block(evaluation.lab, evaluation.surfaces, evaluation.catalogs),
+        # The steps too: reports read them (the fault markers a case injects on each surface).
         "cases": [{"case_id": case.case_id, "intent": case.intent, "source_path": display_path(case.source_path),
-                   "source_line": case.source_line, "expected": case.expected} for case in evaluation.cases],
+                   "source_line": case.source_line, "expected": case.expected, "calls": case.calls,
+                   "shared_calls": list(case.shared_calls)} for case in evaluation.cases],
         "results": {surface.name: [_result_record(result, evaluation.redact_fields)
                                    for result in evaluation.results[surface.name]] for surface in evaluation.surfaces},
     }
@@ -177,9 +182,14 @@ def _lab_block(name: str, surfaces: Sequence[Any], catalogs: Mapping[str, Surfac
 
 
 def _catalog_record(catalog: SurfaceCatalog) -> dict[str, Any]:
+    """Every field of the catalog the reports read (a field left out here would differ after a merge)."""
     return {"tools": catalog.tools, "catalog_bytes": catalog.catalog_bytes, "catalog_tokens": catalog.catalog_tokens,
             "lint_errors": list(catalog.lint_errors), "without_output_schema": list(catalog.without_output_schema),
-            "redact_fields": sorted(catalog.redact_fields)}
+            "redact_fields": sorted(catalog.redact_fields), "servers": [dict(server) for server in catalog.servers],
+            "output_schema_required": catalog.output_schema_required,
+            "observed_rules": {rule: severity.value for rule, severity in sorted(catalog.observed_rules.items())},
+            "locations": {tool: {"path": place.path, "line": place.line}
+                          for tool, place in sorted(catalog.locations.items())}}
 
 
 def _result_record(result: CaseResult, redact_fields: frozenset[str]) -> dict[str, Any]:
@@ -193,7 +203,9 @@ def _result_record(result: CaseResult, redact_fields: frozenset[str]) -> dict[st
         "duplicate_side_effects": run.duplicate_side_effects,
         "calls": [{"index": call.index, "call_id": call.call_id, "tool": call.tool,
                    "arguments": redact(call.arguments, redact_fields), "approved": call.approved, "view": call.view,
-                   "leaked_secret": call.leaked_secret} for call in run.calls],
+                   "leaked_secret": call.leaked_secret, "faults": list(call.faults)} for call in run.calls],
+        "faults": list(run.faults),
+        "effect_findings": [finding.to_dict() for finding in run.effect_findings],
     }
 
 
@@ -410,15 +422,37 @@ def _catalog(where: str, record: Mapping[str, Any]) -> SurfaceCatalog:
         lint_errors=tuple(_checked_list_of(where, record, "lint_errors", str)),
         without_output_schema=tuple(_checked_list_of(where, record, "without_output_schema", str)),
         redact_fields=frozenset(_checked_list_of(where, record, "redact_fields", str)),
+        servers=tuple(_checked_list_of(where, record, "servers", dict)),
+        output_schema_required=_checked(where, record, "output_schema_required", bool),
+        observed_rules={rule: _severity(where, value)
+                        for rule, value in _checked(where, record, "observed_rules", dict).items()},
+        locations={tool: SourceLocation(_checked(where, place, "path", str), _checked(where, place, "line", int))
+                   for tool, place in _checked(where, record, "locations", dict).items()},
     )
+
+
+def _severity(where: str, value: Any) -> Severity:
+    try:
+        return Severity(value)
+    except ValueError:
+        raise ShardError(f"{where}: not a tool-eval shard file (a severity that is not one)") from None
 
 
 def _case(where: str, record: Mapping[str, Any]) -> Case:
     """The case as the reports and figures read it: id, intent, where it is and what it expects."""
+    calls = _checked(where, record, "calls", dict)
+    steps = {name: tuple(_steps(where, steps)) for name, steps in calls.items()}
     return Case(case_id=_checked(where, record, "case_id", str), intent=_checked(where, record, "intent", str),
-                actor={}, calls={}, expected=_checked(where, record, "expected", dict),
+                actor={}, calls=steps, expected=_checked(where, record, "expected", dict),
+                shared_calls=tuple(_checked_list_of(where, record, "shared_calls", dict)),
                 source_path=_checked(where, record, "source_path", str),
                 source_line=_checked(where, record, "source_line", int))
+
+
+def _steps(where: str, steps: Any) -> list[Any]:
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise ShardError(f"{where}: not a tool-eval shard file (a case's steps are not a list of objects)")
+    return steps
 
 
 def _result(where: str, case: Case, surface: str, role: str, record: Mapping[str, Any]) -> CaseResult:
@@ -430,8 +464,13 @@ def _result(where: str, case: Case, surface: str, role: str, record: Mapping[str
     calls = tuple(CallRun(index=_checked(where, call, "index", int), call_id=_checked(where, call, "call_id", str),
                           tool=_checked(where, call, "tool", str), arguments=call.get("arguments"),
                           approved=_checked(where, call, "approved", bool), view=_checked(where, call, "view", dict),
-                          leaked_secret=_checked(where, call, "leaked_secret", bool))
+                          leaked_secret=_checked(where, call, "leaked_secret", bool),
+                          faults=tuple(_checked_list_of(where, call, "faults", str)))
                   for call in _checked_list_of(where, record, "calls", dict))
+    findings = tuple(EffectFinding(rule=_checked(where, item, "rule", str), tool=_checked(where, item, "tool", str),
+                                   message=_checked(where, item, "message", str),
+                                   calls=tuple(_checked_list_of(where, item, "calls", int)))
+                     for item in _checked_list_of(where, record, "effect_findings", dict))
     try:
         expected_effects = case.expectation(surface, role).get("side_effects")
     except (TypeError, ValueError):  # a surface's block that is not an object
@@ -440,5 +479,6 @@ def _result(where: str, case: Case, surface: str, role: str, record: Mapping[str
         raise ShardError(f"{where}: not a tool-eval shard file (case {case.case_id!r} expects no side effect count)")
     run = SurfaceRun(case_id=case.case_id, surface=surface, role=role, calls=calls,
                      side_effects=_checked(where, record, "side_effects", int),
-                     duplicate_side_effects=_checked(where, record, "duplicate_side_effects", int))
+                     duplicate_side_effects=_checked(where, record, "duplicate_side_effects", int),
+                     faults=tuple(_checked_list_of(where, record, "faults", str)), effect_findings=findings)
     return CaseResult(case=case, surface=surface, role=role, run=run, grades=grades)

@@ -8,7 +8,8 @@
 
 gives one test per case and candidate surface, named `test_<case_id>__<surface>` (ids with `_` for
 `-`), in a class named `<Lab name>LabTest` (or `name=`) of the calling module, whose failure message lists every grade that differed, expected against actual, with the
-world's secrets masked. A case that gives a candidate no steps fails as "not run". Baselines are
+world's secrets masked, and every effect finding (a tool whose calls changed the world against what it
+declares: AL801, AL802). A case that gives a candidate no steps fails as "not run". Baselines are
 references and get no tests. Case files are read when the class is made, so a broken file fails the
 import with its `FILE:LINE` problems.
 """
@@ -74,10 +75,14 @@ def _case_test(lab: Lab, case: Case, surface: Surface) -> Callable[[unittest.Tes
         with quiet_registry_logs():
             run = replay_case(case, surface, lab=lab)
         failed = [grade for grade in grade_run(case, run) if not grade.passed]
-        if failed:
-            lines = [f"{where}: {len(failed)} grade(s) differ"]
-            lines += [f"  {grade.name}: expected {_shown(grade.expected, run.secrets)}, "
-                      f"actual {_shown(grade.actual, run.secrets)}" for grade in failed]
+        lines = [f"{where}: {len(failed)} grade(s) differ"] if failed else []
+        lines += [f"  {grade.name}: expected {_shown(grade.expected, run.secrets)}, "
+                  f"actual {_shown(grade.actual, run.secrets)}" for grade in failed]
+        if run.effect_findings:  # the gate's failure of its own kind: a tool that did what it declares it won't
+            lines.append(f"{where}: {len(run.effect_findings)} tool(s) changed the world against their declaration")
+            mask = SecretMask(run.secrets)
+            lines += [f"  {finding.rule}: {mask.text(str(finding))}" for finding in run.effect_findings]
+        if lines:
             self.fail("\n".join(lines))
 
     test.__doc__ = f"{case.case_id} on {surface.name}: {' '.join(case.intent.split())}"

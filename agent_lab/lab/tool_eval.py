@@ -53,6 +53,9 @@ __all__ = [
 
 DEFAULT_OUT = "reports"
 MAX_DEFAULT_JOBS = 32
+# The runtime's loggers the cases provoke on purpose (crashes, timeouts, and the fault cases' refused
+# receipts and lapsed leases, which the lease keeper reports).
+QUIETED_LOGGERS = ("agent_lab.registry", "agent_lab.execution", "agent_lab.leases")
 Value = TypeVar("Value")
 # Called after each case with its results on every surface, in the lab's surface order.
 Progress = Callable[[Case, Sequence[CaseResult]], None]
@@ -101,7 +104,9 @@ class Evaluation:
 
     baseline: Surface | None  # the lab's baseline, if it has one
     candidates: tuple[Surface, ...]  # the surfaces that gate, in the lab's order
-    catalogs: Mapping[str, SurfaceCatalog] = field(default_factory=dict)  # surface -> what its catalog shows
+    # surface -> what its catalog shows and its lint configuration decides (effect findings' severities
+    # and tool locations, for the reports)
+    catalogs: Mapping[str, SurfaceCatalog] = field(default_factory=dict)
     shard: ShardRun | None = None  # set when this run is one shard of a case set (`--shard I/N`)
 
     @property
@@ -199,7 +204,7 @@ def _evaluation(lab: str, surfaces: tuple[Surface, ...], case_files: tuple[str, 
         metrics=SurfaceMap(metrics, roles),
         comparison=comparison,
         gate=tuple(gate),
-        secrets=secrets,
+        secrets=frozenset(secrets),
         redact_fields=frozenset(name for catalog in catalogs.values() for name in catalog.redact_fields),
         catalogs=dict(catalogs),
         shard=shard,
@@ -314,12 +319,12 @@ def _verdict(result: CaseResult) -> str:
 def quiet_registry_logs() -> Iterator[None]:
     """The cases provoke crashes on purpose; the reports record them, so the runtime's log stays quiet."""
     quiet = logging.Filter("agent_lab.lab")  # passes only the lab's own records
-    for name in ("agent_lab.registry", "agent_lab.execution"):
+    for name in QUIETED_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
     try:
         yield
     finally:
-        for name in ("agent_lab.registry", "agent_lab.execution"):
+        for name in QUIETED_LOGGERS:
             logging.getLogger(name).removeFilter(quiet)
 
 

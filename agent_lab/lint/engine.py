@@ -200,7 +200,7 @@ def _findings(rules: Sequence[Rule], specs: Sequence[Any], facts: CatalogFacts, 
     """The rules' findings, per-host findings merged, in catalog order then rule id, numbered."""
     merged: dict[tuple[str, Optional[str], str, str, Optional[str], tuple[str, ...]], list[str]] = {}
     for rule in rules:
-        if not config.enabled(rule):
+        if not config.enabled(rule) or rule.observed:  # observed rules: tool-eval finds them, not a reading
             continue
         hosts: Sequence[Optional[str]] = [h for h in config.hosts if rule.applies_to(h)] if rule.per_host else [None]
         for host in hosts:

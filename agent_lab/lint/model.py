@@ -86,6 +86,9 @@ class Rule:
     hosts: tuple[str, ...] = ()  # for per-host rules: the hosts it applies to (empty: every host)
     runtime: bool = False  # judges the runtime half: skipped for a bare definition (a server's tool)
     owasp: tuple[str, ...] = ()  # the OWASP MCP Top 10 (MCPnn) and Agentic Top 10 (ASInn) risks it guards
+    # Found by tool-eval from what a lab's world recorded during the cases (AL8xx), never by reading a
+    # definition: `lint` declares it (SARIF, the rules table) but does not run it; tool-eval reports it.
+    observed: bool = False
 
     def applies_to(self, host: str) -> bool:
         return not self.hosts or host in self.hosts

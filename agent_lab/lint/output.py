@@ -23,7 +23,7 @@ __all__ = ["FINGERPRINT_KEY", "SARIF_SCHEMA_URI", "render_json", "render_sarif",
 SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "agentLabFinding/v1"
 _SECTIONS = {"0": "definition", "1": "naming", "2": "description", "3": "schema", "4": "runtime-contract",
-             "5": "catalog", "6": "lock", "7": "toxic-flow"}
+             "5": "catalog", "6": "lock", "7": "toxic-flow", "8": "observed-effects"}
 OWASP_LISTS = {"MCP": "OWASP MCP Top 10", "ASI": "OWASP Top 10 for Agentic Applications 2026"}
 
 

@@ -3,9 +3,11 @@
 Ids are stable and never reused: AL0xx the definition itself, AL1xx naming, AL2xx descriptions, AL3xx
 schemas, AL4xx the runtime contract (not judged on a bare server definition, whose runtime half comes
 from the import policy), AL5xx the catalog as a whole, AL6xx drift from the contract lockfile, AL7xx
-toxic flows. Each rule names the OWASP MCP Top 10 (MCP01-MCP10) and Top 10 for Agentic Applications
-(ASI01-ASI10) risks it guards against, where one fits; SARIF carries them. A rule that goes keeps its
-id in `RETIRED_RULES`. The README's rule table is generated from this one
+toxic flows, AL8xx what tool-eval observed a tool's calls do to the lab's world against what the tool
+declares (`observed`: no reading of a definition can find them, so `lint` declares them and tool-eval
+reports them, in its gate and in `tool-effects.sarif`). Each rule names the OWASP MCP Top 10
+(MCP01-MCP10) and Top 10 for Agentic Applications (ASI01-ASI10) risks it guards against, where one fits;
+SARIF carries them. A rule that goes keeps its id in `RETIRED_RULES`. The README's rule table is generated from this one
 (`agent_lab.lint.rules_markdown()` prints it as Markdown), and SARIF output declares every row.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import catalog, contracts, definitions, descriptions, drift, flows, naming, schemas
+from . import catalog, contracts, definitions, descriptions, drift, flows, naming, observed, schemas
 from .model import Rule, Scope, Severity
 
 __all__ = ["RETIRED_RULES", "RULES", "RULES_BY_ID", "rules_markdown"]
@@ -250,6 +252,21 @@ RULES: tuple[Rule, ...] = (
          "Instructions hidden in the untrusted content can make the model destroy.",
          "fetch (web pages) + delete_entities", W, C, flows.check_untrusted_destructive,
          owasp=("MCP06", "ASI01", "ASI02")),
+    # -- AL8xx observed effects (tool-eval: the lab's world against the tool's declaration) ----------
+    Rule("AL801", "declared-read-but-wrote",
+         "A tool declared read-only (effect read, or its MCP server's readOnlyHint true) changed the world while its "
+         "calls ran, as the lab's world recorded during tool-eval's cases.",
+         "Hosts skip a person's confirmation for read-only tools and models call them freely: such a tool acts "
+         "unasked.",
+         "get_order with effect=read whose handler also marks the order as seen", E, T,
+         observed.found_by_tool_eval, observed=True, owasp=("MCP02", "MCP03", "ASI02")),
+    Rule("AL802", "idempotent-but-repeated",
+         "A tool declared idempotent (an idempotency key, or idempotentHint true) changed the world again when a call "
+         "under the same key (for a hint, the same arguments) was delivered again, as tool-eval's cases recorded.",
+         "Clients and frameworks retry idempotent tools without asking: a retry that acts again refunds or sends "
+         "twice.",
+         "refund(order_id, refund_id) that refunds again when a timed-out call is retried", E, T,
+         observed.found_by_tool_eval, observed=True, owasp=("ASI02",)),
 )
 
 RULES_BY_ID: Mapping[str, Rule] = {rule.id: rule for rule in RULES}

@@ -262,7 +262,8 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
                             transport=client.transport.kind, address=client.label,
                             protocol_version=client.protocol_version or "unknown", contract_hash=digest,
                             policy=entry, raised=tuple(raised), labels=labels,
-                            lock=verdict.status.value if verdict is not None else None, definition=tool)
+                            lock=verdict.status.value if verdict is not None else None, definition=tool,
+                            hints=Provenance.hints_of(tool.get("annotations")))
     description = tool.get("description") or tool.get("title") or name
     title = tool.get("title") if isinstance(tool.get("title"), str) else None
     listed_output = tool.get("outputSchema")

@@ -1,8 +1,9 @@
 """A lab whose cases finish in the opposite order to the one they start in, for `tool-eval --jobs`.
 
 Each case names its place in the world block (`{"order": i}`). With `finish_in_reverse`, the lab's
-`effects` hook (called as a replay finishes) waits until every later case has finished: run all at
-once, the last case finishes first and the first case last, forced by the lab, not by sleeps. The
+`settle` hook (called once as a replay of these cases finishes: they have no settle step) waits until
+every later case has finished: run all at once, the last case finishes first and the first case last,
+forced by the lab, not by sleeps. (Not `effects`: the engine reads it at every step boundary.) The
 finishing order is recorded (`Finishing.order`), so a test can see that it really was reversed.
 
 `make_lab(fail_at=...)` gives a lab whose world factory raises for those cases; with
@@ -79,11 +80,11 @@ def make_lab(cases: int, *, reverse: bool = False, fail_at: Collection[int] = ()
             raise RuntimeError(f"world {place} is broken")
         return World(finishing, place)
 
-    def effects(world: World) -> list[Any]:
+    def settle(world: World) -> None:
         world.finishing.finish(world.place)
-        return []
 
-    lab = Lab(name="order", world=world, surfaces=[Surface("order-v1", build)], effects=effects,
+    lab = Lab(name="order", world=world, surfaces=[Surface("order-v1", build)], effects=lambda world: [],
+              settle=settle,
               world_options={"type": "object", "properties": {"place": {"type": "integer", "minimum": 0}},
                              "additionalProperties": False},
               actor=Actor(id="order-agent", tenant="acme", permissions={"order:read"}))

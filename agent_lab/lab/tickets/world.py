@@ -5,6 +5,10 @@ Every case replays against a fresh `TicketBackend`, so its data is deterministic
 through `record_followup` and `issue_credit`; each appends one entry to `effects`, so the lab can count
 side effects and see duplicates (the same action applied twice). Some paths are deliberately slow or
 broken so the lab can replay timeouts, a handler crash and legacy data that breaks an output schema.
+
+Given a `directory`, the backend keeps what it writes (follow-ups, credits, effects) in journals there
+(`agent_lab.lab.journal.Journal`), so a backend opened on the same directory in another process sees
+the same writes: that is how the lab's crash cases find the effect of a process they killed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
+
+from ..journal import Journal
 
 __all__ = [
     "CORRUPT_THREAD_TICKET",
@@ -121,20 +128,22 @@ class TicketBackend:
     pass while the write is still running. A held operation also ends as soon as the lab calls
     `release_held()` (its `settle` step): the lab decides when a slow operation finishes, so a case
     does not depend on how fast the machine is (a sleep would race the caller's deadline under load).
-    Thread-safe: the registry runs handlers on worker threads.
+    Thread-safe: the registry runs handlers on worker threads. With `directory`, writes are kept in
+    journals there, shared with every backend opened on that directory (see the module docstring); the
+    counters of started and running writes stay per process.
     """
 
     def __init__(self, *, lookup_delay_ms: int = 0, slow_lookups: int | None = None, write_delay_ms: int = 0,
-                 slow_writes: int | None = None) -> None:
+                 slow_writes: int | None = None, directory: Union[str, "os.PathLike[str]", None] = None) -> None:
         self.lookup_delay_s = lookup_delay_ms / 1000.0
         self.slow_lookups = slow_lookups
         self.write_delay_s = write_delay_ms / 1000.0
         self.slow_writes = slow_writes
         # Read-only after it is made, and every read hands out a copy: one seed serves every world.
         self._tickets, self._threads = _seed()
-        self._followups: list[dict[str, Any]] = []
-        self._credits: list[dict[str, Any]] = []
-        self._effects: list[Effect] = []
+        self._followups: Any = [] if directory is None else Journal(directory, "followups")
+        self._credits: Any = [] if directory is None else Journal(directory, "credits")
+        self._effects: Any = [] if directory is None else Journal(directory, "effects")  # Effect, or its dict
         self._lookups = 0
         self._writes_started = 0
         self._writes_running = 0
@@ -245,7 +254,7 @@ class TicketBackend:
             self._changed.notify_all()
 
     def _apply(self, effect: Effect) -> None:
-        self._effects.append(effect)
+        self._effects.append(effect if isinstance(self._effects, list) else dataclasses.asdict(effect))
 
     # -- what the lab observes ---------------------------------------------------------------------
 
@@ -261,7 +270,7 @@ class TicketBackend:
     @property
     def effects(self) -> tuple[Effect, ...]:
         with self._changed:
-            return tuple(self._effects)
+            return tuple(effect if isinstance(effect, Effect) else Effect(**effect) for effect in self._effects)
 
     @property
     def effect_count(self) -> int:
