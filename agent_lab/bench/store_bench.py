@@ -16,8 +16,12 @@ transaction, on a table of the same shape and indexes.
   * PostgreSQL, only when a server is given (`--postgres-dsn` or AGENT_LAB_BENCH_POSTGRES_DSN, a libpq
     connection string) and psycopg is installed: `PostgresReceiptStore` (one per process, a pool of
     `--writers` connections) against raw psycopg with one autocommit connection per writer (threads),
-    both under the server's own durability settings (shown). Tables go in scratch schemas, dropped
-    afterwards.
+    on the store's own tables (made by the store: same columns, checks, primary key and indexes), both
+    under the server's own durability and isolation settings (shown), with 1 writer and `--writers`.
+    Store and raw alternate which goes first from round to round; each round uses a fresh schema
+    (dropped afterwards). The figures `stores.postgres_1writer_vs_raw` and
+    `stores.postgres_<N>writers_vs_raw` are the store's throughput over raw's (median of the per-round
+    ratios, and their spread); target >= 0.7.
 
 Figures depend on the machine; they are printed, never asserted.
 """
@@ -87,12 +91,6 @@ def timed_writers(writers: int, receipts_per_writer: int, make_writer: Callable[
     if failures:
         raise RuntimeError(f"a writer failed: {type(failures[0]).__name__}: {failures[0]}")
     return elapsed
-
-
-def best_per_receipt(rounds: int, writers: int, receipts: int, measure: Callable[[int, int], float]) -> float:
-    """Seconds per receipt (wall clock over all writers), the best of `rounds`; `measure(round, per_writer)`."""
-    per_writer = max(1, receipts // writers)
-    return min(measure(round_number, per_writer) for round_number in range(rounds)) / (per_writer * writers)
 
 
 # -- SQLite -----------------------------------------------------------------------------------------
@@ -234,32 +232,42 @@ def _pooled_store_writer(store: Any, writer: int, close: Callable[[], None]) -> 
     return write, (close if writer == 0 else lambda: None)
 
 
-def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[str, List[Tuple[str, float]]]:
+def postgres_figures(dsn: str, receipts: int, writers: int,
+                     rounds: int) -> Tuple[str, List[Tuple[str, str, List[float], List[float]]]]:
+    """The server's durability settings, and (label, figure name, store receipts/s, raw receipts/s), one
+    value per round, for 1 writer and for `writers` writers. The store and raw psycopg alternate which
+    goes first from round to round (`_figures.interleave`), each round in a fresh schema."""
     import psycopg  # a benchmark-only peer: the library itself never imports a driver
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         settings = admin.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
-                                 " current_setting('server_version')").fetchone() or ("?", "?", "?")
-    durability = f"PostgreSQL {settings[2]}, synchronous_commit={settings[0]}, fsync={settings[1]}"
-    rows = []
+                                 " current_setting('default_transaction_isolation'),"
+                                 " current_setting('server_version')").fetchone() or ("?", "?", "?", "?")
+    durability = (f"PostgreSQL {settings[3]}, synchronous_commit={settings[0]}, fsync={settings[1]}, "
+                  f"isolation {settings[2]}")
+    measured = []
     with _scratch_schemas(dsn) as new_schema:
         for count in (1, writers):
-            def store_round(round_number: int, per_writer: int, count: int = count) -> float:
-                schema = new_schema()
-                store = PostgresReceiptStore(functools.partial(psycopg.connect, dsn, options=f"-c search_path={schema}"),
-                                             pool_size=count)
-                return timed_writers(count, per_writer, lambda writer: _pooled_store_writer(store, writer, store.close))
+            per_writer = max(1, receipts // count)
 
-            def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
-                schema = new_schema()
-                _create_raw_postgres(psycopg, dsn, schema)
-                return timed_writers(count, per_writer, lambda writer: _raw_postgres_writer(psycopg, dsn, schema, writer))
+            def store_round(count: int = count, per_writer: int = per_writer) -> float:
+                connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                store = PostgresReceiptStore(connect, pool_size=count)
+                seconds = timed_writers(count, per_writer,
+                                        lambda writer: _pooled_store_writer(store, writer, store.close))
+                return per_writer * count / seconds
 
+            def raw_round(count: int = count, per_writer: int = per_writer) -> float:
+                connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                PostgresReceiptStore(connect).close()  # the store's own tables, checks and indexes, empty
+                seconds = timed_writers(count, per_writer, lambda writer: _raw_postgres_writer(connect, writer))
+                return per_writer * count / seconds
+
+            samples = _figures.interleave({"store": store_round, "raw": raw_round}, rounds)
             label = "1 writer" if count == 1 else f"{count} writers"
-            rows.append((f"PostgreSQL raw INSERT + UPDATE, {label}", best_per_receipt(rounds, count, receipts, raw_round)))
-            rows.append((f"PostgresReceiptStore reserve + complete, {label}",
-                         best_per_receipt(rounds, count, receipts, store_round)))
-    return durability, rows
+            name = "stores.postgres_1writer_vs_raw" if count == 1 else f"stores.postgres_{count}writers_vs_raw"
+            measured.append((label, name, samples["store"], samples["raw"]))
+    return durability, measured
 
 
 class _scratch_schemas:
@@ -289,42 +297,46 @@ class _scratch_schemas:
                 admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-def _create_raw_postgres(psycopg: Any, dsn: str, schema: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(
-            f"CREATE TABLE {schema}.receipts (tenant text COLLATE \"C\" NOT NULL, tool text COLLATE \"C\" NOT NULL,"
-            " key text COLLATE \"C\" NOT NULL, fingerprint text NOT NULL, state text NOT NULL, record text,"
-            " expires_at double precision NOT NULL, owner text, lapse text NOT NULL, PRIMARY KEY (tenant, tool, key))"
-        )
-        admin.execute(f"CREATE INDEX ON {schema}.receipts (expires_at)")  # as the store has
-
-
-def _raw_postgres_writer(psycopg: Any, dsn: str, schema: str, writer: int) -> Writer:
-    connection = psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
+def _raw_postgres_writer(connect: Callable[[], Any], writer: int) -> Writer:
+    """The same two transactions by hand, on the store's own table: an INSERT (the reservation), then
+    an UPDATE fenced by the owner token (the receipt), each autocommitted on a connection of its own,
+    with rows as large as the store's (the same tool name, a real fingerprint, a 32-digit owner token,
+    the same record text) and the same default isolation and synchronous_commit."""
+    connection = connect()
+    connection.autocommit = True
     prefix = uuid.uuid4().hex[:8]
-    insert = "INSERT INTO receipts VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, 'unknown')"
-    update = ("UPDATE receipts SET state = 'completed', record = %s, expires_at = %s, owner = NULL"
-              " WHERE tenant = %s AND tool = %s AND key = %s")
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=b"raw psycopg bench fingerprint key")
+    owner = uuid.uuid4().hex
+    insert = ("INSERT INTO agent_lab_receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+              " VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, 'unknown')")
+    update = ("UPDATE agent_lab_receipts SET state = 'completed', record = %s, expires_at = %s"
+              " WHERE tenant = %s AND tool = %s AND key = %s AND state = 'in_flight' AND owner = %s")
 
     def write(index: int) -> None:
         key = f"{prefix}-{writer}-{index}"
         now = time.time()
-        connection.execute(insert, ("bench", "tool", key, "hmac-sha256:0", now + 300, "owner-token"))
-        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "tool", key))
+        connection.execute(insert, ("bench", "record_ticket_followup", key, call_fingerprint, now + 300, owner))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "record_ticket_followup", key, owner))
 
     return write, connection.close
 
 
 # -- output -----------------------------------------------------------------------------------------
 
-def print_pairs(title: str, rows: List[Tuple[str, float]]) -> None:
-    """Rows come in pairs (raw, then store); the last column is the store's throughput over raw's."""
-    width = max(len(label) for label, _ in rows)
+def print_postgres(title: str, measured: List[Tuple[str, str, List[float], List[float]]]) -> None:
+    """Per writer count: raw and store receipts per second (medians), and the store's throughput over
+    raw's (median of the per-round ratios, with their spread); each also reported as a figure."""
+    rows = []
+    for label, name, store, raw in measured:
+        figure = _figures.report(
+            name, unit="receipts/s", ours=store, peer=raw, target=">= 0.7", better="higher",
+            note=f"reserve + complete against raw psycopg INSERT + UPDATE on the store's table, {label}")
+        rows.append((label, f"{statistics.median(raw):,.0f}/s", f"{figure.ours:,.0f}/s",
+                     f"{figure.ratio:.2f}x" if figure.ratio is not None else "-", f"{figure.spread:.2f}",
+                     f"{figure.target}: {figure.verdict}"))
     print(title)
-    print(f"  {'measurement':<{width}}  {'per receipt':>11}  {'receipts/s':>10}  {'vs raw':>7}")
-    for index, (label, seconds) in enumerate(rows):
-        ratio = "" if index % 2 == 0 else f"{rows[index - 1][1] / seconds:>6.2f}x"
-        print(f"  {label:<{width}}  {seconds * 1e6:>9.1f}us  {1 / seconds:>10,.0f}  {ratio:>7}")
+    print(_figures.table(("writers", "raw psycopg", "PostgresReceiptStore", "throughput vs raw", "spread",
+                          "target"), rows))
 
 
 def print_sqlite(title: str, measured: List[Tuple[str, str, List[float], List[float]]], synchronous: str) -> None:
@@ -373,8 +385,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError:
         print("PostgreSQL receipts: skipped (psycopg is not installed: pip install 'psycopg[binary]')")
         return 0
-    durability, rows = postgres_rows(args.postgres_dsn, receipts, writers, rounds)
-    print_pairs(f"PostgreSQL receipts (best of {rounds} rounds of {receipts} receipts, {durability})", rows)
+    durability, measured = postgres_figures(args.postgres_dsn, receipts, writers, rounds)
+    print_postgres(f"PostgreSQL receipts: reserve + complete against the same two autocommitted statements in raw "
+                   f"psycopg (medians of {rounds} interleaved rounds of {receipts} receipts over all writers; "
+                   f"{durability})", measured)
     return 0
 
 
