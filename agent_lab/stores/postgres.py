@@ -533,10 +533,13 @@ class PostgresReceiptStore:
             call = _Call(self, link, deadline, in_transaction)
             watch = self._watchdog.watch(deadline, link.connection)  # cancels the call if it runs past its deadline
             try:
-                call.begin()
-                self._free_orphans(call)
+                if in_transaction or link.autocommit is in_transaction:
+                    call.begin()
+                if self._orphans:
+                    self._free_orphans(call)
                 answer = work(call)
-                call.commit()
+                if in_transaction:
+                    call.commit()
             except self._errors as error:
                 cut = self._watchdog.unwatch(watch)
                 if call.abandon(cut=cut) and attempt == 1 and not cut and not call.sent_write:
@@ -576,8 +579,6 @@ class PostgresReceiptStore:
     def _free_orphans(self, call: "_Call") -> None:
         """Release reservations whose commit was lost with a connection: their owner tokens were never
         handed out, so no handler runs under them (a release of one that never committed does nothing)."""
-        if not self._orphans:
-            return
         with self._orphans_lock:
             orphans, self._orphans = self._orphans, []
         call.on_failure(lambda: self._requeue(orphans))
@@ -650,7 +651,8 @@ class _Call:
         self.sent_write = False  # a statement that may change data has been sent
 
     def begin(self) -> None:
-        """Put the connection in the call's mode; a transaction starts with its timeouts."""
+        """Put the connection in the call's mode (when it is not in it); a transaction starts with its
+        timeouts."""
         link = self._link
         if link.autocommit is self._transaction:
             link.connection.autocommit = not self._transaction
@@ -735,10 +737,9 @@ class _Call:
         self._on_failure = both
 
     def commit(self) -> None:
-        """End a transaction (in autocommit every statement has committed as it ran: nothing to send)."""
-        if self._transaction:
-            self.sent_write = True  # whether a lost COMMIT committed is unknown
-            self._link.connection.commit()
+        """End a transaction (in autocommit every statement commits as it runs: there is nothing to end)."""
+        self.sent_write = True  # whether a lost COMMIT committed is unknown
+        self._link.connection.commit()
 
     def abandon(self, *, cut: bool = False) -> bool:
         """The call failed: run the failure actions and roll back; True when the connection was dead
@@ -837,12 +838,13 @@ def _cancel_quietly(connection: Any) -> None:
 class _Link:
     """A pooled connection, the cursor its calls reuse, and whether it is in autocommit."""
 
-    __slots__ = ("connection", "cursor", "autocommit")
+    __slots__ = ("connection", "cursor", "autocommit", "_readable")
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
         self.cursor: Any = None
         self.autocommit = False
+        self._readable: Optional[Callable[[], bool]] = None  # set up on the first look (`looks_closed`)
 
     def forget_cursor(self) -> None:
         """Close the cursor after a failure: the next call starts with a new one."""
@@ -858,22 +860,29 @@ class _Link:
         never spoken to, except to say it is being closed (an idle timeout, pg_terminate_backend, a
         shutdown) before the server hangs up. One poll of its socket, when the driver gives it
         (``fileno()``); then a call does not send its first statement into a connection already gone."""
-        fileno = getattr(self.connection, "fileno", None)
-        if fileno is None:
-            return False
         try:
-            descriptor = fileno()
-            if _poll is None:
-                readable, _, _ = select.select([descriptor], [], [], 0)
-                return bool(readable)
-            poller = _poll()
-            poller.register(descriptor, select.POLLIN)
-            return bool(poller.poll(0))
+            readable = self._readable
+            if readable is None:
+                readable = self._readable = _readable_check(self.connection)
+            return readable()
         except Exception:  # noqa: BLE001 - a driver that cannot say (or a closed connection): drop it
             return True
 
 
-_poll = getattr(select, "poll", None)
+def _readable_check(connection: Any) -> Callable[[], bool]:
+    """A check whether `connection`'s socket has something to read (never, for a driver that does not
+    give its ``fileno()``). The socket stays the same for as long as the connection lives; one closed
+    since reads as readable (poll answers POLLNVAL)."""
+    fileno = getattr(connection, "fileno", None)
+    if fileno is None:
+        return lambda: False
+    descriptor = fileno()
+    poll = getattr(select, "poll", None)
+    if poll is None:  # no poll() (Windows): select(), which takes sockets there
+        return lambda: bool(select.select([descriptor], [], [], 0)[0])
+    poller = poll()
+    poller.register(descriptor, select.POLLIN)
+    return lambda: bool(poller.poll(0))
 
 
 class _Pool:
@@ -892,12 +901,17 @@ class _Pool:
         self._opening = False
         self._failures = 0  # failed openings so far: a waiter that sees this change gives up
         self._last_failure: Optional[BaseException] = None
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()  # taken directly where no one waits (the common case)
+        self._changed = threading.Condition(self._lock)
+        self._waiting = 0  # callers waiting in `_take`
         self._closed = False
 
     def checkout(self, deadline: float) -> _Link:
         while True:
-            link = self._take(deadline)
+            with self._lock:
+                link = self._idle.pop() if self._idle and not self._closed else None  # the most recently used
+            if link is None:
+                link = self._take(deadline)
             if not link.looks_closed():
                 return link
             logger.info("a pooled receipt-database connection was closed by the server; dropping it")
@@ -920,13 +934,18 @@ class _Pool:
                 left = deadline - _monotonic()
                 if left <= 0:
                     raise ReceiptStoreUnavailable("no connection to the receipt database within the timeout")
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
 
     def checkin(self, link: _Link) -> None:
-        with self._changed:
+        with self._lock:
             if not self._closed:
                 self._idle.append(link)
-                self._changed.notify()
+                if self._waiting:
+                    self._changed.notify()
                 return
             self._count -= 1
         _close_quietly(link.connection)
