@@ -18,8 +18,9 @@ transaction, on a table of the same shape and indexes.
     `--writers` connections) against raw psycopg with one autocommit connection per writer (threads),
     on the store's own tables (made by the store: same columns, checks, primary key and indexes), both
     under the server's own durability and isolation settings (shown), with 1 writer and `--writers`.
-    Store and raw alternate which goes first from round to round; each round uses a fresh schema
-    (dropped afterwards). The figures `stores.postgres_1writer_vs_raw` and
+    Each round uses fresh schemas (dropped afterwards), and within it the store and raw take turns in
+    10 slices, all writers on one kind at a time, so a slow stretch of a shared machine (another job's
+    fsyncs) falls on both alike. The figures `stores.postgres_1writer_vs_raw` and
     `stores.postgres_<N>writers_vs_raw` are the store's throughput over raw's (median of the per-round
     ratios, and their spread); target >= 0.7.
 
@@ -39,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..fingerprint import fingerprint
 from ..stores import sqlite as sqlite_store
@@ -58,39 +59,63 @@ ARGUMENTS = {"ticket_id": "T-1001", "note": "Called back.", "action_id": "a-1"}
 # One writer's job: write receipt number `index` (its own keys); and what to close afterwards.
 Writer = Tuple[Callable[[int], None], Callable[[], None]]
 
+SLICES = 10
+"""PostgreSQL: how many turns the store and raw psycopg take within each round (see `alternating_writers`)."""
 
-def timed_writers(writers: int, receipts_per_writer: int, make_writer: Callable[[int], Writer]) -> float:
-    """Seconds for `writers` threads to write `receipts_per_writer` receipts each, started together
-    after a warm-up of a few receipts each (connections opened, statements prepared)."""
-    jobs = [make_writer(index) for index in range(writers)]
-    warm_up = max(1, min(20, receipts_per_writer // 10))
-    for write, _ in jobs:
-        for index in range(warm_up):
-            write(-1 - index)
-    start = threading.Barrier(writers + 1)
-    failures: List[BaseException] = []
 
-    def run(write: Callable[[int], None]) -> None:
-        start.wait()
-        try:
-            for index in range(receipts_per_writer):
-                write(index)
-        except BaseException as error:  # noqa: BLE001 - reported below, after every thread has stopped
-            failures.append(error)
+def alternating_writers(writers: int, receipts_per_writer: int, kinds: Mapping[str, Callable[[int], Writer]],
+                        slices: int) -> Dict[str, float]:
+    """Seconds each kind of writer took for `writers` threads to write `receipts_per_writer` receipts
+    each, the kinds taking turns in `slices` slices: in each, every thread writes its share of one kind,
+    all starting together, then of the next kind (the first kind alternates from slice to slice), so
+    a slow stretch of a shared machine falls on every kind alike. Each writer warms up first
+    (connections opened, statements prepared); all are closed at the end."""
+    jobs: Dict[str, List[Writer]] = {}
+    try:
+        for kind, make_writer in kinds.items():
+            jobs[kind] = [make_writer(index) for index in range(writers)]
+        warm_up = max(1, min(20, receipts_per_writer // 10))
+        for kind_jobs in jobs.values():
+            for write, _ in kind_jobs:
+                for index in range(warm_up):
+                    write(-1 - index)
+        bounds = [receipts_per_writer * number // slices for number in range(slices + 1)]
+        names = list(jobs)
+        plan = [(kind, bounds[number], bounds[number + 1]) for number in range(slices)
+                for kind in (names if number % 2 == 0 else names[::-1])]
+        turn = threading.Barrier(writers + 1)
+        failures: List[BaseException] = []
 
-    threads = [threading.Thread(target=run, args=(write,)) for write, _ in jobs]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
-    for _, close in jobs:
-        close()
+        def run(writer: int) -> None:
+            for kind, low, high in plan:
+                turn.wait()
+                try:
+                    if not failures:
+                        write = jobs[kind][writer][0]
+                        for index in range(low, high):
+                            write(index)
+                except BaseException as error:  # noqa: BLE001 - reported below, after every thread has stopped
+                    failures.append(error)
+                turn.wait()
+
+        threads = [threading.Thread(target=run, args=(writer,)) for writer in range(writers)]
+        for thread in threads:
+            thread.start()
+        spent = dict.fromkeys(names, 0.0)
+        for kind, _, _ in plan:
+            turn.wait()
+            started = time.perf_counter()
+            turn.wait()
+            spent[kind] += time.perf_counter() - started
+        for thread in threads:
+            thread.join()
+    finally:
+        for kind_jobs in jobs.values():
+            for _, close in kind_jobs:
+                close()
     if failures:
         raise RuntimeError(f"a writer failed: {type(failures[0]).__name__}: {failures[0]}")
-    return elapsed
+    return spent
 
 
 # -- SQLite -----------------------------------------------------------------------------------------
@@ -235,8 +260,9 @@ def _pooled_store_writer(store: Any, writer: int, close: Callable[[], None]) -> 
 def postgres_figures(dsn: str, receipts: int, writers: int,
                      rounds: int) -> Tuple[str, List[Tuple[str, str, List[float], List[float]]]]:
     """The server's durability settings, and (label, figure name, store receipts/s, raw receipts/s), one
-    value per round, for 1 writer and for `writers` writers. The store and raw psycopg alternate which
-    goes first from round to round (`_figures.interleave`), each round in a fresh schema."""
+    value per round, for 1 writer and for `writers` writers. Each round uses fresh schemas, and the
+    store and raw psycopg take turns in `SLICES` slices (`alternating_writers`), the first of them
+    alternating from round to round."""
     import psycopg  # a benchmark-only peer: the library itself never imports a driver
 
     with psycopg.connect(dsn, autocommit=True) as admin:
@@ -249,21 +275,19 @@ def postgres_figures(dsn: str, receipts: int, writers: int,
     with _scratch_schemas(dsn) as new_schema:
         for count in (1, writers):
             per_writer = max(1, receipts // count)
-
-            def store_round(count: int = count, per_writer: int = per_writer) -> float:
-                connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
-                store = PostgresReceiptStore(connect, pool_size=count)
-                seconds = timed_writers(count, per_writer,
-                                        lambda writer: _pooled_store_writer(store, writer, store.close))
-                return per_writer * count / seconds
-
-            def raw_round(count: int = count, per_writer: int = per_writer) -> float:
-                connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
-                PostgresReceiptStore(connect).close()  # the store's own tables, checks and indexes, empty
-                seconds = timed_writers(count, per_writer, lambda writer: _raw_postgres_writer(connect, writer))
-                return per_writer * count / seconds
-
-            samples = _figures.interleave({"store": store_round, "raw": raw_round}, rounds)
+            samples: Dict[str, List[float]] = {"store": [], "raw": []}
+            for round_number in range(max(1, rounds)):
+                store_connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                raw_connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                PostgresReceiptStore(raw_connect).close()  # the store's own tables, checks and indexes, empty
+                store = PostgresReceiptStore(store_connect, pool_size=count)
+                kinds = {"store": lambda writer: _pooled_store_writer(store, writer, store.close),
+                         "raw": lambda writer: _raw_postgres_writer(raw_connect, writer)}
+                if round_number % 2:
+                    kinds = dict(reversed(list(kinds.items())))
+                spent = alternating_writers(count, per_writer, kinds, SLICES)
+                for kind, seconds in spent.items():
+                    samples[kind].append(per_writer * count / seconds)
             label = "1 writer" if count == 1 else f"{count} writers"
             name = "stores.postgres_1writer_vs_raw" if count == 1 else f"stores.postgres_{count}writers_vs_raw"
             measured.append((label, name, samples["store"], samples["raw"]))
@@ -362,7 +386,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--processes", type=int, default=4, help="SQLite: concurrent writer processes (default 4)")
     parser.add_argument("--writers", type=int, default=8, help="PostgreSQL: concurrent writer threads (default 8)")
     parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds (SQLite: the median and spread are reported; default 5)")
+                        help="interleaved rounds (the median and spread are reported; default 5)")
     parser.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL"],
                         help="SQLite synchronous level for the store and raw sqlite3 (default NORMAL)")
     parser.add_argument("--postgres-dsn", default=os.environ.get(DSN_VARIABLE),
@@ -387,8 +411,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     durability, measured = postgres_figures(args.postgres_dsn, receipts, writers, rounds)
     print_postgres(f"PostgreSQL receipts: reserve + complete against the same two autocommitted statements in raw "
-                   f"psycopg (medians of {rounds} interleaved rounds of {receipts} receipts over all writers; "
-                   f"{durability})", measured)
+                   f"psycopg (medians of {rounds} rounds of {receipts} receipts over all writers, each round "
+                   f"interleaved in {SLICES} slices; {durability})", measured)
     return 0
 
 
