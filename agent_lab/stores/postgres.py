@@ -81,6 +81,12 @@ IDLE_IN_TRANSACTION_FLOOR_MS = 1000
 this long) is ended by the server: a frozen or partitioned worker cannot hold a row lock that others wait
 for. In autocommit no call is ever idle in a transaction."""
 
+OBSERVE_EVERY_S = 0.05
+"""How often at most the step guard takes in the database's clock from the rows of the store's statements.
+Readings it skips change nothing it promises: between two readings the guard's floor moves on by the
+monotonic clock, entries are judged by the earlier of the floor and the database's clock, and a step is
+held (forward) or taken (backward) at the next reading, which only lets entries live longer meanwhile."""
+
 _MAX_TIMEOUT_MS = 2**31 - 1  # PostgreSQL's integer settings
 _SET_UP_LOCK = 7_316_245_019_226_041_923  # pg_advisory_xact_lock key: one set-up at a time, any schema
 _META, _RECEIPTS, _APPROVALS = "agent_lab_store_meta", "agent_lab_receipts", "agent_lab_approvals"
@@ -333,6 +339,7 @@ class PostgresReceiptStore:
         self._guard = StepGuard(lambda: _epoch_seconds(clock()) if clock is not None else math.nan,
                                 self._monotonic, max(self._ttl_s, self._lease_s))
         self._guard_lock = threading.Lock()  # calls run on several connections at once
+        self._observe_after = -math.inf  # monotonic: when the database's clock is next taken in
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
         if paramstyle is not None and paramstyle not in _PARAMSTYLES:
@@ -498,19 +505,25 @@ class PostgresReceiptStore:
             values["full_tool"] = None if values["tool"] is tool else tool
             values["full_key"] = None if values["key"] is key else key
         values.update(more)
-        with self._guard_lock:
-            if self._clock is not None:
+        if self._clock is not None:
+            with self._guard_lock:
                 values["now"], values["stamp"] = self._guard.times()
-            else:  # the database's clock is bounded by what this process has seen pass (None: not yet)
-                floor = self._guard.floor(self._monotonic())
-                values["floor"] = floor if math.isfinite(floor) else None
+        else:  # the database's clock is bounded by what this process has seen pass (None: not yet); the
+            # floor reads one attribute of the guard, so it needs no lock
+            floor = self._guard.floor(self._monotonic())
+            values["floor"] = floor if math.isfinite(floor) else None
         return values
 
-    def _observe_database_clock(self, database_now: Any, received_at: float) -> None:
-        """The database's clock as a statement of a call read it: what the guard's floor follows."""
+    def _observe_database_clock(self, database_now: Any) -> None:
+        """The database's clock as a statement of a call read it: what the guard's floor follows. Read at
+        most every `OBSERVE_EVERY_S` (a busy store gets thousands of readings a second; the guard needs no
+        more than a few, see the constant)."""
         if self._clock is None and type(database_now) is float:
-            with self._guard_lock:
-                self._guard.observe(database_now, received_at)
+            received_at = self._monotonic()
+            if received_at >= self._observe_after:
+                with self._guard_lock:
+                    self._guard.observe(database_now, received_at)
+                    self._observe_after = received_at + OBSERVE_EVERY_S
 
     def _call(self, timeout_s: Optional[float], work: Callable[["_Call"], _Answer]) -> _Answer:
         return self._call_until(_monotonic() + store_timeout(timeout_s), work)
@@ -673,7 +686,9 @@ class _Call:
         self.row("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
 
     def execute(self, name: str, values: Mapping[str, Any]) -> Any:
-        statement = self._store._statements[name]
+        return self._run(self._store._statements[name], values)
+
+    def _run(self, statement: _Statement, values: Mapping[str, Any]) -> Any:
         cursor = self._link.cursor
         if cursor is None:
             cursor = self._link.cursor = self._link.connection.cursor()
@@ -693,9 +708,10 @@ class _Call:
 
     def row(self, name: str, values: Mapping[str, Any]) -> Optional[Sequence[Any]]:
         """The statement's first row; a row ending with the database's clock feeds the step guard."""
-        row = self.execute(name, values).fetchone()
-        if row is not None and self._store._statements[name].clocked:
-            self._store._observe_database_clock(row[-1], self._store._monotonic())
+        statement = self._store._statements[name]
+        row = self._run(statement, values).fetchone()
+        if row is not None and statement.clocked:
+            self._store._observe_database_clock(row[-1])
         return row
 
     def rows(self, name: str, values: Mapping[str, Any]) -> List[Sequence[Any]]:
@@ -792,9 +808,10 @@ class _Watchdog:
             return ticket
 
     def unwatch(self, ticket: int) -> bool:
-        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent)."""
-        with self._lock:
-            return self._watched.pop(ticket, None) is None
+        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent).
+        Without the lock: the call and the thread each take the ticket out with one `dict.pop` (atomic),
+        and whichever does so first decides whether the call was cut."""
+        return self._watched.pop(ticket, None) is None
 
     def close(self) -> None:
         with self._lock:
@@ -805,9 +822,12 @@ class _Watchdog:
         with self._lock:
             while not self._closed:
                 now = _monotonic()
-                due = [ticket for ticket, (deadline, _) in self._watched.items() if deadline <= now]
-                connections = [self._watched.pop(ticket)[1] for ticket in due]
-                self._wakes_at = min((deadline for deadline, _ in self._watched.values()), default=math.inf)
+                watched = list(self._watched.items())  # one copy (calls unwatch without the lock)
+                connections = []
+                for ticket, (deadline, connection) in watched:
+                    if deadline <= now and self._watched.pop(ticket, None) is not None:  # not unwatched meanwhile
+                        connections.append(connection)
+                self._wakes_at = min((deadline for _, (deadline, _) in watched if deadline > now), default=math.inf)
                 for connection in connections:
                     threading.Thread(target=_cancel_quietly, args=(connection,), name="agent-lab-postgres-cancel",
                                      daemon=True).start()
