@@ -11,6 +11,7 @@ deadlines, reconnecting).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -178,7 +179,13 @@ _SQL = {
         "SELECT set_config('statement_timeout', :statement_ms, true), set_config('lock_timeout', :lock_ms, true),"
         " set_config('idle_in_transaction_session_timeout', :idle_ms, true), {clock}"
     ),
+    # A key whose parts are all stored as they are (the common case) leaves full_* out: NULL.
     "insert_new": (
+        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+        " VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL, {stamp} + {lease}, :owner, :lapse)"
+        " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING {clock}"
+    ),
+    "insert_new_digested": (
         f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse,"
         " full_tenant, full_tool, full_key) VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL,"
         " {stamp} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
@@ -404,7 +411,9 @@ class PostgresReceiptStore:
                 owner = rules.new_owner_token()
                 values = self._values(address, fingerprint=fingerprint, owner=owner, lapse=lapse_value)
                 call.may_reserve(address, owner)
-                if call.row("insert_new", values) is not None:
+                digested = not (values["full_tenant"] is None and values["full_tool"] is None
+                                and values["full_key"] is None)
+                if call.changed("insert_new_digested" if digested else "insert_new", values):
                     return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
                 row = call.row("select_entry", values)
                 if row is None:  # released or resolved since the insert: try again
@@ -414,7 +423,7 @@ class PostgresReceiptStore:
                 if answer is not None:
                     return answer
                 call.bound_by_deadline()  # the takeover may wait for a row lock
-                if call.row("take_over", values) is not None:
+                if call.changed("take_over", values):
                     return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             raise ReceiptStoreUnavailable("the key kept changing while it was being reserved; try again")
 
@@ -478,7 +487,7 @@ class PostgresReceiptStore:
         tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
         values = self._values(None, tenant=_stored_part(tenant), approval_id=_stored_part(approval_id),
                               expires_at=expires_at, left=left)
-        return self._call(timeout_s, lambda call: call.row("spend_approval", values) is not None)
+        return self._call(timeout_s, lambda call: call.changed("spend_approval", values))
 
     def close(self) -> None:
         self._watchdog.close()
@@ -492,19 +501,22 @@ class PostgresReceiptStore:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _values(self, address: Optional[Tuple[str, str, str]], **more: Any) -> Dict[str, Any]:
+    def _values(self, address: Optional[Tuple[str, str, str]], **values: Any) -> Dict[str, Any]:
         """A statement's parameters: the key's address as stored (`_stored_part`; the whole text of a
-        part stored as a digest goes in full_*), what else it needs, and this process's "now" when the
-        store runs on an injected clock (the database's clock needs no parameter)."""
-        if address is None:
-            values: Dict[str, Any] = {}
-        else:
+        part stored as a digest goes in full_*), the other `values` it needs, and this process's "now"
+        when the store runs on an injected clock (the database's clock is bounded by a floor)."""
+        if address is not None:
             tenant, tool, key = address
-            values = {"tenant": _stored_part(tenant), "tool": _stored_part(tool), "key": _stored_part(key)}
-            values["full_tenant"] = None if values["tenant"] is tenant else tenant
-            values["full_tool"] = None if values["tool"] is tool else tool
-            values["full_key"] = None if values["key"] is key else key
-        values.update(more)
+            if (len(tenant) <= _SURELY_SHORT and len(tool) <= _SURELY_SHORT and len(key) <= _SURELY_SHORT
+                    and not (tenant.startswith(DIGEST_PREFIX) or tool.startswith(DIGEST_PREFIX)
+                             or key.startswith(DIGEST_PREFIX))):  # the common case: every part as it is
+                values["tenant"], values["tool"], values["key"] = tenant, tool, key
+                values["full_tenant"] = values["full_tool"] = values["full_key"] = None
+            else:
+                stored = [_stored_part(part) for part in address]
+                values["tenant"], values["tool"], values["key"] = stored
+                values["full_tenant"], values["full_tool"], values["full_key"] = (
+                    None if kept is part else part for kept, part in zip(stored, address))
         if self._clock is not None:
             with self._guard_lock:
                 values["now"], values["stamp"] = self._guard.times()
@@ -727,8 +739,19 @@ class _Call:
 
     def changed(self, name: str, values: Mapping[str, Any]) -> bool:
         """Whether a conditional statement found its row (the condition held) and changed it: it then
-        answers with a row (RETURNING)."""
-        return self.row(name, values) is not None
+        answers with a row (RETURNING), counted by the driver; the row is fetched only when the step
+        guard takes a reading (or the driver does not count)."""
+        statement = self._store._statements[name]
+        cursor = self._run(statement, values)
+        rowcount = cursor.rowcount
+        store = self._store
+        if type(rowcount) is not int or rowcount < 0 or (store._clock is None
+                                                         and store._monotonic() >= store._observe_after):
+            row = cursor.fetchone()
+            if row is not None and statement.clocked:
+                store._observe_database_clock(row[-1])
+            return row is not None
+        return rowcount > 0
 
     def may_reserve(self, address: Tuple[str, str, str], owner: str) -> None:
         """From here on a lost commit may have reserved ``address`` for ``owner``: free it later."""
@@ -864,7 +887,7 @@ class _Link:
         self.connection = connection
         self.cursor: Any = None
         self.autocommit = False
-        self._readable: Optional[Callable[[], bool]] = None  # set up on the first look (`looks_closed`)
+        self._readable: Optional[Callable[[], Any]] = None  # set up on the first look (`looks_closed`)
 
     def forget_cursor(self) -> None:
         """Close the cursor after a failure: the next call starts with a new one."""
@@ -884,12 +907,12 @@ class _Link:
             readable = self._readable
             if readable is None:
                 readable = self._readable = _readable_check(self.connection)
-            return readable()
+            return bool(readable())
         except Exception:  # noqa: BLE001 - a driver that cannot say (or a closed connection): drop it
             return True
 
 
-def _readable_check(connection: Any) -> Callable[[], bool]:
+def _readable_check(connection: Any) -> Callable[[], Any]:
     """A check whether `connection`'s socket has something to read (never, for a driver that does not
     give its ``fileno()``). The socket stays the same for as long as the connection lives; one closed
     since reads as readable (poll answers POLLNVAL)."""
@@ -902,7 +925,7 @@ def _readable_check(connection: Any) -> Callable[[], bool]:
         return lambda: bool(select.select([descriptor], [], [], 0)[0])
     poller = poll()
     poller.register(descriptor, select.POLLIN)
-    return lambda: bool(poller.poll(0))
+    return functools.partial(poller.poll, 0)  # a list of events: empty (false) when there is nothing to read
 
 
 class _Pool:
