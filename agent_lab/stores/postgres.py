@@ -37,6 +37,7 @@ from .protocol import (
 )
 
 __all__ = [
+    "OBSERVE_EVERY_S",
     "OPEN_TIMEOUT_S",
     "POOL_SIZE",
     "POSTGRES_SCHEMA_VERSION",
@@ -277,9 +278,10 @@ class PostgresReceiptStore:
     the same kind of clock; never mix the two on one database. Either clock is guarded against steps by
     this process's ``monotonic`` clock (see `agent_lab.stores._clock`): the database's clock is read
     when the store opens and then from the answers of its statements (each row ends with it, at no
-    round trip of its own), and nothing expires sooner than the time the store has seen pass since it opened,
-    so a server clock stepped forward by more than a ttl never lets a retry run again on a store that
-    was open before the step (one opened after it takes the clock as it finds it).
+    round trip of its own; taken in at most every ``OBSERVE_EVERY_S``), and nothing expires sooner than
+    the time the store has seen pass since it opened, so a server clock stepped forward by more than a
+    ttl never lets a retry run again on a store that was open before the step (one opened after it
+    takes the clock as it finds it).
 
     Concurrency. ``reserve`` is an ``INSERT ... ON CONFLICT DO NOTHING``: exactly one contender inserts
     a free key, in any process on any host. A key that holds an expired receipt or a lapsed read is
