@@ -96,12 +96,14 @@ class ScratchDatabase:
 
     def terminate(self, application_name: str, *, waiting_for_lock: bool = False) -> int:
         """pg_terminate_backend on the connections named `application_name` (only those waiting for
-        a lock, if asked); how many were terminated."""
+        a lock, if asked); how many were terminated. From PostgreSQL 14 on, it waits (up to 30 s) until
+        each of them has ended: its connection is then closed by the server, not about to be."""
         condition = " AND wait_event_type = 'Lock'" if waiting_for_lock else ""
         with self.admin() as connection:
+            waits = int(connection.execute("SHOW server_version_num").fetchone()[0]) >= 140000
             rows = connection.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s"
-                + condition, (application_name,)).fetchall()
+                f"SELECT pg_terminate_backend(pid{', 30000' if waits else ''}) FROM pg_stat_activity"
+                " WHERE application_name = %s" + condition, (application_name,)).fetchall()
         return sum(1 for (done,) in rows if done)
 
     def wait_for(self, application_name: str, *, waiting_for_lock: bool, patience_s: float = 30.0) -> None:
@@ -229,9 +231,10 @@ class RowShiftingClock:
 
 
 class FaultyConnection:
-    """A psycopg connection whose next `commit()` can be made to commit and then fail as if the
-    connection dropped before the answer arrived (`lose_next_commit`), the one fault a networked store
-    cannot tell from a commit that never happened."""
+    """A psycopg connection whose next commit can be made to happen and then fail as if the connection
+    dropped before the answer arrived (`lose_commits`), the one fault a networked store cannot tell from
+    a commit that never happened. A commit is `commit()` in a transaction, and in autocommit a statement
+    that writes (INSERT, UPDATE or DELETE: each commits as it runs)."""
 
     lose_commits = 0  # class-wide: how many of the next commits (of any FaultyConnection) are "lost"
 
@@ -239,14 +242,12 @@ class FaultyConnection:
         self._connection = connection
 
     def cursor(self) -> Any:
-        return self._connection.cursor()
+        return _FaultyCursor(self._connection)
 
     def commit(self) -> None:
         self._connection.commit()
-        if FaultyConnection.lose_commits > 0:
-            FaultyConnection.lose_commits -= 1
-            self._connection.close()
-            raise psycopg.OperationalError("server closed the connection unexpectedly (injected)")
+        if not self._connection.autocommit:
+            _lose_a_commit(self._connection)
 
     def rollback(self) -> None:
         self._connection.rollback()
@@ -264,6 +265,28 @@ class FaultyConnection:
     @autocommit.setter
     def autocommit(self, value: bool) -> None:
         self._connection.autocommit = value
+
+
+def _lose_a_commit(connection: Any) -> None:
+    if FaultyConnection.lose_commits > 0:
+        FaultyConnection.lose_commits -= 1
+        connection.close()
+        raise psycopg.OperationalError("server closed the connection unexpectedly (injected)")
+
+
+class _FaultyCursor:
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._cursor = connection.cursor()
+
+    def execute(self, sql: Any, parameters: Any = None) -> Any:
+        answer = self._cursor.execute(sql, parameters)
+        if self._connection.autocommit and str(sql).split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE"):
+            _lose_a_commit(self._connection)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
 
 
 def faulty(connect: Callable[[], Any]) -> Callable[[], FaultyConnection]:
@@ -289,11 +312,7 @@ class HookedConnection(FaultyConnection):
         return _HookedCursor(self._connection)
 
 
-class _HookedCursor:
-    def __init__(self, connection: Any) -> None:
-        self._connection = connection
-        self._cursor = connection.cursor()
-
+class _HookedCursor(_FaultyCursor):
     def execute(self, sql: Any, parameters: Any = None) -> Any:
         hook = HookedConnection.before_statement
         if hook is not None:
@@ -301,11 +320,19 @@ class _HookedCursor:
         rewrite = HookedConnection.rewrite
         if rewrite is not None:
             sql = rewrite(str(sql))
-        return self._cursor.execute(sql, parameters)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)
+        return super().execute(sql, parameters)
 
 
 def hooked(connect: Callable[[], Any]) -> Callable[[], HookedConnection]:
     return lambda: HookedConnection(connect())
+
+
+class UncancellableConnection(HookedConnection):
+    """A HookedConnection whose driver has no way to cancel a running statement: the store then runs each
+    call as one transaction bounded by the server's timeouts (its way for such drivers)."""
+
+    cancel_safe = None  # type: ignore[assignment]
+
+
+def uncancellable(connect: Callable[[], Any]) -> Callable[[], UncancellableConnection]:
+    return lambda: UncancellableConnection(connect())

@@ -1,5 +1,6 @@
 """PostgresReceiptStore: the store conformance suite (tests/store_conformance.py) against a real
-PostgreSQL server, twice: on an injected clock and on the database's own clock (the default); then
+PostgreSQL server, three times: on an injected clock and on the database's own clock (the default),
+in autocommit, and as one transaction per call (a driver that cannot cancel a statement); then
 what only this store promises: tables created once by workers starting together, the fingerprint key
 kept in the database, a search_path per deployment, a connection the server dropped, a lost commit,
 bounded opening, every DB-API paramstyle.
@@ -10,6 +11,7 @@ otherwise, except the tests that need no server.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import unittest
@@ -33,6 +35,7 @@ from postgres_support import (
     ScratchDatabase,
     faulty,
     hooked,
+    uncancellable,
 )
 from store_conformance import (
     FINGERPRINT_KEY,
@@ -93,6 +96,20 @@ class PostgresDatabaseClockTest(PostgresConformance, unittest.TestCase):
         store = PostgresReceiptStore(self.database.connect(self.schema), ttl_s=ttl_s, lease_s=lease_s,
                                      fingerprint_key=fingerprint_key)
         self.assertTrue(store.uses_database_clock)
+        return store
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
+class PostgresTransactionsTest(ClockStepConformance, PostgresConformance, unittest.TestCase):
+    """The same suite for a driver whose connections cannot cancel a statement: the store then runs each
+    call as one transaction bounded by the server's timeouts, not statement by statement in autocommit."""
+
+    def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
+        with self.assertLogs("agent_lab.stores.postgres", "WARNING") as logs:
+            store = PostgresReceiptStore(uncancellable(self.database.connect(self.schema)), ttl_s=ttl_s,
+                                         lease_s=lease_s, clock=clock, monotonic=clock.monotonic,
+                                         fingerprint_key=fingerprint_key)
+        self.assertIn("no cancel()", logs.output[0])
         return store
 
 
@@ -299,11 +316,13 @@ class PostgresStoreTest(unittest.TestCase):
         self.assertIsNone(observer.lookup(KEY))
         self.assertIs(store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
 
-    def orphan_then_slow_release(self, release_takes_s: float) -> tuple:
-        """A store with one reservation whose commit was lost (freed at the start of its next call),
-        whose release then takes `release_takes_s` of the call's time (moved on by hand, as if the
-        row was locked that long); and the statements its calls start."""
-        store = PostgresReceiptStore(hooked(self.database.connect(self.schema)), clock=self.clock,
+    def orphan_then_slow_release(self, release_takes_s: float, wrap=hooked) -> tuple:
+        """A store (in a schema of its own) with one reservation whose commit was lost (freed at the start
+        of its next call), whose release then takes `release_takes_s` of the call's time (moved on by
+        hand, as if the row was locked that long); and the statements its calls start. `wrap`: hooked
+        (autocommit, cut by the watchdog) or uncancellable (one transaction, bounded by the server)."""
+        schema = self.database.new_schema()
+        store = PostgresReceiptStore(wrap(self.database.connect(schema)), clock=self.clock,
                                      monotonic=self.clock.monotonic)
         self.addCleanup(store.close)
         FaultyConnection.lose_commits = 1
@@ -312,39 +331,94 @@ class PostgresStoreTest(unittest.TestCase):
             store.reserve(KEY, FIRST)
         shift = [0.0]
         started: list = []
-        settings: list = []
 
         def before_statement(sql: str, connection) -> None:
             started.append(sql.split(" ", 1)[0])
             if sql.startswith("DELETE FROM agent_lab_receipts") and "owner" in sql:  # the orphan's release
                 shift[0] += release_takes_s
-            if sql.startswith("INSERT INTO agent_lab_receipts"):
-                settings.append(int(connection.execute(
-                    "SELECT setting FROM pg_settings WHERE name = 'lock_timeout'").fetchone()[0]))
 
         patcher = mock.patch.object(postgres_store, "_monotonic", lambda: time.monotonic() + shift[0])
         patcher.start()
         self.addCleanup(patcher.stop)
         HookedConnection.before_statement = before_statement
         self.addCleanup(setattr, HookedConnection, "before_statement", None)
-        return store, started, settings
+        return store, started, schema
 
     def test_a_call_whose_orphan_release_used_up_its_time_runs_none_of_its_own_statements(self):
-        store, started, _ = self.orphan_then_slow_release(30.0)
-        other = ReceiptKey("t", "tool", "other")
-        with self.assertRaises(ReceiptStoreUnavailable):
-            store.reserve(other, FIRST, timeout_s=30.0)
-        self.assertNotIn("INSERT", started)
-        HookedConnection.before_statement = None
-        self.assertIsNone(store.lookup(other))
-        self.assertIsNone(self.open().lookup(KEY))  # the orphan was freed by that next call after all
+        for wrap in (hooked, uncancellable):
+            with self.subTest(connections=wrap.__name__), self.opening_logs(wrap):
+                store, started, schema = self.orphan_then_slow_release(30.0, wrap)
+                other = ReceiptKey("t", "tool", "other")
+                with self.assertRaises(ReceiptStoreUnavailable):
+                    store.reserve(other, FIRST, timeout_s=30.0)
+                self.assertNotIn("INSERT", started)
+                HookedConnection.before_statement = None
+                self.assertIsNone(store.lookup(other))
+                self.assertIsNone(self.open(schema).lookup(KEY))  # the orphan was freed by that next call after all
 
     def test_after_an_orphan_release_the_calls_own_statements_wait_only_for_what_is_left(self):
-        store, _, settings = self.orphan_then_slow_release(29.0)
-        self.assertIs(store.reserve(ReceiptKey("t", "tool", "other"), FIRST, timeout_s=30.0).status,
-                      ReservationStatus.RESERVED)
-        [lock_timeout_ms] = settings
-        self.assertLessEqual(lock_timeout_ms, 1000)
+        """The release takes 29 s of a 30 s call; then the call's own INSERT waits for another
+        transaction inserting the same key: it gives up 1 s later, at the call's deadline, whether the
+        watchdog cuts it (autocommit) or the server's lock_timeout does (a transaction); it does not
+        wait 30 s afresh (the other transaction rolls back by then, and the insert would succeed)."""
+        for wrap in (hooked, uncancellable):
+            with self.subTest(connections=wrap.__name__), self.opening_logs(wrap):
+                store, started, schema = self.orphan_then_slow_release(29.0, wrap)
+                other = ReceiptKey("t", "tool", "other")
+                rival = self.database.admin()
+                self.addCleanup(rival.close)
+                release = threading.Timer(PATIENCE_S, lambda: rival.execute("ROLLBACK"))
+                self.addCleanup(release.cancel)
+                hook = HookedConnection.before_statement
+
+                def insert_meets_a_rival(sql: str, connection) -> None:
+                    if sql.startswith("INSERT INTO agent_lab_receipts") and not release.is_alive():
+                        rival.execute("BEGIN")
+                        rival.execute(f"INSERT INTO {schema}.agent_lab_receipts (tenant, tool, key, fingerprint,"
+                                      " state, expires_at, lapse) VALUES ('t', 'tool', 'other', 'x', 'in_flight', 0,"
+                                      " 'unknown')")
+                        release.start()
+                    hook(sql, connection)
+
+                HookedConnection.before_statement = insert_meets_a_rival
+                with self.assertRaises(ReceiptStoreUnavailable):
+                    store.reserve(other, FIRST, timeout_s=30.0)
+                self.assertTrue(release.is_alive(), "the reserve waited for the rival past its deadline")
+                release.cancel()
+                rival.execute("ROLLBACK")
+                HookedConnection.before_statement = None
+                self.assertIn("INSERT", started)
+                self.assertIs(store.reserve(other, FIRST).status, ReservationStatus.RESERVED)
+
+    def test_a_receipt_is_one_statement_to_reserve_and_one_to_complete_as_in_raw_sql(self):
+        """In autocommit (a driver that can cancel a statement) each of the two calls of a receipt is one
+        statement, one round trip; a driver that cannot runs each call as a transaction bounded by the
+        server's timeouts (its timeouts, then the statement, between the driver's BEGIN and COMMIT)."""
+        for wrap, expected in ((hooked, [["INSERT"], ["UPDATE"]]),
+                               (uncancellable, [["SELECT", "INSERT"], ["SELECT", "UPDATE"]])):
+            with self.subTest(connections=wrap.__name__), self.opening_logs(wrap):
+                store = PostgresReceiptStore(wrap(self.database.connect(self.database.new_schema())))
+                self.addCleanup(store.close)
+                started: list = []
+                HookedConnection.before_statement = lambda sql, connection: started.append(sql.split(" ", 1)[0])
+                self.addCleanup(setattr, HookedConnection, "before_statement", None)
+                calls = []
+                for number in range(3):
+                    key = ReceiptKey("t", "tool", f"key-{number}")
+                    del started[:]
+                    owner = store.reserve(key, FIRST).owner
+                    calls.append(list(started))
+                    del started[:]
+                    self.assertTrue(store.complete(key, owner, RECORD))
+                    calls.append(list(started))
+                HookedConnection.before_statement = None
+                self.assertEqual(calls, expected * 3)
+
+    def opening_logs(self, wrap):
+        """A store on uncancellable connections warns when it opens; one on others says nothing."""
+        if wrap is uncancellable:
+            return self.assertLogs("agent_lab.stores.postgres", "WARNING")
+        return contextlib.nullcontext()
 
     def test_an_unreachable_server_is_unavailable_not_an_exception_of_the_driver(self):
         import psycopg

@@ -41,11 +41,18 @@ class StoreBenchSmokeTest(unittest.TestCase):
     @unittest.skipIf(SKIP_REASON, SKIP_REASON)
     def test_a_quick_run_compares_the_postgres_store_with_raw_sql_when_a_server_is_given(self) -> None:
         printed = self.run_bench("--postgres-dsn", DSN)
-        for label in ("PostgreSQL raw INSERT + UPDATE, 1 writer", "PostgresReceiptStore reserve + complete, 1 writer",
-                      "PostgreSQL raw INSERT + UPDATE, 2 writers", "PostgresReceiptStore reserve + complete, 2 writers",
-                      "synchronous_commit="):
+        for label in ("raw psycopg", "PostgresReceiptStore", "1 writer", "2 writers", "synchronous_commit=",
+                      "isolation"):
             self.assertIn(label, printed)
-
+        reported = {figure.name: figure for figure in _figures.FIGURES if figure.name.startswith("stores.postgres")}
+        self.assertEqual(sorted(reported), ["stores.postgres_1writer_vs_raw", "stores.postgres_2writers_vs_raw"])
+        for figure in reported.values():
+            self.assertEqual((figure.unit, figure.rounds, figure.target, figure.better),
+                             ("receipts/s", 1, ">= 0.7", "higher"))
+            assert figure.peer is not None and figure.ratio is not None
+            self.assertGreater(figure.ours, 0)
+            self.assertAlmostEqual(figure.ratio, figure.ours / figure.peer)
+            self.assertIn(figure.verdict, ("met", "MISSED"))
 
 if __name__ == "__main__":
     unittest.main()

@@ -16,8 +16,13 @@ transaction, on a table of the same shape and indexes.
   * PostgreSQL, only when a server is given (`--postgres-dsn` or AGENT_LAB_BENCH_POSTGRES_DSN, a libpq
     connection string) and psycopg is installed: `PostgresReceiptStore` (one per process, a pool of
     `--writers` connections) against raw psycopg with one autocommit connection per writer (threads),
-    both under the server's own durability settings (shown). Tables go in scratch schemas, dropped
-    afterwards.
+    on the store's own tables (made by the store: same columns, checks, primary key and indexes), both
+    under the server's own durability and isolation settings (shown), with 1 writer and `--writers`.
+    Each round uses fresh schemas (dropped afterwards), and within it the store and raw take turns in
+    10 slices, all writers on one kind at a time, so a slow stretch of a shared machine (another job's
+    fsyncs) falls on both alike. The figures `stores.postgres_1writer_vs_raw` and
+    `stores.postgres_<N>writers_vs_raw` are the store's throughput over raw's (median of the per-round
+    ratios, and their spread); target >= 0.7.
 
 Figures depend on the machine; they are printed, never asserted.
 """
@@ -35,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..fingerprint import fingerprint
 from ..stores import sqlite as sqlite_store
@@ -54,45 +59,63 @@ ARGUMENTS = {"ticket_id": "T-1001", "note": "Called back.", "action_id": "a-1"}
 # One writer's job: write receipt number `index` (its own keys); and what to close afterwards.
 Writer = Tuple[Callable[[int], None], Callable[[], None]]
 
+SLICES = 10
+"""PostgreSQL: how many turns the store and raw psycopg take within each round (see `alternating_writers`)."""
 
-def timed_writers(writers: int, receipts_per_writer: int, make_writer: Callable[[int], Writer]) -> float:
-    """Seconds for `writers` threads to write `receipts_per_writer` receipts each, started together
-    after a warm-up of a few receipts each (connections opened, statements prepared)."""
-    jobs = [make_writer(index) for index in range(writers)]
-    warm_up = max(1, min(20, receipts_per_writer // 10))
-    for write, _ in jobs:
-        for index in range(warm_up):
-            write(-1 - index)
-    start = threading.Barrier(writers + 1)
-    failures: List[BaseException] = []
 
-    def run(write: Callable[[int], None]) -> None:
-        start.wait()
-        try:
-            for index in range(receipts_per_writer):
-                write(index)
-        except BaseException as error:  # noqa: BLE001 - reported below, after every thread has stopped
-            failures.append(error)
+def alternating_writers(writers: int, receipts_per_writer: int, kinds: Mapping[str, Callable[[int], Writer]],
+                        slices: int) -> Dict[str, float]:
+    """Seconds each kind of writer took for `writers` threads to write `receipts_per_writer` receipts
+    each, the kinds taking turns in `slices` slices: in each, every thread writes its share of one kind,
+    all starting together, then of the next kind (the first kind alternates from slice to slice), so
+    a slow stretch of a shared machine falls on every kind alike. Each writer warms up first
+    (connections opened, statements prepared); all are closed at the end."""
+    jobs: Dict[str, List[Writer]] = {}
+    try:
+        for kind, make_writer in kinds.items():
+            jobs[kind] = [make_writer(index) for index in range(writers)]
+        warm_up = max(1, min(20, receipts_per_writer // 10))
+        for kind_jobs in jobs.values():
+            for write, _ in kind_jobs:
+                for index in range(warm_up):
+                    write(-1 - index)
+        bounds = [receipts_per_writer * number // slices for number in range(slices + 1)]
+        names = list(jobs)
+        plan = [(kind, bounds[number], bounds[number + 1]) for number in range(slices)
+                for kind in (names if number % 2 == 0 else names[::-1])]
+        turn = threading.Barrier(writers + 1)
+        failures: List[BaseException] = []
 
-    threads = [threading.Thread(target=run, args=(write,)) for write, _ in jobs]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
-    for _, close in jobs:
-        close()
+        def run(writer: int) -> None:
+            for kind, low, high in plan:
+                turn.wait()
+                try:
+                    if not failures:
+                        write = jobs[kind][writer][0]
+                        for index in range(low, high):
+                            write(index)
+                except BaseException as error:  # noqa: BLE001 - reported below, after every thread has stopped
+                    failures.append(error)
+                turn.wait()
+
+        threads = [threading.Thread(target=run, args=(writer,)) for writer in range(writers)]
+        for thread in threads:
+            thread.start()
+        spent = dict.fromkeys(names, 0.0)
+        for kind, _, _ in plan:
+            turn.wait()
+            started = time.perf_counter()
+            turn.wait()
+            spent[kind] += time.perf_counter() - started
+        for thread in threads:
+            thread.join()
+    finally:
+        for kind_jobs in jobs.values():
+            for _, close in kind_jobs:
+                close()
     if failures:
         raise RuntimeError(f"a writer failed: {type(failures[0]).__name__}: {failures[0]}")
-    return elapsed
-
-
-def best_per_receipt(rounds: int, writers: int, receipts: int, measure: Callable[[int, int], float]) -> float:
-    """Seconds per receipt (wall clock over all writers), the best of `rounds`; `measure(round, per_writer)`."""
-    per_writer = max(1, receipts // writers)
-    return min(measure(round_number, per_writer) for round_number in range(rounds)) / (per_writer * writers)
+    return spent
 
 
 # -- SQLite -----------------------------------------------------------------------------------------
@@ -234,32 +257,41 @@ def _pooled_store_writer(store: Any, writer: int, close: Callable[[], None]) -> 
     return write, (close if writer == 0 else lambda: None)
 
 
-def postgres_rows(dsn: str, receipts: int, writers: int, rounds: int) -> Tuple[str, List[Tuple[str, float]]]:
+def postgres_figures(dsn: str, receipts: int, writers: int,
+                     rounds: int) -> Tuple[str, List[Tuple[str, str, List[float], List[float]]]]:
+    """The server's durability settings, and (label, figure name, store receipts/s, raw receipts/s), one
+    value per round, for 1 writer and for `writers` writers. Each round uses fresh schemas, and the
+    store and raw psycopg take turns in `SLICES` slices (`alternating_writers`), the first of them
+    alternating from round to round."""
     import psycopg  # a benchmark-only peer: the library itself never imports a driver
 
     with psycopg.connect(dsn, autocommit=True) as admin:
         settings = admin.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync'),"
-                                 " current_setting('server_version')").fetchone() or ("?", "?", "?")
-    durability = f"PostgreSQL {settings[2]}, synchronous_commit={settings[0]}, fsync={settings[1]}"
-    rows = []
+                                 " current_setting('default_transaction_isolation'),"
+                                 " current_setting('server_version')").fetchone() or ("?", "?", "?", "?")
+    durability = (f"PostgreSQL {settings[3]}, synchronous_commit={settings[0]}, fsync={settings[1]}, "
+                  f"isolation {settings[2]}")
+    measured = []
     with _scratch_schemas(dsn) as new_schema:
         for count in (1, writers):
-            def store_round(round_number: int, per_writer: int, count: int = count) -> float:
-                schema = new_schema()
-                store = PostgresReceiptStore(functools.partial(psycopg.connect, dsn, options=f"-c search_path={schema}"),
-                                             pool_size=count)
-                return timed_writers(count, per_writer, lambda writer: _pooled_store_writer(store, writer, store.close))
-
-            def raw_round(round_number: int, per_writer: int, count: int = count) -> float:
-                schema = new_schema()
-                _create_raw_postgres(psycopg, dsn, schema)
-                return timed_writers(count, per_writer, lambda writer: _raw_postgres_writer(psycopg, dsn, schema, writer))
-
+            per_writer = max(1, receipts // count)
+            samples: Dict[str, List[float]] = {"store": [], "raw": []}
+            for round_number in range(max(1, rounds)):
+                store_connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                raw_connect = functools.partial(psycopg.connect, dsn, options=f"-c search_path={new_schema()}")
+                PostgresReceiptStore(raw_connect).close()  # the store's own tables, checks and indexes, empty
+                store = PostgresReceiptStore(store_connect, pool_size=count)
+                kinds = {"store": lambda writer: _pooled_store_writer(store, writer, store.close),
+                         "raw": lambda writer: _raw_postgres_writer(raw_connect, writer)}
+                if round_number % 2:
+                    kinds = dict(reversed(list(kinds.items())))
+                spent = alternating_writers(count, per_writer, kinds, SLICES)
+                for kind, seconds in spent.items():
+                    samples[kind].append(per_writer * count / seconds)
             label = "1 writer" if count == 1 else f"{count} writers"
-            rows.append((f"PostgreSQL raw INSERT + UPDATE, {label}", best_per_receipt(rounds, count, receipts, raw_round)))
-            rows.append((f"PostgresReceiptStore reserve + complete, {label}",
-                         best_per_receipt(rounds, count, receipts, store_round)))
-    return durability, rows
+            name = "stores.postgres_1writer_vs_raw" if count == 1 else f"stores.postgres_{count}writers_vs_raw"
+            measured.append((label, name, samples["store"], samples["raw"]))
+    return durability, measured
 
 
 class _scratch_schemas:
@@ -289,42 +321,46 @@ class _scratch_schemas:
                 admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-def _create_raw_postgres(psycopg: Any, dsn: str, schema: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(
-            f"CREATE TABLE {schema}.receipts (tenant text COLLATE \"C\" NOT NULL, tool text COLLATE \"C\" NOT NULL,"
-            " key text COLLATE \"C\" NOT NULL, fingerprint text NOT NULL, state text NOT NULL, record text,"
-            " expires_at double precision NOT NULL, owner text, lapse text NOT NULL, PRIMARY KEY (tenant, tool, key))"
-        )
-        admin.execute(f"CREATE INDEX ON {schema}.receipts (expires_at)")  # as the store has
-
-
-def _raw_postgres_writer(psycopg: Any, dsn: str, schema: str, writer: int) -> Writer:
-    connection = psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
+def _raw_postgres_writer(connect: Callable[[], Any], writer: int) -> Writer:
+    """The same two transactions by hand, on the store's own table: an INSERT (the reservation), then
+    an UPDATE fenced by the owner token (the receipt), each autocommitted on a connection of its own,
+    with rows as large as the store's (the same tool name, a real fingerprint, a 32-digit owner token,
+    the same record text) and the same default isolation and synchronous_commit."""
+    connection = connect()
+    connection.autocommit = True
     prefix = uuid.uuid4().hex[:8]
-    insert = "INSERT INTO receipts VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, 'unknown')"
-    update = ("UPDATE receipts SET state = 'completed', record = %s, expires_at = %s, owner = NULL"
-              " WHERE tenant = %s AND tool = %s AND key = %s")
+    call_fingerprint = fingerprint("record_ticket_followup", ARGUMENTS, key=b"raw psycopg bench fingerprint key")
+    owner = uuid.uuid4().hex
+    insert = ("INSERT INTO agent_lab_receipts (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+              " VALUES (%s, %s, %s, %s, 'in_flight', NULL, %s, %s, 'unknown')")
+    update = ("UPDATE agent_lab_receipts SET state = 'completed', record = %s, expires_at = %s"
+              " WHERE tenant = %s AND tool = %s AND key = %s AND state = 'in_flight' AND owner = %s")
 
     def write(index: int) -> None:
         key = f"{prefix}-{writer}-{index}"
         now = time.time()
-        connection.execute(insert, ("bench", "tool", key, "hmac-sha256:0", now + 300, "owner-token"))
-        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "tool", key))
+        connection.execute(insert, ("bench", "record_ticket_followup", key, call_fingerprint, now + 300, owner))
+        connection.execute(update, (RECORD_TEXT, now + 86400, "bench", "record_ticket_followup", key, owner))
 
     return write, connection.close
 
 
 # -- output -----------------------------------------------------------------------------------------
 
-def print_pairs(title: str, rows: List[Tuple[str, float]]) -> None:
-    """Rows come in pairs (raw, then store); the last column is the store's throughput over raw's."""
-    width = max(len(label) for label, _ in rows)
+def print_postgres(title: str, measured: List[Tuple[str, str, List[float], List[float]]]) -> None:
+    """Per writer count: raw and store receipts per second (medians), and the store's throughput over
+    raw's (median of the per-round ratios, with their spread); each also reported as a figure."""
+    rows = []
+    for label, name, store, raw in measured:
+        figure = _figures.report(
+            name, unit="receipts/s", ours=store, peer=raw, target=">= 0.7", better="higher",
+            note=f"reserve + complete against raw psycopg INSERT + UPDATE on the store's table, {label}")
+        rows.append((label, f"{statistics.median(raw):,.0f}/s", f"{figure.ours:,.0f}/s",
+                     f"{figure.ratio:.2f}x" if figure.ratio is not None else "-", f"{figure.spread:.2f}",
+                     f"{figure.target}: {figure.verdict}"))
     print(title)
-    print(f"  {'measurement':<{width}}  {'per receipt':>11}  {'receipts/s':>10}  {'vs raw':>7}")
-    for index, (label, seconds) in enumerate(rows):
-        ratio = "" if index % 2 == 0 else f"{rows[index - 1][1] / seconds:>6.2f}x"
-        print(f"  {label:<{width}}  {seconds * 1e6:>9.1f}us  {1 / seconds:>10,.0f}  {ratio:>7}")
+    print(_figures.table(("writers", "raw psycopg", "PostgresReceiptStore", "throughput vs raw", "spread",
+                          "target"), rows))
 
 
 def print_sqlite(title: str, measured: List[Tuple[str, str, List[float], List[float]]], synchronous: str) -> None:
@@ -350,7 +386,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--processes", type=int, default=4, help="SQLite: concurrent writer processes (default 4)")
     parser.add_argument("--writers", type=int, default=8, help="PostgreSQL: concurrent writer threads (default 8)")
     parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds (SQLite: the median and spread are reported; default 5)")
+                        help="interleaved rounds (the median and spread are reported; default 5)")
     parser.add_argument("--synchronous", default="NORMAL", choices=["OFF", "NORMAL", "FULL"],
                         help="SQLite synchronous level for the store and raw sqlite3 (default NORMAL)")
     parser.add_argument("--postgres-dsn", default=os.environ.get(DSN_VARIABLE),
@@ -373,8 +409,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError:
         print("PostgreSQL receipts: skipped (psycopg is not installed: pip install 'psycopg[binary]')")
         return 0
-    durability, rows = postgres_rows(args.postgres_dsn, receipts, writers, rounds)
-    print_pairs(f"PostgreSQL receipts (best of {rounds} rounds of {receipts} receipts, {durability})", rows)
+    durability, measured = postgres_figures(args.postgres_dsn, receipts, writers, rounds)
+    print_postgres(f"PostgreSQL receipts: reserve + complete against the same two autocommitted statements in raw "
+                   f"psycopg (medians of {rounds} rounds of {receipts} receipts over all writers, each round "
+                   f"interleaved in {SLICES} slices; {durability})", measured)
     return 0
 
 

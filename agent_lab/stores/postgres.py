@@ -2,17 +2,22 @@
 
 The library stays dependency-free: the store takes a *connection factory*, any callable returning a new
 DB-API 2.0 connection (psycopg 3 is what the tests and the README use), and speaks only SQL through it.
-Each method is one short transaction on a pooled connection: the rules (``_rules``) are the same as the
-SQLite store's, written as conditional statements, so the conformance suite holds both to the same
-answers. See ``PostgresReceiptStore`` for the decisions (clock, pool, timeouts, reconnecting).
+Each method is one conditional statement in the common case (a free key's reserve, its complete), run
+on a pooled connection in autocommit, one round trip, as a raw INSERT or UPDATE would be: the rules
+(``_rules``) are the same as the SQLite store's, written as conditional statements, so the conformance
+suite holds both to the same answers. See ``PostgresReceiptStore`` for the decisions (clock, pool,
+deadlines, reconnecting).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
+import operator
 import re
+import select
 import sys
 import threading
 import time
@@ -32,6 +37,7 @@ from .protocol import (
 )
 
 __all__ = [
+    "OBSERVE_EVERY_S",
     "OPEN_TIMEOUT_S",
     "POOL_SIZE",
     "POSTGRES_SCHEMA_VERSION",
@@ -66,15 +72,22 @@ OPEN_TIMEOUT_S = 10.0
 PURGE_EVERY = 64
 PURGE_CHUNK = 256
 """Every ``PURGE_EVERY`` reserves, a store deletes up to ``PURGE_CHUNK`` expired entries (oldest first,
-skipping rows other workers hold), in the reserve's own transaction; ``purge()`` does it on demand."""
+skipping rows other workers hold), in the reserve's own call; ``purge()`` does it on demand."""
 
 RESERVE_ATTEMPTS = 4
 """A reserve that keeps finding its key changed under it (freed, then taken, between two statements)
 gives up after this many rounds with ReceiptStoreUnavailable (retry later); one round is the norm."""
 
 IDLE_IN_TRANSACTION_FLOOR_MS = 1000
-"""A transaction left idle longer than its call's timeout (and at least this long) is ended by the
-server: a frozen or partitioned worker cannot hold a row lock that others wait for."""
+"""A call run as a transaction (see "Deadlines") that is left idle longer than its timeout (and at least
+this long) is ended by the server: a frozen or partitioned worker cannot hold a row lock that others wait
+for. In autocommit no call is ever idle in a transaction."""
+
+OBSERVE_EVERY_S = 0.05
+"""How often at most the step guard takes in the database's clock from the rows of the store's statements.
+Readings it skips change nothing it promises: between two readings the guard's floor moves on by the
+monotonic clock, entries are judged by the earlier of the floor and the database's clock, and a step is
+held (forward) or taken (backward) at the next reading, which only lets entries live longer meanwhile."""
 
 _MAX_TIMEOUT_MS = 2**31 - 1  # PostgreSQL's integer settings
 _SET_UP_LOCK = 7_316_245_019_226_041_923  # pg_advisory_xact_lock key: one set-up at a time, any schema
@@ -158,44 +171,57 @@ _WHERE_UNKNOWN = (_WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' A
                   " AND fingerprint = :fingerprint")
 _PURGEABLE = "expires_at <= {now} AND NOT (state = 'in_flight' AND lapse = 'unknown')"
 
+# Each conditional statement answers with a row when its condition held (RETURNING), and every row ends
+# with {clock}, the database's clock for the step guard (NULL on an injected clock): a call reads the
+# clock in the statement that does its work, without a round trip of its own.
 _SQL = {
+    # Transactions only (see PostgresReceiptStore, "Deadlines"): the call's timeouts, for its transaction.
     "timeouts": (
         "SELECT set_config('statement_timeout', :statement_ms, true), set_config('lock_timeout', :lock_ms, true),"
-        " set_config('idle_in_transaction_session_timeout', :idle_ms, true), " + DATABASE_CLOCK
+        " set_config('idle_in_transaction_session_timeout', :idle_ms, true), {clock}"
     ),
+    # A key whose parts are all stored as they are (the common case) leaves full_* out: NULL.
     "insert_new": (
+        f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse)"
+        " VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL, {stamp} + {lease}, :owner, :lapse)"
+        " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING {clock}"
+    ),
+    "insert_new_digested": (
         f"INSERT INTO {_RECEIPTS} (tenant, tool, key, fingerprint, state, record, expires_at, owner, lapse,"
         " full_tenant, full_tool, full_key) VALUES (:tenant, :tool, :key, :fingerprint, 'in_flight', NULL,"
         " {stamp} + {lease}, :owner, :lapse, :full_tenant, :full_tool, :full_key)"
-        " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING 1"
+        " ON CONFLICT (tenant, tool, key) DO NOTHING RETURNING {clock}"
     ),
     "select_entry": (
-        f"SELECT fingerprint, state, record, expires_at, owner, lapse, {{now}} FROM {_RECEIPTS} WHERE " + _WHERE_KEY
+        f"SELECT fingerprint, state, record, expires_at, owner, lapse, {{now}}, {{clock}} FROM {_RECEIPTS} WHERE "
+        + _WHERE_KEY
     ),
     # A lapsed read or an expired receipt is taken over by a conditional UPDATE: it changes the row only
     # if the row is (still) purgeable now, whatever happened since it was read.
     "take_over": (
         f"UPDATE {_RECEIPTS} SET fingerprint = :fingerprint, state = 'in_flight', record = NULL,"
         " expires_at = {stamp} + {lease}, owner = :owner, lapse = :lapse"
-        " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING 1"
+        " WHERE " + _WHERE_KEY + " AND " + _PURGEABLE + " RETURNING {clock}"
     ),
-    "renew": f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{lease}} WHERE " + _WHERE_HELD_BY,
+    "renew": (
+        f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{lease}} WHERE " + _WHERE_HELD_BY + " RETURNING {clock}"
+    ),
     # The holder keeps its owner token in the receipt: a completion that changes nothing is then asked
     # whether it repeats one that landed (its first answer was lost with a connection): its own record.
     "complete": (
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}}"
-        " WHERE " + _WHERE_HELD_BY
+        " WHERE " + _WHERE_HELD_BY + " RETURNING {clock}"
     ),
     "completed_by": (
-        f"SELECT 1 FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
+        f"SELECT {{clock}} FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
         " AND record = :record"
     ),
-    "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY,
+    "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY + " RETURNING {clock}",
     "resolve_happened": (
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
-        " owner = NULL WHERE " + _WHERE_UNKNOWN
+        " owner = NULL WHERE " + _WHERE_UNKNOWN + " RETURNING {clock}"
     ),
-    "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN,
+    "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN + " RETURNING {clock}",
     "unresolved": (
         f"SELECT COALESCE(full_tenant, tenant), COALESCE(full_tool, tool), COALESCE(full_key, key) FROM {_RECEIPTS}"
         " WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now} ORDER BY 1, 2, 3 LIMIT :limit"
@@ -216,7 +242,7 @@ _SQL = {
         " VALUES (:tenant, :approval_id, COALESCE({stamp} + CAST(:left AS double precision),"
         " GREATEST(CAST(:expires_at AS double precision), {stamp})) + {ttl})"
         f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
-        f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING 1"
+        f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING {{clock}}"
     ),
     "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
     "select_meta": f"SELECT name, value FROM {_META}",
@@ -224,6 +250,9 @@ _SQL = {
     "update_meta": f"UPDATE {_META} SET value = :value WHERE name = :name",
     "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
 }
+_READS = frozenset({"timeouts", "select_entry", "completed_by", "unresolved", "meta_exists", "select_meta"})
+"""The statements that change nothing: a call whose connection fails before it sent any other statement
+may run again on a new connection (see `_call_until`)."""
 
 _Answer = TypeVar("_Answer")
 _monotonic = time.monotonic  # a module global, so that tests can move a call's time on
@@ -248,35 +277,49 @@ class PostgresReceiptStore:
     by hand, or a deployment that trusts its hosts' clocks. Every store sharing the tables must then use
     the same kind of clock; never mix the two on one database. Either clock is guarded against steps by
     this process's ``monotonic`` clock (see `agent_lab.stores._clock`): the database's clock is read
-    with every call, and nothing expires sooner than the time the store has seen pass since it opened,
-    so a server clock stepped forward by more than a ttl never lets a retry run again on a store that
-    was open before the step (one opened after it takes the clock as it finds it).
+    when the store opens and then from the answers of its statements (each row ends with it, at no
+    round trip of its own; taken in at most every ``OBSERVE_EVERY_S``), and nothing expires sooner than
+    the time the store has seen pass since it opened, so a server clock stepped forward by more than a
+    ttl never lets a retry run again on a store that was open before the step (one opened after it
+    takes the clock as it finds it).
 
     Concurrency. ``reserve`` is an ``INSERT ... ON CONFLICT DO NOTHING``: exactly one contender inserts
     a free key, in any process on any host. A key that holds an expired receipt or a lapsed read is
     taken over with a conditional ``UPDATE ... WHERE expires_at <= now``, so two contenders can never
     both take it. ``renew``, ``complete``, ``release``, ``resolve`` and ``consume_approval`` are single
-    conditional statements. Each call is one transaction on a connection of the store's pool (up to
-    ``pool_size`` connections, opened when needed and shared by the process's threads, one call at a
-    time on each).
+    conditional statements. Each statement is atomic by itself and rechecks its condition, so a call
+    needs no transaction around its statements: a connection runs in autocommit, each statement commits
+    as it runs, and a free key's reserve, or a complete, is one round trip. Calls run on the
+    connections of the store's pool (up to ``pool_size``, opened when needed and shared by the
+    process's threads, one call at a time on each).
 
-    Deadlines. A call waits for a pooled connection (or a new one) no longer than its ``timeout_s``,
-    and sets ``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout`` for its
-    transaction (``SET LOCAL``, through ``set_config``) from what is left of it: a locked row or table,
-    a slow or unreachable server answers ``ReceiptStoreUnavailable`` in time. A COMMIT's wait for a
-    synchronous standby is not bounded by those settings: every call is watched (`_Watchdog`) and
-    cancelled at its deadline, its connection dropped, its outcome unknown (as after a lost commit,
-    below). Opening a connection is bounded the same way, whatever the driver does; give the factory its
-    own connect timeout too (psycopg: ``connect_timeout``), so abandoned attempts end.
+    Deadlines. A call waits for a pooled connection (or a new one) no longer than its ``timeout_s``, and
+    is watched from its first statement (`_Watchdog`): at its deadline the store sends the connection's
+    cancel request, which ends whatever the server is doing for it (a wait for a locked row or table, a
+    slow statement, a COMMIT waiting for a synchronous standby, which no server timeout bounds), drops
+    the connection and answers ``ReceiptStoreUnavailable``; the call's outcome is then unknown (as after
+    a lost commit, below). A call whose time is up sends nothing. The server's own timeouts are not set
+    (a ``SET`` would cost a round trip per call, and a session setting would outlive the call on a
+    connection that a transaction-pooling proxy such as PgBouncer shares; set ``statement_timeout`` on
+    the role if the server should bound the store's statements by itself as well). A driver whose
+    connections have no ``cancel_safe()`` or ``cancel()`` (or no ``autocommit``) cannot be cut that way:
+    the store then runs each call as one transaction that sets ``statement_timeout``, ``lock_timeout``
+    and ``idle_in_transaction_session_timeout`` from what is left of its time (``SET LOCAL``, through
+    ``set_config``; with psycopg, BEGIN, the timeouts and COMMIT are three more round trips a call), so
+    the server gives up in time, except in a COMMIT's wait (the store warns when it opens). Opening a
+    connection is bounded by the call's time too, whatever the driver does; give the factory its own
+    connect timeout as well (psycopg: ``connect_timeout``), so abandoned attempts end.
 
     Lost connections. Any driver error is ``ReceiptStoreUnavailable`` for the call that met it (retry
     later), and the connection is dropped if it cannot be rolled back; the next call opens a new one. A
     connection the server closed while it sat in the pool (an idle timeout, ``pg_terminate_backend``,
-    a restart) is noticed by the first statement of a call, which changes nothing, so that call simply
-    retries once on a new connection. If a reserve's commit is lost with its connection, the store
-    does not know whether the key is now reserved for an owner token it never handed out; it frees that
-    reservation (by its token) at the start of its next call. A lost commit of ``consume_approval``
-    may leave the approval spent (a person approves again: fail closed).
+    a restart) has the server's goodbye waiting on its socket: the pool looks (one poll, when the driver
+    gives its ``fileno()``) and drops it before a call uses it; a call whose connection still turns out
+    dead before it sent anything that changes data retries once on a new connection. A connection lost
+    in the middle of a statement that changes data fails that call. If a reserve's commit is lost with
+    its connection, the store does not know whether the key is now reserved for an owner token it never
+    handed out; it frees that reservation (by its token) at the start of its next call. A lost commit of
+    ``consume_approval`` may leave the approval spent (a person approves again: fail closed).
 
     Not across ``fork``: open the store in the child process.
     """
@@ -305,6 +348,7 @@ class PostgresReceiptStore:
         self._guard = StepGuard(lambda: _epoch_seconds(clock()) if clock is not None else math.nan,
                                 self._monotonic, max(self._ttl_s, self._lease_s))
         self._guard_lock = threading.Lock()  # calls run on several connections at once
+        self._observe_after = -math.inf  # monotonic: when the database's clock is next taken in
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be a positive integer")
         if paramstyle is not None and paramstyle not in _PARAMSTYLES:
@@ -320,14 +364,18 @@ class PostgresReceiptStore:
         try:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
-            if _canceller(first) is None:
+            can_cancel = _canceller(first.connection) is not None
+            if not can_cancel:
                 logger.warning("the receipt database driver's connections have no cancel(): a call still running "
                                "at its deadline (a COMMIT waiting for a synchronous standby) cannot be cut there")
-            driver = sys.modules.get(type(first).__module__.partition(".")[0])
+            # Autocommit when the watchdog can cut a call at its deadline (see "Deadlines" above).
+            self._transactions = not (can_cancel and isinstance(getattr(first.connection, "autocommit", None), bool))
+            driver = sys.modules.get(type(first.connection).__module__.partition(".")[0])
             self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
                                            lease_s=self._lease_s, ttl_s=self._ttl_s)
-            self._fingerprint_key = self._call_until(deadline, lambda transaction: self._set_up(transaction, given_key))
+            self._fingerprint_key = self._call_until(deadline, lambda call: self._set_up(call, given_key),
+                                                     transaction=True)
         except BaseException:
             self._watchdog.close()
             self._pool.close()
@@ -359,23 +407,25 @@ class PostgresReceiptStore:
         lapse_value = rules.check_lapse(lapse)
         address = rules.address(key)
 
-        def work(transaction: _Transaction) -> Reservation:
-            self._purge_now_and_then(transaction)
+        def work(call: _Call) -> Reservation:
+            self._purge_now_and_then(call)
             for _ in range(RESERVE_ATTEMPTS):
                 owner = rules.new_owner_token()
                 values = self._values(address, fingerprint=fingerprint, owner=owner, lapse=lapse_value)
-                transaction.may_reserve(address, owner)
-                if transaction.row("insert_new", values) is not None:
+                call.may_reserve(address, owner)
+                digested = not (values["full_tenant"] is None and values["full_tool"] is None
+                                and values["full_key"] is None)
+                if call.changed("insert_new_digested" if digested else "insert_new", values):
                     return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
-                row = transaction.row("select_entry", values)
+                row = call.row("select_entry", values)
                 if row is None:  # released or resolved since the insert: try again
                     continue
                 entry, now = _entry(row)
                 answer = rules.decide_reserve(entry, fingerprint, now)
                 if answer is not None:
                     return answer
-                transaction.bound_by_deadline()  # the takeover may wait for a row lock
-                if transaction.row("take_over", values) is not None:
+                call.bound_by_deadline()  # the takeover may wait for a row lock
+                if call.changed("take_over", values):
                     return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
             raise ReceiptStoreUnavailable("the key kept changing while it was being reserved; try again")
 
@@ -384,20 +434,20 @@ class PostgresReceiptStore:
     def renew(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner)
-        return self._call(timeout_s, lambda transaction: transaction.changed("renew", values))
+        return self._call(timeout_s, lambda call: call.changed("renew", values))
 
     def complete(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
-        return self._call(timeout_s, lambda transaction: transaction.changed("complete", values)
-                          or transaction.row("completed_by", values) is not None)
+        return self._call(timeout_s, lambda call: call.changed("complete", values)
+                          or call.row("completed_by", values) is not None)
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner)
-        return self._call(timeout_s, lambda transaction: transaction.changed("release", values))
+        return self._call(timeout_s, lambda call: call.changed("release", values))
 
     def resolve(
         self,
@@ -411,13 +461,13 @@ class PostgresReceiptStore:
         text = rules.record_text(record) if record is not None else None
         values = self._values(rules.address(key), fingerprint=fingerprint, record=text)
         statement = "resolve_not_happened" if text is None else "resolve_happened"
-        return self._call(timeout_s, lambda transaction: transaction.changed(statement, values))
+        return self._call(timeout_s, lambda call: call.changed(statement, values))
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
         values = self._values(rules.address(key))
 
-        def work(transaction: _Transaction) -> Optional[Reservation]:
-            row = transaction.row("select_entry", values)
+        def work(call: _Call) -> Optional[Reservation]:
+            row = call.row("select_entry", values)
             return None if row is None else rules.status_of(*_entry(row))
 
         return self._call(timeout_s, work)
@@ -425,12 +475,12 @@ class PostgresReceiptStore:
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
         rules.check_limit(limit)
         values = self._values(None, limit=limit)
-        rows = self._call(timeout_s, lambda transaction: transaction.rows("unresolved", values))
+        rows = self._call(timeout_s, lambda call: call.rows("unresolved", values))
         return [ReceiptKey(tenant, tool, key) for tenant, tool, key in rows]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
         rules.check_limit(limit)
-        return self._call(timeout_s, lambda transaction: self._purge(transaction, limit))
+        return self._call(timeout_s, lambda call: self._purge(call, limit))
 
     def consume_approval(
         self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
@@ -439,7 +489,7 @@ class PostgresReceiptStore:
         tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
         values = self._values(None, tenant=_stored_part(tenant), approval_id=_stored_part(approval_id),
                               expires_at=expires_at, left=left)
-        return self._call(timeout_s, lambda transaction: transaction.row("spend_approval", values) is not None)
+        return self._call(timeout_s, lambda call: call.changed("spend_approval", values))
 
     def close(self) -> None:
         self._watchdog.close()
@@ -453,143 +503,154 @@ class PostgresReceiptStore:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _values(self, address: Optional[Tuple[str, str, str]], **more: Any) -> Dict[str, Any]:
+    def _values(self, address: Optional[Tuple[str, str, str]], **values: Any) -> Dict[str, Any]:
         """A statement's parameters: the key's address as stored (`_stored_part`; the whole text of a
-        part stored as a digest goes in full_*), what else it needs, and this process's "now" when the
-        store runs on an injected clock (the database's clock needs no parameter)."""
-        if address is None:
-            values: Dict[str, Any] = {}
-        else:
+        part stored as a digest goes in full_*), the other `values` it needs, and this process's "now"
+        when the store runs on an injected clock (the database's clock is bounded by a floor)."""
+        if address is not None:
             tenant, tool, key = address
-            values = {"tenant": _stored_part(tenant), "tool": _stored_part(tool), "key": _stored_part(key)}
-            values["full_tenant"] = None if values["tenant"] is tenant else tenant
-            values["full_tool"] = None if values["tool"] is tool else tool
-            values["full_key"] = None if values["key"] is key else key
-        values.update(more)
-        with self._guard_lock:
-            if self._clock is not None:
+            if (len(tenant) <= _SURELY_SHORT and len(tool) <= _SURELY_SHORT and len(key) <= _SURELY_SHORT
+                    and not (tenant.startswith(DIGEST_PREFIX) or tool.startswith(DIGEST_PREFIX)
+                             or key.startswith(DIGEST_PREFIX))):  # the common case: every part as it is
+                values["tenant"], values["tool"], values["key"] = tenant, tool, key
+                values["full_tenant"] = values["full_tool"] = values["full_key"] = None
+            else:
+                stored = [_stored_part(part) for part in address]
+                values["tenant"], values["tool"], values["key"] = stored
+                values["full_tenant"], values["full_tool"], values["full_key"] = (
+                    None if kept is part else part for kept, part in zip(stored, address))
+        if self._clock is not None:
+            with self._guard_lock:
                 values["now"], values["stamp"] = self._guard.times()
-            else:  # the database's clock is bounded by what this process has seen pass (None: not yet)
-                floor = self._guard.floor(self._monotonic())
-                values["floor"] = floor if math.isfinite(floor) else None
+        else:  # the database's clock is bounded by what this process has seen pass (None: not yet); the
+            # floor reads one attribute of the guard, so it needs no lock
+            floor = self._guard.floor(self._monotonic())
+            values["floor"] = floor if math.isfinite(floor) else None
         return values
 
-    def _observe_database_clock(self, database_now: Any, received_at: float) -> None:
-        """The database's clock as a call's first statement read it: what the guard's floor follows."""
-        if self._clock is None and isinstance(database_now, (int, float)):
-            with self._guard_lock:
-                self._guard.observe(float(database_now), received_at)
+    def _observe_database_clock(self, database_now: Any) -> None:
+        """The database's clock as a statement of a call read it: what the guard's floor follows. Read at
+        most every `OBSERVE_EVERY_S` (a busy store gets thousands of readings a second; the guard needs no
+        more than a few, see the constant)."""
+        if self._clock is None and type(database_now) is float:
+            received_at = self._monotonic()
+            if received_at >= self._observe_after:
+                with self._guard_lock:
+                    self._guard.observe(database_now, received_at)
+                    self._observe_after = received_at + OBSERVE_EVERY_S
 
-    def _call(self, timeout_s: Optional[float], work: Callable[["_Transaction"], _Answer]) -> _Answer:
+    def _call(self, timeout_s: Optional[float], work: Callable[["_Call"], _Answer]) -> _Answer:
         return self._call_until(_monotonic() + store_timeout(timeout_s), work)
 
-    def _call_until(self, deadline: float, work: Callable[["_Transaction"], _Answer]) -> _Answer:
-        """Run ``work`` in one transaction on a pooled connection, all within ``deadline`` (monotonic).
+    def _call_until(self, deadline: float, work: Callable[["_Call"], _Answer], *,
+                    transaction: Optional[bool] = None) -> _Answer:
+        """Run ``work`` on a pooled connection, all within ``deadline`` (monotonic): as one transaction
+        (``transaction``, default: when the store cannot run in autocommit, see the class docstring),
+        or statement by statement in autocommit.
 
-        A driver error is ReceiptStoreUnavailable. The first statement (the transaction's timeouts)
-        changes nothing, so if it finds the connection dead (closed by the server while idle in the
-        pool), the call is tried once more on a new connection.
+        A driver error is ReceiptStoreUnavailable. A call whose connection turns out to be dead before
+        it sent anything that changes data (closed by the server while idle in the pool, if the pool's
+        look at it did not notice) is tried once more on a new connection.
         """
+        in_transaction = self._transactions if transaction is None else transaction
         for attempt in (1, 2):
-            connection = self._pool.checkout(deadline)
-            transaction = _Transaction(self, connection, deadline)
-            watch = self._watchdog.watch(deadline, connection)  # cancels the call if it runs past its deadline
+            if _monotonic() >= deadline:
+                raise ReceiptStoreUnavailable("the receipt database call had no time left (its deadline has passed)")
+            link = self._pool.checkout(deadline)
+            call = _Call(self, link, deadline, in_transaction)
+            watch = self._watchdog.watch(deadline, link.connection)  # cancels the call if it runs past its deadline
             try:
-                transaction.bound_by_deadline()
+                if in_transaction or link.autocommit is in_transaction:
+                    call.begin()
+                if self._orphans:
+                    self._free_orphans(call)
+                answer = work(call)
+                if in_transaction:
+                    call.commit()
             except self._errors as error:
                 cut = self._watchdog.unwatch(watch)
-                if transaction.abandon(cut=cut) and attempt == 1 and not cut:
+                if call.abandon(cut=cut) and attempt == 1 and not cut and not call.sent_write:
                     logger.info("a pooled receipt-database connection was closed by the server; reconnecting")
                     continue
-                raise _unavailable("could not start a transaction", error) from error
-            except BaseException:
-                transaction.abandon(cut=self._watchdog.unwatch(watch))
-                raise
-            try:
-                self._free_orphans(transaction)
-                answer = work(transaction)
-                transaction.commit()
-            except self._errors as error:
-                cut = self._watchdog.unwatch(watch)
-                transaction.abandon(cut=cut)
                 raise _unavailable("cut at its deadline" if cut else "a statement failed", error) from error
             except BaseException:
-                transaction.abandon(cut=self._watchdog.unwatch(watch))
+                call.abandon(cut=self._watchdog.unwatch(watch))
                 raise
             if self._watchdog.unwatch(watch):
                 # The deadline passed before the call was done (a COMMIT waiting for a synchronous standby,
                 # say): it was cancelled, and whether it committed is unknown, as after a lost connection.
-                transaction.abandon(cut=True)
+                call.abandon(cut=True)
                 raise ReceiptStoreUnavailable("the receipt database did not confirm the call within its timeout "
                                               "(cancelled at the deadline; it may have committed)")
-            self._pool.checkin(connection)
+            self._pool.checkin(link)
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _drop_if_broken(self, connection: Any) -> bool:
-        """Roll back; if even that fails, the connection is dead: close and forget it (True)."""
+    def _drop_if_broken(self, link: "_Link") -> bool:
+        """Roll back; if even that fails (or the driver says the connection is closed), the connection is
+        dead: close and forget it (True)."""
         try:
-            connection.rollback()
+            if getattr(link.connection, "closed", False):
+                raise ConnectionError("closed")
+            link.connection.rollback()
         except Exception:  # noqa: BLE001 - any failure here means the connection is unusable
-            self._pool.discard(connection)
+            self._pool.discard(link)
             return True
-        self._pool.checkin(connection)
+        self._pool.checkin(link)
         return False
 
     def _orphaned(self, address: Tuple[str, str, str], owner: str) -> None:
         with self._orphans_lock:
             self._orphans.append((address, owner))
 
-    def _free_orphans(self, transaction: "_Transaction") -> None:
+    def _free_orphans(self, call: "_Call") -> None:
         """Release reservations whose commit was lost with a connection: their owner tokens were never
         handed out, so no handler runs under them (a release of one that never committed does nothing)."""
-        if not self._orphans:
-            return
         with self._orphans_lock:
             orphans, self._orphans = self._orphans, []
-        transaction.on_failure(lambda: self._requeue(orphans))
+        call.on_failure(lambda: self._requeue(orphans))
         for address, owner in orphans:
-            transaction.changed("release", self._values(address, owner=owner))
-        transaction.bound_by_deadline()  # a release may have waited for a row lock: the call's own
-        # statements get only what is left of its time (each statement's timeouts start afresh)
+            call.changed("release", self._values(address, owner=owner))
+        call.bound_by_deadline()  # a release may have waited for a row lock: the call's own statements
+        # get only what is left of its time
 
     def _requeue(self, orphans: List[Tuple[Tuple[str, str, str], str]]) -> None:
         with self._orphans_lock:
             self._orphans[:0] = orphans
 
-    def _purge_now_and_then(self, transaction: "_Transaction") -> None:
+    def _purge_now_and_then(self, call: "_Call") -> None:
         self._reserves_since_purge += 1  # a race between threads only shifts when the next purge runs
         if self._reserves_since_purge >= PURGE_EVERY:
             self._reserves_since_purge = 0
-            self._purge(transaction, PURGE_CHUNK)
-            transaction.bound_by_deadline()  # what the purge took is not given to the reserve again
+            self._purge(call, PURGE_CHUNK)
+            call.bound_by_deadline()  # what the purge took is not given to the reserve again
 
-    def _purge(self, transaction: "_Transaction", limit: int) -> int:
-        deleted = transaction.count("purge_receipts", self._values(None, limit=limit))
+    def _purge(self, call: "_Call", limit: int) -> int:
+        deleted = call.count("purge_receipts", self._values(None, limit=limit))
         if deleted < limit:
-            deleted += transaction.count("purge_approvals", self._values(None, limit=limit - deleted))
+            deleted += call.count("purge_approvals", self._values(None, limit=limit - deleted))
         return deleted
 
-    def _set_up(self, transaction: "_Transaction", given_key: Optional[bytes]) -> bytes:
-        """Create the tables if needed and settle the fingerprint key, in one transaction. The common
+    def _set_up(self, call: "_Call", given_key: Optional[bytes]) -> bytes:
+        """Create the tables if needed and settle the fingerprint key, in one call. The common
         case (tables there, key stored) only reads; otherwise an advisory lock makes workers starting at
         once take turns, so none meets another's half-created table or writes a second key."""
-        exists = transaction.row("meta_exists", {})
+        exists = call.row("meta_exists", {})
         if exists is not None and exists[0]:
-            meta = transaction.meta()
+            meta = call.meta()
             if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
                 key, new_rows = _settle_fingerprint_key(meta, given_key)
                 if not new_rows:
                     return key
-        transaction.row("set_up_lock", {})
+        call.row("set_up_lock", {})
         for statement in _CREATE:
-            transaction.execute_sql(statement)
-        meta = transaction.meta()
+            call.execute_sql(statement)
+        meta = call.meta()
         stored_version = meta.get(_VERSION_ROW)
         if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
             for statement in _MIGRATE_FROM_V1:
-                transaction.execute_sql(statement)
-            transaction.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
+                call.execute_sql(statement)
+            call.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
         elif stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
             raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
                              f"understands ({POSTGRES_SCHEMA_VERSION})")
@@ -597,49 +658,75 @@ class PostgresReceiptStore:
         if stored_version is None:
             new_rows.append((_VERSION_ROW, str(POSTGRES_SCHEMA_VERSION)))
         for name, value in new_rows:
-            transaction.execute("insert_meta", {"name": name, "value": value})
+            call.execute("insert_meta", {"name": name, "value": value})
         return key
 
 
-class _Transaction:
-    """One call's transaction on one connection, with the call's deadline."""
+class _Call:
+    """One call's statements on one pooled connection, with the call's deadline: one transaction, or
+    (autocommit) statement by statement, each statement committed as it runs."""
 
-    __slots__ = ("_store", "_connection", "_cursor", "_deadline", "_on_failure")
+    __slots__ = ("_store", "_link", "_deadline", "_transaction", "_on_failure", "started", "sent_write")
 
-    def __init__(self, store: PostgresReceiptStore, connection: Any, deadline: float) -> None:
+    def __init__(self, store: PostgresReceiptStore, link: "_Link", deadline: float, transaction: bool) -> None:
         self._store = store
-        self._connection = connection
-        self._cursor: Any = None
+        self._link = link
         self._deadline = deadline
+        self._transaction = transaction
         self._on_failure: Optional[Callable[[], None]] = None
+        self.started = False  # a statement has been sent
+        self.sent_write = False  # a statement that may change data has been sent
+
+    def begin(self) -> None:
+        """Put the connection in the call's mode (when it is not in it); a transaction starts with its
+        timeouts."""
+        link = self._link
+        if link.autocommit is self._transaction:
+            link.connection.autocommit = not self._transaction
+            link.autocommit = not self._transaction
+        if self._transaction:
+            self.bound_by_deadline()
 
     def bound_by_deadline(self) -> None:
-        """Let the server spend no more than what is left of the call's time on what follows."""
+        """Give up if the call's time is up; in a transaction, also let the server spend no more than what
+        is left of it on what follows (in autocommit the watchdog cuts the call at its deadline)."""
         left_ms = math.ceil((self._deadline - _monotonic()) * 1000)
-        if left_ms <= 0 and self._cursor is not None:
+        if left_ms <= 0 and self.started:
             raise ReceiptStoreUnavailable("the receipt database did not answer within the timeout")
+        if not self._transaction:
+            return
         statement_ms = str(min(max(left_ms, 1), _MAX_TIMEOUT_MS))
         idle_ms = str(min(max(left_ms, IDLE_IN_TRANSACTION_FLOOR_MS), _MAX_TIMEOUT_MS))
-        self.execute("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
-        row = self._cursor.fetchone()
-        if row is not None:
-            self._store._observe_database_clock(row[-1], self._store._monotonic())
+        self.row("timeouts", {"statement_ms": statement_ms, "lock_ms": statement_ms, "idle_ms": idle_ms})
 
     def execute(self, name: str, values: Mapping[str, Any]) -> Any:
-        statement = self._store._statements[name]
-        if self._cursor is None:
-            self._cursor = self._connection.cursor()
-        self._cursor.execute(statement.sql, statement.parameters(values))
-        return self._cursor
+        return self._run(self._store._statements[name], values)
+
+    def _run(self, statement: _Statement, values: Mapping[str, Any]) -> Any:
+        cursor = self._link.cursor
+        if cursor is None:
+            cursor = self._link.cursor = self._link.connection.cursor()
+        self.started = True
+        if statement.writes:
+            self.sent_write = True
+        cursor.execute(statement.sql, statement.parameters(values))
+        return cursor
 
     def execute_sql(self, sql: str) -> None:
         """A statement without parameters (the set-up's DDL)."""
-        if self._cursor is None:
-            self._cursor = self._connection.cursor()
-        self._cursor.execute(sql)
+        cursor = self._link.cursor
+        if cursor is None:
+            cursor = self._link.cursor = self._link.connection.cursor()
+        self.started = self.sent_write = True
+        cursor.execute(sql)
 
     def row(self, name: str, values: Mapping[str, Any]) -> Optional[Sequence[Any]]:
-        return self.execute(name, values).fetchone()
+        """The statement's first row; a row ending with the database's clock feeds the step guard."""
+        statement = self._store._statements[name]
+        row = self._run(statement, values).fetchone()
+        if row is not None and statement.clocked:
+            self._store._observe_database_clock(row[-1])
+        return row
 
     def rows(self, name: str, values: Mapping[str, Any]) -> List[Sequence[Any]]:
         return list(self.execute(name, values).fetchall())
@@ -653,8 +740,20 @@ class _Transaction:
         return rowcount if isinstance(rowcount, int) and rowcount > 0 else 0
 
     def changed(self, name: str, values: Mapping[str, Any]) -> bool:
-        """Whether a conditional statement found its one row (the condition held) and changed it."""
-        return self.execute(name, values).rowcount == 1
+        """Whether a conditional statement found its row (the condition held) and changed it: it then
+        answers with a row (RETURNING), counted by the driver; the row is fetched only when the step
+        guard takes a reading (or the driver does not count)."""
+        statement = self._store._statements[name]
+        cursor = self._run(statement, values)
+        rowcount = cursor.rowcount
+        store = self._store
+        if type(rowcount) is not int or rowcount < 0 or (store._clock is None
+                                                         and store._monotonic() >= store._observe_after):
+            row = cursor.fetchone()
+            if row is not None and statement.clocked:
+                store._observe_database_clock(row[-1])
+            return row is not None
+        return rowcount > 0
 
     def may_reserve(self, address: Tuple[str, str, str], owner: str) -> None:
         """From here on a lost commit may have reserved ``address`` for ``owner``: free it later."""
@@ -679,28 +778,21 @@ class _Transaction:
         self._on_failure = both
 
     def commit(self) -> None:
-        self._close_cursor()
-        self._connection.commit()
+        """End a transaction (in autocommit every statement commits as it runs: there is nothing to end)."""
+        self.sent_write = True  # whether a lost COMMIT committed is unknown
+        self._link.connection.commit()
 
     def abandon(self, *, cut: bool = False) -> bool:
         """The call failed: run the failure actions and roll back; True when the connection was dead
         (and has been dropped). A connection the watchdog `cut` is dropped too: the cancel it was sent
         may still arrive, and would then cancel whatever the connection ran next."""
-        self._close_cursor()
+        self._link.forget_cursor()
         if self._on_failure is not None:
             self._on_failure()
         if cut:
-            self._store._pool.discard(self._connection)
+            self._store._pool.discard(self._link)
             return True
-        return self._store._drop_if_broken(self._connection)
-
-    def _close_cursor(self) -> None:
-        cursor, self._cursor = self._cursor, None
-        if cursor is not None:
-            try:
-                cursor.close()
-            except Exception:  # noqa: BLE001 - a cursor of a dead connection: nothing to free
-                pass
+        return self._store._drop_if_broken(self._link)
 
 
 class _Watchdog:
@@ -741,9 +833,10 @@ class _Watchdog:
             return ticket
 
     def unwatch(self, ticket: int) -> bool:
-        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent)."""
-        with self._lock:
-            return self._watched.pop(ticket, None) is None
+        """Stop watching a call; True when it was cut (its deadline passed first and a cancel was sent).
+        Without the lock: the call and the thread each take the ticket out with one `dict.pop` (atomic),
+        and whichever does so first decides whether the call was cut."""
+        return self._watched.pop(ticket, None) is None
 
     def close(self) -> None:
         with self._lock:
@@ -754,9 +847,12 @@ class _Watchdog:
         with self._lock:
             while not self._closed:
                 now = _monotonic()
-                due = [ticket for ticket, (deadline, _) in self._watched.items() if deadline <= now]
-                connections = [self._watched.pop(ticket)[1] for ticket in due]
-                self._wakes_at = min((deadline for deadline, _ in self._watched.values()), default=math.inf)
+                watched = list(self._watched.items())  # one copy (calls unwatch without the lock)
+                connections = []
+                for ticket, (deadline, connection) in watched:
+                    if deadline <= now and self._watched.pop(ticket, None) is not None:  # not unwatched meanwhile
+                        connections.append(connection)
+                self._wakes_at = min((deadline for _, (deadline, _) in watched if deadline > now), default=math.inf)
                 for connection in connections:
                     threading.Thread(target=_cancel_quietly, args=(connection,), name="agent-lab-postgres-cancel",
                                      daemon=True).start()
@@ -784,25 +880,89 @@ def _cancel_quietly(connection: Any) -> None:
         logger.debug("cancelling a receipt-database call at its deadline failed: %s", type(error).__name__)
 
 
+class _Link:
+    """A pooled connection, the cursor its calls reuse, and whether it is in autocommit."""
+
+    __slots__ = ("connection", "cursor", "autocommit", "_readable")
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.cursor: Any = None
+        self.autocommit = False
+        self._readable: Optional[Callable[[], Any]] = None  # set up on the first look (`looks_closed`)
+
+    def forget_cursor(self) -> None:
+        """Close the cursor after a failure: the next call starts with a new one."""
+        cursor, self.cursor = self.cursor, None
+        if cursor is not None:
+            try:
+                cursor.close()
+            except Exception:  # noqa: BLE001 - a cursor of a dead connection: nothing to free
+                pass
+
+    def looks_closed(self) -> bool:
+        """Whether the server has sent something to this idle connection: a connection nobody uses is
+        never spoken to, except to say it is being closed (an idle timeout, pg_terminate_backend, a
+        shutdown) before the server hangs up. One poll of its socket, when the driver gives it
+        (``fileno()``); then a call does not send its first statement into a connection already gone."""
+        try:
+            readable = self._readable
+            if readable is None:
+                readable = self._readable = _readable_check(self.connection)
+            return bool(readable())
+        except Exception:  # noqa: BLE001 - a driver that cannot say (or a closed connection): drop it
+            return True
+
+
+def _readable_check(connection: Any) -> Callable[[], Any]:
+    """A check whether `connection`'s socket has something to read (never, for a driver that does not
+    give its ``fileno()``). The socket stays the same for as long as the connection lives; one closed
+    since reads as readable (poll answers POLLNVAL)."""
+    fileno = getattr(connection, "fileno", None)
+    if fileno is None:
+        return lambda: False
+    descriptor = fileno()
+    poll = getattr(select, "poll", None)
+    if poll is None:  # no poll() (Windows): select(), which takes sockets there
+        return lambda: bool(select.select([descriptor], [], [], 0)[0])
+    poller = poll()
+    poller.register(descriptor, select.POLLIN)
+    return functools.partial(poller.poll, 0)  # a list of events: empty (false) when there is nothing to read
+
+
 class _Pool:
     """Up to ``size`` connections, opened by a helper thread when a call needs one and none is idle.
 
     Opening runs off the caller's thread so that a caller waits for it no longer than its own deadline,
-    whatever the driver does; one opening at a time, so a database that is down is not hammered.
+    whatever the driver does; one opening at a time, so a database that is down is not hammered. An
+    idle connection the server has closed meanwhile is dropped when it is taken (`_Link.looks_closed`).
     """
 
     def __init__(self, connect: Callable[[], Any], size: int) -> None:
         self._connect = connect
         self._size = size
-        self._idle: List[Any] = []
+        self._idle: List[_Link] = []
         self._count = 0  # connections open or being opened
         self._opening = False
         self._failures = 0  # failed openings so far: a waiter that sees this change gives up
         self._last_failure: Optional[BaseException] = None
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()  # taken directly where no one waits (the common case)
+        self._changed = threading.Condition(self._lock)
+        self._waiting = 0  # callers waiting in `_take`
         self._closed = False
 
-    def checkout(self, deadline: float) -> Any:
+    def checkout(self, deadline: float) -> _Link:
+        while True:
+            with self._lock:
+                link = self._idle.pop() if self._idle and not self._closed else None  # the most recently used
+            if link is None:
+                link = self._take(deadline)
+            if not link.looks_closed():
+                return link
+            logger.info("a pooled receipt-database connection was closed by the server; dropping it")
+            self.discard(link)
+
+    def _take(self, deadline: float) -> _Link:
         with self._changed:
             failures = self._failures
             while True:
@@ -819,22 +979,27 @@ class _Pool:
                 left = deadline - _monotonic()
                 if left <= 0:
                     raise ReceiptStoreUnavailable("no connection to the receipt database within the timeout")
-                self._changed.wait(left)
+                self._waiting += 1
+                try:
+                    self._changed.wait(left)
+                finally:
+                    self._waiting -= 1
 
-    def checkin(self, connection: Any) -> None:
-        with self._changed:
+    def checkin(self, link: _Link) -> None:
+        with self._lock:
             if not self._closed:
-                self._idle.append(connection)
-                self._changed.notify()
+                self._idle.append(link)
+                if self._waiting:
+                    self._changed.notify()
                 return
             self._count -= 1
-        _close_quietly(connection)
+        _close_quietly(link.connection)
 
-    def discard(self, connection: Any) -> None:
+    def discard(self, link: _Link) -> None:
         with self._changed:
             self._count -= 1
             self._changed.notify_all()
-        _close_quietly(connection)
+        _close_quietly(link.connection)
 
     def close(self) -> None:
         with self._changed:
@@ -842,13 +1007,13 @@ class _Pool:
             idle, self._idle = self._idle, []
             self._count -= len(idle)
             self._changed.notify_all()
-        for connection in idle:
-            _close_quietly(connection)
+        for link in idle:
+            _close_quietly(link.connection)
 
     def _open_one(self) -> None:
         try:
             connection = self._connect()
-            if getattr(connection, "autocommit", False):  # each call is one transaction, committed by the store
+            if getattr(connection, "autocommit", False):  # a call sets the mode it runs in (see _Call.begin)
                 connection.autocommit = False
         except Exception as error:  # noqa: BLE001 - reported to the callers waiting for it
             with self._changed:
@@ -861,7 +1026,7 @@ class _Pool:
         with self._changed:
             self._opening = False
             if not self._closed:
-                self._idle.append(connection)
+                self._idle.append(_Link(connection))
                 self._changed.notify_all()
                 return
             self._count -= 1
@@ -869,19 +1034,27 @@ class _Pool:
 
 
 class _Statement:
-    """One statement rendered for a paramstyle: its SQL and how to order its parameters."""
+    """One statement rendered for a paramstyle: its SQL, how to order its parameters, whether it may
+    change something (every statement but the `_READS`) and whether its rows end with the clock."""
 
-    __slots__ = ("sql", "names", "named")
+    __slots__ = ("sql", "names", "named", "writes", "clocked", "_ordered")
 
-    def __init__(self, sql: str, names: Tuple[str, ...], named: bool) -> None:
+    def __init__(self, sql: str, names: Tuple[str, ...], named: bool, *, writes: bool = True,
+                 clocked: bool = False) -> None:
         self.sql = sql
         self.names = names
         self.named = named
+        self.writes = writes
+        self.clocked = clocked  # its rows end with the database's clock
+        # The values in placeholder order, taken in C (itemgetter gives one value bare, not in a tuple).
+        getter = operator.itemgetter(*names) if names else (lambda values: ())
+        self._ordered: Callable[[Mapping[str, Any]], Tuple[Any, ...]] = (
+            (lambda values: (getter(values),)) if len(names) == 1 else getter)
 
     def parameters(self, values: Mapping[str, Any]) -> Union[Tuple[Any, ...], Dict[str, Any]]:
         if self.named:
             return {name: values[name] for name in self.names}
-        return tuple(values[name] for name in self.names)
+        return self._ordered(values)
 
 
 _PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
@@ -889,15 +1062,19 @@ _PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
 
 def _render_all(paramstyle: str, injected_clock: bool, *, lease_s: float, ttl_s: float) -> Dict[str, _Statement]:
     if injected_clock:  # the guarded times of this process's clock, sent with each statement
-        now, stamp = "CAST(:now AS double precision)", "CAST(:stamp AS double precision)"
+        now, stamp, clock = "CAST(:now AS double precision)", "CAST(:stamp AS double precision)", "NULL"
     else:  # the database's clock, bounded by this process's guard of it (a NULL floor bounds nothing)
         now = f"LEAST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
         stamp = f"GREATEST({DATABASE_CLOCK}, CAST(:floor AS double precision))"
-    return {name: _render(template.format(now=now, stamp=stamp, lease=repr(lease_s), ttl=repr(ttl_s)), paramstyle)
-            for name, template in _SQL.items()}
+        clock = DATABASE_CLOCK
+    statements = {}
+    for name, template in _SQL.items():
+        sql = template.format(now=now, stamp=stamp, clock=clock, lease=repr(lease_s), ttl=repr(ttl_s))
+        statements[name] = _render(sql, paramstyle, writes=name not in _READS, clocked="{clock}" in template)
+    return statements
 
 
-def _render(sql: str, paramstyle: str) -> _Statement:
+def _render(sql: str, paramstyle: str, *, writes: bool = True, clocked: bool = False) -> _Statement:
     """Replace the ``:name`` placeholders by the driver's (``%s``, ``?``, ``:1`` or ``:name``)."""
     if "%" in sql or "?" in sql:
         raise AssertionError("the store's SQL must not contain '%' or '?'")  # they would clash with placeholders
@@ -914,7 +1091,7 @@ def _render(sql: str, paramstyle: str) -> _Statement:
         return f":{match.group(1)}"
 
     rendered = _PLACEHOLDER.sub(placeholder, sql)
-    return _Statement(rendered, tuple(names), paramstyle == "named")
+    return _Statement(rendered, tuple(names), paramstyle == "named", writes=writes, clocked=clocked)
 
 
 def _driver_paramstyle(driver: Any) -> str:
@@ -972,7 +1149,7 @@ def _epoch_seconds(now: Any) -> float:
 
 def _entry(row: Sequence[Any]) -> Tuple[rules.Entry, float]:
     """A selected row (and the statement's "now") as the rules' Entry."""
-    fingerprint, state, record_text, expires_at, owner, lapse, now = row
+    fingerprint, state, record_text, expires_at, owner, lapse, now = row[:7]
     return rules.Entry(fingerprint, state, record_text, float(expires_at), owner=owner, lapse=lapse), float(now)
 
 
