@@ -79,6 +79,10 @@ def _arguments_shape(arguments: Any) -> str:
     return "{" + ", ".join(shown) + "}"
 
 
+_new_object = object.__new__
+_SUCCEEDED = Outcome.SUCCEEDED
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolResult:
     """The answer to one `invoke`: either an output or an error, always with an outcome."""
@@ -109,10 +113,59 @@ class ToolResult:
     ) -> ToolResult:
         """`ToolResult(...)` for the registry, which makes one on every call: the same object, built
         without the frozen dataclass's one `object.__setattr__` per field (several times faster).
-        The caller passes exactly these values; the other fields get their defaults."""
-        result = object.__new__(cls)
-        result.__dict__.update(ok=ok, outcome=outcome, tool=tool, output=output, error=error, replayed=False,
-                               call_id=call_id, fingerprint=fingerprint, duration_ms=0.0, redact=redact)
+        The caller passes exactly these values; the other fields get their defaults.
+
+        A field left at its default is not stored on the instance: a dataclass keeps each default on
+        the class, where reading the field finds it (equality, hashing, `dataclasses.replace` and
+        `asdict`, pickling and copying all read fields by name), so a success pays for five fields."""
+        result = _new_object(cls)
+        fields = result.__dict__  # item by item: cheaper than update() with keywords
+        fields["ok"] = ok
+        fields["outcome"] = outcome
+        fields["tool"] = tool
+        fields["output"] = output
+        fields["call_id"] = call_id
+        if error is not None:
+            fields["error"] = error
+        if fingerprint is not None:
+            fields["fingerprint"] = fingerprint
+        if redact:
+            fields["redact"] = redact
+        return result
+
+    @classmethod
+    def _succeeded(cls, tool: str, output: Any, call_id: str, fingerprint: str | None,
+                   redact: frozenset[str]) -> ToolResult:
+        """`_fast` for the commonest result of all, a checked output: `ok`, outcome succeeded."""
+        result = _new_object(cls)
+        fields = result.__dict__
+        fields["ok"] = True
+        fields["outcome"] = _SUCCEEDED
+        fields["tool"] = tool
+        fields["output"] = output
+        fields["call_id"] = call_id
+        if fingerprint is not None:
+            fields["fingerprint"] = fingerprint
+        if redact:
+            fields["redact"] = redact
+        return result
+
+    @classmethod
+    def _replay(cls, ok: bool, outcome: Outcome, tool: str, output: Any, call_id: str, fingerprint: Any,
+                redact: frozenset[str]) -> ToolResult:
+        """`_fast` for a replayed receipt without an error (`replayed` set), as the registry reads one."""
+        result = _new_object(cls)
+        fields = result.__dict__
+        fields["ok"] = ok
+        fields["outcome"] = outcome
+        fields["tool"] = tool
+        fields["output"] = output
+        fields["call_id"] = call_id
+        fields["replayed"] = True
+        if fingerprint is not None:
+            fields["fingerprint"] = fingerprint
+        if redact:
+            fields["redact"] = redact
         return result
 
     def to_model(self) -> dict[str, Any]:
@@ -180,14 +233,14 @@ class CallIds:
     sharing a registry never get the same id.
     """
 
-    __slots__ = ("_prefix", "_counter")
+    __slots__ = ("prefix", "numbers")
 
     def __init__(self) -> None:
-        self._prefix = "call_" + secrets.token_hex(8) + "-"
-        self._counter = itertools.count(1)
+        self.prefix = "call_" + secrets.token_hex(8) + "-"
+        self.numbers = itertools.count(1)  # invoke reads `prefix + str(next(numbers))` itself: no call a call
 
     def next(self) -> str:
-        return self._prefix + str(next(self._counter))
+        return self.prefix + str(next(self.numbers))
 
     def __repr__(self) -> str:
         return "CallIds(...)"

@@ -234,7 +234,7 @@ def _schema_error(schema: Any) -> str:
 
 def _printable(text: str) -> str:
     """`text` with control, format and invisible characters written as \\uXXXX, at most 200 characters."""
-    from .drift import escaped
+    from .text import escaped
 
     shown = escaped(text)
     return shown if len(shown) <= 200 else shown[:199] + "…"

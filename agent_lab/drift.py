@@ -52,11 +52,11 @@ import difflib
 import enum
 import json
 import math
-import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
 from .contract import ANNOTATION_DEFAULTS
+from .text import escaped  # (it lived here; lockfile and lint's output still import it from here)
 
 __all__ = ["Change", "ChangeKind", "compare_contracts", "escaped", "word_diff"]
 
@@ -106,20 +106,6 @@ MIN_EDIT_SHOWN = 24  # characters an edit of a long word diff keeps, at least
 _INVERTING_KEYWORDS = frozenset({"not", "if", "oneOf"})
 _REFERRING_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 MAX_NODES_SCANNED = 100_000
-
-
-def escaped(text: str) -> str:
-    """`text` with control, format (zero-width, bidirectional), private-use and unassigned characters
-    written as \\uXXXX (or \\UXXXXXXXX), so what a reader sees is what is there."""
-    shown = []
-    for char in text:
-        if unicodedata.category(char) in ("Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp") or \
-                0xFE00 <= ord(char) <= 0xFE0F or 0xE0100 <= ord(char) <= 0xE01EF:
-            code = ord(char)
-            shown.append(f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}")
-        else:
-            shown.append(char)
-    return "".join(shown)
 
 
 def _json_text(value: Any) -> str:

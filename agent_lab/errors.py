@@ -210,14 +210,13 @@ class ToolError:
         one ``object.__setattr__`` per field (there is no check to skip; ``details`` is copied)."""
         entry = CATALOGUE[code]
         error = object.__new__(cls)
-        error.__dict__.update(
-            code=code,
-            category=entry.category,
-            message=message or entry.summary,
-            retryable=entry.retryable if retryable is None else retryable,
-            next_action=entry.next_action if next_action is None else next_action,
-            details=dict(details) if details else {},
-        )
+        fields = error.__dict__  # item by item: cheaper than update() with keywords
+        fields["code"] = code
+        fields["category"] = entry.category
+        fields["message"] = message or entry.summary
+        fields["retryable"] = entry.retryable if retryable is None else retryable
+        fields["next_action"] = entry.next_action if next_action is None else next_action
+        fields["details"] = dict(details) if details else {}
         return error
 
     def to_dict(self) -> dict[str, Any]:

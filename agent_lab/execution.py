@@ -52,6 +52,7 @@ __all__ = [
     "RunKind",
     "WorkerPool",
     "describe_exception",
+    "measured_copy",
     "measured_json_copy",
     "plain_deadline",
     "plain_json_copy",
@@ -226,6 +227,11 @@ class RunKind(str, enum.Enum):
     CLOSED = "closed"  # the registry closed before the job could be handed to a worker: nothing ran
 
 
+_RETURNED = RunKind.RETURNED
+"""Module constants for the members the hot path compares with: an enum member read through its class
+costs a descriptor call (about 900 instructions on CPython 3.11), a module constant almost nothing."""
+
+
 class Run(NamedTuple):
     """The result of one handler call, as a value. (A named tuple: built on every call, and a frozen
     dataclass costs several times as much to make.)"""
@@ -270,11 +276,14 @@ def run_sync(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
 
 
 def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], tool: str, call_id: str,
-                 ctx: Optional[CallContext]) -> Run:
+                 ctx: Optional[CallContext], check: Optional[Callable[[Any, Any], Run]] = None,
+                 checking: Any = None) -> Run:
     """`run_sync` for a call whose context may not have been built: a handler that takes none is given
     `ctx=None` (its context would only be made to be thrown away); `deadline`, `tool` and `call_id`
-    are the context's own values."""
-    if deadline is not None and time.monotonic() >= deadline:
+    are the context's own values. With `check`, what the handler returned is handed on, on this same
+    thread, as `check(checking, output)`, whose run is the answer (the registry's output check, which
+    contains whatever reading the output raises): a returned output is never wrapped twice."""
+    if deadline is not None and _monotonic() >= deadline:
         return _NOT_STARTED
     try:
         output = handler.function(arguments) if ctx is None else handler.call(arguments, ctx)
@@ -289,10 +298,14 @@ def run_sync_for(handler: Handler, arguments: Any, deadline: Optional[float], to
         output.close()
         return _contained_for(tool, call_id, TypeError("handler returned a coroutine; register the async function "
                                                        "itself"), handler)
-    return tuple.__new__(Run, (RunKind.RETURNED, output, None, None, None))  # the named tuple's __new__ is Python code
+    if check is not None:
+        return check(checking, output)
+    return _new_run(Run, (_RETURNED, output, None, None, None))  # the named tuple's __new__ is Python code
 
 
 _NOT_STARTED = Run.not_started()
+_new_run = tuple.__new__
+_monotonic = time.monotonic
 
 
 CANCEL_GRACE_S = 0.25
@@ -512,10 +525,14 @@ because the platform cannot wait longer than `threading.TIMEOUT_MAX` and raises 
 
 
 def seconds_left(deadline: Optional[float]) -> Optional[float]:
-    """Seconds until an absolute `time.monotonic()` deadline (between 0 and MAX_WAIT_S); None means no limit."""
+    """Seconds until an absolute `time.monotonic()` deadline (between 0 and MAX_WAIT_S); None means no limit.
+    (Comparisons, not min() and max(): those two builtins cost more than the rest of it, on every wait.)"""
     if deadline is None:
         return None
-    return min(max(0.0, deadline - time.monotonic()), MAX_WAIT_S)
+    left = deadline - _monotonic()
+    if left > 0.0:
+        return left if left < MAX_WAIT_S else MAX_WAIT_S
+    return 0.0
 
 
 def earliest(*deadlines: Optional[float]) -> Optional[float]:
@@ -628,55 +645,65 @@ def measured_json_copy(value: Any, max_depth: int, budget: Optional[int] = None,
     Decimal, a dataclass, a pydantic model, a tuple...) is copied as that form, in the same walk; plain
     JSON never reaches that check, so it costs a plain output nothing. Arguments are not converted.
     """
-    limit = math.inf if budget is None else budget
+    copy, plain, bound, _ = measured_copy(value, max_depth, budget, forms)
+    return copy, plain, bound
+
+
+def measured_copy(value: Any, max_depth: int, budget: Optional[int] = None,
+                  forms: bool = False) -> tuple[Any, bool, Optional[int], bool]:
+    """`measured_json_copy` and whether the copy may hold a float: `(copy, plain, bound, floats)`.
+
+    A plain, bounded copy without a float is written canonically by the JSON encoder as it is (only
+    floats are rewritten: `1.0` is `1`), so the fingerprint of such arguments needs no second walk
+    (`Fingerprinter.fingerprint_exact`). The registry's schema and output steps call this form."""
     if type(value) is dict and len(value) <= _FLAT_FAST_ITEMS and max_depth > 0:
-        flat = _flat_copy(value)
-        if flat is not None:  # most tool arguments and outputs: one small object of strings and numbers
-            flat_copy, flat_characters = flat
-            flat_nodes = 2 * len(flat_copy) + 2
-            if flat_characters + flat_nodes > limit:
+        # Most tool arguments and outputs: one small object of strings and numbers, copied here in one
+        # loop (no call per member); anything else leaves the loop for the general walk below.
+        copy: Any = {}
+        characters = 0
+        floats = False
+        for key, item in value.items():
+            if type(key) is not str:
+                break
+            kind = type(item)
+            if kind is str:
+                characters += len(key) + len(item)
+            elif kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    break
+                characters += len(key)
+            elif kind is float:
+                if not math.isfinite(item):
+                    break
+                characters += len(key)
+                floats = True
+            elif kind is bool or item is None:
+                characters += len(key)
+            else:
+                break
+            copy[key] = item
+        else:
+            nodes = 2 * len(copy) + 2
+            if budget is not None and characters + nodes > budget:
                 raise OverBudget()
-            return flat_copy, True, 6 * flat_characters + 25 * flat_nodes
-    state: list[Any] = [0, 0, False, False, forms]  # characters, nodes, a flaw (not plain), unbounded, forms
+            return copy, True, 6 * characters + 25 * nodes, floats
+    limit = math.inf if budget is None else budget
+    # characters, nodes, a flaw (not plain), unbounded, forms, a float
+    state: list[Any] = [0, 0, False, False, forms, False]
     if type(value) is str:
         state[0] = len(value)
         copy = value
     else:
         copy = _measured(value, max_depth, state, limit, max_depth - MEASURED_NESTING)
-    characters, nodes, flawed, unbounded, _ = state
+    characters, nodes, flawed, unbounded, _, floats = state
     nodes += 1
     if characters + nodes > limit:
         raise OverBudget()
-    return copy, not flawed, None if unbounded else 6 * characters + 25 * nodes
+    return copy, not flawed, None if unbounded else 6 * characters + 25 * nodes, floats
 
 
 _FLAT_FAST_ITEMS = 64
-"""`measured_json_copy` tries `_flat_copy` first on a dict of at most this many members."""
-
-
-def _flat_copy(value: dict) -> Optional[tuple[dict, int]]:
-    """A copy of an exact dict whose keys are exact strings and whose values are exact strings,
-    booleans, None, finite floats or integers within `MEASURED_INT_LIMIT`, and the characters of its
-    keys and strings; None for any other dict (the general walk takes it from the start)."""
-    copy = {}
-    characters = 0
-    for key, item in value.items():
-        if type(key) is not str:
-            return None
-        kind = type(item)
-        if kind is str:
-            characters += len(item)
-        elif kind is int:
-            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
-                return None
-        elif kind is float:
-            if not math.isfinite(item):
-                return None
-        elif kind is not bool and item is not None:
-            return None
-        characters += len(key)
-        copy[key] = item
-    return copy, characters
+"""`measured_copy` copies a dict of at most this many scalar members in one loop."""
 
 
 def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:
@@ -711,6 +738,7 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             elif item_kind is bool or item is None:
                 pass
             elif item_kind is float:
+                state[5] = True
                 if not math.isfinite(item):
                     state[2] = True
             else:
@@ -741,6 +769,7 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
             elif item_kind is bool or item is None:
                 pass
             elif item_kind is float:
+                state[5] = True
                 if not math.isfinite(item):
                     state[2] = True
             else:
@@ -757,6 +786,7 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
     if kind is bool or value is None:
         return value
     if kind is float:
+        state[5] = True
         if not math.isfinite(value):
             state[2] = True
         return value

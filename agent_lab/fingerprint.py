@@ -4,9 +4,15 @@ Two proposals that mean the same thing (key order, ``1`` versus ``1.0``) must ge
 and two that mean different things (``true`` versus ``1``) never do: the fingerprint binds a receipt
 and an approval to one exact call. It is also shown to people and models (audit lines, the details of
 ``approval_required``), so it must not give the arguments away: a redacted 4-digit PIN hashed without
-a secret is found by trying all 10,000 values. So the fingerprint is an HMAC-SHA-256, keyed with a
-secret the registry holds (see ``Registry``: a durable receipt store keeps the key, so fingerprints
-stay the same across restarts and processes), over the canonical JSON text of the call.
+a secret is found by trying all 10,000 values. So the fingerprint is a keyed hash, with a secret the
+registry holds (see ``Registry``: a durable receipt store keeps the key, so fingerprints stay the same
+across restarts and processes), of the canonical JSON text of the call.
+
+Two schemes, named by a fingerprint's prefix: ``blake2b-mac:``, BLAKE2b-256 in its own keyed mode (RFC
+7693), which a registry gives every call since it costs about half as much; and ``hmac-sha256:``,
+HMAC-SHA-256, which ``fingerprint()`` computes and which receipts and approvals made before carry. A
+stored fingerprint is compared in the scheme its prefix names (``Fingerprinter.for_scheme``), so an
+older receipt still replays and an older approval still matches.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import re
 import secrets
 from typing import Any, Dict, List, Mapping, Union
 
-from .jsonvalue import compact_json_writer
+from .jsonvalue import compact_json_encoder, compact_json_writer
 
 __all__ = [
+    "BLAKE2B_PREFIX",
     "FINGERPRINT_KEY_BYTES",
     "FINGERPRINT_PREFIX",
+    "Blake2bFingerprinter",
     "Fingerprinter",
     "MAX_CANONICAL_DEPTH",
     "MAX_INTEGER_BITS",
@@ -38,8 +46,11 @@ __all__ = [
 ]
 
 FINGERPRINT_PREFIX = "hmac-sha256:"
-"""Every fingerprint starts with this (then 64 hex digits), so a reader can tell the scheme apart
-from the unkeyed ``sha256:`` fingerprints of receipts written before it."""
+"""``fingerprint()``'s scheme, HMAC-SHA-256 (then 64 hex digits): a reader tells it apart from the
+unkeyed ``sha256:`` fingerprints of receipts written before keys, and from ``BLAKE2B_PREFIX``."""
+
+BLAKE2B_PREFIX = "blake2b-mac:"
+"""The scheme a registry gives calls (`Blake2bFingerprinter`): keyed BLAKE2b-256, then 64 hex digits."""
 
 FINGERPRINT_KEY_BYTES = 32
 """The size of a key made by ``new_fingerprint_key`` (the output size of SHA-256)."""
@@ -59,6 +70,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Built once: json.dumps with options builds a new encoder on every call (a third of its cost here).
 _write_canonical = compact_json_writer(sort_keys=True)
+_encode_sorted = compact_json_encoder(sort_keys=True)
 
 
 class NotCanonicalJSON(ValueError):
@@ -190,9 +202,11 @@ def fingerprint(tool: str, arguments: object, *, key: bytes) -> str:
 
 class Fingerprinter:
     """``fingerprint`` under one key, with the key's HMAC pads hashed once (RFC 2104): every call
-    then hashes only the call's text, about three times faster than building an HMAC each time."""
+    then hashes only the call's text, about three times faster than building an HMAC each time.
+    `Blake2bFingerprinter` is the same over keyed BLAKE2b (what a registry gives calls)."""
 
     __slots__ = ("_inner", "_outer")
+    scheme = FINGERPRINT_PREFIX
 
     def __init__(self, key: bytes) -> None:
         secret = check_fingerprint_key(key)
@@ -202,12 +216,36 @@ class Fingerprinter:
         self._inner = hashlib.sha256(bytes(byte ^ 0x36 for byte in padded))
         self._outer = hashlib.sha256(bytes(byte ^ 0x5C for byte in padded))
 
+    @staticmethod
+    def for_scheme(fingerprint: str, key: bytes) -> Fingerprinter | None:
+        """The fingerprinter, under `key`, of the scheme `fingerprint`'s prefix names (None: no keyed
+        scheme of ours, such as an unkeyed ``sha256:`` one, which nothing matches)."""
+        if not isinstance(fingerprint, str):
+            return None
+        if fingerprint.startswith(BLAKE2B_PREFIX):
+            return Blake2bFingerprinter(key)
+        if fingerprint.startswith(FINGERPRINT_PREFIX):
+            return Fingerprinter(key)
+        return None
+
     def fingerprint(self, tool: str, arguments: object) -> str:
-        """``fingerprint(tool, arguments, key=...)`` for this key."""
+        """``fingerprint(tool, arguments, key=...)`` for this key, in this scheme."""
         if not isinstance(tool, str):
             raise NotCanonicalJSON("", "the tool name must be a string")
         # Sorted keys: "arguments" comes before "tool". A name is a string: no need to walk it as a value.
-        text = '{"arguments":' + canonical_json(arguments) + _tool_member(str.__str__(tool))
+        return self._digest('{"arguments":' + canonical_json(arguments) + _tool_member(str.__str__(tool)))
+
+    def fingerprint_exact(self, tool: str, arguments: object) -> str:
+        """`fingerprint` of arguments known to be exact JSON types without a float, within the canonical
+        limits (exact str keys, integers of at most 64 bits, nesting under `MAX_CANONICAL_DEPTH`), as the
+        registry's schema step proves of its copy in the walk that makes it: the JSON encoder writes
+        such a value canonically as it is, so no second walk is needed. `tool` is a registered name."""
+        text = "".join(_encode_sorted(arguments, 0))  # what `_write_canonical` does, one call less
+        if not text.isascii():
+            text = _escape_lone_surrogates(text)
+        return self._digest('{"arguments":' + text + _tool_member(tool))
+
+    def _digest(self, text: str) -> str:
         inner = self._inner.copy()
         inner.update(text.encode("utf-8"))
         outer = self._outer.copy()
@@ -215,9 +253,49 @@ class Fingerprinter:
         return FINGERPRINT_PREFIX + outer.hexdigest()
 
     def __repr__(self) -> str:  # never the key
-        return "Fingerprinter(...)"
+        return f"{type(self).__name__}(...)"
 
 
+class Blake2bFingerprinter(Fingerprinter):
+    """`Fingerprinter` over keyed BLAKE2b-256 (RFC 7693's MAC mode, the key in the first block, hashed
+    once here), with its own personalisation string, so the same key can serve other uses. One state
+    copy and one compression a call: about 5,000 instructions against HMAC-SHA-256's 13,500."""
+
+    __slots__ = ("_keyed", "_suffixes")
+    scheme = BLAKE2B_PREFIX
+
+    def __init__(self, key: bytes) -> None:
+        secret = check_fingerprint_key(key)
+        if len(secret) > _BLAKE2B_MAX_KEY_BYTES:
+            secret = hashlib.blake2b(secret).digest()
+        self._keyed = hashlib.blake2b(key=secret, digest_size=32, person=b"agent-lab call")
+        self._suffixes: dict[str, bytes] = {}  # tool name -> the hashed end of its calls' text
+
+    def fingerprint_exact(self, tool: str, arguments: object) -> str:
+        """`Fingerprinter.fingerprint_exact`, with the digest made here (every keyed call of a registry
+        comes here: one call less)."""
+        text = "".join(_encode_sorted(arguments, 0))
+        if not text.isascii():
+            text = _escape_lone_surrogates(text)
+        keyed = self._keyed.copy()  # the same text as `fingerprint` hashes, fed in three pieces
+        keyed.update(_ARGUMENTS_MEMBER)
+        keyed.update(text.encode("utf-8"))
+        suffix = self._suffixes.get(tool)
+        if suffix is None:
+            suffix = _tool_member(tool).encode("utf-8")
+            if len(self._suffixes) < _MAX_KEPT_SUFFIXES:  # a registry's few names (bounded all the same)
+                self._suffixes[tool] = suffix
+        keyed.update(suffix)
+        return BLAKE2B_PREFIX + keyed.hexdigest()
+
+    def _digest(self, text: str) -> str:
+        keyed = self._keyed.copy()
+        keyed.update(text.encode("utf-8"))
+        return BLAKE2B_PREFIX + keyed.hexdigest()
+
+
+_BLAKE2B_MAX_KEY_BYTES = 64
+_MAX_KEPT_SUFFIXES = 4096
 _SHA256_BLOCK_BYTES = 64
 
 
@@ -225,6 +303,10 @@ _SHA256_BLOCK_BYTES = 64
 def _tool_member(tool: str) -> str:
     """The end of a fingerprinted text: `,"tool":<name>}` (a registry asks for the same few names)."""
     return ',"tool":' + _escape_lone_surrogates(_write_canonical(tool)) + "}"
+
+
+_ARGUMENTS_MEMBER = b'{"arguments":'
+"""The start of a fingerprinted text (sorted keys: "arguments" comes before "tool")."""
 
 def _plain_value(value: object, path: List[str], depth: int) -> object:
     """Return ``value`` rebuilt from exact JSON types, or raise ``NotCanonicalJSON``.

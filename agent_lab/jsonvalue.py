@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Tuple
 __all__ = [
     "DEFAULT_MAX_DEPTH",
     "check_json_value",
+    "compact_json_encoder",
     "compact_json_writer",
     "escape_pointer_token",
     "find_non_json",
@@ -46,16 +47,24 @@ def compact_json_writer(*, sort_keys: bool) -> Callable[[Any], str]:
     containers being written (a `JSONEncoder` keeps one per call to find cycles; one shared between
     threads would see the other threads' containers): a cyclic value runs into the recursion limit
     instead, RecursionError. Where the C encoder is missing, a `JSONEncoder` does the work."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - e.g. an interpreter without the _json accelerator
-        encoder = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        return encoder.encode
-    write = make(None, None, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, False)
+    write = compact_json_encoder(sort_keys=sort_keys)
 
     def compact_json(value: Any) -> str:
         return "".join(write(value, 0))
 
     return compact_json
+
+
+def compact_json_encoder(*, sort_keys: bool) -> Callable[[Any, int], Any]:
+    """`compact_json_writer`'s encoder itself: `encode(value, 0)` gives the text's pieces, which
+    `"".join` makes the text (for a caller on a hot path, one Python call less)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - e.g. an interpreter without the _json accelerator
+        encoder = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return lambda value, _: (encoder.encode(value),)
+    encode: Callable[[Any, int], Any] = make(None, None, json.encoder.encode_basestring, None, ":", ",", sort_keys,
+                                             False, False)
+    return encode
 
 
 def json_type(value: object) -> Optional[str]:
@@ -143,8 +152,13 @@ def check_json_value(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Op
     return None if found is None else found[1]
 
 
-def find_non_json(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Optional[Tuple[str, str]]:
-    """Like `check_json_value`, but return (JSON Pointer, reason sentence) of the first bad place."""
+def find_non_json(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH,
+                  explain: Optional[Callable[[Any], Optional[str]]] = None) -> Optional[Tuple[str, str]]:
+    """Like `check_json_value`, but return (JSON Pointer, reason sentence) of the first bad place.
+
+    `explain(value)` may say why a value that is not JSON has no JSON form, as a clause ("a datetime
+    without a timezone, ..."; None: it does not know the type): the output check passes
+    `jsonforms.why_no_json_form`, which sits above this module."""
     # Iterative depth-first walk in document order, so the first problem reported is stable.
     stack: list = [(value, "", 0)]
     while stack:
@@ -159,7 +173,7 @@ def find_non_json(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Optio
         if kind is dict or kind is list:
             problem = _container_problem(item, pointer, depth, max_depth, stack)
         else:
-            problem = _other_problem(item, pointer, depth, max_depth, stack)
+            problem = _other_problem(item, pointer, depth, max_depth, stack, explain)
         if problem is not None:
             return problem
     return None
@@ -182,7 +196,8 @@ def _container_problem(item: Any, pointer: str, depth: int, max_depth: int, stac
     return None
 
 
-def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: list):
+def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: list,
+                   explain: Optional[Callable[[Any], Optional[str]]] = None):
     if isinstance(item, (dict, list)):
         return _container_problem(item, pointer, depth, max_depth, stack)
     if isinstance(item, (str, int)):  # str/int subclasses (enums) are written by json.dumps
@@ -191,9 +206,7 @@ def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: l
         if math.isfinite(item):
             return None
         return pointer, _where(pointer) + " is a float NaN or infinity, which JSON cannot represent"
-    from .jsonforms import why_no_json_form  # only on the way to an error message
-
-    why = why_no_json_form(item)
+    why = explain(item) if explain is not None else None
     if why is not None:
         return pointer, _where(pointer) + f" is {why}"
     return pointer, _where(pointer) + f" is a Python {type(item).__name__}, which is not a JSON value"

@@ -129,6 +129,7 @@ class KeyHolder:
             renew_every_s = self._lease_s / RENEW_FRACTION if self._lease_s > 0 else math.inf
         self._renew_every_s = renew_every_s
         self._holds: dict[ReceiptKey, Hold] = {}
+        self.held: Mapping[ReceiptKey, Hold] = self._holds  # read-only outside: empty means `answer` says None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the keeper: a timer moved earlier, or closing
         self._settled = threading.Condition(self._lock)  # wait_settled: a hold was settled or given up

@@ -22,7 +22,7 @@ from .calls import ToolCall, ToolResult
 from .errors import Category, Outcome, ToolError
 from .execution import plain_json_copy
 from .policy import Actor, Approval
-from .registry import MAX_ARGUMENT_COPY_DEPTH
+from .steps.state import MAX_ARGUMENT_COPY_DEPTH
 from .spec import RetryPolicy, ToolSpec
 
 __all__ = ["RETRY_AFTER_DETAIL", "Backoff", "Retrier", "invoke_with_retries", "should_retry"]

@@ -14,7 +14,7 @@ the best few definitions back. Standard library only, deterministic, offline.
   against the catalog's average for the field, weighted (`FIELD_WEIGHTS`: the name counts three
   times, since it is the strongest signal), summed, then saturated once. So a long description no
   longer dilutes a match in the name, and a short one no longer wins ties by being short. Words are
-  lowercased, stop words dropped and English inflections folded (`agent_lab.lint.language.stem`).
+  lowercased, stop words dropped and English inflections folded (`agent_lab.text.stem`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from .lint.language import STOP_WORDS, name_words, stem
-from .lint.walk import schema_nodes
+from .text import STOP_WORDS, name_words, stem
+from .schema.walk import schema_nodes
 from .spec import ToolSpec
 
 __all__ = [

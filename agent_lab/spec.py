@@ -35,6 +35,7 @@ from .frozenjson import freeze, thaw
 from .jsonvalue import pointer_join
 from .policy import ResourceGuard
 from .provenance import Provenance
+from .spec_checks import spec_warnings
 
 __all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "ToolSpec"]
 
@@ -80,6 +81,8 @@ class Execution(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+
+_READ = Effect.READ  # a module constant: an enum member read through its class costs a descriptor call
 
 # Decides from the (already validated) arguments whether a conditional approval is needed.
 ApprovalCondition = Callable[[Mapping[str, Any]], bool]
@@ -244,7 +247,8 @@ class ToolSpec:
             set_field(self, "output_validator", output_validator)
             set_field(self, "output_schema", output_validator.schema)
         self._refuse_lone_surrogates()
-        set_field(self, "warnings", self._lint())
+        # What a careful spec avoids (lint's AL401, AL402 and AL310 are the same checks: `agent_lab.spec_checks`).
+        set_field(self, "warnings", spec_warnings(self))
 
     # -- construction checks -------------------------------------------------------------------
 
@@ -344,15 +348,6 @@ class ToolSpec:
                     f"each repetition unambiguous, drop the lookaround or backreference)"
                 )
 
-    def _lint(self) -> tuple[str, ...]:
-        """`warnings`: what the lint engine's spec rules find in this one spec (AL401 a write without an
-        idempotency key, AL402 a destructive tool that never asks for approval, AL310 an input pattern a
-        backtracking engine can make slow).
-        `agent_lab.lint` runs every rule; the tool-eval gate uses the engine, not this field."""
-        from .lint.engine import spec_warnings  # the lint rules import this module: import on use
-
-        return spec_warnings(self)
-
     # -- building from a Python function -------------------------------------------------------
 
     @classmethod
@@ -360,12 +355,14 @@ class ToolSpec:
         """A spec whose input schema comes from `fn`'s signature, type hints and docstring.
 
         `options` are `name=`, `description=`, `title=`, `output_schema=` and any runtime field
-        (`required_permission=`, `effect=`, `idempotency_key=`, ...). See `agent_lab.signature`.
+        (`required_permission=`, `effect=`, `idempotency_key=`, ...). The same spec as
+        `agent_lab.signature.spec_from_function` (`@tool`) builds; see `agent_lab.function_schema`.
         """
-        from .signature import spec_from_function  # signature imports spec: import on use
+        from .function_schema import model_half_from_function  # import on use: reading a function is not cheap
 
-        spec: ToolSpec = spec_from_function(fn, **options)
-        return spec
+        model_options = {key: options.pop(key) for key in ("name", "description", "title", "output_schema")
+                         if key in options}
+        return cls(**model_half_from_function(fn, **model_options), **options)
 
     # -- the two halves ------------------------------------------------------------------------
 
@@ -419,7 +416,7 @@ class ToolSpec:
     @property
     def writes(self) -> bool:
         """True for tools whose effect changes state (write or destructive)."""
-        return self.effect is not Effect.READ
+        return self.effect is not _READ
 
     def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
         """Whether this call (with validated arguments) must carry an approval."""

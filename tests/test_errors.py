@@ -67,7 +67,8 @@ class CatalogueCompletenessTest(unittest.TestCase):
         self.assertEqual(missing, {})
 
     def test_the_scan_finds_the_registrys_codes(self) -> None:
-        used = codes_used_in((PACKAGE / "registry.py").read_text(encoding="utf-8"))
+        runtime = [PACKAGE / "registry.py", *sorted((PACKAGE / "steps").glob("*.py"))]  # the registry and its steps
+        used = set().union(*(codes_used_in(path.read_text(encoding="utf-8")) for path in runtime))
         for code in ("tool_not_found", "invalid_arguments", "permission_denied", "approval_required",
                      "approval_mismatch", "approval_expired", "deadline_exceeded", "idempotency_conflict",
                      "idempotency_in_progress", "tool_timeout", "handler_exception", "invalid_tool_output",

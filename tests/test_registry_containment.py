@@ -100,7 +100,7 @@ class HandlerContainmentTest(unittest.TestCase):
 
     def test_an_output_over_budget_is_refused_by_its_size_before_it_is_walked_value_by_value(self) -> None:
         # Measuring with the C encoder first refuses a huge output in a fraction of the time a walk takes.
-        with mock.patch("agent_lab.registry.find_non_json", wraps=find_non_json) as walk:
+        with mock.patch("agent_lab.steps.details.find_non_json", wraps=find_non_json) as walk:
             # Not JSON (integer keys), yet the encoder can size it: over budget is said before why not JSON.
             result = self.invoke_with(returning({"rows": [{1: "x" * 100}] * 100}), max_output_bytes=1000)
             self.assertEqual(result.error.code, "output_too_large")

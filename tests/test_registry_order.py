@@ -122,7 +122,7 @@ class StepOrderTest(unittest.TestCase):
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id="c-9"), actor=READER)
         self.assertEqual(result.call_id, "c-9")
         self.assertEqual(result.tool, "get_ticket")
-        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
+        self.assertTrue(result.fingerprint.startswith("blake2b-mac:"))
         self.assertGreater(result.duration_ms, 0.0)
 
     def test_refused_call_still_carries_the_fingerprint_of_json_arguments(self) -> None:
@@ -130,7 +130,7 @@ class StepOrderTest(unittest.TestCase):
         # tenant's ticket is refused there, after the schema step, by the resource guard.
         result = self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-2001"}), actor=READER)
         self.assertEqual(result.error.code, "not_found")
-        self.assertTrue(result.fingerprint.startswith("hmac-sha256:"))
+        self.assertTrue(result.fingerprint.startswith("blake2b-mac:"))
 
     def test_one_audit_record_per_invoke_with_the_contract_fields(self) -> None:
         self.registry.invoke(ToolCall("get_ticket", {"ticket_id": "T-1001"}), actor=READER)

@@ -80,7 +80,7 @@ WRITERS: dict[str, tuple[str, str]] = {
                                                   "their hashes; no world runs"),
     "lint/rules.py:<module>": (NO_RUN_SECRET, "the rules table, printed when the module is run"),
     "audit.py:JsonlAuditSink.write": (NO_VALUES, "audit_record's fields: ids, codes, steps, never a value"),
-    "registry.py:Registry._write_audit": (NO_VALUES, "hands _audit_record's record to the sink"),
+    "steps/conclude.py:_write_audit": (NO_VALUES, "hands audit_record's record to the sink"),
     "mcp.py:_LineWriter.send_line": (MODEL_VIEW, "MCP responses (send and send_batch encode them): "
                                                  "ToolResult.to_model(), redacted by the registry"),
     "mcp.py:_protocol_stream": (MODEL_VIEW, "opens the MCP protocol stream"),
@@ -96,9 +96,10 @@ WRITERS: dict[str, tuple[str, str]] = {
 LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "
                  "of a tool with redacted fields)")
-    for name in ("registry.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
+    for name in ("registry.py", "steps/admit.py", "steps/approval.py", "steps/conclude.py", "steps/deadline.py",
+                 "steps/idempotency.py", "steps/run.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
                  "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
-                 "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py")
+                 "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py")
 }
 # write_files calls whose mask is NO_SECRETS on purpose.
 UNMASKED_FILES = {"modeleval/runner.py:evaluate_model": "the cassette (see WRITERS)"}
@@ -177,7 +178,7 @@ class EveryWriterIsKnownTest(unittest.TestCase):
 
     def test_the_scan_finds_the_writers_it_is_meant_to_find(self) -> None:
         for site in ("lab/reports.py:_write_whole", "lab/tool_eval.py:_write_reports", "cli.py:_model_eval",
-                     "modeleval/runner.py:run_model_eval", "audit.py:JsonlAuditSink.write", "registry.py:Registry._record"):
+                     "modeleval/runner.py:run_model_eval", "audit.py:JsonlAuditSink.write", "steps/conclude.py:record"):
             self.assertIn(site, self.sites)
 
     def test_every_place_that_writes_text_out_of_the_process_is_listed_with_how_it_keeps_secrets_out(self) -> None:

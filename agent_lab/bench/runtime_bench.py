@@ -7,16 +7,26 @@ Measured (each the best of several rounds, per call):
 
 SQLite receipt throughput against raw sqlite3 is the `stores` section (store_bench.py).
 
-Figures (issue 11), each over interleaved rounds and reported through `_figures` (`bench --json`):
-  * runtime.read_vs_pydantic: invoke's overhead on a read (invoke minus the handler called directly;
-    the tool is `execution="inline"`) against a typical pydantic registry's overhead on the same read
-    (a dict lookup, a permission check, `model_validate` of an input model, the handler called with
-    its `model_dump()`, `model_validate` of an output model and its `model_dump()`, minus the same
-    direct call). Skipped, with the reason printed, when pydantic is not installed;
-  * runtime.write_first_vs_read, runtime.replay_vs_read and runtime.reject.<code>_vs_read: a whole
-    invoke of a write with a fresh key, of a replay, and of each refusal, against a whole read invoke;
-  * runtime.pool_vs_threadpool: invoke's overhead on the worker pool (the default) against a bare
-    `ThreadPoolExecutor` round trip (submit a no-op, wait for its result) measured beside it.
+Figures (issues 11 and 21), each over interleaved rounds and reported through `_figures` (`bench --json`).
+The yardstick is a typical pydantic registry's overhead on the same read (a dict lookup, a permission
+check, `model_validate` of an input model, the handler called with its `model_dump()`, `model_validate`
+of an output model and its `model_dump()`, minus the handler called directly); they are skipped, with
+the reason printed, when pydantic is not installed:
+  * runtime.read_vs_pydantic (<= 1.3): invoke's overhead on the read (invoke minus the handler called
+    directly; the tool is `execution="inline"`);
+  * runtime.write_first_vs_pydantic_read (<= 4.5): a keyed write with a fresh key (fingerprint,
+    reservation, receipt), invoke minus its handler called directly;
+  * runtime.replay_vs_pydantic_read (<= 2): a whole invoke that replays a stored receipt;
+  * each also as `..._instructions`: the same ratio in instructions per call, counted by valgrind's
+    callgrind (`_instructions.py`; not made without valgrind, or with --no-instructions): the machine
+    is shared, and instructions do not move with the load.
+Against invoke itself (whole calls): runtime.replay_vs_read_plus_fingerprint and
+runtime.reject.<code>_vs_read_plus_fingerprint for the refusals that make the call's fingerprint
+(approval_required, approval_mismatch, idempotency_conflict) are judged against a read plus one
+`registry.fingerprint` of the same arguments (<= 1); every other refusal against a read
+(runtime.reject.<code>_vs_read, <= 1). An unknown name is the `names` section's figure (10,000 tools).
+runtime.pool_vs_threadpool: invoke's overhead on the worker pool (the default) against a bare
+`ThreadPoolExecutor` round trip (submit a no-op, wait for its result) measured beside it.
 
 Figures depend on the machine; they are printed, never asserted.
 """
@@ -36,7 +46,7 @@ from ..idempotency import SqliteReceiptStore
 from ..policy import Actor
 from ..registry import Registry
 from ..spec import ApprovalPolicy, Effect, Execution, ToolSpec
-from . import _figures
+from . import _figures, _instructions
 
 __all__ = ["main"]
 
@@ -164,13 +174,16 @@ def _figure_registry() -> Registry:
     return registry
 
 
+FINGERPRINTED = ("approval_required", "approval_mismatch", "idempotency_conflict")
+"""Refusals that make the call's fingerprint (an approval binds to it; receipts are matched by it)."""
+
+
 def _rejections(registry: Registry) -> dict[str, Callable[[], Any]]:
     """One invoke per refusal code, each refused at its own step (the code it answers is checked)."""
     other = registry.approval_for(ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "x", "action_id": "a-9"}),
                                   actor=ACTOR, approver="bench")
     conflicting = ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Other note.", "action_id": "a-1"})
     cases: dict[str, Callable[[], Any]] = {
-        "tool_not_found": lambda: registry.invoke(ToolCall("get_tiket", READ_CALL.arguments), actor=ACTOR),
         "invalid_arguments": lambda: registry.invoke(ToolCall("get_ticket", {"ticket_id": "X-1"}), actor=ACTOR),
         "input_too_large": lambda: registry.invoke(ToolCall("get_ticket_small", {"ticket_id": "T-1001" * 20}),
                                                    actor=ACTOR),
@@ -254,13 +267,13 @@ def _noop() -> None:
     return None
 
 
-def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
-    """Report the runtime figures of issue 11 (see the module docstring) and print their raw times."""
+def measure_figures(calls: int, rounds: int, *, instructions: bool = True) -> list[_figures.Figure]:
+    """Report the runtime figures (see the module docstring) and print their raw times."""
     registry, pooled = _figure_registry(), _registry()
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=8)
     pydantic_invoke, missing = _pydantic_registry()
     permissions = frozenset(ACTOR.permissions)
-    arguments = READ_CALL.arguments
+    arguments, write_arguments = READ_CALL.arguments, WRITE_CALL.arguments
     try:
         assert registry.invoke(READ_CALL, actor=ACTOR).ok and pooled.invoke(READ_CALL, actor=ACTOR).ok
         assert registry.invoke(WRITE_CALL, actor=ACTOR).ok
@@ -274,10 +287,13 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
             raw.setdefault(name, []).append(seconds)
             return seconds
 
-        def overhead(name: str, invoke: Callable[[], Any]) -> Callable[[], float]:
+        def whole(name: str, invoke: Callable[[], Any]) -> Callable[[], float]:
+            return lambda: keep(name, _per_call(invoke, calls))
+
+        def overhead(name: str, invoke: Callable[[], Any], handler: Callable[[], Any] = lambda: get_ticket(arguments),
+                     direct: str = "read handler called directly") -> Callable[[], float]:
             def measure() -> float:
-                direct = keep("handler called directly", _per_call(lambda: get_ticket(arguments), calls))
-                return keep(name, _per_call(invoke, calls)) - direct
+                return keep(name, _per_call(invoke, calls)) - keep(direct, _per_call(handler, calls))
             return measure
 
         def write_first() -> float:
@@ -286,27 +302,27 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
             started = time.perf_counter()
             for call in batch:
                 registry.invoke(call, actor=ACTOR)
-            return keep("write, first call (fresh key)", (time.perf_counter() - started) / calls)
+            whole_call = keep("write, first call (fresh key)", (time.perf_counter() - started) / calls)
+            return whole_call - keep("write handler called directly",
+                                     _per_call(lambda: record_followup(write_arguments), calls))
 
         measurements: dict[str, Callable[[], float]] = {
             "read_overhead": overhead("read: invoke, execution=inline", lambda: registry.invoke(READ_CALL, actor=ACTOR)),
-            "read": lambda: keep("read: invoke (whole call)", _per_call(lambda: registry.invoke(READ_CALL, actor=ACTOR), calls)),
-            "write_first": write_first,
-            "replay": lambda: keep("replay (in-memory store)", _per_call(lambda: registry.invoke(WRITE_CALL, actor=ACTOR), calls)),
+            "read": whole("read: invoke (whole call)", lambda: registry.invoke(READ_CALL, actor=ACTOR)),
+            "fingerprint": whole("registry.fingerprint (the write's arguments)",
+                                 lambda: registry.fingerprint("record_ticket_followup", write_arguments)),
+            "write_first_overhead": write_first,
+            "replay": whole("replay (in-memory store)", lambda: registry.invoke(WRITE_CALL, actor=ACTOR)),
             "pool_overhead": overhead("read: invoke on the worker pool",
                                       lambda: pooled.invoke(READ_CALL, actor=ACTOR, deadline=time.monotonic() + 5)),
-            "threadpool": lambda: keep("ThreadPoolExecutor submit+result (no-op)",
-                                       _per_call(lambda: executor.submit(_noop).result(), calls)),
+            "threadpool": whole("ThreadPoolExecutor submit+result (no-op)", lambda: executor.submit(_noop).result()),
         }
         if pydantic_invoke is not None:
             peer = pydantic_invoke
             measurements["pydantic_overhead"] = overhead(
                 "read: pydantic registry", lambda: peer("get_ticket", arguments, permissions))
-        def refused(code: str, invoke: Callable[[], Any]) -> Callable[[], float]:
-            return lambda: keep(f"refused: {code}", _per_call(invoke, calls))
-
         for code, invoke in rejections.items():
-            measurements["reject." + code] = refused(code, invoke)
+            measurements["reject." + code] = whole(f"refused: {code}", invoke)
         samples = _figures.interleave(measurements, rounds)
     finally:
         registry.close()
@@ -314,23 +330,37 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
         executor.shutdown()
 
     figures = []
+    read_plus_fingerprint = [read + fingerprint for read, fingerprint in zip(samples["read"], samples["fingerprint"])]
     if pydantic_invoke is None:
-        print(f"runtime.read_vs_pydantic skipped: {missing}")
+        print(f"runtime.*_vs_pydantic* skipped: {missing}")
     else:
+        peer_overhead = samples["pydantic_overhead"]
         figures.append(_figures.report(
-            "runtime.read_vs_pydantic", unit="s/call", ours=samples["read_overhead"], peer=samples["pydantic_overhead"],
+            "runtime.read_vs_pydantic", unit="s/call", ours=samples["read_overhead"], peer=peer_overhead,
             target="<= 1.3", note="overhead per read: invoke (execution=inline) minus the handler called directly, "
                                   "vs a pydantic registry (model_validate in and out, model_dump) minus the same call"))
-    figures.append(_figures.report(
-        "runtime.write_first_vs_read", unit="s/call", ours=samples["write_first"], peer=samples["read"], target="<= 2",
-        note="a write with a fresh idempotency key (fingerprint, reserve, receipt) vs a read, whole invokes, inline"))
-    figures.append(_figures.report(
-        "runtime.replay_vs_read", unit="s/call", ours=samples["replay"], peer=samples["read"], target="<= 1",
-        note="a replayed receipt (in-memory store) vs a read, whole invokes"))
-    for code in rejections:
         figures.append(_figures.report(
-            f"runtime.reject.{code}_vs_read", unit="s/call", ours=samples["reject." + code], peer=samples["read"],
-            target="<= 1", note=f"a call refused with {code} vs a read, whole invokes"))
+            "runtime.write_first_vs_pydantic_read", unit="s/call", ours=samples["write_first_overhead"],
+            peer=peer_overhead, target="<= 4.5", note="a keyed write with a fresh key (fingerprint, reservation, "
+                                                      "receipt), invoke minus its handler, vs the pydantic read's overhead"))
+        figures.append(_figures.report(
+            "runtime.replay_vs_pydantic_read", unit="s/call", ours=samples["replay"], peer=peer_overhead,
+            target="<= 2", note="a whole invoke replaying a receipt (in-memory store) vs the pydantic read's overhead"))
+        if instructions:
+            figures.extend(instruction_figures(calls))
+    figures.append(_figures.report(
+        "runtime.replay_vs_read_plus_fingerprint", unit="s/call", ours=samples["replay"], peer=read_plus_fingerprint,
+        target="<= 1", note="a replayed receipt (in-memory store) vs a read plus one registry.fingerprint, whole invokes"))
+    for code in rejections:
+        if code in FINGERPRINTED:
+            figures.append(_figures.report(
+                f"runtime.reject.{code}_vs_read_plus_fingerprint", unit="s/call", ours=samples["reject." + code],
+                peer=read_plus_fingerprint, target="<= 1",
+                note=f"a call refused with {code} (it makes the fingerprint) vs a read plus one fingerprint"))
+        else:
+            figures.append(_figures.report(
+                f"runtime.reject.{code}_vs_read", unit="s/call", ours=samples["reject." + code], peer=samples["read"],
+                target="<= 1", note=f"a call refused with {code} vs a read, whole invokes"))
     figures.append(_figures.report(
         "runtime.pool_vs_threadpool", unit="s/call", ours=samples["pool_overhead"], peer=samples["threadpool"],
         target="<= 2", note="invoke on the worker pool minus the handler called directly vs a bare "
@@ -347,6 +377,58 @@ def measure_figures(calls: int, rounds: int) -> list[_figures.Figure]:
     return figures
 
 
+def instruction_measurements() -> dict[str, Callable[[], Any]]:
+    """What `instruction_figures` counts (built in a child process under callgrind, see `_instructions`)."""
+    registry = _figure_registry()
+    pydantic_invoke, _ = _pydantic_registry()
+    assert pydantic_invoke is not None
+    permissions = frozenset(ACTOR.permissions)
+    arguments, write_arguments = READ_CALL.arguments, WRITE_CALL.arguments
+    assert registry.invoke(WRITE_CALL, actor=ACTOR).ok
+    numbers = iter(range(10**12))
+
+    def fresh_write() -> ToolCall:
+        return ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Called back.",
+                                                   "action_id": f"w-{next(numbers)}"})
+
+    return {
+        "read handler called directly": lambda: get_ticket(arguments),
+        "write handler called directly": lambda: record_followup(write_arguments),
+        "read: invoke": lambda: registry.invoke(READ_CALL, actor=ACTOR),
+        "read: pydantic registry": lambda: pydantic_invoke("get_ticket", arguments, permissions),
+        "a fresh write call, made": fresh_write,
+        "write, first call (fresh key), with making it": lambda: registry.invoke(fresh_write(), actor=ACTOR),
+        "replay": lambda: registry.invoke(WRITE_CALL, actor=ACTOR),
+    }
+
+
+INSTRUCTION_CALLS = 2000
+"""Calls per measurement under callgrind (enough to drown the garbage collector's share in the average)."""
+
+
+def instruction_figures(calls: int) -> list[_figures.Figure]:
+    """runtime.*_vs_pydantic*_instructions: the same ratios as the timed figures, in instructions per call."""
+    counted, why = _instructions.count("agent_lab.bench.runtime_bench:instruction_measurements",
+                                       min(calls, INSTRUCTION_CALLS))
+    if counted is None:
+        print(f"runtime.*_instructions not measured: {why}")
+        return []
+    peer = counted["read: pydantic registry"] - counted["read handler called directly"]
+    read = counted["read: invoke"] - counted["read handler called directly"]
+    write = (counted["write, first call (fresh key), with making it"] - counted["a fresh write call, made"]
+             - counted["write handler called directly"])
+    print("Instructions per call (callgrind): " + ", ".join(f"{name} {value:,.0f}" for name, value in counted.items()))
+    note = "instructions per call, counted by callgrind in a child process"
+    return [
+        _figures.report("runtime.read_vs_pydantic_instructions", unit="instructions/call", ours=[read], peer=[peer],
+                        target="<= 1.3", note=note),
+        _figures.report("runtime.write_first_vs_pydantic_read_instructions", unit="instructions/call", ours=[write],
+                        peer=[peer], target="<= 4.5", note=note),
+        _figures.report("runtime.replay_vs_pydantic_read_instructions", unit="instructions/call",
+                        ours=[counted["replay"]], peer=[peer], target="<= 2", note=note),
+    ]
+
+
 def print_table(title: str, rows: list[tuple[str, float]], baseline_label: str) -> None:
     """One table; the last column compares each row with the row named `baseline_label`."""
     baseline = dict(rows)[baseline_label]
@@ -361,7 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runtime_bench", description="Registry.invoke overhead")
     parser.add_argument("--calls", type=int, default=2000, help="calls per round (default 2000)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best is reported (default 5)")
-    parser.add_argument("--quick", action="store_true", help="200 calls per round, for a smoke run")
+    parser.add_argument("--quick", action="store_true", help="200 calls per round, for a smoke run (no callgrind)")
+    parser.add_argument("--no-instructions", action="store_true",
+                        help="skip the instruction counts (valgrind's callgrind, about a minute)")
     args, _unknown = parser.parse_known_args(argv)
     calls = 200 if args.quick else args.calls
     rounds = max(1, args.rounds)
@@ -372,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  invoke overhead over a direct call: inline {(calls_rows[1][1] - direct) * 1e6:.1f}us, "
           f"worker pool + deadline {(calls_rows[2][1] - direct) * 1e6:.1f}us")
     print()
-    measure_figures(calls, rounds)
+    measure_figures(calls, rounds, instructions=not (args.quick or args.no_instructions))
     return 0
 
 

@@ -135,7 +135,7 @@ class Surface:
         writes it); `{world}` in a command stands for the case's world directory (a world with
         `__fspath__`, such as `agent_lab.mcp_client.surfaces.McpWorld`). Every case gets fresh server
         processes over a fresh world. See `agent_lab.mcp_client.surfaces`."""
-        from ..mcp_client.surfaces import ServerSurfaceBuild
+        from ..mcp_client.surface_build import ServerSurfaceBuild  # it builds on no lab module: no circle
         from ..mcp_client.wire import DEFAULT_TIMEOUT_S
 
         build = ServerSurfaceBuild(server, policy=policy, lock=lock, surface=name, pass_env=pass_env, cwd=cwd,

@@ -84,7 +84,7 @@ def effects_sarif(evaluation: Any) -> str:
     there is no finding)."""
     from ..lint import LintConfig, render_sarif
     from ..lint.engine import LintReport
-    from .reports import display_path
+    from .paths import display_path
 
     findings = []
     locations = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..redaction import SecretMask
+from .paths import display_path  # noqa: F401 - importable from here, as before
 from .fault_reports import effect_failures, effects_sarif, fault_section
 from .metrics import BYTES_PER_TOKEN, CaseResult
 
@@ -41,17 +42,6 @@ SVG_LEGEND_PER_LINE = 2
 SVG_CHARACTER_WIDTH = 7  # a generous estimate at font-size 13, so a long surface name widens the chart
 SVG_BASELINE_COLOUR = "#9aa0a6"
 SVG_CANDIDATE_COLOURS = ("#1a73e8", "#e8710a", "#188038", "#a142f4", "#d01884", "#12b5cb")
-
-
-def display_path(path: str) -> str:
-    """A path fit for a report: relative as given, or just the file name (never absolute)."""
-    candidate = Path(path)
-    if not candidate.is_absolute():
-        return candidate.as_posix()
-    try:
-        return candidate.relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return candidate.name
 
 
 def render_reports(evaluation: Any) -> dict[str, str]:

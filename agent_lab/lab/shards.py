@@ -123,7 +123,7 @@ def case_set_digest(cases: Sequence[Case]) -> str:
 
 
 def _case_identity(case: Case) -> dict[str, Any]:
-    from .reports import display_path
+    from .paths import display_path
 
     return {"case_id": case.case_id, "intent": case.intent, "actor": case.actor, "calls": case.calls,
             "expected": case.expected, "shared_calls": case.shared_calls, "world": case.world,
@@ -155,7 +155,7 @@ def agent_lab_identity() -> dict[str, str]:
 def shard_document(evaluation: Any) -> str:
     """The text of `tool-shard.json` for a shard's evaluation (unmasked: the report writer masks it
     as it masks every report)."""
-    from .reports import display_path
+    from .paths import display_path
 
     run: ShardRun = evaluation.shard
     document = {

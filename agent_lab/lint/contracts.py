@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from ..spec import DEFAULT_TIMEOUT_MS, ApprovalPolicy, Effect
+from ..spec import DEFAULT_TIMEOUT_MS, ApprovalPolicy
+from ..spec_checks import destructive_without_approval, write_without_key
 from .language import VERBS, name_words, stem
 from .model import CatalogFacts, Hit
 from .walk import pointer_token, schema_nodes
@@ -21,13 +22,13 @@ __all__ = [
 
 
 def check_write_without_key(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    if spec.effect is not Effect.READ and spec.idempotency_key is None:
-        yield Hit(f"{spec.effect.value} tool without idempotency_key: a retried call may repeat its effect")
+    for message, pointer in write_without_key(spec):  # the runtime's own check (ToolSpec.warnings)
+        yield Hit(message, pointer)
 
 
 def check_destructive_without_approval(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    if spec.effect is Effect.DESTRUCTIVE and spec.approval is ApprovalPolicy.NEVER:
-        yield Hit("destructive tool that never asks for approval")
+    for message, pointer in destructive_without_approval(spec):  # the runtime's own check (ToolSpec.warnings)
+        yield Hit(message, pointer)
 
 
 def check_no_output_schema(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:

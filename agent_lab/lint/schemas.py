@@ -8,6 +8,7 @@ from ..adapters import (ExportSchemaError, StrictSchemaError, host_schema, stric
                         to_strict_schema)
 from ..schema import PatternEngine
 from ..schema.formats import FORMAT_CHECKERS
+from ..spec_checks import backtracking_input_patterns
 from .model import CatalogFacts, Hit
 from .walk import schema_nodes
 
@@ -201,12 +202,8 @@ def check_unsafe_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -
 
 
 def check_backtracking_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    for root, finding in _pattern_findings(spec, output=False):
-        if finding.safety.safe and finding.safety.backtracking:
-            yield Hit(f"input_schema pattern at {finding.pointer} has nested quantifiers or an ambiguous "
-                      f"repetition: agent-lab matches it in linear time, but a backtracking engine (a host's "
-                      f"or client's validator of the exported schema) can take {finding.safety.backtracking} "
-                      f"time on it; rewrite it so each repetition is unambiguous", f"{root}{finding.pointer}")
+    for message, pointer in backtracking_input_patterns(spec):  # the runtime's own check (ToolSpec.warnings)
+        yield Hit(message, pointer)
 
 
 def check_linear_matcher_patterns(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:

@@ -34,6 +34,7 @@ from typing import Any, Optional, Tuple
 from ..frozenjson import FrozenObject, freeze
 from ..jsonvalue import find_non_json
 from . import formats  # its FORMAT_CHECKERS is read at each look-up: a test may put another table there
+from ._shared import SharedTable  # (it lived here; the compiler imports it from `_shared`)
 from .model import MAX_SCHEMA_DEPTH
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "SharedTable", "ValidatorCache", "shared_validator", "validator_cache"]
@@ -239,47 +240,3 @@ def shared_validator(schema: Any, *, dialect: Optional[str] = None, format_asser
     """A Validator for `schema` from the process-wide cache (see the module docstring); its `schema`
     attribute is a frozen copy, shared by every caller with equal content."""
     return validator_cache.validator(schema, dialect=dialect, format_assertion=format_assertion)
-
-
-class SharedTable:
-    """A bounded, thread-safe table of shared compiled parts (see `Compiler` for the leaf subschemas it
-    shares): the `max_entries` most recently used are held, the others only while something else
-    holds them (values must be weakly referenceable)."""
-
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._recent: "OrderedDict[Any, Any]" = OrderedDict()
-        self._live: "weakref.WeakValueDictionary[Any, Any]" = weakref.WeakValueDictionary()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            found = self._live.get(key)
-            if found is not None:
-                self._hold(key, found)
-            return found
-
-    def add(self, key: Any, value: Any) -> Any:
-        """Store `value` under `key` unless another thread stored one first; return the one stored."""
-        with self._lock:
-            found = self._live.get(key)
-            if found is None:
-                found = self._live[key] = value
-            self._hold(key, found)
-            return found
-
-    def _hold(self, key: Any, value: Any) -> None:
-        recent = self._recent
-        recent[key] = value
-        recent.move_to_end(key)
-        while len(recent) > self.max_entries:
-            recent.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._recent)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._recent.clear()
-            self._live.clear()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
-from ._cache import SharedTable
+from ._shared import SharedTable
 from ._call_state import CallState, ScopeTable
 from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference

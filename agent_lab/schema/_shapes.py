@@ -9,10 +9,12 @@ Anything else keeps the general per-keyword check; the shapes change speed, neve
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
-from ._nodes import Kw, Node
 from .model import MAX_INSTANCE_DEPTH
+
+if TYPE_CHECKING:  # pragma: no cover - `_nodes` calls `specialise` (it imports this module on use)
+    from ._nodes import Kw, Node
 
 Check = Callable[[Any], bool]
 
@@ -163,7 +165,7 @@ def _array_shape(by_name: dict, general: Check):
     if not set(by_name) <= _ARRAY_KEYWORDS or "items" not in by_name:
         return None
     item_node = by_name["items"].detail
-    if not isinstance(item_node, Node):  # a list of item schemas (before 2020-12): no single item check
+    if not hasattr(item_node, "proof_depth"):  # not one Node (no detail: a list of item schemas before 2020-12)
         return None
     one = item_node.check
     least = by_name["minItems"].detail if "minItems" in by_name else 0

@@ -203,7 +203,7 @@ class Validator:
                 return []
             if plain is None:
                 plain = plain_json(instance, max_depth)
-            problem = None if plain else find_non_json(instance, max_depth=max_depth)
+            problem = None if plain else find_non_json(instance, max_depth=max_depth, explain=_why_no_json_form)
             if problem is not None:
                 pointer, reason = problem
                 return [Violation(pointer, "", "json", _capitalised(reason) + ".")]
@@ -249,6 +249,13 @@ def _capitalised(text: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # instance and schema checks
 # ---------------------------------------------------------------------------------------------
+
+def _why_no_json_form(value: Any) -> Optional[str]:
+    """`jsonforms.why_no_json_form`, imported on the way to an error message only."""
+    from ..jsonforms import why_no_json_form
+
+    return why_no_json_form(value)
+
 
 def plain_json(value: object, depth: int) -> bool:
     """Fast yes/no version of `jsonvalue.find_non_json` for `is_valid` (same rules, same depth)."""

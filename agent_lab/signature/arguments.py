@@ -22,7 +22,7 @@ from ..context import CallContext
 from ..errors import ToolFailure
 from ..jsonforms import NoPythonForm, from_json, is_pydantic_model, pydantic_violations, quoted_field, schema_for_type
 from ..jsonvalue import escape_pointer_token, pointer_join
-from .annotations import (
+from ..function_schema.annotations import (
     DICT_ORIGINS,
     LIST_ORIGINS,
     Site,
@@ -32,8 +32,8 @@ from .annotations import (
     is_union,
     strip_annotated,
 )
-from .parameters import exposed_parameters
-from .schemas import SchemaBuilder
+from ..function_schema.parameters import exposed_parameters
+from ..function_schema.schemas import SchemaBuilder
 
 __all__ = ["MAX_REPORTED_VIOLATIONS", "handler_for"]
 

@@ -59,18 +59,32 @@ _UNKNOWN, _TAKEOVER = _LAPSE_UNKNOWN.value, _LAPSE_TAKEOVER.value
 def reservation(status: ReservationStatus, record: Optional[Mapping[str, Any]] = None,
                 fingerprint: Optional[str] = None, owner: Optional[str] = None) -> Reservation:
     """``Reservation(...)``, built without the frozen dataclass's one ``object.__setattr__`` per field:
-    every reserve returns one (the same object; it has no checks to skip)."""
-    answer = object.__new__(Reservation)
-    answer.__dict__.update(status=status, record=record, fingerprint=fingerprint, owner=owner)
+    every reserve returns one (the same object; it has no checks to skip). A field left None is not
+    stored on the instance: the dataclass keeps that default on the class, where reading finds it."""
+    answer = _new_object(Reservation)
+    fields = answer.__dict__  # item by item: cheaper than update() with keywords
+    fields["status"] = status
+    if record is not None:
+        fields["record"] = record
+    if fingerprint is not None:
+        fields["fingerprint"] = fingerprint
+    if owner is not None:
+        fields["owner"] = owner
     return answer
+
+
+_new_object = object.__new__
+# Module constants: an enum member read through its class costs a descriptor call (CPython 3.11).
+_REPLAY, _CONFLICT, _IN_PROGRESS, _UNKNOWN_STATUS = (ReservationStatus.REPLAY, ReservationStatus.CONFLICT,
+                                                     ReservationStatus.IN_PROGRESS, ReservationStatus.UNKNOWN)
 
 
 def decide_reserve(entry: Optional[Entry], fingerprint: str, now: float) -> Optional[Reservation]:
     """What a reserve finds under a key: None when the caller may take it, else the answer to return."""
-    if entry is None or entry.is_purgeable(now):
+    if entry is None or (not entry.expires_at > now and not entry.is_unknown(now)):  # absent, or purgeable
         return None
     if entry.fingerprint != fingerprint:
-        return reservation(ReservationStatus.CONFLICT, fingerprint=entry.fingerprint)
+        return reservation(_CONFLICT, None, entry.fingerprint)
     return _status_of_kept(entry, now)
 
 
@@ -88,10 +102,10 @@ def _status_of_kept(entry: Entry, now: float) -> Reservation:
             record = copy_record(entry.record)
         else:
             record = json.loads(entry.record_text) if entry.record_text is not None else None
-        return reservation(ReservationStatus.REPLAY, record=record, fingerprint=entry.fingerprint)
+        return reservation(_REPLAY, record, entry.fingerprint)
     if entry.is_live(now):
-        return reservation(ReservationStatus.IN_PROGRESS, fingerprint=entry.fingerprint)
-    return reservation(ReservationStatus.UNKNOWN, fingerprint=entry.fingerprint)
+        return reservation(_IN_PROGRESS, None, entry.fingerprint)
+    return reservation(_UNKNOWN_STATUS, None, entry.fingerprint)
 
 
 def held_by(entry: Optional[Entry], owner: str) -> bool:
@@ -296,6 +310,7 @@ def _kept_item(item: Any, depth: int, parsed: bool) -> Any:
 
 
 _SCALARS = frozenset((str, bool, type(None), float))
+_copy_dict = dict.copy
 _KEPT_CONTAINERS = (_KeptObject, _FlatArray, list)
 
 
@@ -304,9 +319,16 @@ def copy_record(value: Any) -> Any:
     nothing it does to the copy reaches the stored receipt."""
     kind = type(value)
     if kind is _KeptObject:
-        copy = dict(value)
+        copy = _copy_dict(value)  # a plain dict: dict.copy makes one of a subclass
         for key in value.containers:
-            copy[key] = copy_record(copy[key])
+            item = copy[key]
+            item_kind = type(item)  # a flat member (the common output) is copied here, without a call
+            if item_kind is _KeptObject and not item.containers:
+                copy[key] = _copy_dict(item)
+            elif item_kind is _FlatArray:
+                copy[key] = list(item)
+            else:
+                copy[key] = copy_record(item)
         return copy
     if kind is _FlatArray:
         return list(value)

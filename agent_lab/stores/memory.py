@@ -13,6 +13,13 @@ from .protocol import PURGE_LIMIT, Lapse, ReceiptKey, Reservation, ReservationSt
 
 __all__ = ["InMemoryReceiptStore"]
 
+# Module constants: an enum member read through its class costs a descriptor call (CPython 3.11).
+_LAPSE_UNKNOWN, _UNKNOWN = Lapse.UNKNOWN, Lapse.UNKNOWN.value
+_RESERVED, _REPLAY = ReservationStatus.RESERVED, ReservationStatus.REPLAY
+_new_object = object.__new__
+
+_TIMEOUT_MAX = threading.TIMEOUT_MAX
+
 _MIN_SWEEP_INTERVAL = 1024
 """The in-memory store scans for expired entries after max(this, number of entries) reserves, so a
 full scan costs O(1) per reserve on average however large the store grows."""
@@ -67,12 +74,16 @@ class InMemoryReceiptStore:
     def reserve(
         self, key: ReceiptKey, fingerprint: str, *, lapse: Lapse = Lapse.UNKNOWN, timeout_s: Optional[float] = None
     ) -> Reservation:
-        rules.check_fingerprint(fingerprint)
-        lapse_value = rules.check_lapse(lapse)
-        address = rules.address(key)
-        wait_s = store_timeout(timeout_s)  # a bad timeout is refused before the lock is taken
+        # The registry's arguments (exact types) are taken as they are; anything else is checked.
+        if type(fingerprint) is not str:
+            rules.check_fingerprint(fingerprint)
+        lapse_value = _UNKNOWN if lapse is _LAPSE_UNKNOWN else rules.check_lapse(lapse)
+        address = (key.tenant, key.tool, key.key) if type(key) is ReceiptKey else rules.address(key)
+        # A bad timeout is refused before the lock is taken (the registry's, a plain float, is taken as it is).
+        wait_s = timeout_s if type(timeout_s) is float and 0.0 <= timeout_s <= _TIMEOUT_MAX else \
+            store_timeout(timeout_s)
         lock = self._lock
-        if not lock.acquire(blocking=False):  # free nearly always: only then wait, within the timeout
+        if not lock.acquire(False):  # free nearly always: only then wait, within the timeout
             acquire_within(lock, wait_s)
         try:  # written out, not `with self._locked(...)`: every idempotent call comes here
             if self._closed:
@@ -81,14 +92,24 @@ class InMemoryReceiptStore:
             self._reserves_since_sweep += 1
             if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
                 self._sweep_now_and_then(now)
-            answer = rules.decide_reserve(self._entries.get(address), fingerprint, now)
+            entry = self._entries.get(address)
+            if entry is not None and entry.record is not None and entry.fingerprint == fingerprint \
+                    and entry.expires_at > now and entry.state == rules.COMPLETED:
+                # A replay, as `decide_reserve` answers it (a live receipt of this fingerprint), without its calls.
+                replay = _new_object(Reservation)
+                fields = replay.__dict__
+                fields["status"] = _REPLAY
+                fields["record"] = rules.copy_record(entry.record)
+                fields["fingerprint"] = fingerprint
+                return replay
+            answer = rules.decide_reserve(entry, fingerprint, now)
             if answer is not None:
                 return answer
             owner = rules.new_owner_token()
             self._entries[address] = rules.Entry(
                 fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner=owner, lapse=lapse_value
             )
-            return rules.reservation(ReservationStatus.RESERVED, fingerprint=fingerprint, owner=owner)
+            return rules.reservation(_RESERVED, None, fingerprint, owner)
         finally:
             lock.release()
 

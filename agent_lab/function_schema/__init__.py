@@ -1,0 +1,57 @@
+"""A Python function as a tool's model half: its input schema, its output schema, its description.
+
+Users arrive with typed functions. These modules read a function's signature, type hints and docstring
+and build the JSON Schema 2020-12 schemas of its `ToolSpec` with the standard library only:
+`parameters` (the signature, and the injected context parameter), `docstrings` (the description and
+the parameters'), `schemas` (each annotation mapped to JSON Schema, refusing what it cannot say
+exactly), `markers` and `constraints` (``Annotated`` constraints, ours and pydantic's, and the keywords
+they become), all reading annotations through `annotations`.
+
+No ToolSpec is built here, so this package sits below `agent_lab.spec`: `ToolSpec.from_function`
+and `@tool` / `spec_from_function` (above both, in `agent_lab.signature`, which also turns the function
+into a handler) build one from `model_half_from_function`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .docstrings import read_docstring
+from .markers import Describe, Len, Pattern, Range
+from .parameters import CONTEXT_PARAMETER_NAME, function_name, resolved_hints
+from .schemas import input_schema_from_function, output_schema_for_annotation
+
+__all__ = [
+    "CONTEXT_PARAMETER_NAME",
+    "Describe",
+    "Len",
+    "Pattern",
+    "Range",
+    "input_schema_from_function",
+    "model_half_from_function",
+    "output_schema_for_annotation",
+]
+
+
+def model_half_from_function(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    title: str | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The model-facing half of a ToolSpec for `fn`, as its keyword arguments (name, description, title,
+    input_schema, output_schema): the schema from its signature, the description from its docstring
+    unless given. Without `output_schema`, a return annotation with structure supplies it (a TypedDict,
+    a dataclass, a pydantic model, or a list or Optional of one; see `output_schema_for_annotation`)."""
+    input_schema = input_schema_from_function(fn)
+    function = function_name(fn)
+    summary = description if description is not None else read_docstring(fn).summary
+    if not summary or not summary.strip():
+        raise TypeError(f"{function}: a tool needs a description: write a docstring or pass description=")
+    if output_schema is None:
+        returns = resolved_hints(fn).get("return")
+        output_schema = output_schema_for_annotation(returns, function=function) if returns is not None else None
+    return {"name": name if name is not None else fn.__name__, "description": summary, "title": title,
+            "input_schema": input_schema, "output_schema": output_schema}

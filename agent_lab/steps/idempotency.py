@@ -1,0 +1,198 @@
+"""Step 5, idempotency: claim the call's key, or answer from what holds it; and settle it at the end.
+
+A tool with an `idempotency_key` argument is matched by (tenant, tool, key) and the call's keyed
+fingerprint: the same key and fingerprint replay the stored receipt, the same key with other
+arguments is `idempotency_conflict`, a key still running is `idempotency_in_progress`. A call holds its
+key in this registry (`agent_lab.leases`) from reservation until its outcome is stored:
+
+* A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
+  so the same key replays "unknown, look it up" instead of repeating the effect.
+* A refusal before any effect, and a failure known to have had no effect that a retry could fix,
+  release the reservation, so a corrected or later retry with the same key can run.
+* A write whose reservation lapses without a receipt (its process died, or its receipt could not be
+  stored) is `outcome_unknown` for good: never a second run, until `resolve_unknown` settles it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from ..calls import ToolResult
+from ..errors import Outcome
+from ..execution import MAX_WAIT_S, PROCESS_EXITS, seconds_left
+from ..fingerprint import has_lone_surrogate
+from ..leases import ReceiptNote
+from ..policy import Actor
+from ..stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
+from .deadline import passed
+from .details import violation_details
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .state import CallState
+
+__all__ = ["frees_key", "reserve_key", "resolved_record", "settle_receipt", "store_outcome"]
+
+logger = logging.getLogger("agent_lab.registry")
+
+# Enum members as module constants: one read through its class costs a descriptor call (about 900
+# instructions on CPython 3.11), and every keyed call compares a few.
+_LAPSE_UNKNOWN, _LAPSE_TAKEOVER = Lapse.UNKNOWN, Lapse.TAKEOVER
+_RESERVED, _REPLAY, _CONFLICT, _UNKNOWN = (ReservationStatus.RESERVED, ReservationStatus.REPLAY,
+                                           ReservationStatus.CONFLICT, ReservationStatus.UNKNOWN)
+_REJECTED, _FAILED = Outcome.REJECTED, Outcome.FAILED
+
+
+def reserve_key(state: CallState) -> Optional[ToolResult]:
+    """Claim (tenant, tool, key) for this fingerprint, or answer from what already holds it.
+
+    This process answers first for keys its own calls hold. The store is then asked, waiting no
+    longer than the call's deadline; and a reservation that arrives after it is given back
+    (`deadline_exceeded`), so no handler ever starts late or without a reservation.
+    """
+    state.step = "idempotency"
+    spec = state.spec
+    assert spec is not None and spec.idempotency_key is not None
+    fingerprint = state.fingerprinted()
+    if fingerprint is None:
+        raise AssertionError("a call that passed the schema step has a fingerprint")
+    key_value = state.arguments[spec.idempotency_key]
+    # No database stores a NUL or a lone surrogate as text: such a key is refused alike, for every store.
+    if "\x00" in key_value or not key_value.isascii() and has_lone_surrogate(key_value):
+        return _unstorable_key(state, spec.idempotency_key, key_value)
+    actor = state.actor
+    tenant = actor.tenant
+    if type(actor) is Actor or (type(tenant) is str and tenant.isascii() and "\x00" not in tenant):
+        # ReceiptKey(tenant, tool, key), its checks settled already: an Actor's tenant is plain text
+        # without NUL or lone surrogates (it refuses others when built), and so is an ASCII one
+        # without NUL; a registered tool's name is ASCII without NUL; the key was checked above. So
+        # without the frozen dataclass's checks and setattrs (built on every keyed call). Anything
+        # else takes the class's own constructor, which refuses what it must.
+        receipt_key = state.receipt_key = _new_object(ReceiptKey)
+        fields = receipt_key.__dict__
+        fields["tenant"] = tenant
+        fields["tool"] = spec.name
+        fields["key"] = key_value
+    else:
+        receipt_key = state.receipt_key = ReceiptKey(tenant, spec.name, key_value)
+    holder = state.services.holder
+    if holder.held:  # (nothing held, nothing to answer: the common case asks no lock)
+        held = holder.answer(receipt_key, fingerprint)
+        if held is not None:  # a call of this process holds the key, whatever the store's lease says
+            return state.refusal(held)
+    timeout_s = state.call_deadline - _monotonic()  # type: ignore[operator] # fixed by route
+    if timeout_s <= 0.0:
+        return state.refusal("deadline_exceeded")
+    if timeout_s > MAX_WAIT_S:
+        timeout_s = MAX_WAIT_S
+    writes = state.plan.writes  # type: ignore[union-attr] # route found the plan
+    lapse = _LAPSE_UNKNOWN if writes else _LAPSE_TAKEOVER
+    try:
+        reservation = state.services.receipts.reserve(receipt_key, fingerprint, lapse=lapse, timeout_s=timeout_s)
+        if reservation.status is _CONFLICT and reservation.fingerprint is not None:
+            # Stored in another scheme (a receipt made before the registry's changed): compare in that one.
+            stored = reservation.fingerprint
+            if type(stored) is str and not stored.startswith(state.services.fingerprints.scheme) \
+                    and state.fingerprint_as(stored) == stored:
+                state.fingerprint = fingerprint = stored  # the key's receipt and audit record name this one
+                reservation = state.services.receipts.reserve(receipt_key, fingerprint, lapse=lapse,
+                                                              timeout_s=seconds_left(state.call_deadline))
+    except PROCESS_EXITS:
+        raise
+    except (ReceiptStoreUnavailable, OSError) as exception:
+        logger.warning("receipt store could not reserve a key for %r: %s", spec.name, type(exception).__name__)
+        return state.refusal("receipt_store_unavailable")
+    status = reservation.status
+    if status is _RESERVED:
+        if not isinstance(reservation.owner, str):
+            raise TypeError("the receipt store reserved a key without an owner token")
+        state.hold = holder.hold(receipt_key, fingerprint, reservation.owner, writes=writes, tool=spec.name)
+        if passed(state.call_deadline):  # the reserve returned too late for the handler to start
+            return state.refusal("deadline_exceeded")
+        return None
+    if status is _REPLAY and reservation.record is not None:
+        return _replayed(reservation.record, state)
+    if status is _CONFLICT:
+        return state.refusal("idempotency_conflict")
+    if status is _UNKNOWN:
+        return state.refusal("outcome_unknown")
+    return state.refusal("idempotency_in_progress")
+
+
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+_replay_result = ToolResult._replay
+_new_object = object.__new__
+_monotonic = time.monotonic
+
+
+def _replayed(record: Mapping[str, Any], state: CallState) -> ToolResult:
+    """The replay of a stored receipt: `ToolResult.from_record`, with the common record (a success,
+    as the stores give it back: a fresh dict of plain values) built without its enum call and keyword
+    handling. The output is the store's fresh copy, so nothing done to it reaches the receipt."""
+    if type(record) is dict:
+        get = record.get
+        ok, text, tool = get("ok"), get("outcome"), get("tool")
+        outcome = _OUTCOMES.get(text) if type(text) is str else None
+        if outcome is not None and type(ok) is bool and type(tool) is str and not get("error"):
+            return _replay_result(ok, outcome, tool, get("output"), state.call_id, get("fingerprint"), state.redact)
+    return ToolResult.from_record(record, replayed=True, call_id=state.call_id, redact=state.redact)
+
+
+def _unstorable_key(state: CallState, key_name: str, key_value: str) -> ToolResult:
+    """An idempotency key with a lone surrogate or NUL: valid for the schema, but not text every store
+    can hold (PostgreSQL's text type refuses NUL)."""
+    pointer = "/" + key_name.replace("~", "~0").replace("/", "~1")
+    if "\x00" in key_value:
+        message = "The idempotency key must be text without NUL characters (U+0000)."
+    else:
+        message = "The idempotency key must be valid Unicode text; it holds a lone surrogate code point."
+    violation = {"instance_path": pointer, "keyword_path": "", "keyword": "idempotency_key", "message": message}
+    return state.refusal("invalid_arguments", message, details=violation_details([violation]))
+
+
+def settle_receipt(state: CallState, result: ToolResult) -> None:
+    """Complete or release this call's reservation (if it holds one and no late handler will).
+
+    Released (the key is free again): refusals before any effect, and failures known to have had
+    no effect that a retry could fix (retryable errors, timeouts of reads, arguments the handler
+    refused), since storing those would make every retry replay the failure. Stored: everything
+    else, including writes whose outcome is unknown, so that the same key replays "unknown" instead
+    of repeating the effect. The store is given what is left of the call's deadline; if that is not
+    enough, the lease keeper keeps trying in the background (the caller has its answer already).
+    """
+    if state.hold is None:
+        return
+    if state.late_pending:
+        state.receipt_note = ReceiptNote.LATE
+        return
+    if state.receipt_result is not None:  # a write that overran: its real result is the receipt
+        result = state.receipt_result
+    store_outcome(state, result, timeout_s=seconds_left(state.call_deadline) or 0.0)
+
+
+def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> None:
+    """Store `result` as the key's receipt, or release the key, under this call's owner token."""
+    assert state.hold is not None
+    record = None if frees_key(result) else result.to_record()
+    state.receipt_note = state.services.holder.settle(state.hold, record, timeout_s=timeout_s)
+
+
+def frees_key(result: ToolResult) -> bool:
+    """Whether a call's result leaves its key free (no effect, and a retry may differ) rather than stored."""
+    if result.outcome is _REJECTED:
+        return True
+    if result.outcome is _FAILED and result.error is not None:  # no effect; may the retry differ?
+        # invalid_arguments: the handler refused the arguments (a `@tool` model validator), so the next
+        # call under this key is a corrected one, not a replay of the refusal.
+        return result.error.retryable or result.error.code in ("tool_timeout", "invalid_arguments")
+    return False
+
+
+def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
+    """The receipt record of a resolved key: the given result under the key's own fingerprint
+    (None: "it did not happen", the key is to be freed)."""
+    if result is None:
+        return None
+    return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()

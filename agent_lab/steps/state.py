@@ -1,0 +1,198 @@
+"""One call's state as it goes through the steps, and how a call starts.
+
+`start` collects what `invoke` was given into a `CallState`; every step reads it and writes what it
+learns (the tool, the arguments' plain copy, the fingerprint, the held key...), and the record step
+turns it into the audit record. A step that stops the call returns a `ToolResult` made here
+(`CallState.refusal`), with the code's defaults from the one catalogue.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from ..calls import ToolCall, ToolResult
+from ..errors import CATALOGUE, NextAction, Outcome, ToolError
+from ..execution import plain_json_copy
+from ..fingerprint import Fingerprinter, NotCanonicalJSON
+from ..schema import MAX_INSTANCE_DEPTH
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..execution import Handler, Run
+    from ..leases import Hold, ReceiptNote
+    from ..policy import Approval
+    from ..spec import ToolSpec
+    from ..stores import ReceiptKey
+    from .plan import Plan
+    from .services import Services
+
+__all__ = ["MAX_ARGUMENT_COPY_DEPTH", "CallState", "attempt_number", "duration_clock", "hook_arguments", "resolving",
+           "start"]
+
+MAX_ARGUMENT_COPY_DEPTH = MAX_INSTANCE_DEPTH + 1
+"""The arguments are copied this deep: one level more than the schema step accepts, so every value
+that passes it is a plain copy, and deeper (or cyclic) values are left for it to refuse."""
+
+
+class CallState:
+    """Everything one invoke has learned so far. Internal and mutable; one per call.
+
+    After the execute step, only the caller's thread writes it; a late-completion callback only reads
+    the fields fixed before execution (spec, tool, call_id, fingerprint, receipt_key, hold, redact)
+    and sets receipt_note. A plain class with class-level defaults: one is made per call, and a
+    dataclass that sets every field costs several times as much to build.
+    """
+
+    # Class-level defaults: a call sets only what it learns (most reads never touch half of these).
+    arguments: Any = None  # a plain copy of the call's arguments, taken once by the schema step
+    sized = False  # the arguments are within the tool's input budget (they may be fingerprinted)
+    exact = False  # ... and exact JSON types without a float: the encoder writes them canonically as they are
+    plan: Optional[Plan] = None  # the tool's steps (`agent_lab.steps.plan`), found by the route step
+    spec: Optional[ToolSpec] = None
+    handler: Optional[Handler] = None
+    fingerprint: Optional[str] = None  # made when a step or the audit record needs it (`fingerprinted`)
+    step = "route"
+    call_deadline: Optional[float] = None  # min(caller's deadline, start + timeout_ms), fixed by route
+    receipt_key: Optional[ReceiptKey] = None
+    hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
+    late_pending = False  # a late handler will complete the reservation itself
+    finished_late = False  # the handler and the check of what it handed back ended past the deadline
+    receipt_result: Optional[ToolResult] = None  # the key's receipt, when it is not the call's result (overran)
+    receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record
+    approval_used: Optional[Approval] = None
+    interrupted_run: Optional[Run] = None  # what the pool job had done when an ainvoke caller was cancelled
+    attempt: Optional[int] = None  # the attempt number a retry runner gave (agent_lab.retry), for the audit
+    redact: frozenset = frozenset()
+
+    # Set by `start` for every call: services, call, actor, call_id, tool, started, started_monotonic.
+    services: Services
+    call: Any
+    actor: Any
+    call_id: str
+    tool: str
+    started: float  # on the duration clock (`duration_clock`)
+    started_monotonic: float
+    approval: Any = None
+    deadline: Any = None
+    named = True  # the call's name is text (see `start`)
+
+    def result(self, *, ok: bool, outcome: Outcome, output: Any = None,
+               error: Optional[ToolError] = None) -> ToolResult:
+        return _new_result(ok, outcome, self.tool, output, error, self.call_id, self.fingerprint, self.redact)
+
+    def refusal(
+        self,
+        code: str,
+        message: Optional[str] = None,
+        *,
+        details: Optional[Mapping[str, Any]] = None,
+        outcome: Optional[Outcome] = None,
+        retryable: Optional[bool] = None,
+        next_action: Optional[NextAction] = None,
+    ) -> ToolResult:
+        """An error result for a catalogue code; the catalogue gives whatever is not said here."""
+        error = ToolError.from_code(code, message, details=details, retryable=retryable, next_action=next_action)
+        return _new_result(False, CATALOGUE[code].outcome if outcome is None else outcome, self.tool, None, error,
+                           self.call_id, self.fingerprint, self.redact)
+
+    def fingerprinted(self) -> Optional[str]:
+        """The call's fingerprint, made on first need: by the approval step (an approval binds to it),
+        the idempotency step (receipts are matched by it) or the audit record (it correlates a call
+        with its approval and receipt). A read with none of those never pays for it. None while the
+        arguments have not passed the size check, or have no canonical JSON form."""
+        if self.fingerprint is None and self.sized and self.spec is not None:
+            fingerprints = self.services.fingerprints
+            try:
+                if self.exact:
+                    self.fingerprint = fingerprints.fingerprint_exact(self.spec.name, self.arguments)
+                else:
+                    self.fingerprint = fingerprints.fingerprint(self.spec.name, self.arguments)
+            except NotCanonicalJSON:
+                return None
+        return self.fingerprint
+
+    def fingerprint_as(self, stored: str) -> Optional[str]:
+        """The call's fingerprint in the scheme `stored` (a receipt's or an approval's) names: its own
+        when the schemes agree, else made with that scheme's fingerprinter under the same key, so a
+        receipt or an approval made before a scheme changed still matches its call. None when the
+        call has none, or `stored` names no keyed scheme."""
+        own = self.fingerprinted()
+        if own is None or stored.startswith(self.services.fingerprints.scheme):
+            return own
+        other = Fingerprinter.for_scheme(stored, self.services.fingerprint_key)
+        if other is None or self.spec is None:
+            return None
+        try:
+            return other.fingerprint(self.spec.name, self.arguments)
+        except NotCanonicalJSON:
+            return None
+
+
+_monotonic = time.monotonic
+_perf_counter = time.perf_counter
+_new_result = ToolResult._fast
+_new_state = object.__new__
+
+duration_clock = time.monotonic if (time.get_clock_info("monotonic").implementation
+                                    == time.get_clock_info("perf_counter").implementation) else time.perf_counter
+"""The clock a call's `duration_ms` is read on: `time.perf_counter`, which on Linux and macOS is the very
+clock `time.monotonic` reads, so one reading at the start serves both the deadline and the duration."""
+_ONE_CLOCK = duration_clock is _monotonic
+
+
+def start(services: Services, call: Any, actor: Any, approval: Any, deadline: Any) -> CallState:
+    """Collect the inputs; nothing here can fail, whatever a model proposed. A `call` that is not a
+    ToolCall (a dict, say) is a TypeError: the developer's mistake, not arguments a model could fix.
+    (The state is made with `object.__new__` and its fields set one by one: a third of what an
+    `__init__` with keyword arguments costs, on every call.)"""
+    if type(call) is not ToolCall and not isinstance(call, ToolCall):
+        raise TypeError(f"invoke takes a ToolCall, not {type(call).__name__}: build one with "
+                        "ToolCall(name, arguments) or a parser from agent_lab.adapters")
+    state: CallState = _new_state(CallState)
+    state.services = services
+    state.call = call
+    state.actor = actor
+    if approval is not None:
+        state.approval = approval
+    if deadline is not None:
+        state.deadline = deadline
+    call_id = call.call_id
+    if type(call_id) is not str or not call_id:
+        ids = services.call_ids
+        call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else ids.prefix + str(next(ids.numbers))
+    state.call_id = call_id
+    # Plain text only: a str subclass could hash or compare like another tool's name.
+    name = call.name
+    if type(name) is str:
+        state.tool = name
+    elif isinstance(name, str):
+        state.tool = str.__str__(name)
+    else:
+        state.tool = ""
+        state.named = False  # the route step refuses the call
+    now = _monotonic()
+    state.started_monotonic = now
+    state.started = now if _ONE_CLOCK else _perf_counter()
+    return state
+
+
+def resolving(services: Services, spec: ToolSpec) -> CallState:
+    """The state under which `Registry.resolve_unknown` checks an output it is given, as a handler's."""
+    state = start(services, ToolCall(spec.name, None, "resolved"), None, None, None)
+    state.spec = spec
+    state.redact = frozenset(spec.redact)
+    return state
+
+
+def attempt_number(value: Any) -> Optional[int]:
+    """A retry runner's attempt number as a plain int, or None for anything else (invoke never raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return int.__int__(value)
+    return None
+
+
+def hook_arguments(state: CallState) -> Any:
+    """The arguments for a policy hook (resource guard, approval condition): a copy of their own. A hook
+    that changed the ones the handler gets would run a call other than the one that was checked and
+    approved (the fingerprint an approval binds to may be made before the hooks, for the audit record)."""
+    return plain_json_copy(state.arguments, MAX_ARGUMENT_COPY_DEPTH)
