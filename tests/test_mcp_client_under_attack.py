@@ -323,7 +323,6 @@ class NoCommandWritesOverItsInputsTest(unittest.TestCase):
         return subprocess.run([sys.executable, str(HERE.parent / "run_lab.py"), *arguments, "--mcp", self.server],
                               capture_output=True, text=True, timeout=120, cwd=self.project)
 
-    @unittest.expectedFailure  # CLI-OUTPUT-OVER-INPUT: the lockfile lint reads is not among _emit's inputs
     def test_lint_never_writes_its_report_over_the_lock_it_reads(self) -> None:
         self.assertEqual(self.run_lab("lock", "--output", "reviewed.lock.json").returncode, 0)
         reviewed = (self.project / "reviewed.lock.json").read_bytes()
@@ -331,7 +330,6 @@ class NoCommandWritesOverItsInputsTest(unittest.TestCase):
         self.assertEqual((self.project / "reviewed.lock.json").read_bytes(), reviewed)
         self.assertEqual(linted.returncode, 2, linted.stderr)
 
-    @unittest.expectedFailure  # CLI-OUTPUT-OVER-INPUT: the policy file is not among _emit's inputs
     def test_lint_and_lock_never_write_over_the_policy_they_read(self) -> None:
         policy = (self.project / "policy.json").read_bytes()
         for command in ("lint", "lock"):
