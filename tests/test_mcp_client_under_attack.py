@@ -244,7 +244,6 @@ class ServerLabelsShowNoCredentialTest(ImportedCase):
 
 
 class WorldEffectsNeverHangTest(unittest.TestCase):
-    @unittest.expectedFailure  # MCP-WORLD-FIFO (agent_lab/mcp_client/surfaces.py: _file_records reads any file)
     def test_a_named_pipe_the_server_left_in_its_world_is_read_without_blocking(self) -> None:
         if not hasattr(os, "mkfifo"):
             self.skipTest("no named pipes on this platform")
