@@ -230,13 +230,11 @@ class ServerLabelsShowNoCredentialTest(ImportedCase):
         "a database URL": f"npx -y @modelcontextprotocol/server-postgres postgresql://app:{TOKEN}@db.internal/app",
     }
 
-    @unittest.expectedFailure  # MCP-LABEL-CREDENTIAL (agent_lab/mcp_client/address.py: ServerAddress.label)
     def test_a_label_never_shows_a_credential_written_on_the_command_line(self) -> None:
         for shape, command in self.COMMANDS.items():
             with self.subTest(shape):
                 self.assertNotIn(TOKEN, parse_server(command).label)
 
-    @unittest.expectedFailure  # MCP-LABEL-CREDENTIAL: the label is the "server" of every upstream_error's details
     def test_a_credential_on_the_command_line_never_reaches_the_model(self) -> None:
         short = "tok-9f3a1c"  # the label is cut at 80 characters: a command short enough to show it whole
         command = f"python3 mcp_leaky_server.py is-error -H 'Authorization: Bearer {short}'"

@@ -32,6 +32,19 @@ _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 MAX_LABEL_CHARS = 80
 _SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
                           r"(?:=(?P<value>.*))?", re.IGNORECASE | re.DOTALL)
+_CREDENTIAL_NAME = r"[\w.-]*(?:key|token|secret|password|passwd|credential|auth|cookie|session)[\w.-]*"
+# The shapes a credential takes inside one word of a command line, each with what is kept of it:
+_SECRET_IN_WORD = (
+    # a header given to a proxy such as mcp-remote (`--header "Authorization: Bearer ..."`, `-H 'X-Api-Key: ...'`)
+    (re.compile(rf"^(?P<keep>\s*{_CREDENTIAL_NAME}\s*:).*", re.IGNORECASE | re.DOTALL), r"\g<keep> …"),
+    # an assignment handed on to another program (`-e API_KEY=...` for docker, `--env GITHUB_TOKEN=...`)
+    (re.compile(rf"^(?P<keep>{_CREDENTIAL_NAME}=).*", re.IGNORECASE | re.DOTALL), r"\g<keep>…"),
+    # an HTTP authorization scheme anywhere in a word
+    (re.compile(r"(?P<keep>\b(?:bearer|basic|token)\s+)\S+", re.IGNORECASE), r"\g<keep>…"),
+    # a URL's password (`postgresql://app:PASSWORD@db/app`) and its query (`?api_key=...`)
+    (re.compile(r"(?P<keep>[a-z][a-z0-9+.-]*://[^/@\s:]*:)[^/\s]*@", re.IGNORECASE), r"\g<keep>…@"),
+    (re.compile(r"(?P<keep>[a-z][a-z0-9+.-]*://[^\s?#]*\?)[^\s#]*", re.IGNORECASE), r"\g<keep>…"),
+)
 
 
 @dataclass(frozen=True)
@@ -46,9 +59,12 @@ class ServerAddress:
 
     @property
     def label(self) -> str:
-        """How messages and reports name the server: the command (without its environment, and without
-        the value of a flag named like a credential, `--api-key`, `--token`, ...) or the URL without its
-        query (which may hold one too), shortened."""
+        """How messages and reports name the server: the command (without its environment, without the
+        value of a flag named like a credential, `--api-key`, `--token`, ..., and without the credential
+        of a header, an assignment, an authorization scheme or a URL written in a word, `-H
+        "Authorization: Bearer ..."`, `-e API_KEY=...`, `postgresql://app:PASSWORD@db/app`) or the URL
+        without its query (which may hold one too), shortened. The label reaches the model (in
+        upstream errors' details), reports and SARIF."""
         if self.transport == "stdio":
             text = " ".join(_masked_words(self.argv))
         else:
@@ -95,9 +111,16 @@ def _masked_words(words: tuple[str, ...]) -> list[str]:
         if match is not None and match.group("value") is not None:
             shown.append(shlex.quote(match.group("flag")) + "=…")
         else:
-            shown.append(shlex.quote(word))
+            shown.append(shlex.quote(_masked_word(word)))
             hide_next = match is not None
     return shown
+
+
+def _masked_word(word: str) -> str:
+    """`word` with a credential written inside it hidden (see `_SECRET_IN_WORD`)."""
+    for pattern, kept in _SECRET_IN_WORD:
+        word = pattern.sub(kept, word)
+    return word
 
 
 def origin_of(url: str) -> str:
