@@ -78,21 +78,17 @@ class ImportedCase(unittest.TestCase):
 
 
 class ServerSecretsNeverReachTheModelTest(ImportedCase):
-    @unittest.expectedFailure  # MCP-SECRET-ECHO (agent_lab/mcp_client/importing.py: _error_text is not masked)
     def test_a_token_from_the_servers_command_line_repeated_in_an_is_error_text_never_reaches_the_model(self) -> None:
         self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("is-error"))))
 
-    @unittest.expectedFailure  # MCP-SECRET-ECHO (importing.py: McpRemoteError.remote_message is not masked)
     def test_a_token_repeated_in_a_json_rpc_error_message_never_reaches_the_model(self) -> None:
         self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("remote-error"))))
 
-    @unittest.expectedFailure  # MCP-SECRET-ECHO (stdio.py stderr_tail, quoted by importing.py's "unavailable")
     def test_a_token_in_the_last_words_of_a_server_that_died_never_reaches_the_model(self) -> None:
         registry = self.imported(leaky("exit-after-list"))
         time.sleep(0.3)  # the server has exited: the call is never sent, and the client says why
         self.assertNotIn(TOKEN, self.model_text(registry))
 
-    @unittest.expectedFailure  # MCP-SECRET-ECHO (stdio.py: the stderr tail in McpConnectionError's message)
     def test_a_token_in_the_last_words_of_a_server_is_not_in_the_clients_error(self) -> None:
         client = connect(leaky("exit-after-list"), timeout_s=5)
         self.addCleanup(client.close)
@@ -102,7 +98,6 @@ class ServerSecretsNeverReachTheModelTest(ImportedCase):
             client.call_tool("write_note", {"note": "hello"})
         self.assertNotIn(TOKEN, str(raised.exception))
 
-    @unittest.expectedFailure  # MCP-SECRET-ECHO (importing.py: the bearer token is not masked in server text)
     def test_the_bearer_token_a_server_repeats_in_its_error_never_reaches_the_model(self) -> None:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -57,6 +57,7 @@ from ..drift import Change, compare_contracts
 from ..errors import NextAction, ToolFailure
 from ..lockfile import Lockfile, Verdict, VerdictStatus, model_safe_changes
 from ..provenance import Provenance, server_uri
+from ..redaction import SecretMask
 from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
@@ -425,7 +426,7 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
                                   f"({error.detail}).", details={"server": label}) from None
             raise
         if result.get("isError"):
-            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result),
+            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask),
                               next_action=NextAction.LOOKUP_STATUS if writes else None, details={"server": label})
         if has_output_schema and "structuredContent" in result:
             return result["structuredContent"]
@@ -439,7 +440,9 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
     return call_foreign_tool
 
 
-def _error_text(result: Mapping[str, Any]) -> str:
+def _error_text(result: Mapping[str, Any], mask: SecretMask) -> str:
+    """The text of an isError result, for the model: the client's own secrets (a token the server was
+    given, which a hostile server repeats) masked before the text is cut, so no part of one survives."""
     texts = [block.get("text") for block in result.get("content", []) if isinstance(block, Mapping)]
     joined = " ".join(text for text in texts if isinstance(text, str))
-    return quote_server_text(joined, MAX_ERROR_TEXT_CHARS) or "(no text)"
+    return quote_server_text(mask.text(joined), MAX_ERROR_TEXT_CHARS) or "(no text)"

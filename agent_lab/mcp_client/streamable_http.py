@@ -29,7 +29,8 @@ import urllib.parse
 from typing import Any, Callable, Mapping
 
 from .. import __version__
-from .address import ServerAddress, origin_of
+from ..redaction import SecretMask
+from .address import ServerAddress, credential_values, origin_of
 from .wire import McpConnectionError, McpError, McpProtocolError, McpTimeout, decode_message, encode_message
 
 __all__ = ["HttpStatusError", "HttpTransport"]
@@ -101,6 +102,7 @@ class HttpTransport:
         self._target = parts.path + (f"?{parts.query}" if parts.query else "")
         self._origin = origin_of(address.url)
         self._token: str | None = None
+        self.mask = SecretMask(credential_values(address))  # and the token, once read (open)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._deliver: Callable[[Any], None] = lambda message: None
@@ -124,6 +126,7 @@ class HttpTransport:
                 raise McpConnectionError(self.label, f"the bearer token in {name} holds characters a header cannot "
                                          "carry (a line break, a control character or a non-ASCII letter)", sent=False)
             self._token = token
+            self.mask = SecretMask((*credential_values(self.address), token))
 
     # -- sending ---------------------------------------------------------------------------------
 

@@ -101,8 +101,8 @@ def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
     except OSError as error:
         return [{"file": relative, "unreadable": error.strerror or type(error).__name__}]
-    with os.fdopen(descriptor, "rb") as stream:
-        status = os.fstat(stream.fileno())
+    try:
+        status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             return [{"file": relative, "special": _special_kind(status.st_mode)}]
         size = status.st_size
@@ -110,10 +110,16 @@ def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
             return _sqlite_records(path, relative)
         if size > MAX_EFFECT_FILE_BYTES or path.suffix not in (".jsonl", ".json"):
             digest = hashlib.sha256()
-            for block in iter(lambda: stream.read(1 << 20), b""):
+            for block in iter(lambda: os.read(descriptor, 1 << 20), b""):
                 digest.update(block)
             return [{"file": relative, "bytes": size, "sha256": digest.hexdigest()}]
-        data = stream.read(MAX_EFFECT_FILE_BYTES + 1)
+        chunks, left = [], MAX_EFFECT_FILE_BYTES  # a file still growing is read as far as the limit
+        for block in iter(lambda: os.read(descriptor, min(1 << 20, left)) if left > 0 else b"", b""):
+            chunks.append(block)
+            left -= len(block)
+        data = b"".join(chunks)
+    finally:
+        os.close(descriptor)
     text = data.decode("utf-8", errors="replace")
     if path.suffix == ".json":
         try:
