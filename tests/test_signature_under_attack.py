@@ -36,7 +36,6 @@ if BaseModel is not None:
 
 @unittest.skipIf(BaseModel is None, "pydantic is not installed (pip install pydantic)")
 class ASecretStrStaysSecretTest(unittest.TestCase):
-    @unittest.expectedFailure  # SIGNATURE-SECRETSTR-SHOWN (agent_lab/signature.py: no redact for SecretStr)
     def test_a_secret_str_argument_is_not_in_the_approval_request(self) -> None:
         registry = Registry()
         self.addCleanup(registry.close)
