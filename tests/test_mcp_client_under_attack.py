@@ -262,7 +262,6 @@ def _unblock(pipe: str) -> None:
 
 
 class ForeignCallsKeepTheDeadlineTest(unittest.TestCase):
-    @unittest.expectedFailure  # MCP-INLINE-DEADLINE (importing.py: DEADLINE_BACKSTOP_S past ctx.deadline, inline)
     def test_a_foreign_tool_run_inline_answers_by_its_deadline(self) -> None:
         world = tempfile.TemporaryDirectory()
         self.addCleanup(world.cleanup)

@@ -75,7 +75,6 @@ __all__ = [
 ]
 
 MAX_ERROR_TEXT_CHARS = 500  # of a server's isError text, in the model-visible message
-DEADLINE_BACKSTOP_S = 0.5  # the client's deadline for a call, past the registry's (see call_foreign_tool)
 ADDED_KEY_DESCRIPTION = ("A unique id for this action (for example a UUID); a retry with the same id returns the "
                          "first answer instead of acting twice.")
 
@@ -401,11 +400,12 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
     def call_foreign_tool(arguments: Mapping[str, Any], ctx: Any) -> Any:
         if refusal is not None:
             raise ToolFailure(refusal.code, refusal.message, details=refusal.details)
-        # The registry answers tool_timeout at the call's deadline and sets ctx.cancel_event, which stops
-        # the request at once; the client's own deadline is a little later, a backstop, so the two never
-        # race to decide what the caller is told.
-        deadline = (ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0) \
-            + DEADLINE_BACKSTOP_S
+        # The client's deadline is the call's own. On the pool the registry answers tool_timeout at it and
+        # sets ctx.cancel_event, which stops the request; run inline (execution="inline", or a registry
+        # with run_inline=True) nobody else can stop waiting, so the client must. Whichever is first, the
+        # answer is the same: a handler that raises past the deadline is answered tool_timeout (a write's
+        # outcome unknown), like one the registry stopped waiting for.
+        deadline = ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0
         try:
             changes = watch.changes(name, deadline)
         except McpError as error:  # listing again failed: the call itself was never sent
