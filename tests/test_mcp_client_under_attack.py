@@ -1,9 +1,7 @@
 """The MCP client and import, attacked as a hostile server (and a careless command line) would.
 
-Each test here states a promise that does NOT hold on main (6dd0a37): it is marked expectedFailure, with
-the finding it documents, and flips when the hole is closed. The code is agent_lab/mcp_client/, which
-another engineer is changing now (OWNERS.md: h22j), so the fixes are theirs to make; the adversarial
-review (branch hred) reports them with these reproducers.
+Each test here states a promise that did NOT hold on main (6dd0a37), with the finding it documents; each
+was marked expectedFailure until the hole was closed (branch hred), and fails again if it reopens.
 
 - MCP-SECRET-ECHO: a secret the client itself holds (a value set in the server's environment on its
   command line, the HTTP bearer token) is quoted back to the model when the server repeats it: in an
@@ -197,7 +195,6 @@ class _PingFlood(BaseHTTPRequestHandler):
 
 
 class ServerRequestsCannotExhaustTheClientTest(unittest.TestCase):
-    @unittest.expectedFailure  # MCP-PING-FLOOD (session.py _server_message: one thread and connection per request)
     def test_a_flood_of_server_pings_holds_a_bounded_number_of_threads(self) -> None:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _PingFlood)
         server.daemon_threads = True

@@ -1,7 +1,7 @@
 """`@tool` with pydantic, attacked: what the author declared secret in pydantic's own way stays secret.
 
-Found by the adversarial review of main (6dd0a37); the code is agent_lab/signature.py, which another
-engineer is changing now (OWNERS.md: hpol), so the test documents the hole as an expected failure:
+Found by the adversarial review of main (6dd0a37), closed on branch hred (a field whose schema says
+`writeOnly` or `format: password` is added to the spec's `redact` by `@tool` and `ToolSpec.from_function`):
 
 - SIGNATURE-SECRETSTR-SHOWN: a parameter model with a `SecretStr` field (its schema says `format:
   password`, `writeOnly: true`) gets no `redact` entry, so the secret is shown in full wherever arguments

@@ -36,6 +36,7 @@ from .wire import (
     DISCOVER_TIMEOUT_S,
     HANDSHAKE_VERSIONS,
     MAX_LIST_PAGES,
+    MAX_SERVER_REQUEST_REPLIES,
     MAX_TOOLS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -102,6 +103,9 @@ class McpClient:
         self._opened = False
         self._stuck = False  # a request went unanswered: closing gives the server no grace
         self._discover_unanswered = False
+        # Over HTTP each reply to a server's request is a POST on a thread of its own: a server that sends
+        # thousands and never reads the replies would hold as many threads and sockets in this process.
+        self._replies = threading.BoundedSemaphore(MAX_SERVER_REQUEST_REPLIES)
 
     def __repr__(self) -> str:
         return f"<McpClient {self.label} {self.protocol_version or 'not connected'}>"
@@ -376,7 +380,16 @@ class McpClient:
                      "error": {"code": METHOD_NOT_FOUND_CODE, "message": "Method not found"}}
         try:
             if isinstance(self.transport, HttpTransport):
-                self.transport.send(reply, deadline=time.monotonic() + self.timeout_s)
+                if not self._replies.acquire(blocking=False):  # MAX_SERVER_REQUEST_REPLIES still in flight
+                    logger.debug("mcp client: %s sent requests faster than it takes replies; one left unanswered",
+                                 self.label)
+                    return
+                try:
+                    self.transport.send(reply, deadline=time.monotonic() + self.timeout_s,
+                                        on_finished=self._replies.release)
+                except BaseException:
+                    self._replies.release()
+                    raise
             else:
                 self.transport.send(reply)
         except McpError:

@@ -63,8 +63,9 @@ def header_value(value: str) -> str:
 class Exchange:
     """One POST in flight; `abort()` disconnects it (from any thread)."""
 
-    def __init__(self, request_id: Any) -> None:
+    def __init__(self, request_id: Any, on_finished: Callable[[], None] | None = None) -> None:
         self.request_id = request_id
+        self.on_finished = on_finished  # called once, on the exchange's thread, when it is over
         self.started = threading.Event()  # set once the request may have reached the server
         self.finished = threading.Event()  # set when the exchange is over, however it ended
         self.connection: http.client.HTTPConnection | None = None
@@ -130,10 +131,12 @@ class HttpTransport:
 
     # -- sending ---------------------------------------------------------------------------------
 
-    def send(self, message: Any, *, deadline: float, headers: Mapping[str, str] | None = None) -> Exchange:
-        """POST `message` on a thread of its own; answers are delivered as they are read."""
+    def send(self, message: Any, *, deadline: float, headers: Mapping[str, str] | None = None,
+             on_finished: Callable[[], None] | None = None) -> Exchange:
+        """POST `message` on a thread of its own; answers are delivered as they are read. `on_finished` is
+        called once the exchange is over (not when this raises: then nothing was started)."""
         request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
-        exchange = Exchange(request_id)
+        exchange = Exchange(request_id, on_finished)
         body = encode_message(message)
         if len(body) > self.max_message_bytes:
             raise McpProtocolError(self.label, f"a request of {len(body)} bytes is over the message limit "
@@ -193,6 +196,8 @@ class HttpTransport:
             if connection is not None:
                 connection.close()
             exchange.finished.set()
+            if exchange.on_finished is not None:
+                exchange.on_finished()
 
     def _post(self, exchange: Exchange, message: Any, body: bytes, deadline: float, extra: dict[str, str]) -> None:
         remaining = deadline - time.monotonic()
