@@ -79,6 +79,13 @@ class ServerSecretsNeverReachTheModelTest(ImportedCase):
     def test_a_token_from_the_servers_command_line_repeated_in_an_is_error_text_never_reaches_the_model(self) -> None:
         self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("is-error"))))
 
+    def test_a_token_handed_back_as_a_tools_output_never_reaches_the_model(self) -> None:
+        result = self.imported(leaky("ok-result")).invoke(ToolCall("write_note", {"note": "hello"}), actor=ACTOR)
+        self.assertTrue(result.ok, result)
+        shown = json.dumps(result.to_model())
+        self.assertIn("saved", shown)
+        self.assertNotIn(TOKEN, shown)
+
     def test_a_token_repeated_in_a_json_rpc_error_message_never_reaches_the_model(self) -> None:
         self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("remote-error"))))
 
@@ -220,6 +227,9 @@ class ServerLabelsShowNoCredentialTest(ImportedCase):
             f'npx -y mcp-remote https://mcp.example.com/sse --header "Authorization: Bearer {TOKEN}"',
         "a short header flag": f"server -H 'Authorization: Bearer {TOKEN}'",
         "a database URL": f"npx -y @modelcontextprotocol/server-postgres postgresql://app:{TOKEN}@db.internal/app",
+        "a header in the flag's own word": f"server --header=X-Api-Key:{TOKEN}",
+        "an assignment handed on": f"docker run -i --rm -e GITHUB_TOKEN={TOKEN} ghcr.io/github/github-mcp-server",
+        "a URL's query": f"npx -y mcp-remote https://mcp.example.com/sse?api_key={TOKEN}",
     }
 
     def test_a_label_never_shows_a_credential_written_on_the_command_line(self) -> None:

@@ -46,5 +46,18 @@ class ASecretStrStaysSecretTest(unittest.TestCase):
         self.assertNotIn(PASSWORD, json.dumps(result.to_model()))
 
 
+class SchemasThatDeclareSecretsTest(unittest.TestCase):
+    def test_a_member_declared_secret_in_any_branch_or_item_is_redacted_by_name(self) -> None:
+        from agent_lab.function_schema import secret_fields
+
+        secret = {"type": "string", "writeOnly": True}
+        schema = {"type": "object", "properties": {
+            "pin": {"anyOf": [secret, {"type": "null"}]}, "keys": {"type": "array", "items": secret},
+            "login": {"type": "object", "properties": {"password": {"type": "string", "format": "password"},
+                                                       "user": {"type": "string"}}},
+            "note": {"type": "string", "description": "writeOnly"}}}
+        self.assertEqual(sorted(secret_fields(schema)), ["keys", "password", "pin"])
+
+
 if __name__ == "__main__":
     unittest.main()

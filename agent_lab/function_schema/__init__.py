@@ -76,13 +76,33 @@ def secret_fields(*schemas: Mapping[str, Any] | None) -> tuple[str, ...]:
             properties = node.get("properties")
             if isinstance(properties, Mapping):
                 for name, member in properties.items():
-                    if isinstance(name, str) and isinstance(member, Mapping) and (
-                            member.get("writeOnly") is True or member.get("format") == "password"):
+                    if isinstance(name, str) and _holds_a_secret(member):
                         found[name] = None
             stack.extend(node.values())
         elif isinstance(node, (list, tuple)):
             stack.extend(node)
     return tuple(found)
+
+
+_SAME_VALUE = ("anyOf", "oneOf", "allOf")  # a branch describes the member itself (Optional[SecretStr])
+_INSIDE_VALUE = ("items", "prefixItems", "additionalProperties")  # list[SecretStr], dict[str, SecretStr]
+
+
+def _holds_a_secret(member: Any) -> bool:
+    """Whether a member's value is, or holds without a name of its own, a value declared secret."""
+    stack, seen = [member], 0
+    while stack and seen < MAX_SECRET_SEARCH_NODES:
+        schema = stack.pop()
+        seen += 1
+        if isinstance(schema, (list, tuple)):
+            stack.extend(schema)
+            continue
+        if not isinstance(schema, Mapping):
+            continue
+        if schema.get("writeOnly") is True or schema.get("format") == "password":
+            return True
+        stack.extend(schema.get(key) for key in (*_SAME_VALUE, *_INSIDE_VALUE) if key in schema)
+    return False
 
 
 def with_secret_fields(model_half: Mapping[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:

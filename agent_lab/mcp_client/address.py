@@ -38,7 +38,7 @@ _CREDENTIAL_ENV = re.compile(_CREDENTIAL_NAME, re.IGNORECASE)
 # The shapes a credential takes inside one word of a command line; the group "secret" is what is hidden:
 _SECRET_IN_WORD = (
     # a header given to a proxy such as mcp-remote (`--header "Authorization: Bearer ..."`, `-H 'X-Api-Key: ...'`)
-    re.compile(rf"^\s*{_CREDENTIAL_NAME}\s*:\s*(?P<secret>.+)", re.IGNORECASE | re.DOTALL),
+    re.compile(rf"(?:^|[=\s]){_CREDENTIAL_NAME}\s*:\s*(?P<secret>.+)", re.IGNORECASE | re.DOTALL),
     # an assignment handed on to another program (`-e API_KEY=...` for docker, `--env GITHUB_TOKEN=...`)
     re.compile(rf"^{_CREDENTIAL_NAME}=(?P<secret>.+)", re.IGNORECASE | re.DOTALL),
     # an HTTP authorization scheme anywhere in a word

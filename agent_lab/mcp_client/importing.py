@@ -50,6 +50,7 @@ model's calls).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -441,15 +442,26 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
             raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask),
                               next_action=NextAction.LOOKUP_STATUS if writes else None, details={"server": label})
         if has_output_schema and "structuredContent" in result:
-            return result["structuredContent"]
+            return _without_client_secrets(result["structuredContent"], client.secret_mask)
         output: dict[str, Any] = {"content": result.get("content", [])}
         if isinstance(result.get("structuredContent"), dict):
             output["structuredContent"] = result["structuredContent"]
-        return output
+        return _without_client_secrets(output, client.secret_mask)
 
     call_foreign_tool.__qualname__ = call_foreign_tool.__name__ = \
         f"mcp_tool_{spec.name.replace('.', '_').replace('-', '_')}"
     return call_foreign_tool
+
+
+def _without_client_secrets(output: Any, mask: SecretMask) -> Any:
+    """What the server answered, with the client's own secrets (the credentials it gave the server: see
+    `McpClient.secret_mask`) masked in every string, key and number, as a report masks them: a server
+    that hands one back as its output does not hand it to the model. (Decoded JSON: it encodes again.)"""
+    if not mask.secrets:
+        return output
+    text = json.dumps(output, ensure_ascii=False)
+    masked = mask.json_text(text)
+    return output if masked == text else json.loads(masked)
 
 
 def _error_text(result: Mapping[str, Any], mask: SecretMask) -> str:
