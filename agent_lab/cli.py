@@ -590,7 +590,9 @@ def _lint(args: argparse.Namespace) -> int:
         report = lint_surfaces([(_surface_label(surface), surface.registry) for surface in surfaces], config=config,
                                lock=lock, together=servers and len(surfaces) > 1)
     render = {"text": render_text, "json": render_json, "sarif": render_sarif}[args.format]
-    if not _emit(render(report), args.output, "lint"):
+    read: dict[str | None, str] = {lock_file: "the lockfile this lint checks against",
+                                   source.policy: "the policy file this lint reads"}
+    if not _emit(render(report), args.output, "lint", read):
         return EXIT_BAD_INPUT
     return EXIT_OK if report.passed else EXIT_GATE_FAILED
 
@@ -618,15 +620,17 @@ def _lock(args: argparse.Namespace) -> int:
         lock = Lockfile.from_surfaces(catalogs)
     except ValueError as error:  # two surfaces with one label
         return _problem(f"lock: {error}")
-    if not _emit(lock.dumps(), output, "lock"):
+    if not _emit(lock.dumps(), output, "lock", {source.policy: "the policy file this lock reads"}):
         return EXIT_BAD_INPUT
     tools = sum(len(specs) for _, specs in catalogs)
     print(f"locked {tools} tool(s) of {len(catalogs)} surface(s) in {output}", file=sys.stderr)
     return EXIT_OK
 
 
-def _emit(text: str, output: str | None, command: str) -> bool:
-    """Print `text`, or write it to `output` atomically (a temporary file, then a rename)."""
+def _emit(text: str, output: str | None, command: str, read: dict[str | None, str] | None = None) -> bool:
+    """Print `text`, or write it to `output` atomically (a temporary file, then a rename). `output` is
+    refused (False) when it is a file the run reads: pyproject.toml, a loaded module, or one of `read`
+    (the command's own input files, each with what it is; a None key is no file)."""
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -638,8 +642,10 @@ def _emit(text: str, output: str | None, command: str) -> bool:
     from .lab.inputs import input_overwritten, run_inputs
 
     target = Path(output)
-    overwritten = input_overwritten([target], run_inputs())
-    if overwritten is not None:  # pyproject.toml, the lab's module: never replaced by a report
+    inputs = run_inputs()
+    inputs.update((Path(path), what) for path, what in (read or {}).items() if path is not None)
+    overwritten = input_overwritten([target], inputs)
+    if overwritten is not None:  # pyproject.toml, the lab's module, a lock or policy: never replaced by a report
         print(f"{command}: cannot write {output}: it is {overwritten[1]}", file=sys.stderr)
         return False
     try:

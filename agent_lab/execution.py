@@ -28,7 +28,7 @@ import time
 import traceback
 from types import CoroutineType, FunctionType
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
 if TYPE_CHECKING:
     import asyncio  # imported where it is used: 26 ms that a sync-only process never needs
@@ -39,7 +39,6 @@ from .jsonforms import NO_FORM, json_form
 from .interrupts import raise_stop_request
 
 __all__ = [
-    "LOOP_ANSWER_GRACE_S",
     "LOOP_STALL_S",
     "MAX_ABANDONED_LOOPS",
     "WITHHELD_MESSAGE",
@@ -309,16 +308,18 @@ _monotonic = time.monotonic
 
 
 CANCEL_GRACE_S = 0.25
-"""After cancelling an async handler at its deadline, how long to wait for it to wind down before
-leaving it behind (a handler that swallows CancelledError would otherwise hold its caller forever)."""
+"""An async handler cancelled at its deadline that is still running this long after is reported (a
+warning): it swallowed its CancelledError, and runs on, left behind. Its caller was answered at the
+deadline and never waits for it; a registry closing waits this long for its tasks to end."""
 
 
 async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
-    """Await an async handler (as a task) until its deadline, then cancel it.
+    """Await an async handler (as a task) until its deadline, then cancel it and answer at once.
 
-    The caller is back within `CANCEL_GRACE_S` of the deadline even if the handler ignores the
-    cancellation (`asyncio.wait_for` would wait for it to finish). A cancellation of the *caller*
-    cancels the handler and propagates: swallowing it would break the caller's own cancellation.
+    The caller is back at the deadline even if the handler ignores the cancellation
+    (`asyncio.wait_for` would wait for it to finish): the task is left behind, and reported if it is
+    still running `CANCEL_GRACE_S` later. A cancellation of the *caller* cancels the handler and
+    propagates: swallowing it would break the caller's own cancellation.
     """
     import asyncio
     if _too_late(ctx):
@@ -334,15 +335,26 @@ async def run_async(handler: Handler, arguments: Any, ctx: CallContext) -> Run:
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds_left(ctx.deadline))
         if not done:
-            ctx.cancel_event.set()
-            task.cancel()
-            await asyncio.wait((task,), timeout=CANCEL_GRACE_S)
+            _cancel_handler(task, ctx)
             return Run.timed_out()
     except asyncio.CancelledError:
-        ctx.cancel_event.set()
-        task.cancel()
+        _cancel_handler(task, ctx)
         raise
     return _task_run(task, ctx, handler)
+
+
+def _cancel_handler(task: asyncio.Future, ctx: CallContext) -> None:
+    """Cancel a handler's task, never waiting for it: reported if it is still running `CANCEL_GRACE_S` on."""
+    ctx.cancel_event.set()
+    task.cancel()
+    task.get_loop().call_later(CANCEL_GRACE_S, _report_left_behind, task, ctx.tool, ctx.call_id)
+
+
+def _report_left_behind(task: asyncio.Future, tool: str, call_id: str) -> None:
+    """A handler cancelled at its deadline that has not stopped: it runs on, with nobody waiting."""
+    if not task.done():
+        logger.warning("async handler of tool %r did not stop within %.2f s of its cancellation at the deadline "
+                       "(call %s): it swallows CancelledError and runs on, left behind", tool, CANCEL_GRACE_S, call_id)
 
 
 def _too_late(ctx: CallContext) -> bool:
@@ -912,14 +924,19 @@ LOOP_STALL_S = 0.25
 """An event loop that has not run a callback for this long is taken to be blocked (an async handler
 that calls time.sleep or does heavy work without awaiting holds the whole loop)."""
 
-LOOP_ANSWER_GRACE_S = CANCEL_GRACE_S + LOOP_STALL_S
-"""How long past its deadline `LoopThread.run` waits for an async handler's answer. A loop that runs
-answers within `CANCEL_GRACE_S` of the deadline (run_async cancels the handler there and leaves it
-behind if it will not stop), so a loop that has not answered by then is blocked."""
-
 MAX_ABANDONED_LOOPS = 4
 """At most this many blocked event loops (one thread each) are left behind at a time; while that many
 are still blocked, calls wait for the current loop (and time out if it is blocked too)."""
+
+
+class LateRun(Protocol):
+    """Who takes over an async call its caller stopped waiting for (`LoopThread.run`)."""
+
+    def left(self) -> None:
+        """On the caller's thread, before it is answered: the call runs on without it."""
+
+    def finished(self, run: Run) -> None:
+        """On a thread of its own: what the call came to, once it ended."""
 
 
 class LoopThread:
@@ -927,10 +944,12 @@ class LoopThread:
     created on first use, replaced when a handler blocks it.
 
     An `async def` handler that blocks (time.sleep, a CPU-bound loop, a blocking client) stops every
-    other coroutine on its loop, so one such tool would time out every async tool. The current loop is
-    watched through the calls themselves: a call the loop has not started within `LOOP_STALL_S`, or a
-    call that got no answer within `LOOP_ANSWER_GRACE_S` of its deadline, means the loop is blocked.
-    It is then retired: new calls go to a fresh loop, calls still waiting to start there move to it,
+    other coroutine on its loop, so one such tool would time out every async tool. A caller is answered
+    at its deadline whatever the loop does (`Run.timed_out`; `Run.not_started` if the loop never began
+    the call); its handler is cancelled when the loop gets a turn, and left behind until then. The
+    current loop is watched through the calls themselves: a call the loop has not started within
+    `LOOP_STALL_S`, or a turn asked of it when a caller gave up at its deadline (a probe) that the loop
+    has not taken `LOOP_STALL_S` later, means the loop is blocked. It is then retired: new calls go to a fresh loop, calls still waiting to start there move to it,
     and the old loop finishes what it was running and stops once the blocking handler lets go (its
     thread cannot be killed). Calls that had already started on the blocked loop cannot be moved: they
     wait with it and time out at their deadline. A warning is logged for every retirement, and at most
@@ -944,25 +963,29 @@ class LoopThread:
         self._closed = False
 
     def run(self, handler: Handler, arguments: Any, ctx: CallContext,
-            check: Optional[Callable[[Run], Run]] = None) -> Run:
-        """Run an async handler on the current loop and wait for what came of it; past its deadline by
-        more than `LOOP_ANSWER_GRACE_S`, stop waiting (`Run.timed_out`, or `Run.not_started` if the
-        blocked loop never started it). Raises PoolClosed when closed, and re-raises a
-        KeyboardInterrupt or SystemExit the handler raised."""
-        left = seconds_left(ctx.deadline)
-        give_up_at = None if left is None else time.monotonic() + left + LOOP_ANSWER_GRACE_S
+            check: Optional[Callable[[Run], Run]] = None, late: Optional[LateRun] = None) -> Run:
+        """Run an async handler on the current loop and wait for what came of it, until its deadline:
+        then stop waiting (`Run.timed_out`, or `Run.not_started` if the loop never started it) and ask
+        the loop for a turn, which a blocked loop does not take (see the class). A call left running
+        then is handed to `late`, if given: `late.left()` before this returns, `late.finished(run)` on
+        a thread of its own once the call ends (a write's real result becomes its receipt). Raises
+        PoolClosed when closed, and re-raises a KeyboardInterrupt or SystemExit the handler raised."""
+        give_up_at = ctx.deadline
         loop = self._loop()
         job = loop.start(_LoopJob(handler, arguments, ctx, check))
         while True:
             now = time.monotonic()
-            wait = None if give_up_at is None else max(0.0, give_up_at - now)
+            wait = seconds_left(give_up_at)  # at most MAX_WAIT_S: a deadline may lie past what a wait takes
+            stalled_from = job.submitted if loop.unanswered_since is None else min(job.submitted,
+                                                                                   loop.unanswered_since)
             if job.pending():
-                wait = min(LOOP_STALL_S, wait) if wait is not None else LOOP_STALL_S
+                until_stall = max(0.0, stalled_from + LOOP_STALL_S - now)
+                wait = min(until_stall, wait) if wait is not None else until_stall
             if job.finished.wait(wait):
                 return job.outcome()
             now = time.monotonic()
-            if job.pending() and now - job.submitted >= LOOP_STALL_S:
-                fresh = self._retire(loop, now - job.submitted)
+            if job.pending() and now - stalled_from >= LOOP_STALL_S:
+                fresh = self._retire(loop, now - stalled_from)
                 if fresh is not None and job.take_back():  # not started: it may run elsewhere
                     loop = fresh
                     job = loop.start(_LoopJob(handler, arguments, ctx, check))
@@ -970,18 +993,36 @@ class LoopThread:
             if give_up_at is not None and now >= give_up_at:
                 if job.take_back():
                     return Run.not_started()  # the loop never got to it: nothing ran
+                if not job.leave(late):
+                    return job.outcome()  # it ended meanwhile
                 ctx.cancel_event.set()
                 loop.cancel(job)  # the task is cancelled when the loop gets a turn
-                self._retire(loop, now - job.submitted)
+                if loop.probe():  # a loop that does not take this turn within LOOP_STALL_S is retired
+                    watch = threading.Timer(LOOP_STALL_S, self._check_probe, (loop,))
+                    watch.name, watch.daemon = "agent-lab-loop-watch", True
+                    watch.start()
                 return Run.timed_out()
 
+    def _check_probe(self, loop: _ToolLoop) -> None:
+        since = loop.unanswered_since
+        if since is not None:
+            self._retire(loop, time.monotonic() - since)
+
     def _loop(self) -> _ToolLoop:
+        """The current loop; one that has not taken a turn asked of it `LOOP_STALL_S` ago is retired
+        first (a caller gave up on it at a deadline, and it has been blocked since)."""
         with self._lock:
             if self._closed:
                 raise PoolClosed("the registry is closed")
             if self._current is None:
                 self._current = _ToolLoop()
-            return self._current
+            current = self._current
+        since = current.unanswered_since
+        if since is not None and time.monotonic() - since >= LOOP_STALL_S:
+            fresh = self._retire(current, time.monotonic() - since)
+            if fresh is not None:
+                return fresh
+        return current
 
     def _retire(self, stalled: _ToolLoop, silent_s: float) -> Optional[_ToolLoop]:
         """Replace `stalled` with a fresh loop (if it is still the current one and the bound allows);
@@ -1037,6 +1078,7 @@ class _LoopJob:
         self._lock = threading.Lock()
         self._answer: Any = None
         self._error: Optional[BaseException] = None
+        self._late: Optional[LateRun] = None  # its caller stopped waiting, and handed it here
 
     def pending(self) -> bool:
         return self._state is self._PENDING
@@ -1060,6 +1102,16 @@ class _LoopJob:
                                                                      self.check))
         self.task.add_done_callback(self._done)
 
+    def leave(self, late: Optional[LateRun]) -> bool:
+        """The caller stops waiting: hand the job to `late` (`late.left()` now). False when it has ended."""
+        with self._lock:
+            if self.finished.is_set():
+                return False
+            if late is not None:
+                late.left()
+                self._late = late
+            return True
+
     def _done(self, task: asyncio.Future) -> None:
         if task.cancelled():
             self._answer = Run.timed_out()  # cancelled after its caller stopped waiting
@@ -1069,7 +1121,12 @@ class _LoopJob:
                 RuntimeError(f"{type_name(error)} on the tools' event loop")  # never a stop request there
         else:
             self._answer = task.result()
-        self.finished.set()
+        with self._lock:
+            self.finished.set()
+            late = self._late
+        if late is not None:  # on a thread of its own: storing a receipt may block, and this is the loop
+            run = self._answer if self._error is None else Run.raised(self._error)
+            threading.Thread(target=late.finished, args=(run,), name="agent-lab-late-async").start()
 
     def outcome(self) -> Run:
         if self._error is not None:
@@ -1084,6 +1141,7 @@ class _ToolLoop:
         import asyncio
         self.retired = False  # set once, by the caller thread that retires it; read on the loop thread
         self.reported = False  # a blocked loop is reported once (under the LoopThread's lock)
+        self._probed: Optional[float] = None  # when a turn was asked of it that it has not taken yet
         self.loop = asyncio.new_event_loop()
         self.loop.set_exception_handler(_log_loop_exception)
         self._thread = threading.Thread(target=self._run, name="agent-lab-async-tools", daemon=True)
@@ -1114,6 +1172,27 @@ class _ToolLoop:
         except RuntimeError:  # the loop closed meanwhile ("Event loop is closed"): the job stays pending
             pass  # and its caller finds a current loop for it once LOOP_STALL_S has passed
         return job
+
+    def probe(self) -> bool:
+        """Ask the loop for a turn, unless one asked is still untaken (then False): `unanswered_since`
+        says when, until the loop takes it."""
+        if self._probed is not None:
+            return False
+        self._probed = time.monotonic()
+        try:
+            self.loop.call_soon_threadsafe(self._answer_probe)
+        except RuntimeError:  # closed: it will never answer, and is never current again
+            self._probed = None
+            return False
+        return True
+
+    def _answer_probe(self) -> None:
+        self._probed = None
+
+    @property
+    def unanswered_since(self) -> Optional[float]:
+        """When a turn asked of this loop was asked, while the loop has not taken it (None: none is)."""
+        return self._probed
 
     def cancel(self, job: _LoopJob) -> None:
         try:

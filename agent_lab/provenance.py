@@ -7,7 +7,7 @@ reviewer, a lockfile or a later run can tell whether it changed), which policy e
 runtime half, which checks the server's own hints raised above that policy, the data-flow labels that
 entry gave the tool (`labels`, read by the toxic-flow lint rules: `agent_lab.lint.flows`), and what a
 contract lockfile said of the definition when the tool was imported (`lock`: match, drifted, unlocked;
-None without a lock). `inspect`, the lint reports (SARIF names the server as the artifact and carries the
+None without a lock; `refusal`: what every call of a drifted or unlocked tool answers). `inspect`, the lint reports (SARIF names the server as the artifact and carries the
 rest in properties) and the tool-eval reports show it. Local tools have none.
 
 `definition` is the tool exactly as listed (read-only), and `contract_hash` is
@@ -22,6 +22,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .errors import ToolError
 from .frozenjson import freeze
 
 __all__ = ["HINT_NAMES", "Provenance", "server_uri"]
@@ -58,6 +59,10 @@ class Provenance:
     # those it set to true or false), untrusted: hosts act on them, so tool-eval checks them against what
     # the tool's calls did (agent_lab.lab.observed). Not in `to_dict`: the contract hash covers them.
     hints: tuple[tuple[str, bool], ...] = ()
+    # For a tool whose definition is not the reviewed one (lock "drifted" or "unlocked"): the error every
+    # call answers, before any other check (the plan's first step, `agent_lab.steps.admit.check_contract`):
+    # its arguments are not checked against a schema nobody reviewed, nor is a person asked to approve it.
+    refusal: ToolError | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("server", "transport", "address", "protocol_version", "contract_hash"):
@@ -81,6 +86,9 @@ class Provenance:
             if not isinstance(self.definition, Mapping):
                 raise ValueError("Provenance.definition must be the tool as listed (a mapping) or None")
             object.__setattr__(self, "definition", freeze(self.definition))
+        if self.refusal is not None and (not isinstance(self.refusal, ToolError)
+                                         or self.refusal.code != "tool_contract_changed"):
+            raise ValueError("Provenance.refusal must be a tool_contract_changed ToolError or None")
         hints = tuple((name, value) for name, value in self.hints)
         if not all(name in HINT_NAMES and isinstance(value, bool) for name, value in hints):
             raise ValueError(f"Provenance.hints must be (name, true or false) pairs of {', '.join(HINT_NAMES)}")

@@ -355,14 +355,16 @@ class ToolSpec:
         """A spec whose input schema comes from `fn`'s signature, type hints and docstring.
 
         `options` are `name=`, `description=`, `title=`, `output_schema=` and any runtime field
-        (`required_permission=`, `effect=`, `idempotency_key=`, ...). The same spec as
+        (`required_permission=`, `effect=`, `idempotency_key=`, ...); fields its types declare secret
+        (`writeOnly`, `format: password`, as pydantic's `SecretStr`) are added to `redact`. The same spec as
         `agent_lab.signature.spec_from_function` (`@tool`) builds; see `agent_lab.function_schema`.
         """
-        from .function_schema import model_half_from_function  # import on use: reading a function is not cheap
+        from .function_schema import model_half_from_function, with_secret_fields  # on use: reading is not cheap
 
         model_options = {key: options.pop(key) for key in ("name", "description", "title", "output_schema")
                          if key in options}
-        return cls(**model_half_from_function(fn, **model_options), **options)
+        model_half = model_half_from_function(fn, **model_options)
+        return cls(**model_half, **with_secret_fields(model_half, options))
 
     # -- the two halves ------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ server back:
   remote-error  tools/call answers a JSON-RPC error whose message names the token
   exit-after-list  after tools/list it writes "fatal: bad token <token>" to stderr and exits with code 1,
                    so the next call is never sent and the client says why
+  ok-result     tools/call succeeds, with the token in its text and in its structuredContent
   ansi-version  like is-error, but its serverInfo.version holds terminal escape sequences (a colour, and an
                 OSC 52 that asks a terminal to set the clipboard)
 """
@@ -51,6 +52,10 @@ def main() -> None:
         elif method == "tools/call" and MODE in ("is-error", "ansi-version"):
             send({"jsonrpc": "2.0", "id": request_id, "result": {
                 "content": [{"type": "text", "text": f"rejected token {TOKEN}"}], "isError": True}})
+        elif method == "tools/call" and MODE == "ok-result":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "content": [{"type": "text", "text": f"saved; your token is {TOKEN}"}],
+                "structuredContent": {"saved": True, "token": TOKEN}}})
         elif method == "tools/call" and MODE == "remote-error":
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": f"rejected token {TOKEN}"}})
         else:

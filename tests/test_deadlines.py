@@ -479,8 +479,14 @@ class AsyncDeadlineTest(DeadlineTestCase):
             return {"rows": [when]}
 
         self.registry.register(read_spec(timeout_ms=50), handler)
-        with self.assertLogs("agent_lab.execution", "WARNING"):  # the loop it blocks is retired
+        with self.assertLogs("agent_lab.execution", "WARNING") as logs:
             result = self.registry.invoke(ToolCall("slow_lookup", {}), actor=READER)
+            # answered at its deadline; the loop it blocks is found blocked (a turn asked of it is not
+            # taken) and retired, with a warning, after the answer
+            waited_until = time.monotonic() + GENEROUS_S * 5
+            while not any("blocking it" in line for line in logs.output) and time.monotonic() < waited_until:
+                time.sleep(0.01)
+        self.assertTrue(any("blocking it" in line for line in logs.output), logs.output)
         self.assertTrue(entered.is_set())
         self.assertFalse(left.is_set())  # the caller did not wait for it
         self.assertEqual((result.error.code, result.outcome), ("tool_timeout", Outcome.FAILED))
@@ -641,6 +647,8 @@ class AsyncDeadlineTest(DeadlineTestCase):
         first, elapsed = self.timed_invoke(followup_call(), actor=WRITER)
         self.assertLess(elapsed, GENEROUS_S)
         self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        # answered at the deadline; the cancelled handler's end is its receipt, as a late pooled write's is
+        self.assertTrue(self.registry.wait_settled(GENEROUS_S))
         again, _ = self.timed_invoke(followup_call(), actor=WRITER)
         self.assertEqual((again.error.code, again.outcome, again.replayed), ("tool_timeout", Outcome.UNKNOWN, True))
         self.assertEqual(effects, [])

@@ -341,7 +341,7 @@ class LockTest(ServerCase):
         refused = registry.invoke(ToolCall(name="echo", arguments={"text": "x"}), actor=ACTOR)
         error = refused.error
         self.assertEqual((error.code, str(error.next_action), str(refused.outcome)),
-                         ("tool_contract_changed", "stop", "failed"))
+                         ("tool_contract_changed", "stop", "rejected"))  # refused before it ran
         self.assertIn("(loosened, text)", error.message)
         self.assertNotIn("Echo the text", error.message + json.dumps(dict(error.details)))
         self.assertEqual(error.details, {"status": "drifted", "changes": [
@@ -356,6 +356,25 @@ class LockTest(ServerCase):
         self.assertEqual((error.code, error.details), ("tool_contract_changed", {"status": "unlocked"}))
         relocked = self.locked_registry(Lockfile.from_surfaces([("notes", self.client.list_tools())]))
         self.assertTrue(relocked.invoke(ToolCall(name="slow", arguments={"seconds": 0}), actor=ACTOR).ok)
+
+    def test_a_drifted_tool_is_refused_before_anyone_is_asked_to_approve_it(self) -> None:
+        reviewed = [dict(tool, description="Echo the text back, unchanged.") if tool["name"] == "echo" else tool
+                    for tool in self.client.list_tools()]
+        approved = {"tools": {**REVIEWED["tools"], "echo": {**REVIEWED["tools"]["echo"], "approval": "always"}}}
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(self.client, policy=approved, lock=Lockfile.from_surfaces([("notes", reviewed)])).register(registry)
+        for arguments in ({"text": "hi"}, {"text": 7}):  # well-formed, or not even that: the drift is what is said
+            with self.subTest(arguments=arguments):
+                refused = registry.invoke(ToolCall(name="echo", arguments=arguments), actor=ACTOR)
+                self.assertEqual((refused.error.code if refused.error else None, str(refused.outcome)),
+                                 ("tool_contract_changed", "rejected"))
+        matching = Lockfile.from_surfaces([("notes", self.client.list_tools())])
+        asked = Registry()
+        self.addCleanup(asked.close)
+        import_tools(self.client, policy=approved, lock=matching).register(asked)  # reviewed: approval is asked
+        self.assertEqual(asked.invoke(ToolCall(name="echo", arguments={"text": "hi"}), actor=ACTOR).error.code,
+                         "approval_required")
 
     def test_a_lock_is_read_from_its_path_and_a_broken_one_is_one_line(self) -> None:
         path = Path(self.world.name, "agent-lab.lock.json")

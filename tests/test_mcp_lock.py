@@ -90,7 +90,7 @@ class RugPullTest(unittest.TestCase):
         refused = self.echo(after)
         error = refused.error  # type: ignore[attr-defined]
         self.assertEqual((error.code, str(error.next_action), str(refused.outcome)),  # type: ignore[attr-defined]
-                         ("tool_contract_changed", "stop", "failed"))
+                         ("tool_contract_changed", "stop", "rejected"))  # refused before it ran
         self.assertEqual(error.details, {"status": "drifted", "changes": [{"where": "/description", "kind": "text"}]})
         self.assertIn("changed since it was reviewed (text)", error.message)
         for server_text in ("IMPORTANT", "ssh", "id_rsa"):

@@ -30,7 +30,11 @@ __all__ = [
     "input_schema_from_function",
     "model_half_from_function",
     "output_schema_for_annotation",
+    "secret_fields",
+    "with_secret_fields",
 ]
+
+MAX_SECRET_SEARCH_NODES = 100_000  # schema nodes looked at for secret fields (a built schema has far fewer)
 
 
 def model_half_from_function(
@@ -55,3 +59,60 @@ def model_half_from_function(
         output_schema = output_schema_for_annotation(returns, function=function) if returns is not None else None
     return {"name": name if name is not None else fn.__name__, "description": summary, "title": title,
             "input_schema": input_schema, "output_schema": output_schema}
+
+
+def secret_fields(*schemas: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The names of the properties the schemas declare secret, the way pydantic's `SecretStr` and
+    `SecretBytes` (and any JSON Schema author) do: `writeOnly: true` or `format: "password"`, at any depth
+    (in `$defs`, items, `anyOf`, ...). A function's parameters say what is secret in their own types, so a
+    tool built from one masks those values (`ToolSpec.redact`) without being told twice."""
+    found: dict[str, None] = {}
+    stack: list[Any] = [schema for schema in schemas if schema is not None]
+    seen = 0
+    while stack and seen < MAX_SECRET_SEARCH_NODES:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, Mapping):
+            properties = node.get("properties")
+            if isinstance(properties, Mapping):
+                for name, member in properties.items():
+                    if isinstance(name, str) and _holds_a_secret(member):
+                        found[name] = None
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return tuple(found)
+
+
+_SAME_VALUE = ("anyOf", "oneOf", "allOf")  # a branch describes the member itself (Optional[SecretStr])
+_INSIDE_VALUE = ("items", "prefixItems", "additionalProperties")  # list[SecretStr], dict[str, SecretStr]
+
+
+def _holds_a_secret(member: Any) -> bool:
+    """Whether a member's value is, or holds without a name of its own, a value declared secret."""
+    stack, seen = [member], 0
+    while stack and seen < MAX_SECRET_SEARCH_NODES:
+        schema = stack.pop()
+        seen += 1
+        if isinstance(schema, (list, tuple)):
+            stack.extend(schema)
+            continue
+        if not isinstance(schema, Mapping):
+            continue
+        if schema.get("writeOnly") is True or schema.get("format") == "password":
+            return True
+        stack.extend(schema.get(key) for key in (*_SAME_VALUE, *_INSIDE_VALUE) if key in schema)
+    return False
+
+
+def with_secret_fields(model_half: Mapping[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    """`runtime` with `redact` widened by the model half's `secret_fields` (the author's own first)."""
+    declared = secret_fields(model_half.get("input_schema"), model_half.get("output_schema"))
+    if not declared:
+        return runtime
+    given = runtime.get("redact") or ()
+    if isinstance(given, str):
+        return runtime  # ToolSpec refuses one string with its own message
+    if isinstance(given, (set, frozenset)):
+        return {**runtime, "redact": frozenset(given) | frozenset(declared)}
+    return {**runtime, "redact": (*given, *declared)}  # ToolSpec drops a name given twice

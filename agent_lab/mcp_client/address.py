@@ -24,14 +24,29 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["WORLD_PLACEHOLDER", "ServerAddress", "parse_server"]
+__all__ = ["WORLD_PLACEHOLDER", "ServerAddress", "credential_values", "parse_server"]
 
 WORLD_PLACEHOLDER = "{world}"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 MAX_LABEL_CHARS = 80
+MIN_SECRET_LENGTH = 4  # as agent_lab.redaction's: a shorter value is a secret only by its variable's name
 _SECRET_FLAG = re.compile(r"(?P<flag>--?[\w.-]*(?:key|token|secret|password|passwd|credential|auth)[\w.-]*)"
                           r"(?:=(?P<value>.*))?", re.IGNORECASE | re.DOTALL)
+_CREDENTIAL_NAME = r"[\w.-]*(?:key|token|secret|password|passwd|credential|auth|cookie|session)[\w.-]*"
+_CREDENTIAL_ENV = re.compile(_CREDENTIAL_NAME, re.IGNORECASE)
+# The shapes a credential takes inside one word of a command line; the group "secret" is what is hidden:
+_SECRET_IN_WORD = (
+    # a header given to a proxy such as mcp-remote (`--header "Authorization: Bearer ..."`, `-H 'X-Api-Key: ...'`)
+    re.compile(rf"(?:^|[=\s]){_CREDENTIAL_NAME}\s*:\s*(?P<secret>.+)", re.IGNORECASE | re.DOTALL),
+    # an assignment handed on to another program (`-e API_KEY=...` for docker, `--env GITHUB_TOKEN=...`)
+    re.compile(rf"^{_CREDENTIAL_NAME}=(?P<secret>.+)", re.IGNORECASE | re.DOTALL),
+    # an HTTP authorization scheme anywhere in a word
+    re.compile(r"\b(?:bearer|basic|token)\s+(?P<secret>\S+)", re.IGNORECASE),
+    # a URL's password (`postgresql://app:PASSWORD@db/app`) and its query (`?api_key=...`)
+    re.compile(r"[a-z][a-z0-9+.-]*://[^/@\s:]*:(?P<secret>[^/\s]*)@", re.IGNORECASE),
+    re.compile(r"[a-z][a-z0-9+.-]*://[^\s?#]*\?(?P<secret>[^\s#]+)", re.IGNORECASE),
+)
 
 
 @dataclass(frozen=True)
@@ -46,9 +61,12 @@ class ServerAddress:
 
     @property
     def label(self) -> str:
-        """How messages and reports name the server: the command (without its environment, and without
-        the value of a flag named like a credential, `--api-key`, `--token`, ...) or the URL without its
-        query (which may hold one too), shortened."""
+        """How messages and reports name the server: the command (without its environment, without the
+        value of a flag named like a credential, `--api-key`, `--token`, ..., and without the credential
+        of a header, an assignment, an authorization scheme or a URL written in a word, `-H
+        "Authorization: Bearer ..."`, `-e API_KEY=...`, `postgresql://app:PASSWORD@db/app`) or the URL
+        without its query (which may hold one too), shortened. The label reaches the model (in
+        upstream errors' details), reports and SARIF."""
         if self.transport == "stdio":
             text = " ".join(_masked_words(self.argv))
         else:
@@ -81,23 +99,62 @@ class ServerAddress:
 
 
 def _masked_words(words: tuple[str, ...]) -> list[str]:
-    """The words, quoted as a shell would read them, with what follows a flag named like a credential
-    hidden (`--api-key=…`, `--token …`): the label reaches reports and SARIF, and such a value belongs in
-    the environment instead."""
-    shown: list[str] = []
+    """The words, quoted as a shell would read them, with each credential hidden (`_hidden_in`)."""
+    return [_masked(word, hidden) for word, hidden in _hidden_in(words)]
+
+
+def _hidden_in(words: tuple[str, ...]) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Each word with the spans of it that hold a credential: what follows a flag named like one
+    (`--api-key=…`, `--token …`: the label reaches the model, reports and SARIF, and such a value belongs
+    in the environment instead) and the shapes of `_SECRET_IN_WORD`."""
+    found: list[tuple[str, list[tuple[int, int]]]] = []
     hide_next = False
     for word in words:
         if hide_next:
-            shown.append("…")
+            found.append((word, [(0, len(word))] if word else []))
             hide_next = False
             continue
         match = _SECRET_FLAG.fullmatch(word)
         if match is not None and match.group("value") is not None:
-            shown.append(shlex.quote(match.group("flag")) + "=…")
-        else:
-            shown.append(shlex.quote(word))
-            hide_next = match is not None
-    return shown
+            found.append((word, [match.span("value")] if match.group("value") else []))
+            continue
+        hide_next = match is not None
+        spans: list[tuple[int, int]] = []
+        for pattern in _SECRET_IN_WORD:
+            spans += [hit.span("secret") for hit in pattern.finditer(word)]
+        found.append((word, spans))
+    return found
+
+
+def _masked(word: str, spans: list[tuple[int, int]]) -> str:
+    """`word` quoted as a shell would read it, each span shown as an ellipsis."""
+    if not spans:
+        return shlex.quote(word)
+    shown, at = [], 0
+    for start, end in sorted(spans):
+        if end <= at:
+            continue
+        visible = word[at:max(start, at)]
+        shown.append((shlex.quote(visible) if visible else "") + "…")
+        at = end
+    return "".join(shown) + (shlex.quote(word[at:]) if word[at:] else "")
+
+
+def credential_values(address: ServerAddress, environment: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The credentials a user gave a server, which the server may repeat back (in an error, its stderr)
+    and which must then be masked: the value of every environment variable set on the command line or
+    passed from `environment` (of a name like a credential's, or of at least MIN_SECRET_LENGTH
+    characters: `DEBUG=1` stays), each part of a word its label hides, and a URL's query."""
+    variables = {**(environment or {}), **address.env}
+    values = [value for name, value in variables.items()
+              if value.strip() and (len(value) >= MIN_SECRET_LENGTH or _CREDENTIAL_ENV.fullmatch(name))]
+    query = urllib.parse.urlsplit(address.url).query if address.url else ""
+    if query:
+        values.append(query)
+        values += [value for _, value in urllib.parse.parse_qsl(query) if value.strip()]
+    for word, spans in _hidden_in(address.argv):
+        values += [word[start:end] for start, end in spans if word[start:end].strip()]
+    return tuple(values)
 
 
 def origin_of(url: str) -> str:

@@ -31,10 +31,14 @@ policy entry's `output_schema` when it declares one.
 
 Drift: with `lock=` (a contract lockfile, `agent_lab.lockfile.Lockfile`, or its path), each tool's
 definition as listed is checked against the contract a person reviewed and locked (`agent-lab lock`). A
-tool that drifted from it, or that the lock does not hold at all, is imported (so lint and inspect show
-it, with `Provenance.lock` saying "drifted" or "unlocked") but every call is refused with
-`tool_contract_changed`, naming the kinds of change (text, loosened, ...) and never the server's text,
-until it is reviewed and locked again. The lock's surface the tools are checked against is the first
+tool that drifted from it, or that the lock does not hold at all, is imported (so inspect shows it, with
+`Provenance.lock` saying "drifted" or "unlocked", and lint reads what the server listed in
+`Provenance.definition`) but every call is refused with `tool_contract_changed`, naming the kinds of
+change (text, loosened, ...) and never the server's text, until it is reviewed and locked again. It is
+refused first of all (`Provenance.refusal`, the plan's first step): before its arguments are checked and
+before any approval is asked. The model never reads the listed text of such a tool: its spec is a stub
+(`WITHHELD_DESCRIPTION`, an object input schema with no properties but an idempotency key the policy
+adds), so a rug pull's new description cannot steer the model towards another tool. The lock's surface the tools are checked against is the first
 the lock holds of: `surface=` (a lab surface's name), the server's own name (as `agent-lab lock --mcp`
 labels it); else the lock's only surface; else none, and every tool is unlocked. The server's name
 only picks which reviewed contracts to compare with: a tool still runs only when it is, exactly, one.
@@ -46,6 +50,7 @@ model's calls).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -57,6 +62,7 @@ from ..drift import Change, compare_contracts
 from ..errors import NextAction, ToolFailure
 from ..lockfile import Lockfile, Verdict, VerdictStatus, model_safe_changes
 from ..provenance import Provenance, server_uri
+from ..redaction import SecretMask
 from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
@@ -74,7 +80,8 @@ __all__ = [
 ]
 
 MAX_ERROR_TEXT_CHARS = 500  # of a server's isError text, in the model-visible message
-DEADLINE_BACKSTOP_S = 0.5  # the client's deadline for a call, past the registry's (see call_foreign_tool)
+WITHHELD_DESCRIPTION = ("Not available: this tool's definition is not the one that was reviewed, so it will not "
+                        "run. Do not call it; use another tool or tell the user.")
 ADDED_KEY_DESCRIPTION = ("A unique id for this action (for example a UUID); a retry with the same id returns the "
                          "first answer instead of acting twice.")
 
@@ -257,16 +264,23 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
     declared = options.pop("output_schema", None)  # the reviewer's, for a tool whose server declares none
     labels = options.pop("labels", ())  # for lint's toxic-flow rules, not a runtime check
     raised = _raise_by_hints(options, tool.get("annotations"))
-    input_schema, added_key = _with_idempotency_key(tool["inputSchema"], options.get("idempotency_key"), entry, name)
+    refusal = verdict.refusal() if verdict is not None else None
+    # A tool that will not run is shown to the model as a stub: its listed text (a rug pull's new
+    # description, an unreviewed tool's) never reaches the model, nor steers it to misuse another tool.
+    # What the server listed stays in `definition` (and `ImportedTool.definition`) for lint and inspect.
+    listed = tool if refusal is None else {"name": name, "inputSchema": {"type": "object"}}
+    input_schema, added_key = _with_idempotency_key(listed["inputSchema"], options.get("idempotency_key"), entry,
+                                                    name)
     provenance = Provenance(server=client.name, server_version=client.server_info.get("version") or None,
                             transport=client.transport.kind, address=client.label,
                             protocol_version=client.protocol_version or "unknown", contract_hash=digest,
                             policy=entry, raised=tuple(raised), labels=labels,
                             lock=verdict.status.value if verdict is not None else None, definition=tool,
-                            hints=Provenance.hints_of(tool.get("annotations")))
-    description = tool.get("description") or tool.get("title") or name
-    title = tool.get("title") if isinstance(tool.get("title"), str) else None
-    listed_output = tool.get("outputSchema")
+                            hints=Provenance.hints_of(tool.get("annotations")), refusal=refusal)
+    description = WITHHELD_DESCRIPTION if refusal is not None else \
+        tool.get("description") or tool.get("title") or name
+    title = listed.get("title") if isinstance(listed.get("title"), str) else None
+    listed_output = listed.get("outputSchema")
     output_schema = listed_output if listed_output is not None else declared
     try:
         spec = ToolSpec(name=prefix + name, description=description, title=title, input_schema=input_schema,
@@ -278,7 +292,6 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
         raise _Skip(f"it cannot be enforced as listed: {quote_server_text(message, 300)}") from None
     except RecursionError:
         raise _Skip("its schema is nested too deeply to compile") from None
-    refusal = verdict.refusal() if verdict is not None else None
     watch.remember(name, digest, contract)
     handler = _handler(client, spec, name, watch, added_key, refusal, listed_output is not None)
     return ImportedTool(spec, handler, dict(tool), verdict)
@@ -400,11 +413,12 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
     def call_foreign_tool(arguments: Mapping[str, Any], ctx: Any) -> Any:
         if refusal is not None:
             raise ToolFailure(refusal.code, refusal.message, details=refusal.details)
-        # The registry answers tool_timeout at the call's deadline and sets ctx.cancel_event, which stops
-        # the request at once; the client's own deadline is a little later, a backstop, so the two never
-        # race to decide what the caller is told.
-        deadline = (ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0) \
-            + DEADLINE_BACKSTOP_S
+        # The client's deadline is the call's own. On the pool the registry answers tool_timeout at it and
+        # sets ctx.cancel_event, which stops the request; run inline (execution="inline", or a registry
+        # with run_inline=True) nobody else can stop waiting, so the client must. Whichever is first, the
+        # answer is the same: a handler that raises past the deadline is answered tool_timeout (a write's
+        # outcome unknown), like one the registry stopped waiting for.
+        deadline = ctx.deadline if ctx.deadline is not None else time.monotonic() + spec.timeout_ms / 1000.0
         try:
             changes = watch.changes(name, deadline)
         except McpError as error:  # listing again failed: the call itself was never sent
@@ -425,21 +439,34 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
                                   f"({error.detail}).", details={"server": label}) from None
             raise
         if result.get("isError"):
-            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result),
+            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask),
                               next_action=NextAction.LOOKUP_STATUS if writes else None, details={"server": label})
         if has_output_schema and "structuredContent" in result:
-            return result["structuredContent"]
+            return _without_client_secrets(result["structuredContent"], client.secret_mask)
         output: dict[str, Any] = {"content": result.get("content", [])}
         if isinstance(result.get("structuredContent"), dict):
             output["structuredContent"] = result["structuredContent"]
-        return output
+        return _without_client_secrets(output, client.secret_mask)
 
     call_foreign_tool.__qualname__ = call_foreign_tool.__name__ = \
         f"mcp_tool_{spec.name.replace('.', '_').replace('-', '_')}"
     return call_foreign_tool
 
 
-def _error_text(result: Mapping[str, Any]) -> str:
+def _without_client_secrets(output: Any, mask: SecretMask) -> Any:
+    """What the server answered, with the client's own secrets (the credentials it gave the server: see
+    `McpClient.secret_mask`) masked in every string, key and number, as a report masks them: a server
+    that hands one back as its output does not hand it to the model. (Decoded JSON: it encodes again.)"""
+    if not mask.secrets:
+        return output
+    text = json.dumps(output, ensure_ascii=False)
+    masked = mask.json_text(text)
+    return output if masked == text else json.loads(masked)
+
+
+def _error_text(result: Mapping[str, Any], mask: SecretMask) -> str:
+    """The text of an isError result, for the model: the client's own secrets (a token the server was
+    given, which a hostile server repeats) masked before the text is cut, so no part of one survives."""
     texts = [block.get("text") for block in result.get("content", []) if isinstance(block, Mapping)]
     joined = " ".join(text for text in texts if isinstance(text, str))
-    return quote_server_text(joined, MAX_ERROR_TEXT_CHARS) or "(no text)"
+    return quote_server_text(mask.text(joined), MAX_ERROR_TEXT_CHARS) or "(no text)"

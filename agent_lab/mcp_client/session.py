@@ -23,6 +23,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from .. import __version__
+from ..redaction import SecretMask
 from .address import ServerAddress, parse_server
 from .pending import Pending, PendingRequests, restated
 from .streamable_http import HttpStatusError, HttpTransport
@@ -35,6 +36,7 @@ from .wire import (
     DISCOVER_TIMEOUT_S,
     HANDSHAKE_VERSIONS,
     MAX_LIST_PAGES,
+    MAX_SERVER_REQUEST_REPLIES,
     MAX_TOOLS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -101,6 +103,9 @@ class McpClient:
         self._opened = False
         self._stuck = False  # a request went unanswered: closing gives the server no grace
         self._discover_unanswered = False
+        # Over HTTP each reply to a server's request is a POST on a thread of its own: a server that sends
+        # thousands and never reads the replies would hold as many threads and sockets in this process.
+        self._replies = threading.BoundedSemaphore(MAX_SERVER_REQUEST_REPLIES)
 
     def __repr__(self) -> str:
         return f"<McpClient {self.label} {self.protocol_version or 'not connected'}>"
@@ -117,6 +122,13 @@ class McpClient:
 
     def connect(self) -> McpClient:
         """Start or reach the server and agree on a protocol revision (McpError otherwise)."""
+        try:
+            return self._connect()
+        except McpError as error:
+            error.hide(self.secret_mask)
+            raise
+
+    def _connect(self) -> McpClient:
         if self._opened:
             return self
         if isinstance(self.transport, HttpTransport):
@@ -144,6 +156,12 @@ class McpClient:
         if self._opened:
             self._opened = False
             self.transport.close(grace_s=STUCK_GRACE_S if stuck else CLOSE_GRACE_S)
+
+    @property
+    def secret_mask(self) -> SecretMask:
+        """The client's own secrets (the server's credentials: see `address.credential_values`, and the
+        bearer token), which no error of the client and no server text it hands on may quote."""
+        return self.transport.mask
 
     @property
     def name(self) -> str:
@@ -247,7 +265,16 @@ class McpClient:
 
     def request(self, method: str, params: Mapping[str, Any], *, timeout_s: float | None = None,
                 deadline: float | None = None, cancel_event: threading.Event | None = None) -> dict[str, Any]:
-        """Send one request and wait for its result (a dict); McpError for anything but a result."""
+        """Send one request and wait for its result (a dict); McpError for anything but a result, its
+        message never quoting the client's own secrets (`secret_mask`), whatever the server echoed."""
+        try:
+            return self._request(method, params, timeout_s=timeout_s, deadline=deadline, cancel_event=cancel_event)
+        except McpError as error:
+            error.hide(self.secret_mask)
+            raise
+
+    def _request(self, method: str, params: Mapping[str, Any], *, timeout_s: float | None,
+                 deadline: float | None, cancel_event: threading.Event | None) -> dict[str, Any]:
         if deadline is None:
             deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         request_id, pending = self._requests.open()
@@ -298,7 +325,8 @@ class McpClient:
             error = response["error"]
             if not isinstance(error, dict):
                 raise McpProtocolError(self.label, f"answered {method} with an error that is not an object")
-            raise McpRemoteError(self.label, method, error.get("code"), error.get("message"), error.get("data"))
+            raise McpRemoteError(self.label, method, error.get("code"), error.get("message"), error.get("data"),
+                                 mask=self.secret_mask)
         result = response.get("result")
         if not isinstance(result, dict):
             raise McpProtocolError(self.label, f"answered {method} with a result that is not an object")
@@ -352,7 +380,16 @@ class McpClient:
                      "error": {"code": METHOD_NOT_FOUND_CODE, "message": "Method not found"}}
         try:
             if isinstance(self.transport, HttpTransport):
-                self.transport.send(reply, deadline=time.monotonic() + self.timeout_s)
+                if not self._replies.acquire(blocking=False):  # MAX_SERVER_REQUEST_REPLIES still in flight
+                    logger.debug("mcp client: %s sent requests faster than it takes replies; one left unanswered",
+                                 self.label)
+                    return
+                try:
+                    self.transport.send(reply, deadline=time.monotonic() + self.timeout_s,
+                                        on_finished=self._replies.release)
+                except BaseException:
+                    self._replies.release()
+                    raise
             else:
                 self.transport.send(reply)
         except McpError:

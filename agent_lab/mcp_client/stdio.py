@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from .address import ServerAddress
+from ..redaction import SecretMask
+from .address import ServerAddress, credential_values
 from .wire import (
     MAX_IGNORED_LINES,
     MAX_STDERR_BYTES,
@@ -85,6 +86,7 @@ class StdioTransport:
         self._lost: Callable[[McpError], None] = lambda error: None
         self.ignored_lines = 0
         self.first_ignored: str | None = None
+        self.mask = SecretMask(self.secret_values())  # what the server's text is masked with where it is quoted
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -92,6 +94,12 @@ class StdioTransport:
         env = {name: os.environ[name] for name in INHERITED_ENV + self.pass_env if name in os.environ}
         env.update(self.address.env)
         return env
+
+    def secret_values(self) -> tuple[str, ...]:
+        """What this server was given that it must not get to quote back (see `credential_values`): the
+        environment set on its command line and the variables passed on by name, credentials in its words."""
+        passed = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        return credential_values(self.address, passed)
 
     def open(self, deliver: Callable[[Any], None], lost: Callable[[McpError], None]) -> None:
         self._deliver, self._lost = deliver, lost
@@ -225,7 +233,7 @@ class StdioTransport:
         with self._stderr_lock:
             text = bytes(self._stderr_tail).decode("utf-8", "replace")
         lines = [line for line in text.splitlines() if line.strip()]
-        return quote_server_text(lines[-1]) if lines else ""
+        return quote_server_text(self.mask.text(lines[-1])) if lines else ""  # masked before it is cut
 
     def _exit_note(self) -> str:
         process = self._process

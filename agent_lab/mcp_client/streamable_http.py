@@ -29,7 +29,8 @@ import urllib.parse
 from typing import Any, Callable, Mapping
 
 from .. import __version__
-from .address import ServerAddress, origin_of
+from ..redaction import SecretMask
+from .address import ServerAddress, credential_values, origin_of
 from .wire import McpConnectionError, McpError, McpProtocolError, McpTimeout, decode_message, encode_message
 
 __all__ = ["HttpStatusError", "HttpTransport"]
@@ -62,8 +63,9 @@ def header_value(value: str) -> str:
 class Exchange:
     """One POST in flight; `abort()` disconnects it (from any thread)."""
 
-    def __init__(self, request_id: Any) -> None:
+    def __init__(self, request_id: Any, on_finished: Callable[[], None] | None = None) -> None:
         self.request_id = request_id
+        self.on_finished = on_finished  # called once, on the exchange's thread, when it is over
         self.started = threading.Event()  # set once the request may have reached the server
         self.finished = threading.Event()  # set when the exchange is over, however it ended
         self.connection: http.client.HTTPConnection | None = None
@@ -101,6 +103,7 @@ class HttpTransport:
         self._target = parts.path + (f"?{parts.query}" if parts.query else "")
         self._origin = origin_of(address.url)
         self._token: str | None = None
+        self.mask = SecretMask(credential_values(address))  # and the token, once read (open)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._deliver: Callable[[Any], None] = lambda message: None
@@ -124,13 +127,16 @@ class HttpTransport:
                 raise McpConnectionError(self.label, f"the bearer token in {name} holds characters a header cannot "
                                          "carry (a line break, a control character or a non-ASCII letter)", sent=False)
             self._token = token
+            self.mask = SecretMask((*credential_values(self.address), token))
 
     # -- sending ---------------------------------------------------------------------------------
 
-    def send(self, message: Any, *, deadline: float, headers: Mapping[str, str] | None = None) -> Exchange:
-        """POST `message` on a thread of its own; answers are delivered as they are read."""
+    def send(self, message: Any, *, deadline: float, headers: Mapping[str, str] | None = None,
+             on_finished: Callable[[], None] | None = None) -> Exchange:
+        """POST `message` on a thread of its own; answers are delivered as they are read. `on_finished` is
+        called once the exchange is over (not when this raises: then nothing was started)."""
         request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
-        exchange = Exchange(request_id)
+        exchange = Exchange(request_id, on_finished)
         body = encode_message(message)
         if len(body) > self.max_message_bytes:
             raise McpProtocolError(self.label, f"a request of {len(body)} bytes is over the message limit "
@@ -190,6 +196,8 @@ class HttpTransport:
             if connection is not None:
                 connection.close()
             exchange.finished.set()
+            if exchange.on_finished is not None:
+                exchange.on_finished()
 
     def _post(self, exchange: Exchange, message: Any, body: bytes, deadline: float, extra: dict[str, str]) -> None:
         remaining = deadline - time.monotonic()

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import weakref
 from pathlib import Path
@@ -92,12 +93,34 @@ def _files_in(root: Path) -> list[Path]:
 
 
 def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
-    size = path.stat().st_size
-    if path.suffix in SQLITE_SUFFIXES and size:
-        return _sqlite_records(path, relative)
-    if size > MAX_EFFECT_FILE_BYTES or path.suffix not in (".jsonl", ".json"):
-        return [{"file": relative, "bytes": size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}]
-    text = path.read_text(encoding="utf-8", errors="replace")
+    """The records of one file. A named pipe, socket or device the server left is recorded by its kind and
+    never read (reading a pipe with no writer blocks for ever): it is opened without blocking and without
+    following a link, and judged by what was opened, so swapping a file for a pipe after a look cannot
+    hang the reader either."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as error:
+        return [{"file": relative, "unreadable": error.strerror or type(error).__name__}]
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            return [{"file": relative, "special": _special_kind(status.st_mode)}]
+        size = status.st_size
+        if path.suffix in SQLITE_SUFFIXES and size:
+            return _sqlite_records(path, relative)
+        if size > MAX_EFFECT_FILE_BYTES or path.suffix not in (".jsonl", ".json"):
+            digest = hashlib.sha256()
+            for block in iter(lambda: os.read(descriptor, 1 << 20), b""):
+                digest.update(block)
+            return [{"file": relative, "bytes": size, "sha256": digest.hexdigest()}]
+        chunks, left = [], MAX_EFFECT_FILE_BYTES  # a file still growing is read as far as the limit
+        for block in iter(lambda: os.read(descriptor, min(1 << 20, left)) if left > 0 else b"", b""):
+            chunks.append(block)
+            left -= len(block)
+        data = b"".join(chunks)
+    finally:
+        os.close(descriptor)
+    text = data.decode("utf-8", errors="replace")
     if path.suffix == ".json":
         try:
             return [{"file": relative, "record": json.loads(text)}]
@@ -111,6 +134,14 @@ def _file_records(path: Path, relative: str) -> list[dict[str, Any]]:
             except ValueError:
                 lines.append({"file": relative, "text": line})
     return lines
+
+
+def _special_kind(mode: int) -> str:
+    for kind, test in (("named pipe", stat.S_ISFIFO), ("socket", stat.S_ISSOCK), ("device", stat.S_ISCHR),
+                       ("device", stat.S_ISBLK), ("directory", stat.S_ISDIR)):
+        if test(mode):
+            return kind
+    return "not a regular file"
 
 
 def _sqlite_records(path: Path, relative: str) -> list[dict[str, Any]]:

@@ -54,6 +54,7 @@ MAX_STDERR_BYTES = 64 * 1024  # the tail of a stdio server's stderr kept for err
 MAX_LIST_PAGES = 100  # tools/list pages followed before the listing counts as endless
 MAX_TOOLS = 10_000  # tools one server may list
 MAX_QUOTED_CHARS = 200  # server text quoted in one of our error messages
+MAX_SERVER_REQUEST_REPLIES = 8  # replies to the server's own requests (ping, ...) in flight at once over HTTP
 MAX_IGNORED_LINES = 1_000  # stdout lines that are not JSON-RPC before a stdio server counts as broken
 
 
@@ -68,6 +69,13 @@ class McpError(Exception):
         self.sent = sent
         self.detail = message
         super().__init__(f"mcp server {server}: {message}")
+
+    def hide(self, mask: Any) -> McpError:
+        """This error with the client's own secrets (a `SecretMask`) masked in its message, in place, so
+        that whoever catches it, wherever it was raised, never quotes them; returns it."""
+        self.detail = mask.text(self.detail)
+        self.args = (f"mcp server {self.server}: {self.detail}",)
+        return self
 
 
 class McpConnectionError(McpError):
@@ -86,11 +94,17 @@ class McpProtocolError(McpError):
 class McpRemoteError(McpError):
     """The server answered a request with a JSON-RPC error (`code`, and its message, shortened)."""
 
-    def __init__(self, server: str, method: str, code: Any, message: Any, data: Any = None) -> None:
+    def __init__(self, server: str, method: str, code: Any, message: Any, data: Any = None, *,
+                 mask: Any = None) -> None:
         self.code = code if isinstance(code, int) and not isinstance(code, bool) else None
         self.data = data
-        self.remote_message = quote_server_text(message if isinstance(message, str) else "")
+        text = message if isinstance(message, str) else ""
+        self.remote_message = quote_server_text(mask.text(text) if mask is not None else text)  # masked, then cut
         super().__init__(server, f"{method} answered error {self.code}: {self.remote_message or '(no message)'}")
+
+    def hide(self, mask: Any) -> McpError:
+        self.remote_message = mask.text(self.remote_message)
+        return super().hide(mask)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")

@@ -29,6 +29,7 @@ from ..function_schema import (  # noqa: F401 - CONTEXT_PARAMETER_NAME: importab
     input_schema_from_function,
     model_half_from_function,
     output_schema_for_annotation,
+    with_secret_fields,
 )
 from ..spec import ToolSpec
 
@@ -56,9 +57,12 @@ def spec_from_function(
     **runtime: Any,
 ) -> ToolSpec:
     """A ToolSpec for `fn`: the model half from its signature and docstring (`model_half_from_function`),
-    the runtime half from the keyword arguments (required_permission=, effect=, idempotency_key=, ...)."""
-    return ToolSpec(**model_half_from_function(fn, name=name, description=description, title=title,
-                                               output_schema=output_schema), **runtime)
+    the runtime half from the keyword arguments (required_permission=, effect=, idempotency_key=, ...).
+    Fields its types declare secret (pydantic's `SecretStr`: `writeOnly`, `format: password`) are added
+    to `redact`."""
+    model_half = model_half_from_function(fn, name=name, description=description, title=title,
+                                          output_schema=output_schema)
+    return ToolSpec(**model_half, **with_secret_fields(model_half, runtime))
 
 
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..names import NameIndex
     from .state import CallState
 
-__all__ = ["MAX_CLOSE_NAMES", "Catalog", "check_permission", "check_resource_guard", "check_schema", "malformed_call",
+__all__ = ["MAX_CLOSE_NAMES", "Catalog", "check_contract", "check_permission", "check_resource_guard", "check_schema", "malformed_call",
            "route"]
 
 logger = logging.getLogger("agent_lab.registry")
@@ -117,6 +117,18 @@ def _close_names(catalog: Catalog, state: CallState) -> list[str]:
         return plan is not None and actor.may(plan.spec.required_permission)
 
     return catalog.names.close_names(state.tool, may_call, n=MAX_CLOSE_NAMES)
+
+
+def check_contract(state: CallState) -> Optional[ToolResult]:
+    """A tool whose definition is not the one a person reviewed (an imported tool that drifted from the
+    contract lockfile, or that it does not hold: `Provenance.refusal`) answers `tool_contract_changed`,
+    first of all: before its arguments are checked against a schema nobody reviewed, and before a person
+    is asked to approve a call of it (an approval would be asked for a tool that will never run). Only
+    in the plans of such tools; it stays the route step's answer (the tool found is not one to run)."""
+    spec = state.spec
+    assert spec is not None and spec.provenance is not None and spec.provenance.refusal is not None
+    error = spec.provenance.refusal
+    return state.refusal(error.code, error.message, details=error.details, next_action=error.next_action)
 
 
 def check_schema(state: CallState) -> Optional[ToolResult]:

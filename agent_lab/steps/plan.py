@@ -5,6 +5,7 @@ none of it again on every call (as a schema is compiled once into a validator, S
 keeps DESIGN.md's fixed order and leaves out only steps that could not do anything for the tool:
 
     step          in every plan               only when the contract says so
+    route                                     check_contract         (a drifted or unlocked imported tool)
     schema        check_schema
     permission    check_permission            check_resource_guard   (a resource_guard)
     approval                                  check_approval         (approval="always")
@@ -30,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from ..spec import ApprovalPolicy, Execution
-from .admit import check_permission, check_resource_guard, check_schema
+from .admit import check_contract, check_permission, check_resource_guard, check_schema
 from .approval import check_approval, check_approval_condition, spend_approval
 from .deadline import check_deadline
 from .idempotency import reserve_key
@@ -87,6 +88,8 @@ def plan_for(spec: ToolSpec, handler: Handler, *, run_inline: bool) -> Plan:
 
 def admit_steps(spec: ToolSpec) -> tuple[Step, ...]:
     """The pre-run steps `spec`'s contract needs, in the fixed order."""
+    if spec.provenance is not None and spec.provenance.refusal is not None:
+        return (check_contract,)  # it never runs: no other step could do anything for it
     steps: list[Any] = [check_schema, check_permission]
     if spec.resource_guard is not None:
         steps.append(check_resource_guard)

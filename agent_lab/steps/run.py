@@ -106,11 +106,29 @@ def execute_on_loop_thread(state: CallState) -> Run:
     handler = state.handler
     assert handler is not None
     ctx = context(state)
+    late = _LateAsyncWrite(state) if _completes_late(state) else None
     try:
-        run = state.services.loop_thread.run(handler, state.arguments, ctx, functools.partial(check_run, state))
+        run = state.services.loop_thread.run(handler, state.arguments, ctx, functools.partial(check_run, state), late)
     except PoolClosed:
         return Run.closed()
     return overran(state, ctx, run) if state.finished_late else run
+
+
+class _LateAsyncWrite:
+    """An async write its caller stopped waiting for at the deadline, on the registry's loop (a blocked
+    loop, or an output check that ends late): held like a late pooled write, and its real result, once
+    it ends, becomes the key's receipt (`_complete_late`), so the same key replays it: one effect."""
+
+    def __init__(self, state: CallState) -> None:
+        self.state = state
+
+    def left(self) -> None:
+        self.state.late_pending = True
+        assert self.state.hold is not None
+        self.state.services.holder.run_late(self.state.hold)
+
+    def finished(self, run: Run) -> None:
+        _complete_late(self.state, run)
 
 
 async def aexecute_awaited(state: CallState) -> Run:
