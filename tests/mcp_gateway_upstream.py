@@ -22,9 +22,9 @@ server = MCPServer("counting-upstream")
 _lock = threading.Lock()
 
 
-def _count(tool: str) -> None:
+def _count(tool: str, detail: str = "") -> None:
     with _lock, open(COUNT_FILE, "a", encoding="utf-8") as calls:
-        calls.write(tool + "\n")
+        calls.write(f"{tool} {detail}".rstrip() + "\n")
 
 
 class Note(TypedDict):
@@ -87,7 +87,7 @@ def admin_reset(confirm: bool) -> dict:
 @server.tool()
 def slow_write(item: str) -> Item:
     """A write that takes a while."""
-    _count("slow_write")
+    _count("slow_write", item)
     time.sleep(0.2)
     return {"item": item}
 
