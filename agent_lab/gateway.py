@@ -267,12 +267,15 @@ class _GatewayServer(_Server):
     def start_call(self, request: _Request, *, in_batch: bool,
                    shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Any:
         with self.in_flight_lock:
+            if request.id in self.in_flight:  # refused by the base class: the running call keeps its round
+                return super().start_call(request, in_batch=in_batch, shape=shape)
             self.rounds[request.id] = _Round(self.session.era, request.params)
         try:
             return super().start_call(request, in_batch=in_batch, shape=shape)
         except BaseException:
             with self.in_flight_lock:
-                self.rounds.pop(request.id, None)
+                if request.id not in self.in_flight:
+                    self.rounds.pop(request.id, None)
             raise
 
     def handle_client_response(self, message: Mapping[str, Any]) -> None:
