@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a permission the actor holds (repeatable; default: the lab's actor, else every "
                                 "permission the tools require)")
     serve_mcp.add_argument("--verbose", action="store_true", help="log session events to stderr")
+    _add_gateway_options(serve_mcp)
     serve_mcp.set_defaults(run=_serve_mcp)
 
     inspect = commands.add_parser("inspect", help="list each tool's runtime contract (a table, or --json)")
@@ -114,6 +115,23 @@ def _add_server_options(command: argparse.ArgumentParser, source: Any, *, lock: 
                              help="check the servers' tools against this contract lockfile (written by `lock`): a "
                                   "tool that drifted from it, or that it does not hold, is refused at every call "
                                   "(tool_contract_changed). Default: [tool.agent-lab] lock")
+
+
+def _add_gateway_options(command: argparse.ArgumentParser) -> None:
+    """serve-mcp as a contract gateway in front of MCP servers (agent_lab.gateway)."""
+    command.add_argument("--upstream", metavar="SERVER", action="append", type=_text,
+                         help="serve this MCP server's tools through the registry's checks (as --mcp takes it: a "
+                              "quoted command line or an http(s):// URL); repeatable, tools namespaced SERVER.name "
+                              "when two servers list one name")
+    command.add_argument("--policy", metavar="FILE", type=_path,
+                         help="with --upstream: the policy for the upstream tools, TOML or JSON (without one every "
+                              "tool gets the strictest defaults)")
+    command.add_argument("--lock", metavar="FILE", type=_path,
+                         help="with --upstream: refuse every call of a tool that drifted from this contract "
+                              "lockfile, or that it does not hold (tool_contract_changed)")
+    command.add_argument("--receipts", metavar="STORE", type=_text,
+                         help="with --upstream: where idempotency receipts and spent approvals live: memory "
+                              "(default), sqlite:PATH, or a postgresql:// DSN")
 
 
 def _path(text: str) -> str:
@@ -333,6 +351,11 @@ def _serve_mcp(args: argparse.Namespace) -> int:
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="agent-lab mcp: %(levelname)s %(message)s")
+    if args.upstream:
+        return _serve_gateway(args)
+    for flag in ("policy", "lock", "receipts"):
+        if getattr(args, flag) is not None:
+            return _problem(f"serve-mcp: --{flag} applies to --upstream servers")
     try:
         [surface] = _open_surfaces(args)
     except (ConfigError, LabError) as error:
@@ -346,6 +369,31 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             actor = Actor(id=args.actor_id or actor.id, tenant=args.tenant or actor.tenant,
                           permissions=set(args.permission) if args.permission is not None else actor.permissions)
         return serve(registry, actor=actor)
+
+
+def _serve_gateway(args: argparse.Namespace) -> int:
+    """serve-mcp --upstream: the upstreams' tools through the registry, as the configured actor. The
+    actor holds the permissions named with --permission, else every permission the tools require."""
+    from .gateway import GatewayError, open_gateway, serve_gateway
+    from .lockfile import LockfileError
+    from .mcp_client.tool_policy import PolicyError
+    from .mcp_client.wire import McpError
+    from .policy import Actor
+
+    if args.lab is not None or args.registry is not None or args.surface is not None:
+        return _problem("serve-mcp: --upstream serves MCP servers; it does not combine with --lab, --registry "
+                        "or --surface")
+    try:
+        registry = open_gateway(args.upstream, policy=args.policy, lock=args.lock, receipts=args.receipts)
+    except (GatewayError, PolicyError, LockfileError, ValueError) as error:
+        return _problem(f"serve-mcp: {error}")
+    except McpError as error:
+        return _problem(f"serve-mcp: an upstream could not be opened: {error}")
+    with registry:
+        permissions = set(args.permission) if args.permission is not None else \
+            {registry.spec(name).required_permission for name in registry.names()}
+        actor = Actor(id=args.actor_id or "mcp-client", tenant=args.tenant or "default", permissions=permissions)
+        return serve_gateway(registry, actor=actor)
 
 
 def _add_model_eval_parser(commands: Any) -> None:

@@ -107,6 +107,10 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         "approval_expired": CatalogueEntry(
             _C.POLICY, False, _N.REQUEST_APPROVAL, _O.REJECTED, "The approval for this call has expired."
         ),
+        "approval_declined": CatalogueEntry(
+            _C.POLICY, False, _N.STOP, _O.REJECTED,
+            "The user was asked to confirm this exact call and declined; it did not run. Do not retry it.",
+        ),
         "approval_used": CatalogueEntry(
             _C.POLICY, False, _N.REQUEST_APPROVAL, _O.REJECTED,
             "The approval for this call was already used; it lets the tool run once. Ask for a new approval.",

@@ -267,6 +267,7 @@ class _Session:
     era: str | None = None  # "handshake" or "modern", fixed by the first request
     protocol_version: str | None = None  # negotiated by initialize (handshake era)
     initialized: bool = False  # notifications/initialized received
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)  # as the client declared them
 
 
 @dataclass
@@ -481,7 +482,7 @@ class _Server:
     def handle_message(self, message: Any, *, in_batch: bool) -> Any:
         """Returns the response (a dict, a Future of one, or None); tools/call outside a batch answers itself."""
         if _is_response(message):
-            logger.info("ignored a response from the client; this server sends no requests")
+            self.handle_client_response(message)
             return None
         try:
             request = _parse_request(message)
@@ -500,6 +501,11 @@ class _Server:
         except Exception:  # a bug of ours: the client gets a generic error, the details stay in the log
             logger.exception("internal error while handling %.80r", request.method)
             return _error(request.id, INTERNAL_ERROR, "Internal error")
+
+    def handle_client_response(self, message: Mapping[str, Any]) -> None:
+        """A client's response to a request this server sent; this server sends none (a gateway that
+        asks the user to confirm a call does: `agent_lab.gateway`)."""
+        logger.info("ignored a response from the client; this server sends no requests")
 
     # -- notifications ---------------------------------------------------------------------------
 
@@ -572,6 +578,7 @@ class _Server:
         version = requested if requested in HANDSHAKE_VERSIONS else LATEST_VERSION
         self.session.era = "handshake"
         self.session.protocol_version = version
+        self.session.client_capabilities = dict(params.get("capabilities") or {})
         client = params.get("clientInfo")
         client_name = client.get("name") if isinstance(client, dict) else None
         logger.info(
@@ -597,6 +604,7 @@ class _Server:
             )
         _check_envelope(request.params)
         self.session.era = "modern"
+        self.session.client_capabilities = dict(request.params["_meta"][_META_CLIENT_CAPABILITIES])
         method = request.method
         if method == "server/discover":
             return _result(request.id, self.modern_shape(self.discover(), cacheable=True))
@@ -973,9 +981,11 @@ def _serve_lines(
     page_size: int,
     server_info: Mapping[str, str],
     max_workers: int,
+    server_class: Callable[..., _Server] | None = None,
 ) -> int:
-    """Reads and answers messages until the input ends (0) or the output is gone (1)."""
-    server = _Server(
+    """Reads and answers messages until the input ends (0) or the output is gone (1); `server_class`
+    is a _Server subclass to dispatch with (the gateway's), else _Server."""
+    server = (server_class or _Server)(
         registry,
         actor=actor,
         writer=writer,
