@@ -87,7 +87,28 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(run=_inspect)
     _add_model_eval_parser(commands)
     _add_lint_commands(commands)
+
+    docs = commands.add_parser("docs", help="list the reference topics, or print one (agent-lab docs TOPIC)")
+    docs.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic name, as the list shows it")
+    docs.set_defaults(run=_docs)
     return parser
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from .docs import UnknownTopic, read_topic, topics
+
+    if args.topic is None:
+        listed = topics()
+        width = max((len(topic.name) for topic in listed), default=0)
+        for topic in listed:
+            print(f"{topic.name.ljust(width)}  {topic.summary}")
+        return EXIT_OK
+    try:
+        text = read_topic(args.topic)
+    except UnknownTopic as error:
+        return _problem(str(error))
+    sys.stdout.write(text)
+    return EXIT_OK
 
 
 def _add_source_options(command: argparse.ArgumentParser, *, surface_default: str = "its one candidate",

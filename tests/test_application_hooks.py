@@ -4,7 +4,7 @@ A resource guard and an approval condition run on the caller's thread, in the fi
 key is reserved and before the handler. Nothing can interrupt them there, so the registry bounds what
 it can: none starts once the call's deadline has passed, and one that returns late never lets the
 handler start. An audit sink runs after the result is final: its time is in neither the outcome nor
-`duration_ms`. (README: "Application hooks and the deadline".)
+`duration_ms`. (agent_lab/docs/runtime.md: "Application hooks and the deadline".)
 """
 
 from __future__ import annotations

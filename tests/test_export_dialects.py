@@ -6,7 +6,7 @@ export as strict objects.
   formats, as 2020-12; strict OpenAI export succeeds where the fixture says it can and otherwise refuses
   with the keyword and pointer it names.
 - What export does with a draft-07 schema: `definitions` -> `$defs` with references rewritten,
-  `dependencies` split, list-form `items` -> `prefixItems`, `$schema` dropped (see README, Exports).
+  `dependencies` split, list-form `items` -> `prefixItems`, `$schema` dropped (see agent_lab/docs/exports.md).
 - ToolSpec, @tool, Registry.invoke and the MCP server accept every dialect.
 """
 
@@ -112,7 +112,7 @@ class ReferenceServerToolsTest(unittest.TestCase):
 
 
 class DraftSevenExportTest(unittest.TestCase):
-    """What `export` does with a draft-07 schema (the README's Exports section says the same)."""
+    """What `export` does with a draft-07 schema (agent_lab/docs/exports.md says the same)."""
 
     def test_a_draft_07_schema_exports_as_its_2020_12_equivalent_in_every_format(self):
         spec = ToolSpec(name="book_room", description="Book a room.", input_schema=DRAFT_07_TOOL)

@@ -18,10 +18,10 @@ class BenignCorpusTest(unittest.TestCase):
         self.assertGreaterEqual(len(tools), 60)
         self.assertEqual(len({tool.name for tool in tools}), len(tools))
 
-    def test_the_readme_and_the_fixture_state_the_corpus_as_it_is(self) -> None:
+    def test_the_lint_topic_and_the_fixture_state_the_corpus_as_it_is(self) -> None:
         tools, domains = len(benign_tools()), len(benign_corpus())
         self.assertTrue(all(benign_corpus().values()))  # no empty domain
-        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+        readme = (Path(__file__).resolve().parent.parent / "agent_lab" / "docs" / "lint.md").read_text(encoding="utf-8")
         self.assertEqual(re.findall(r"benign corpus of (\d+)\s+tools across (\d+) domains", readme),
                          [(str(tools), str(domains))])
         fixture = (Path(__file__).resolve().parent / "fixtures" / "lint" / "benign_tools.py").read_text(encoding="utf-8")

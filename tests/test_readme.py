@@ -1,4 +1,7 @@
-"""The README cannot rot: its examples run, its case example loads, and it names what the lab writes."""
+"""The README and its reference cannot rot: the quickstarts run as written, the case example loads, the
+reference names what the lab writes, and the walkthrough's files (agent_lab/docs/ci.md) make a green gate.
+
+The topics' own examples, flags and keywords are checked in tests/test_docs.py."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -17,6 +21,12 @@ from agent_lab.lab.reports import REPORT_FILES
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = REPO / "agent_lab" / "docs"
+LAB_DOC = (DOCS / "lab.md").read_text(encoding="utf-8")
+REPORTS_DOC = (DOCS / "reports.md").read_text(encoding="utf-8")
+WALKTHROUGH = (DOCS / "ci.md").read_text(encoding="utf-8")
+QUICKSTART_FILE = re.compile(r"<!-- quickstart-file: ([\w./-]+) -->\s*```\w*\n(.*?)```", re.DOTALL)
+QUICKSTART_COMMANDS = re.compile(r"<!-- quickstart-commands -->\s*```sh\n(.*?)```", re.DOTALL)
 EXAMPLE = re.compile(r"<!-- example -->\s*```python\n(.*?)```", re.DOTALL)
 FILE = re.compile(r"<!-- file: ([\w./-]+) -->\s*```\w*\n(.*?)```", re.DOTALL)
 FENCE = re.compile(r"```(\w*)\n(.*?)```", re.DOTALL)
@@ -39,7 +49,7 @@ class ReadmeTest(unittest.TestCase):
                 self.assertEqual(done.returncode, 0, done.stderr)
 
     def test_the_case_example_is_a_valid_case(self) -> None:
-        [example] = [block for language, block in FENCE.findall(README) if language == "json"]
+        [example] = [block for language, block in FENCE.findall(LAB_DOC) if language == "json"]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "example.jsonl"
             path.write_text(example, encoding="utf-8")
@@ -48,19 +58,62 @@ class ReadmeTest(unittest.TestCase):
 
     def test_every_report_file_and_exit_code_is_documented(self) -> None:
         for name in REPORT_FILES:
-            self.assertIn(f"`{name}`", README)
+            self.assertIn(f"`{name}`", REPORTS_DOC)
         for code in (0, 1, 2):
-            self.assertRegex(README, rf"\n\| {code} \| ")
+            self.assertRegex(REPORTS_DOC, rf"\n\| {code} \| ")
 
 
-class GateYourOwnToolsTest(unittest.TestCase):
-    """The walkthrough's files, written to a directory outside the repository, do what the README says."""
+class QuickstartsTest(unittest.TestCase):
+    """Quickstarts 2 and 3 of the README, run as written in an empty directory (quickstart 1 is an example
+    block, run above). `agent-lab` is this checkout's run_lab.py, as an installed script would be."""
 
     def setUp(self) -> None:
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.dir = Path(tmp.name)
-        self.files = dict(FILE.findall(README))
+
+    def write_files(self, quickstart: int) -> None:
+        section = README.split(f"## Quickstart {quickstart}:", 1)[1].split("\n## ", 1)[0]
+        for name, text in QUICKSTART_FILE.findall(section):
+            (self.dir / name).write_text(text, encoding="utf-8")
+
+    def agent_lab(self, line: str) -> subprocess.CompletedProcess:
+        program = f"{sys.executable} {REPO / 'run_lab.py'}"
+        argv = shlex.split(re.sub(r"(?<![\w.-])agent-lab(?= )", program, line.split(" #", 1)[0]))
+        return subprocess.run(argv, cwd=self.dir, capture_output=True, text=True, timeout=180)
+
+    def test_quickstart_2_gates_the_notes_lab_green_and_red_without_its_idempotency_key(self) -> None:
+        self.write_files(2)
+        done = self.agent_lab("agent-lab tool-eval")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("gate passed", done.stdout)
+        lab = self.dir / "notes_lab.py"
+        lab.write_text(lab.read_text(encoding="utf-8").replace(', idempotency_key="request_id"', ""), encoding="utf-8")
+        done = self.agent_lab("agent-lab tool-eval")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+
+    def test_quickstart_3_inspects_lints_locks_and_gates_an_mcp_server(self) -> None:
+        self.write_files(3)
+        [block] = QUICKSTART_COMMANDS.findall(README)
+        lines = [line for line in block.splitlines() if line.strip()]
+        self.assertEqual([line.split()[1] for line in lines], ["inspect", "lint", "lock", "tool-eval"])
+        for line in lines:
+            with self.subTest(line=line):
+                done = self.agent_lab(line)
+                self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertTrue((self.dir / "agent-lab.lock.json").is_file())
+        self.assertIn("gate passed", done.stdout)
+
+
+class GateYourOwnToolsTest(unittest.TestCase):
+    """The walkthrough's files (agent_lab/docs/ci.md), written to a directory outside the repository, do what
+    it says."""
+
+    def setUp(self) -> None:
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+        self.files = dict(FILE.findall(WALKTHROUGH))
         for name, text in self.files.items():
             (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
             (self.dir / name).write_text(text, encoding="utf-8")
