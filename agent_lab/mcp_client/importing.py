@@ -66,7 +66,7 @@ from ..redaction import SecretMask
 from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
-from .tool_policy import PolicyError, ToolPolicy, load_policy
+from .tool_policy import PolicyError, ToolPolicy, as_policy
 from .wire import McpError, McpRemoteError, quote_server_text
 
 __all__ = [
@@ -164,16 +164,6 @@ class ServerRegistry(Registry):
                 client.close()
 
 
-def _policy(policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None) -> ToolPolicy:
-    if policy is None:
-        return ToolPolicy()
-    if isinstance(policy, ToolPolicy):
-        return policy
-    if isinstance(policy, Mapping):
-        return ToolPolicy.from_mapping(policy)
-    return load_policy(policy)
-
-
 def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None = None,
                  lock: LockSource | None = None, surface: str | None = None, timeout_s: float | None = None,
                  prefix: str = "") -> ServerImport:
@@ -185,7 +175,7 @@ def import_tools(client: McpClient, *, policy: ToolPolicy | str | os.PathLike[st
     first (see the module docstring). Raises McpError when the listing fails, PolicyError when the
     policy cannot be applied to a tool it names (a bad file, an idempotency key that cannot be added),
     LockfileError when the lock cannot be read."""
-    rules = _policy(policy)
+    rules = as_policy(policy)
     locked = _Locked(load_lock(lock), surface, client.name) if lock is not None else None
     listed = client.list_tools(timeout_s=timeout_s)
     counts: dict[str, int] = {}

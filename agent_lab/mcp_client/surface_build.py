@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..lockfile import Lockfile
 from .address import ServerAddress, parse_server
 from .importing import LockSource, ServerRegistry, import_tools, load_lock
 from .session import McpClient
-from .tool_policy import ToolPolicy, load_policy
+from .tool_policy import ToolPolicy, as_policy
 from .wire import DEFAULT_TIMEOUT_S
 
 __all__ = ["ServerSurfaceBuild", "ServerToolClash", "lock_for_server", "policy_of", "server_label"]
@@ -27,12 +27,9 @@ class ServerToolClash(ValueError):
     """Two servers one agent is given list a tool of one name (the message names both)."""
 
 
-def policy_of(policy: ToolPolicy | str | os.PathLike[str] | None) -> ToolPolicy:
-    if policy is None:
-        return ToolPolicy()
-    if isinstance(policy, ToolPolicy):
-        return policy
-    return load_policy(policy)
+def policy_of(policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None) -> ToolPolicy:
+    """The policy a server surface or a gateway is given: see `tool_policy.as_policy`."""
+    return as_policy(policy)
 
 
 class ServerSurfaceBuild:
@@ -40,7 +37,7 @@ class ServerSurfaceBuild:
     one agent uses at once (see the module)."""
 
     def __init__(self, server: str | ServerAddress | Sequence[str | ServerAddress], *,
-                 policy: ToolPolicy | str | os.PathLike[str] | None = None, lock: LockSource | None = None,
+                 policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None = None, lock: LockSource | None = None,
                  surface: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, pass_env: Sequence[str] = (),
                  cwd: str | None = None) -> None:
         servers = (server,) if isinstance(server, (str, ServerAddress)) else tuple(server)

@@ -267,3 +267,15 @@ def load_policy(path: str | os.PathLike[str]) -> ToolPolicy:
     else:
         raise PolicyError(f"{where}: a policy file is .toml or .json")
     return ToolPolicy.from_mapping(document, source=where)
+
+
+def as_policy(policy: ToolPolicy | str | os.PathLike[str] | Mapping[str, Any] | None) -> ToolPolicy:
+    """A policy however it is given: None (every tool gets the strictest defaults), a ToolPolicy, parsed
+    data ({"tools": {...}}) or the path of a TOML or JSON file. Raises PolicyError naming what is wrong."""
+    if policy is None:
+        return ToolPolicy()
+    if isinstance(policy, ToolPolicy):
+        return policy
+    if isinstance(policy, Mapping):
+        return ToolPolicy.from_mapping(policy)
+    return load_policy(policy)
