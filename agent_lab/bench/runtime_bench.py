@@ -19,7 +19,8 @@ the reason printed, when pydantic is not installed:
   * runtime.replay_vs_pydantic_read (<= 2): a whole invoke that replays a stored receipt;
   * each also as `..._instructions`: the same ratio in instructions per call, counted by valgrind's
     callgrind (`_instructions.py`; not made without valgrind, or with --no-instructions): the machine
-    is shared, and instructions do not move with the load.
+    is shared, and instructions do not move with the load. The replay and every refusal below are
+    counted that way too (`..._instructions`), against the same yardsticks.
 Against invoke itself (whole calls): runtime.replay_vs_read_plus_fingerprint and
 runtime.reject.<code>_vs_read_plus_fingerprint for the refusals that make the call's fingerprint
 (approval_required, approval_mismatch, idempotency_conflict) are judged against a read plus one
@@ -391,6 +392,7 @@ def instruction_measurements() -> dict[str, Callable[[], Any]]:
         return ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Called back.",
                                                    "action_id": f"w-{next(numbers)}"})
 
+    rejections = _rejections(registry)
     return {
         "read handler called directly": lambda: get_ticket(arguments),
         "write handler called directly": lambda: record_followup(write_arguments),
@@ -399,6 +401,9 @@ def instruction_measurements() -> dict[str, Callable[[], Any]]:
         "a fresh write call, made": fresh_write,
         "write, first call (fresh key), with making it": lambda: registry.invoke(fresh_write(), actor=ACTOR),
         "replay": lambda: registry.invoke(WRITE_CALL, actor=ACTOR),
+        "read plus one fingerprint": lambda: (registry.invoke(READ_CALL, actor=ACTOR),
+                                              registry.fingerprint("record_ticket_followup", write_arguments)),
+        **{f"refused: {code}": invoke for code, invoke in rejections.items()},
     }
 
 
@@ -419,7 +424,17 @@ def instruction_figures(calls: int) -> list[_figures.Figure]:
              - counted["write handler called directly"])
     print("Instructions per call (callgrind): " + ", ".join(f"{name} {value:,.0f}" for name, value in counted.items()))
     note = "instructions per call, counted by callgrind in a child process"
-    return [
+    whole_read, read_plus_fingerprint = counted["read: invoke"], counted["read plus one fingerprint"]
+    refusals = [
+        _figures.report(f"runtime.reject.{code}_vs_read_plus_fingerprint_instructions" if code in FINGERPRINTED
+                        else f"runtime.reject.{code}_vs_read_instructions", unit="instructions/call",
+                        ours=[counted[f"refused: {code}"]],
+                        peer=[read_plus_fingerprint if code in FINGERPRINTED else whole_read], target="<= 1", note=note)
+        for code in sorted(code for code in (name.removeprefix("refused: ") for name in counted
+                                             if name.startswith("refused: ")))]
+    return refusals + [
+        _figures.report("runtime.replay_vs_read_plus_fingerprint_instructions", unit="instructions/call",
+                        ours=[counted["replay"]], peer=[read_plus_fingerprint], target="<= 1", note=note),
         _figures.report("runtime.read_vs_pydantic_instructions", unit="instructions/call", ours=[read], peer=[peer],
                         target="<= 1.3", note=note),
         _figures.report("runtime.write_first_vs_pydantic_read_instructions", unit="instructions/call", ours=[write],
