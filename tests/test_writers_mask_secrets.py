@@ -74,6 +74,7 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_inspect": (NO_RUN_SECRET, "tool definitions and contracts"),
     "cli.py:_catalog_cost": (NO_RUN_SECRET, "sizes of tool definitions"),
     "cli.py:_lock": (NO_RUN_SECRET, "how many tools were locked, and the lockfile's path"),
+    "cli.py:_docs": (NO_RUN_SECRET, "the reference topics shipped with the package, and their list"),
     "mcp_client/stdio.py:StdioTransport._write_stdin": (CALL, "JSON-RPC requests to the server child; a tool "
                                                               "call's arguments go to the server that runs it"),
     "lockfile.py:Lockfile.write": (NO_RUN_SECRET, "the lockfile: tool definitions (what the model is shown) and "
@@ -99,7 +100,8 @@ LOGGING_MODULES: dict[str, tuple[str, str]] = {
     for name in ("registry.py", "steps/admit.py", "steps/approval.py", "steps/conclude.py", "steps/deadline.py",
                  "steps/idempotency.py", "steps/run.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
                  "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
-                 "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py")
+                 "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py",
+                 "gateway.py")
 }
 # write_files calls whose mask is NO_SECRETS on purpose.
 UNMASKED_FILES = {"modeleval/runner.py:evaluate_model": "the cassette (see WRITERS)"}
