@@ -143,7 +143,11 @@ def _checked_approval(approval: Any) -> Optional[Approval]:
         return None
     if type(approval) is Approval:
         fields = approval.__dict__
-        if all(type(fields.get(name)) is str and fields[name] for name in _APPROVAL_TEXT_FIELDS):
+        for name in _APPROVAL_TEXT_FIELDS:  # a loop, not all(...): no generator frame per field
+            value = fields.get(name)
+            if type(value) is not str or not value:
+                break
+        else:
             expires_at = fields.get("expires_at")
             if type(expires_at) is float and math.isfinite(expires_at):
                 return approval
