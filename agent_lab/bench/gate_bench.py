@@ -6,9 +6,13 @@ Three figures, over interleaved rounds (printed, never asserted):
   (`tool-eval --cases ONE.jsonl`): how close running the cases together comes to the floor that the
   slowest one sets. Every case is timed alone once to find the slowest few; each round times those again.
 - `gate.cpu_vs_base`: the child's CPU time (user + system, `getrusage(RUSAGE_CHILDREN)` deltas) over
-  that of an older checkout (`--against PATH`: the reference is 1251b3d, target <= 0.6), each on its
-  own shipped cases, the two runs alternating which goes first: the median of the per-round ratios and
-  their spread, over at least `MIN_ROUNDS` rounds. Without `--against` this figure is skipped.
+  that of an older checkout (`--against PATH`: the reference is 1251b3d, target <= 0.6), both running
+  the cases the older checkout shipped (the same work: each is still shipped, under the same id; this
+  checkout runs them as it ships them now, since the case format has moved on), the runs
+  alternating which goes first: the median of the per-round ratios and their spread, over at least
+  `MIN_ROUNDS` rounds. `gate.cpu_own_cases_vs_base` (no target) is this checkout on its own shipped
+  cases against the same base run: what the cases added since (fault cases run crash children) cost.
+  Without `--against` both are skipped.
 
 Each figure is printed with its target and whether its median met it ("met" or "MISSED").
 
@@ -88,6 +92,21 @@ def _single_case_files(checkout: Path, directory: Path) -> list[tuple[str, Path]
     return files
 
 
+def _cases_shipped_by(base: Path, checkout: Path, path: Path) -> Path:
+    """`path`, written with this checkout's shipped cases whose ids the base checkout shipped too."""
+    def ids(lines: list[str]) -> list[str]:
+        return [str(json.loads(line)["case_id"]) for line in lines]
+
+    base_lines = [line for line in (base / SHIPPED_CASES).read_text(encoding="utf-8").splitlines() if line.strip()]
+    our_lines = [line for line in (checkout / SHIPPED_CASES).read_text(encoding="utf-8").splitlines() if line.strip()]
+    wanted = set(ids(base_lines))
+    kept = [line for line, case_id in zip(our_lines, ids(our_lines)) if case_id in wanted]
+    if len(kept) != len(wanted):
+        raise RuntimeError(f"{len(wanted) - len(kept)} of the base's {len(wanted)} cases are no longer shipped")
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="run_lab.py bench --only gate", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
@@ -141,7 +160,9 @@ def _measure(ours: _Runner, base: _Runner | None, scratch: Path, rounds: int) ->
 
     measurements = {"ours": measure("ours", ours), "longest": longest_alone}
     if base is not None:
+        base_cases = str(_cases_shipped_by(base.checkout, ours.checkout, scratch / "base-cases.jsonl"))
         measurements["base"] = measure("base", base)
+        measurements["ours on the base's cases"] = lambda: ours.run("--cases", base_cases)[1]
     cpu = _figures.interleave(measurements, rounds)
 
     verdicts = [
@@ -154,10 +175,15 @@ def _measure(ours: _Runner, base: _Runner | None, scratch: Path, rounds: int) ->
             ("tool-eval CPU", f"{_median(cpu['ours']):.3f} s", _span(cpu["ours"])),
             ("longest case alone, wall", f"{_median(longest):.3f} s", _span(longest))]
     if base is not None:
+        same = cpu["ours on the base's cases"]
         verdicts.append(_figures.report(
-            "gate.cpu_vs_base", unit="s CPU", ours=cpu["ours"], peer=cpu["base"], target=CPU_TARGET,
-            note=f"child CPU (user+system) against {base.checkout}, each on its own shipped cases"))
-        rows += [("base tool-eval wall", f"{_median(walls['base']):.3f} s", _span(walls["base"])),
+            "gate.cpu_vs_base", unit="s CPU", ours=same, peer=cpu["base"], target=CPU_TARGET,
+            note=f"child CPU (user+system) against {base.checkout}, both on its shipped cases"))
+        verdicts.append(_figures.report(
+            "gate.cpu_own_cases_vs_base", unit="s CPU", ours=cpu["ours"], peer=cpu["base"],
+            note=f"child CPU against {base.checkout}, each on its own shipped cases"))
+        rows += [("tool-eval CPU on the base's cases", f"{_median(same):.3f} s", _span(same)),
+                 ("base tool-eval wall", f"{_median(walls['base']):.3f} s", _span(walls["base"])),
                  ("base tool-eval CPU", f"{_median(cpu['base']):.3f} s", _span(cpu["base"]))]
     else:
         print("gate.cpu_vs_base skipped: no --against PATH (an older checkout to compare with) was given")
