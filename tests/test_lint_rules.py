@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from agent_lab.lint import (
 )
 from agent_lab.lint.language import hidden_characters, injection_phrases
 from agent_lab.schema import PatternEngine
-from fixtures.lint.hostile_tools import SAMPLES, newcomer_events, spec, with_input, with_output_pattern, with_pattern
+from fixtures.lint.hostile_tools import (
+    ORDER_ID,
+    SAMPLES,
+    newcomer_events,
+    spec,
+    with_input,
+    with_output_pattern,
+    with_pattern,
+)
 
 
 def rule_ids(specs, config=None, lock=None):
@@ -171,6 +180,99 @@ class NewcomerRedactionCaseTest(unittest.TestCase):
     def test_the_redacting_tool_itself_is_not_flagged(self) -> None:
         findings = [f for f in lint_catalog(newcomer_events(sibling_redacts=False)) if f.rule == "AL404"]
         self.assertNotIn("get_event", {f.tool for f in findings})
+
+
+def findings_of(rule_id, specs):
+    return [(f.tool, f.pointer) for f in lint_catalog(specs) if f.rule == rule_id]
+
+
+def refined(*branches):
+    """get_order_status whose input object (order_id, typed and described) is refined by `branches` under allOf."""
+    return spec(input_schema={"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"],
+                              "allOf": list(branches)})
+
+
+class AllOfRefinementTest(unittest.TestCase):
+    """AL301/AL302 judge a property by every definition of it for the same instance: the object's own
+    `properties` and those of its allOf branches (a refinement adds a bound, not a second property)."""
+
+    def test_a_property_typed_and_described_in_the_base_and_bounded_under_all_of_is_not_flagged(self) -> None:
+        tool = refined({"properties": {"order_id": {"maxLength": 32}}})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]), [])
+
+    def test_typed_in_one_all_of_branch_and_described_in_another_is_typed_and_described(self) -> None:
+        tool = refined({"properties": {"note": {"type": "string", "maxLength": 200}}},
+                       {"properties": {"note": {"description": "A note for the courier."}}})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]), [])
+
+    def test_an_untyped_undescribed_property_reached_only_through_all_of_is_flagged_where_it_is(self) -> None:
+        tool = refined({"properties": {"note": {"maxLength": 200}}})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]),
+                                 [("get_order_status", "/input_schema/allOf/0/properties/note")])
+
+    def test_one_untyped_property_defined_in_two_branches_is_reported_once_at_its_first_definition(self) -> None:
+        tool = refined({"properties": {"note": {"maxLength": 200}}}, {"properties": {"note": {"minLength": 1}}})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]),
+                                 [("get_order_status", "/input_schema/allOf/0/properties/note")])
+
+
+def events_listed_as(output_schema, *, redacts=False):
+    """The newcomer's get_event (it redacts organizer_phone) beside a list_events returning `output_schema`."""
+    get_event, list_events = newcomer_events(sibling_redacts=redacts)
+    return [get_event, dataclasses.replace(list_events, output_schema=output_schema)]
+
+
+def listing(item):
+    return {"type": "object", "properties": {"items": {"type": "array", "items": item}}, "required": ["items"],
+            "additionalProperties": False}
+
+
+FREE_FORM_EVENT = {"type": "object"}
+PATTERN_EVENT = {"type": "object", "patternProperties": {"^organizer_": {"type": "string"}},
+                 "additionalProperties": False}
+EVENT_ITEM_WITHOUT_PHONE = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"],
+                            "additionalProperties": False}
+
+
+class FreeFormSiblingTest(unittest.TestCase):
+    """AL404 on a sibling serving the same data (the same permission, or a noun of the names in common)
+    whose output lists no properties yet admits the redacted field: any keys, or a patternProperties
+    pattern matching its name. Nothing keeps the field out there."""
+
+    def test_a_sibling_returning_free_form_objects_is_flagged_where_the_object_is(self) -> None:
+        [finding] = [f for f in lint_catalog(events_listed_as(listing(FREE_FORM_EVENT))) if f.rule == "AL404"]
+        self.assertEqual((finding.tool, finding.pointer), ("list_events", "/output_schema/properties/items/items"))
+        self.assertIs(finding.severity, Severity.ERROR)
+        self.assertIn("may return 'organizer_phone' unredacted", finding.message)
+        self.assertIn("free-form object", finding.message)
+
+    def test_a_sibling_whose_pattern_properties_admit_the_field_is_flagged(self) -> None:
+        [finding] = [f for f in lint_catalog(events_listed_as(listing(PATTERN_EVENT))) if f.rule == "AL404"]
+        self.assertEqual((finding.tool, finding.pointer), ("list_events", "/output_schema/properties/items/items"))
+        self.assertIn("patternProperties admit that name", finding.message)
+
+    def test_the_clean_twins_are_silent(self) -> None:
+        weather = spec(name="get_weather", description="Read the weather forecast for one city by name. Use it when "
+                                                       "the user asks about the weather.", output_schema={"type": "object"})
+        get_event = newcomer_events(sibling_redacts=False)[0]
+        twins = {
+            "the sibling redacts the field too": events_listed_as(listing(FREE_FORM_EVENT), redacts=True),
+            "its patterns cannot match the field": events_listed_as(listing(
+                {**PATTERN_EVENT, "patternProperties": {"^title$": {"type": "string"}}})),
+            "it lists its properties": events_listed_as(listing(EVENT_ITEM_WITHOUT_PHONE)),
+            "a free-form output of unrelated data": [get_event, weather],
+        }
+        for twin, specs in twins.items():
+            with self.subTest(twin=twin):
+                self.assertEqual(findings_of("AL404", specs), [])
 
 
 class HiddenCharactersTest(unittest.TestCase):
