@@ -114,7 +114,7 @@ def open_receipts(spec: str | None) -> Any:
             raise GatewayError(f"--receipts {spec}: {describe_exception(error, show_message=True)}") from None
     if spec.startswith(("postgresql://", "postgres://")):
         try:
-            import psycopg  # type: ignore[import-not-found]
+            import psycopg  # the optional driver (pip install "psycopg[binary]")
         except ImportError:
             raise GatewayError("--receipts with a PostgreSQL DSN needs the psycopg package (pip install "
                                "'psycopg[binary]')") from None
@@ -279,8 +279,9 @@ class _GatewayServer(_Server):
             raise
 
     def handle_client_response(self, message: Mapping[str, Any]) -> None:
+        answered = message.get("id")
         with self.waiting_lock:
-            waiter = self.waiting.pop(message.get("id"), None) if isinstance(message.get("id"), str) else None
+            waiter = self.waiting.pop(answered, None) if isinstance(answered, str) else None
         if waiter is None:
             logger.info("ignored a response from the client to no request of this server")
             return
