@@ -194,7 +194,8 @@ def refined(*branches):
 
 class AllOfRefinementTest(unittest.TestCase):
     """AL301/AL302 judge a property by every definition of it for the same instance: the object's own
-    `properties` and those of its allOf branches (a refinement adds a bound, not a second property)."""
+    `properties` and those of its allOf branches (a refinement adds a bound, not a second property);
+    within an anyOf/oneOf alternative, that alternative's own definitions and everything above it."""
 
     def test_a_property_typed_and_described_in_the_base_and_bounded_under_all_of_is_not_flagged(self) -> None:
         tool = refined({"properties": {"order_id": {"maxLength": 32}}})
@@ -222,6 +223,22 @@ class AllOfRefinementTest(unittest.TestCase):
             with self.subTest(rule=rule_id):
                 self.assertEqual(findings_of(rule_id, [tool]),
                                  [("get_order_status", "/input_schema/allOf/0/properties/note")])
+
+    def test_a_definition_in_one_alternative_types_no_other_alternative(self) -> None:
+        # anyOf: the second alternative accepts any value for `note`, whatever the first says of it.
+        tool = spec(input_schema={"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"],
+                                  "anyOf": [{"properties": {"note": {"type": "string", "description": "A note."}}},
+                                            {"properties": {"note": {"description": "A note."}}}]})
+        self.assertEqual(findings_of("AL301", [tool]), [("get_order_status", "/input_schema/anyOf/1/properties/note")])
+        self.assertEqual(findings_of("AL302", [tool]), [])
+
+    def test_a_property_typed_in_the_base_stays_typed_in_each_alternative_that_bounds_it(self) -> None:
+        tool = spec(input_schema={"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"],
+                                  "oneOf": [{"properties": {"order_id": {"maxLength": 8}}},
+                                            {"properties": {"order_id": {"minLength": 12}}}]})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]), [])
 
 
 def events_listed_as(output_schema, *, redacts=False):

@@ -39,30 +39,33 @@ def _both_schemas(spec: Any) -> Iterator[tuple[str, Any, str]]:
 
 
 _BRANCHES = ("allOf", "anyOf", "oneOf", "then", "else")
+_ALTERNATIVES = ("anyOf", "oneOf", "then", "else")  # each holds for some instances only
 
 
-def _branch_members(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
-    """`node` and every subschema reached from it through allOf/anyOf/oneOf/then/else only: the schemas
-    that all describe one and the same instance."""
+def _conjoined(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
+    """`node` and every subschema reached from it through allOf only: schemas that all hold for every
+    instance `node` accepts."""
     if not isinstance(node, Mapping) or depth > 16:
         return
     yield node
-    for keyword in _BRANCHES:
-        members = node.get(keyword)
-        for member in members if isinstance(members, list) else [members] if members is not None else []:
-            yield from _branch_members(member, depth + 1)
+    members = node.get("allOf")
+    for member in members if isinstance(members, list) else []:
+        yield from _conjoined(member, depth + 1)
 
 
 def _property_families(schema: Any) -> dict[int, list[Any]]:
-    """For each property subschema (by id), every definition of that property name for the same
-    instance: the object's own `properties` and those of its allOf/anyOf/oneOf/then/else branches. A
-    property typed in one and described in another (`allOf` refining a base) is typed and described."""
+    """For each property subschema (by id), the definitions of that property name that hold together
+    for one instance: the object's own `properties` and those its allOf branches add (a property typed
+    in one and described in another, `allOf` refining a base, is typed and described), and within an
+    anyOf/oneOf/then/else branch, that branch's own with everything above it. A definition in one
+    alternative never types or describes the property of another alternative, or of the base: the
+    instances the other alternative accepts are not bound by it."""
     families: dict[int, list[Any]] = {}
-    for _, node, via in schema_nodes(schema, ""):
-        if via in _BRANCHES or not isinstance(node, Mapping):
-            continue  # a branch belongs to the family of the schema it refines
-        by_name: dict[str, list[Any]] = {}
-        for member in _branch_members(node):
+
+    def gather(node: Any, inherited: Mapping[str, list[Any]], depth: int) -> None:
+        members = list(_conjoined(node))
+        by_name = {name: list(definitions) for name, definitions in inherited.items()}
+        for member in members:
             properties = member.get("properties")
             if isinstance(properties, Mapping):
                 for name, definition in properties.items():
@@ -70,6 +73,18 @@ def _property_families(schema: Any) -> dict[int, list[Any]]:
         for definitions in by_name.values():
             for definition in definitions:
                 families.setdefault(id(definition), definitions)
+        if depth > 16:
+            return
+        for member in members:
+            for keyword in _ALTERNATIVES:
+                branches = member.get(keyword)
+                for branch in branches if isinstance(branches, list) else [branches] if branches is not None else []:
+                    gather(branch, by_name, depth + 1)
+
+    for _, node, via in schema_nodes(schema, ""):
+        if via in _BRANCHES or not isinstance(node, Mapping):
+            continue  # a branch belongs to the family of the schema it refines
+        gather(node, {}, 0)
     return families
 
 
