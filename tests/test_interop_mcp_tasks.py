@@ -1,0 +1,156 @@
+"""The official MCP Python SDK client, through the contract gateway over stdio, with a long call run as a task.
+
+The upstream (tests/mcp_tasks_upstream.py, built with the SDK's server) knows nothing of tasks and logs
+every call that reaches it; the gateway's policy gives its `long_export` `task_support = "optional"`,
+so the gateway holds the upstream call and keeps the task in its SQLite receipt store.
+
+The SDK (2.x) carries the 2025-11-25 task types (`CallToolRequestParams.task`, `CreateTaskResult`,
+`GetTaskRequest`, ...) but no client helper that sends them, so the tests send them with the session's
+own `send_request` and the SDK's own types, and the answers are validated by the SDK's result models.
+One exception: `send_request` checks every tools/call answer as a CallToolResult, so the task-augmented
+tools/call goes through the session's dispatcher (`send_raw_request`, the same connection) and its
+answer is validated with the SDK's CreateTaskResult.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from typing import Any
+
+try:
+    from mcp import ClientSession, StdioServerParameters, types
+    from mcp.client.stdio import stdio_client
+
+    MCP_MISSING = None
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    MCP_MISSING = f"the MCP Python SDK is not importable ({exc}); pip install mcp"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+POLICY = REPO_ROOT / "tests" / "fixtures" / "gateway" / "tasks-policy.json"
+UPSTREAM = REPO_ROOT / "tests" / "mcp_tasks_upstream.py"
+SESSION_TIMEOUT_S = 90.0
+WAIT_S = 60.0  # a hang guard, never a timing assertion
+
+
+def protocol_error_type() -> Any:
+    from mcp.shared import exceptions
+
+    return getattr(exceptions, "MCPError", None) or getattr(exceptions, "McpError")
+
+
+@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
+class GatewayTaskTest(unittest.TestCase):
+    def setUp(self) -> None:
+        scratch = tempfile.TemporaryDirectory(prefix="agent-lab-tasks-")
+        self.addCleanup(scratch.cleanup)
+        self.scratch = Path(scratch.name)
+        self.log = self.scratch / "calls.log"
+
+    def gateway(self, pause_s: float = 1.0) -> Any:
+        upstream = " ".join(shlex.quote(word) for word in (sys.executable, str(UPSTREAM), str(self.log), str(pause_s)))
+        args = ["run_lab.py", "serve-mcp", "--upstream", upstream, "--policy", str(POLICY),
+                "--receipts", f"sqlite:{self.scratch / 'receipts.db'}", "--permission", "reports:write"]
+        return StdioServerParameters(command=sys.executable, args=args, cwd=str(REPO_ROOT))
+
+    def upstream_lines(self) -> list[str]:
+        return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
+
+    def session(self, scenario: Any, pause_s: float = 1.0) -> Any:
+        async def main() -> Any:
+            async with stdio_client(self.gateway(pause_s)) as (read_stream, write_stream):
+                async with ClientSession(read_stream, write_stream) as session:
+                    initialized = await session.initialize()
+                    return await scenario(session, initialized)
+
+        return asyncio.run(asyncio.wait_for(main(), SESSION_TIMEOUT_S))
+
+    @staticmethod
+    async def start_task(session: Any, rows: int, key: str) -> Any:
+        """tools/call with the `task` param. The SDK's `send_request` checks every tools/call answer as a
+        CallToolResult (its 2.x client has no task support), so this one request goes through the
+        session's dispatcher, and its answer is validated with the SDK's own CreateTaskResult."""
+        params = types.CallToolRequestParams(name="long_export", arguments={"rows": rows, "request_id": key},
+                                             task=types.TaskMetadata(ttl=60_000))
+        request = types.CallToolRequest(params=params).model_dump(by_alias=True, mode="json", exclude_none=True)
+        raw = await session._dispatcher.send_raw_request("tools/call", request["params"], {})  # noqa: SLF001
+        return types.CreateTaskResult.model_validate(raw, by_name=False)
+
+    @staticmethod
+    async def get_task(session: Any, task_id: str) -> Any:
+        return await session.send_request(types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
+                                          types.GetTaskResult)
+
+    def test_a_long_call_is_accepted_as_a_task_and_polled_to_completion_across_a_gateway_restart(self) -> None:
+        async def before_restart(session: Any, initialized: Any) -> Any:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            created = await self.start_task(session, 5, "export-1")
+            working = await self.get_task(session, created.task.task_id)
+            give_up = time.monotonic() + WAIT_S
+            while "finished 5" not in self.upstream_lines() and time.monotonic() < give_up:
+                await asyncio.sleep(0.05)  # the upstream call ends while this gateway still runs
+            return initialized, tools["long_export"], created, working
+
+        initialized, tool, created, working = self.session(before_restart)
+        self.assertIsNotNone(initialized.capabilities.tasks)
+        self.assertEqual(tool.execution.task_support, "optional")
+        self.assertEqual(created.task.status, "working")
+        self.assertEqual(working.status, "working")
+        task_id = created.task.task_id
+
+        async def after_restart(session: Any, initialized: Any) -> Any:
+            give_up = time.monotonic() + WAIT_S
+            polled = await self.get_task(session, task_id)
+            while polled.status == "working" and time.monotonic() < give_up:
+                await asyncio.sleep(0.1)
+                polled = await self.get_task(session, task_id)
+            result = await session.send_request(
+                types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id)),
+                types.CallToolResult)
+            retried = await self.start_task(session, 5, "export-1")
+            return polled, result, retried
+
+        polled, result, retried = self.session(after_restart)
+        self.assertEqual(polled.status, "completed")
+        self.assertFalse(result.is_error)
+        self.assertEqual(result.structured_content, {"exported": 5})
+        self.assertEqual(retried.task.task_id, task_id)  # the same key: the same task, no second run
+        self.assertEqual(self.upstream_lines(), ["started 5", "finished 5"])
+
+    def test_an_unknown_task_id_and_the_cancel_of_a_finished_task_are_refused_and_the_list_shows_it(self) -> None:
+        async def scenario(session: Any, initialized: Any) -> Any:
+            refusals = []
+            for request in (types.GetTaskRequest(params=types.GetTaskRequestParams(task_id="task-" + "0" * 32)),):
+                try:
+                    await session.send_request(request, types.GetTaskResult)
+                except protocol_error_type() as error:
+                    refusals.append(error.error.code)
+            created = await self.start_task(session, 1, "export-2")
+            task_id = created.task.task_id
+            give_up = time.monotonic() + WAIT_S
+            polled = await self.get_task(session, task_id)
+            while polled.status == "working" and time.monotonic() < give_up:
+                await asyncio.sleep(0.1)
+                polled = await self.get_task(session, task_id)
+            try:
+                await session.send_request(
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+                    types.CancelTaskResult)
+            except protocol_error_type() as error:
+                refusals.append(error.error.code)
+            listed = await session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+            return refusals, polled, listed
+
+        refusals, polled, listed = self.session(scenario, pause_s=0.1)
+        self.assertEqual(refusals, [-32602, -32602])  # an unknown task; a cancel after the effect committed
+        self.assertEqual(polled.status, "completed")  # the cancel did not turn it into "cancelled"
+        self.assertEqual([task.task_id for task in listed.tasks], [polled.task_id])
+
+
+if __name__ == "__main__":
+    unittest.main()
