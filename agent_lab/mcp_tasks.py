@@ -220,7 +220,7 @@ class TaskAnswers:
 
     def _read(self, task_id: str) -> Optional[TaskStatus]:
         try:
-            return self.registry.task(task_id, actor=self.actor)  # type: ignore[no-any-return]
+            return self.registry.task(task_id, actor=self.actor)
         except Exception as error:  # noqa: BLE001 - the store did not answer: the client may retry
             raise TaskRequestError(-32603, "Internal error: the task store did not answer; retry later") from error
 
@@ -238,7 +238,7 @@ class TaskAnswers:
             raise TaskRequestError(-32603, "Internal error: the task store did not answer; retry later") from error
         if status is None:
             raise TaskRequestError(INVALID_PARAMS, "Invalid params: no task with that id")
-        return status  # type: ignore[no-any-return]
+        return status
 
     @staticmethod
     def _view(status: TaskStatus, message: Optional[str] = None) -> dict[str, Any]:
