@@ -151,6 +151,17 @@ class AcceptedTest(TaskTestCase):
             export_spec(task_support="sometimes")
 
 
+class AsyncCallerTest(TaskTestCase):
+    def test_ainvoke_accepts_a_task_as_invoke_does(self) -> None:
+        import asyncio
+
+        self.exporter.release.set()
+        result = asyncio.run(self.registry.ainvoke(ToolCall("export_report", {"rows": 7, "request_id": "a-1"}),
+                                                   actor=ANA, as_task=True))
+        self.assertIs(result.outcome, Outcome.ACCEPTED)
+        self.assertEqual(wait_ended(self.registry, result.output["task_id"]).result.output, {"exported": 7})
+
+
 class SameKeyTest(TaskTestCase):
     def test_a_retry_under_the_same_key_finds_the_same_task_and_the_tool_runs_once(self) -> None:
         first = self.start()

@@ -42,6 +42,8 @@ logger = logging.getLogger("agent_lab.registry")
 _ACCEPTED = Outcome.ACCEPTED
 LISTED_PER_ACTOR = 1000
 """How many of its latest tasks per actor a registry remembers for `Registry.tasks`."""
+LISTED_ACTORS = 10_000
+"""... for how many actors at most (the least recently active is forgotten first)."""
 
 
 def accept_task(state: CallState) -> ToolResult:
@@ -82,9 +84,11 @@ class TaskRunner:
         hold = self.services.holder.hold(ReceiptKey(actor.tenant, TASK_ENTRY, task_id), description, owner,
                                          writes=True, tool=spec.name)
         with self._lock:
-            listed = self._accepted.setdefault((actor.tenant, actor.id),
-                                               collections.deque(maxlen=LISTED_PER_ACTOR))
+            listed = self._accepted.pop((actor.tenant, actor.id), None) or collections.deque(maxlen=LISTED_PER_ACTOR)
             listed.append(task_id)
+            self._accepted[(actor.tenant, actor.id)] = listed  # most recently active last
+            if len(self._accepted) > LISTED_ACTORS:  # bounded whatever the number of actors
+                del self._accepted[next(iter(self._accepted))]
         run_state = copy.copy(state)  # the run's own state: the caller's settles the key with `accepted`
         run_state.hold = None
         run_state.receipt_key = None
