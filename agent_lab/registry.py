@@ -362,11 +362,13 @@ class Registry:
 
     def close(self, *, wait: bool = False) -> None:
         """Stop the worker pool and the event-loop thread. Queued jobs are dropped; handlers already
-        running finish on their own (with wait=True, close waits for them), and the lease of a write
+        running finish on their own (with wait=True, close waits for them, and for running tasks first), and the lease of a write
         still running stays renewed until it returns, so keep a store you passed in open that long. A
         receipt store the registry made itself is closed too; one passed in belongs to the caller."""
         services = self._services
-        services.closed = True
+        services.closed = True  # no task is accepted from now on
+        if wait and services.has_tasks:
+            services.tasks.wait(None)  # running tasks end (each under its tool's deadline) and record
         services.pool.close(wait=wait)
         services.loop_thread.close()
         if wait:

@@ -17,7 +17,7 @@ from typing import Any
 from agent_lab import ToolSpec
 from agent_lab.registry import Registry
 
-from test_mcp_server import MODERN_META, Pipe  # the tests' own pipe to a server thread (its actor may write notes)
+from test_mcp_server import ACTOR, MODERN_META, Pipe  # the tests' own pipe to a server thread (its actor may write notes)
 
 WAIT_S = 10.0
 EXPORT_SCHEMA = {"type": "object", "properties": {"rows": {"type": "integer"}, "request_id": {"type": "string"}},
@@ -134,6 +134,14 @@ class HandshakeEraTest(TaskServerCase):
         refused = self.pipe.request("tasks/cancel", {"taskId": task_id})
         self.assertEqual(refused["error"]["code"], -32602)
         self.assertEqual(refused["error"]["data"], {"status": "completed"})
+
+    def test_the_end_of_input_lets_a_running_task_record_its_result(self) -> None:
+        task_id = self.call("export", key="drain", task={})["result"]["task"]["taskId"]
+        threading.Timer(0.2, self.gate.set).start()
+        self.assertEqual(self.pipe.close(), 0)  # the server stops only once the task has ended
+        done = self.registry.task(task_id, actor=ACTOR)
+        self.assertEqual(done.status.value, "completed")
+        self.assertEqual(done.result.output, {"exported": 3})
 
     def test_a_retried_key_answers_the_same_task(self) -> None:
         first = self.call("export", key="same", task={})["result"]["task"]["taskId"]

@@ -162,6 +162,22 @@ class AsyncCallerTest(TaskTestCase):
         self.assertEqual(wait_ended(self.registry, result.output["task_id"]).result.output, {"exported": 7})
 
 
+class GracefulStopTest(TaskTestCase):
+    def test_close_with_wait_lets_running_tasks_record_their_results(self) -> None:
+        store = InMemoryReceiptStore()
+        registry = Registry(receipts=store)
+        registry.register(export_spec(), self.exporter)
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 2, "request_id": "g-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        threading.Timer(0.1, self.exporter.release.set).start()
+        registry.close(wait=True)
+        reader = Registry(receipts=store)
+        self.addCleanup(reader.close)
+        reader.register(export_spec(), self.exporter)
+        self.assertIs(reader.task(task_id, actor=ANA).status, TaskState.COMPLETED)
+
+
 class SameKeyTest(TaskTestCase):
     def test_a_retry_under_the_same_key_finds_the_same_task_and_the_tool_runs_once(self) -> None:
         first = self.start()

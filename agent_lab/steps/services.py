@@ -62,6 +62,11 @@ class Services:
         self._lock = threading.Lock()
 
     @property
+    def has_tasks(self) -> bool:
+        """Whether a task was ever accepted here (without making the runner)."""
+        return self._tasks is not None
+
+    @property
     def tasks(self) -> Any:
         """The `TaskRunner` (`agent_lab.steps.task`) of the calls accepted as tasks, made on first use."""
         if self._tasks is None:
