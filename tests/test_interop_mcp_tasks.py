@@ -52,18 +52,18 @@ class GatewayTaskTest(unittest.TestCase):
         self.scratch = Path(scratch.name)
         self.log = self.scratch / "calls.log"
 
-    def gateway(self, pause_s: float = 1.0) -> Any:
+    def gateway(self, pause_s: float = 1.0, *who: str) -> Any:
         upstream = " ".join(shlex.quote(word) for word in (sys.executable, str(UPSTREAM), str(self.log), str(pause_s)))
         args = ["run_lab.py", "serve-mcp", "--upstream", upstream, "--policy", str(POLICY),
-                "--receipts", f"sqlite:{self.scratch / 'receipts.db'}", "--permission", "reports:write"]
+                "--receipts", f"sqlite:{self.scratch / 'receipts.db'}", "--permission", "reports:write", *who]
         return StdioServerParameters(command=sys.executable, args=args, cwd=str(REPO_ROOT))
 
     def upstream_lines(self) -> list[str]:
         return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
 
-    def session(self, scenario: Any, pause_s: float = 1.0) -> Any:
+    def session(self, scenario: Any, pause_s: float = 1.0, who: tuple[str, ...] = ()) -> Any:
         async def main() -> Any:
-            async with stdio_client(self.gateway(pause_s)) as (read_stream, write_stream):
+            async with stdio_client(self.gateway(pause_s, *who)) as (read_stream, write_stream):
                 async with ClientSession(read_stream, write_stream) as session:
                     initialized = await session.initialize()
                     return await scenario(session, initialized)
@@ -150,6 +150,42 @@ class GatewayTaskTest(unittest.TestCase):
         self.assertEqual(refusals, [-32602, -32602])  # an unknown task; a cancel after the effect committed
         self.assertEqual(polled.status, "completed")  # the cancel did not turn it into "cancelled"
         self.assertEqual([task.task_id for task in listed.tasks], [polled.task_id])
+
+    def test_a_gateway_of_another_tenant_or_actor_on_the_same_store_cannot_read_or_cancel_the_task(self) -> None:
+        async def start(session: Any, initialized: Any) -> Any:
+            task_id = (await self.start_task(session, 2, "export-3")).task.task_id
+            give_up = time.monotonic() + WAIT_S
+            while "finished 2" not in self.upstream_lines() and time.monotonic() < give_up:
+                await asyncio.sleep(0.05)  # then this gateway stops gracefully, its task recorded
+            return task_id
+
+        task_id = self.session(start, pause_s=0.5)
+
+        async def stranger(session: Any, initialized: Any) -> Any:
+            codes = []
+            for request, result_type in (
+                    (types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), types.GetTaskResult),
+                    (types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+                     types.CancelTaskResult)):
+                try:
+                    await session.send_request(request, result_type)
+                except protocol_error_type() as error:
+                    codes.append(error.error.code)
+            return codes
+
+        for who in (("--tenant", "globex"), ("--actor-id", "someone-else")):
+            self.assertEqual(self.session(stranger, who=who), [-32602, -32602])  # exactly like an unknown id
+
+        async def owner(session: Any, initialized: Any) -> Any:
+            give_up = time.monotonic() + WAIT_S
+            polled = await self.get_task(session, task_id)
+            while polled.status == "working" and time.monotonic() < give_up:
+                await asyncio.sleep(0.1)
+                polled = await self.get_task(session, task_id)
+            return polled
+
+        self.assertEqual(self.session(owner).status, "completed")  # the strangers' cancels changed nothing
+        self.assertEqual(self.upstream_lines(), ["started 2", "finished 2"])
 
 
 if __name__ == "__main__":
