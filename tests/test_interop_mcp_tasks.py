@@ -9,7 +9,9 @@ The SDK (2.x) carries the 2025-11-25 task types (`CallToolRequestParams.task`, `
 own `send_request` and the SDK's own types, and the answers are validated by the SDK's result models.
 One exception: `send_request` checks every tools/call answer as a CallToolResult, so the task-augmented
 tools/call goes through the session's dispatcher (`send_raw_request`, the same connection) and its
-answer is validated with the SDK's CreateTaskResult.
+answer is validated with the SDK's CreateTaskResult. On 2026-07-28 the SDK's own extension API
+(`ClientExtension` with a `ResultClaim` for `resultType: "task"`) is used as a client of the tasks
+extension would use it: `call_tool` returns the tool's result after polling the task.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ def protocol_error_type() -> Any:
     return getattr(exceptions, "MCPError", None) or getattr(exceptions, "McpError")
 
 
-@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
-class GatewayTaskTest(unittest.TestCase):
+class GatewayTaskCase(unittest.TestCase):
+    """A scratch folder (the upstream's log, the gateway's SQLite receipts) and a gateway per session."""
+
     def setUp(self) -> None:
         scratch = tempfile.TemporaryDirectory(prefix="agent-lab-tasks-")
         self.addCleanup(scratch.cleanup)
@@ -86,6 +89,10 @@ class GatewayTaskTest(unittest.TestCase):
         return await session.send_request(types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
                                           types.GetTaskResult)
 
+
+
+@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
+class GatewayTaskTest(GatewayTaskCase):
     def test_a_long_call_is_accepted_as_a_task_and_polled_to_completion_across_a_gateway_restart(self) -> None:
         async def before_restart(session: Any, initialized: Any) -> Any:
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -190,3 +197,60 @@ class GatewayTaskTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def tasks_extension() -> Any:
+    """A client extension for `io.modelcontextprotocol/tasks` written against the SDK's own extension API
+    (`ClientExtension`, `ResultClaim`): it claims `resultType: "task"` on tools/call and resolves it by
+    polling tasks/get until the task is terminal, then hands back the inlined CallToolResult."""
+    from typing import Literal
+
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp_types import Result
+    from pydantic import ConfigDict, Field, TypeAdapter
+
+    class TaskHandle(Result):
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"] = Field(alias="resultType")
+        task_id: str = Field(alias="taskId")
+        status: str
+
+    polled: list[str] = []
+
+    async def resolve(handle: TaskHandle, context: ClaimContext) -> Any:
+        polled.append(handle.status)
+        give_up = time.monotonic() + WAIT_S
+        while True:
+            request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=handle.task_id))
+            task = await context.session.send_request(request, TypeAdapter(dict[str, Any]))
+            polled.append(task["status"])
+            if task["status"] != "working" or time.monotonic() > give_up:
+                return types.CallToolResult.model_validate(task["result"], by_name=False)
+            await asyncio.sleep(task.get("pollIntervalMs", 500) / 1000.0)
+
+    class Tasks(ClientExtension):
+        identifier = "io.modelcontextprotocol/tasks"
+
+        def claims(self) -> Any:
+            return (ResultClaim(result_type="task", model=TaskHandle, resolve=resolve),)
+
+    return Tasks(), polled
+
+
+@unittest.skipIf(MCP_MISSING is not None, MCP_MISSING or "")
+class StatelessGatewayTaskTest(GatewayTaskCase):
+    def test_a_2026_07_28_client_with_the_tasks_extension_gets_the_result_through_the_task(self) -> None:
+        import mcp
+
+        extension, polled = tasks_extension()
+
+        async def main() -> Any:
+            async with mcp.Client(self.gateway(0.5), extensions=[extension]) as client:
+                assert client.session.protocol_version == "2026-07-28"
+                return await client.call_tool("long_export", {"rows": 8, "request_id": "modern-1"})
+
+        result = asyncio.run(asyncio.wait_for(main(), SESSION_TIMEOUT_S))
+        self.assertFalse(result.is_error)
+        self.assertEqual(result.structured_content, {"exported": 8})
+        self.assertEqual((polled[0], polled[-1]), ("working", "completed"))  # a task handle, polled to its end
+        self.assertEqual(self.upstream_lines(), ["started 8", "finished 8"])
