@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
     from .retry import Backoff, Retrier, invoke_with_retries, should_retry
     from .schema import SchemaError, Validator, Violation
     from .signature import Describe, Len, Pattern, Range, tool
-    from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, ToolSpec
+    from .spec import ApprovalPolicy, Effect, Execution, RetryPolicy, TaskSupport, ToolSpec
+    from .tasks import TaskState, TaskStatus
 
 # Imported now: `fingerprint` names both a submodule and a function, and importing the submodule later
 # (the registry does) would make `agent_lab.fingerprint` the module.
@@ -93,7 +94,10 @@ _EXPORTS = {
     "Effect": "spec",
     "Execution": "spec",
     "RetryPolicy": "spec",
+    "TaskSupport": "spec",
     "ToolSpec": "spec",
+    "TaskState": "tasks",
+    "TaskStatus": "tasks",
 }
 
 __all__ = [
@@ -132,6 +136,9 @@ __all__ = [
     "RetryPolicy",
     "SchemaError",
     "SqliteReceiptStore",
+    "TaskState",
+    "TaskStatus",
+    "TaskSupport",
     "ToolCall",
     "ToolError",
     "ToolFailure",

@@ -688,6 +688,9 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
     if isinstance(output_schema, Mapping) and output_schema.get("type") == "object":
         tool["outputSchema"] = output_schema
     tool["annotations"] = mcp_annotations(spec)
+    task_support = getattr(spec, "task_support", None)
+    if task_support is not None and task_support.value != "forbidden":  # absent means forbidden (MCP 2025-11-25)
+        tool["execution"] = {"taskSupport": task_support.value}
     return tool
 
 

@@ -32,6 +32,7 @@ class Outcome(str, enum.Enum):
     REJECTED = "rejected"  # refused before the handler ran: certainly no effect
     FAILED = "failed"  # ran and is known to have had no effect
     UNKNOWN = "unknown"  # may have taken effect: look it up, never blindly retry a write
+    ACCEPTED = "accepted"  # checked and accepted as a task: it runs in the background; poll its task for the result
 
     def __str__(self) -> str:
         return self.value
@@ -169,6 +170,20 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
         ),
         "unavailable": CatalogueEntry(
             _C.DEPENDENCY, True, _N.RETRY_LATER, _O.FAILED, "A service the tool depends on is unavailable."
+        ),
+        # Tasks (agent_lab.tasks): a call accepted as a task that did not run to its end.
+        "task_cancelled": CatalogueEntry(
+            _C.POLICY, False, _N.STOP, _O.REJECTED,
+            "The task was cancelled before its call started; the tool did not run.",
+        ),
+        "too_many_tasks": CatalogueEntry(
+            _C.DEPENDENCY, True, _N.RETRY_LATER, _O.REJECTED,
+            "Too many tasks are running here; the call was not accepted and did not run. Retry later.",
+        ),
+        "task_interrupted": CatalogueEntry(
+            _C.DEPENDENCY, False, _N.LOOKUP_STATUS, _O.UNKNOWN,
+            "The host running this task stopped before the call ended; it may have taken effect: look up "
+            "whether it happened before doing anything else.",
         ),
         # Tools imported from an MCP server (agent_lab.mcp_client): the server's own answers.
         "upstream_error": CatalogueEntry(

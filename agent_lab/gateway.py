@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Mapping, Sequence, TextIO
 
 from . import __version__
-from .adapters import render_mcp_result
 from .calls import ToolCall, ToolResult
+from .mcp_tasks import is_task_call
 from .errors import Outcome, ToolError
 from .mcp import (
     DEFAULT_MAX_WORKERS,
@@ -299,7 +299,7 @@ class _GatewayServer(_Server):
                 return _result(request_id, self.input_required(call, asking))
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
-            return _result(request_id, shape(render_mcp_result(result)))
+            return _result(request_id, self.rendered(result, shape))
         except BaseException as exc:  # noqa: BLE001 - on a worker thread: the request is still answered
             logger.error("tools/call failed outside the registry pipeline: %s",
                          describe_exception(exc, show_message=False))
@@ -314,7 +314,8 @@ class _GatewayServer(_Server):
             if isinstance(answered, ToolResult):
                 return answered, None
             if answered is not None:
-                return self.registry.invoke(call, actor=self.actor, approval=answered, deadline=deadline), None
+                return self.registry.invoke(call, actor=self.actor, approval=answered, deadline=deadline,
+                                            as_task=is_task_call(call)), None
         result = self.invoke(call, deadline)
         if result.error is None or result.error.code != "approval_required":
             return result, None
@@ -329,7 +330,7 @@ class _GatewayServer(_Server):
         if answer is True:
             fresh = time.monotonic() + self.registry.spec(call.name).timeout_ms / 1000.0  # the user's time is not the tool's
             return self.registry.invoke(call, actor=self.actor, approval=self.approval_of(confirmation),
-                                        deadline=fresh), None
+                                        deadline=fresh, as_task=is_task_call(call)), None
         if answer is False:
             return self.declined(call), None
         return result, None  # no answer in time, or an answer that is no confirmation: not approved

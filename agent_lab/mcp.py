@@ -50,6 +50,7 @@ from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .errors import ToolFailure
 from .execution import describe_exception
+from .mcp_tasks import TaskAnswers, TaskRequestError, accepted, is_task_call
 from .policy import Actor, Approval
 
 __all__ = [
@@ -367,6 +368,7 @@ class _Server:
         self.run_slots = threading.BoundedSemaphore(max_workers)
         self.in_flight: dict[_RequestId, _InFlight] = {}
         self.in_flight_lock = threading.Lock()
+        self.tasks = TaskAnswers(registry, actor)  # long calls as tasks (`agent_lab.mcp_tasks`)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -564,6 +566,8 @@ class _Server:
             return _result(request.id, self.list_tools(request.params))
         if method == "tools/call":
             return self.start_call(request, in_batch=in_batch, shape=_plain)
+        if method.startswith("tasks/"):
+            return self.answer_tasks(request, in_batch=in_batch, shape=_plain)
         raise _ProtocolError(METHOD_NOT_FOUND, "Method not found")
 
     def initialize(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -590,9 +594,8 @@ class _Server:
             "serverInfo": dict(self.server_info),
         }
 
-    @staticmethod
-    def capabilities() -> dict[str, Any]:
-        return {"tools": {"listChanged": False}}
+    def capabilities(self) -> dict[str, Any]:
+        return self.tasks.capabilities({"tools": {"listChanged": False}})
 
     # -- the stateless 2026-07-28 revision -------------------------------------------------------
 
@@ -615,6 +618,8 @@ class _Server:
             return self.start_call(request, in_batch=False, shape=self.modern_shape)
         if method == "ping":
             return _result(request.id, self.modern_shape({}))
+        if method.startswith("tasks/"):
+            return self.answer_tasks(request, in_batch=False, shape=self.modern_shape)
         raise _ProtocolError(METHOD_NOT_FOUND, "Method not found")
 
     def handle_unenveloped_on_modern(self, request: _Request) -> Any:
@@ -692,7 +697,7 @@ class _Server:
         self, request: _Request, *, in_batch: bool, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
     ) -> Any:
         """Checks the request schema, then runs the call on the pool; the worker sends the response."""
-        call = _tool_call(request)
+        call = self.as_task_if_asked(_tool_call(request), request)
         request_id: _RequestId = request.id  # type: ignore[assignment]
         tracker = _InFlight(deadline=self.arrival_deadline(call.name))
         held = self.reading
@@ -794,7 +799,7 @@ class _Server:
             result = self.invoke(call, deadline)
             if result.error is not None and result.error.code == "tool_not_found":
                 return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
-            return _result(request_id, shape(render_mcp_result(result)))
+            return _result(request_id, self.rendered(result, shape))
         except BaseException as exc:  # noqa: BLE001 - on a worker thread, sys.exit too: the request is still answered
             # (never the message: it may quote the call's arguments)
             logger.error("tools/call failed outside the registry pipeline: %s",
@@ -802,7 +807,54 @@ class _Server:
             return _error(request_id, INTERNAL_ERROR, "Internal error")
 
     def invoke(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
-        return self.registry.invoke(call, actor=self.actor, approval=self.approval(call), deadline=deadline)
+        return self.registry.invoke(call, actor=self.actor, approval=self.approval(call), deadline=deadline,
+                                    as_task=is_task_call(call))
+
+    # -- tasks (`agent_lab.mcp_tasks`) -------------------------------------------------------------
+
+    def as_task_if_asked(self, call: ToolCall, request: _Request) -> ToolCall:
+        try:
+            return self.tasks.call(call, request.params, self.session.era or "handshake",
+                                   self.session.client_capabilities)
+        except TaskRequestError as refused:
+            raise _ProtocolError(refused.code, refused.message, refused.data) from None
+
+    def rendered(self, result: ToolResult, shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        """A call's result as the client sees it: its CallToolResult, or the CreateTaskResult of a task."""
+        if accepted(result):
+            return self.tasks.created(result, self.session.era or "handshake", {_META_SERVER_INFO: self.server_info})
+        return shape(render_mcp_result(result))
+
+    def answer_tasks(self, request: _Request, *, in_batch: bool,
+                     shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Any:
+        """A tasks/ request: answered at once, or (`tasks/result`, which waits for the task to end) on the pool."""
+        era = self.session.era or "handshake"
+        try:
+            if not self.tasks.waits(request.method, era):
+                return _result(request.id, self.tasks.answer(request.method, request.params, era, shape))
+            if in_batch:
+                raise TaskRequestError(INVALID_REQUEST, "Invalid Request: tasks/result must not be part of a batch")
+        except TaskRequestError as refused:
+            raise _ProtocolError(refused.code, refused.message, refused.data) from None
+        held = self.reading
+        busy = self.backlog.take(held)
+        if busy is not None:
+            raise _ProtocolError(SERVER_BUSY, busy)
+        future = self.pool.submit(self.wait_task_result, request, held)
+        future.add_done_callback(functools.partial(self.send_finished, held))
+        return None
+
+    def wait_task_result(self, request: _Request, held: _Held) -> str:
+        try:
+            response = _result(request.id, self.tasks.result(request.params))
+        except TaskRequestError as refused:
+            response = _error(request.id, refused.code, refused.message, refused.data)
+        except BaseException as exc:  # noqa: BLE001 - on a worker thread: the request is still answered
+            logger.error("tasks/result failed: %s", describe_exception(exc, show_message=False))
+            response = _error(request.id, INTERNAL_ERROR, "Internal error")
+        answer = _encoded(response)
+        self.backlog.hold_answers(held, len(answer) + 1)
+        return answer
 
     def approval(self, call: ToolCall) -> Approval | None:
         """The application's approval for exactly this call; an approval source that fails grants none
@@ -828,6 +880,7 @@ class _Server:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
+        self.tasks.drain()  # a graceful stop lets running tasks record their results
 
 
 def _refuse_constant(name: str) -> Any:

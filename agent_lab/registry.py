@@ -65,7 +65,9 @@ from .steps.idempotency import resolved_record
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
+from .steps.task import accept_task
 from .stores import ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
+from .tasks import TaskStatus
 
 __all__ = [
     "EXACT_SIZE_FACTOR",
@@ -315,6 +317,42 @@ class Registry:
         settled, False when `timeout_s` ran out first. For tests and graceful shutdowns."""
         return self._holder.wait_settled(timeout_s)
 
+    # -- tasks -----------------------------------------------------------------------------------
+
+    def task(self, task_id: str, *, actor: Actor, timeout_s: Optional[float] = None) -> Optional[TaskStatus]:
+        """The status of a task `actor` started (`invoke(..., as_task=True)`), read from the receipt store,
+        so from any registry sharing it, also after a restart: working, completed or failed with its
+        final `result`, cancelled, or failed with `task_interrupted` when its host stopped first. None
+        for an id that names no task of this actor: unknown, expired, another actor's or another
+        tenant's task all answer alike. Raises ReceiptStoreUnavailable when the store does not answer
+        within `timeout_s`."""
+        return self._services.tasks.status(actor.tenant, actor.id, task_id, self._redact_of_task, timeout_s)
+
+    def cancel_task(self, task_id: str, *, actor: Actor, timeout_s: Optional[float] = None) -> Optional[TaskStatus]:
+        """Cancel a task of `actor`'s. Its `cancel` says what happened: `cancelled` (its call had not
+        started and never will), `too_late` (it had started: it runs to its end and its effect stands;
+        poll `task` for the result) or `ended` (it was over already; `status` says how). None for an
+        id that names no task of this actor, as in `task`. Raises ReceiptStoreUnavailable."""
+        return self._services.tasks.cancel(actor.tenant, actor.id, task_id, self._redact_of_task, timeout_s)
+
+    def tasks(self, *, actor: Actor, timeout_s: Optional[float] = None) -> list[TaskStatus]:
+        """The statuses of the tasks this registry accepted for `actor` (its latest 1000), oldest first.
+        Tasks accepted by other processes, or before a restart, are read with `task` by id."""
+        found = (self.task(task_id, actor=actor, timeout_s=timeout_s)
+                 for task_id in self._services.tasks.accepted(actor.tenant, actor.id))
+        return [status for status in found if status is not None]
+
+    def wait_tasks(self, timeout_s: Optional[float] = None) -> bool:
+        """Wait until no task runs in this registry (a graceful stop lets them record their results);
+        False when `timeout_s` ran out first."""
+        return bool(self._services.tasks.wait(timeout_s))
+
+    def _redact_of_task(self, tool: str) -> frozenset:
+        try:
+            return frozenset(self.spec(tool).redact)
+        except KeyError:
+            return frozenset()
+
     @property
     def cursors(self) -> Any:
         """The `CursorCodec` handlers use (via `ctx.cursors`) to issue and read page cursors."""
@@ -324,11 +362,13 @@ class Registry:
 
     def close(self, *, wait: bool = False) -> None:
         """Stop the worker pool and the event-loop thread. Queued jobs are dropped; handlers already
-        running finish on their own (with wait=True, close waits for them), and the lease of a write
+        running finish on their own (with wait=True, close waits for them, and for running tasks first), and the lease of a write
         still running stays renewed until it returns, so keep a store you passed in open that long. A
         receipt store the registry made itself is closed too; one passed in belongs to the caller."""
         services = self._services
-        services.closed = True
+        services.closed = True  # no task is accepted from now on
+        if wait and services.has_tasks:
+            services.tasks.wait(None)  # running tasks end (each under its tool's deadline) and record
         services.pool.close(wait=wait)
         services.loop_thread.close()
         if wait:
@@ -353,6 +393,7 @@ class Registry:
         approval: Optional[Approval] = None,
         deadline: Optional[float] = None,
         attempt: Optional[int] = None,
+        as_task: bool = False,
     ) -> ToolResult:
         """Check, run and record one proposed call, in the fixed order of its steps:
 
@@ -365,6 +406,11 @@ class Registry:
         the call's own deadline is the earlier of it and the start of invoke plus the tool's timeout_ms.
         `attempt`: which attempt of a retried call this is (1, 2, ...), written to the audit record; a
         retry runner (`agent_lab.retry.Retrier`) sets it. Anything but a positive int is recorded as None.
+        `as_task`: for a tool with `task_support="optional"`, run the call as a task (a tool whose support
+        is "required" always does; one with "forbidden" ignores it): once every check up to and including
+        idempotency passed, the answer is the outcome `accepted` with `output={"task_id": ...}`, and the
+        handler runs in the background under the tool's own deadline. Read it with `task`, stop it with
+        `cancel_task` (see `agent_lab.tasks`).
         """
         state = start(self._services, call, actor, approval, deadline)
         if attempt is not None:
@@ -379,7 +425,11 @@ class Registry:
                     if result is not None:  # a refusal, or a replayed receipt
                         break
                 else:
-                    result = conclude(state, plan.execute(state))  # execute, then output
+                    tasks = plan.tasks  # None: the tool never runs as a task (every plain tool)
+                    if tasks is None or not (tasks or as_task):
+                        result = conclude(state, plan.execute(state))  # execute, then output
+                    else:
+                        result = accept_task(state)  # `accepted`: it runs in the background
         except BaseException as exception:  # noqa: BLE001 - a bug in a step must not escape either
             stop_if_requested(state, exception)
             result = internal_error(state)
@@ -393,6 +443,7 @@ class Registry:
         approval: Optional[Approval] = None,
         deadline: Optional[float] = None,
         attempt: Optional[int] = None,
+        as_task: bool = False,
     ) -> ToolResult:
         """`invoke` for asyncio callers: async handlers are awaited (and cancelled at the deadline) on
         the caller's loop; sync handlers run on the worker pool without blocking the loop (also with
@@ -413,13 +464,16 @@ class Registry:
                     if result is not None:
                         break
                 else:
-                    try:
-                        run = await plan.aexecute(state)
-                    except asyncio.CancelledError:
-                        # The caller itself was cancelled: record what we know, then let the cancellation through.
-                        cancelled = True
-                        run = state.interrupted_run or Run.timed_out()
-                    result = conclude(state, run)
+                    if plan.tasks is not None and (plan.tasks or as_task):
+                        result = accept_task(state)  # `accepted`: it runs in the background (see invoke)
+                    else:
+                        try:
+                            run = await plan.aexecute(state)
+                        except asyncio.CancelledError:
+                            # The caller itself was cancelled: record what we know, then let the cancellation through.
+                            cancelled = True
+                            run = state.interrupted_run or Run.timed_out()
+                        result = conclude(state, run)
         except BaseException as exception:  # noqa: BLE001
             stop_if_requested(state, exception)
             result = internal_error(state)

@@ -37,7 +37,7 @@ from .policy import ResourceGuard
 from .provenance import Provenance
 from .spec_checks import spec_warnings
 
-__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "ToolSpec"]
+__all__ = ["ApprovalCondition", "ApprovalPolicy", "Effect", "Execution", "RetryPolicy", "TaskSupport", "ToolSpec"]
 
 
 class Effect(str, enum.Enum):
@@ -77,6 +77,17 @@ class Execution(str, enum.Enum):
 
     POOL = "pool"  # on the registry's worker pool: the caller stops waiting at the deadline
     INLINE = "inline"  # on the caller's thread: no hand-off, but an overrun is only found when it returns
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TaskSupport(str, enum.Enum):
+    """Whether a call of the tool may run as a task (`ToolSpec.task_support`; MCP's `execution.taskSupport`)."""
+
+    FORBIDDEN = "forbidden"  # every call runs while the caller waits (the default)
+    OPTIONAL = "optional"  # a caller may ask for a task (`Registry.invoke(..., as_task=True)`)
+    REQUIRED = "required"  # every call runs as a task, asked for or not
 
     def __str__(self) -> str:
         return self.value
@@ -207,6 +218,8 @@ class ToolSpec:
     open_world: bool = False  # the tool reaches systems outside the application (a hint for hosts)
     # "inline": a trusted, fast sync handler runs on the caller's thread (see Registry.invoke)
     execution: Execution = Execution.POOL
+    # "optional"/"required": a call may answer `accepted` with a task handle and run in the background
+    task_support: TaskSupport = TaskSupport.FORBIDDEN
     # Where the contract came from when it was imported from an MCP server (None: a local tool).
     provenance: Provenance | None = None
     # Derived when built.
@@ -232,6 +245,7 @@ class ToolSpec:
         set_field(self, "approval", _enum_value(ApprovalPolicy, self.approval, "approval"))
         set_field(self, "retry_policy", _enum_value(RetryPolicy, self.retry_policy, "retry_policy"))
         set_field(self, "execution", _enum_value(Execution, self.execution, "execution"))
+        set_field(self, "task_support", _enum_value(TaskSupport, self.task_support, "task_support"))
         set_field(self, "redact", self._checked_redact())
         self._check_runtime_half()
         formats = self.format_assertion
@@ -411,6 +425,7 @@ class ToolSpec:
             "resource_guard": self.resource_guard is not None,
             "open_world": self.open_world,
             "execution": self.execution.value,
+            **({"task_support": self.task_support.value} if self.task_support is not TaskSupport.FORBIDDEN else {}),
             "warnings": list(self.warnings),
             **({"provenance": self.provenance.to_dict()} if self.provenance is not None else {}),
         }

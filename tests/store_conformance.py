@@ -796,3 +796,73 @@ class DurableApprovalConformance:
         self.addCleanup(second.close)
         self.assertIs(second.consume_approval("tenant-a", "apr-1", expires_at=expires_at), False)
         self.assertIs(self.reopen().consume_approval("tenant-a", "apr-1", expires_at=expires_at), False)
+
+
+class TaskStoreConformance:
+    """Tasks (`agent_lab.tasks`) kept with the store's own operations: the same on every store.
+
+    Mixed in next to `ReceiptStoreConformance` (it uses its `store`, `clock` and `make_store`)."""
+
+    store: Any
+    clock: FakeClock
+
+    def book(self, store: Any = None) -> Any:
+        from agent_lab.tasks import TaskBook
+
+        return TaskBook(self.store if store is None else store)
+
+    def finished(self, result_ok: bool = True) -> Any:
+        from agent_lab.calls import ToolResult
+        from agent_lab.errors import Outcome
+
+        return ToolResult(ok=result_ok, outcome=Outcome.SUCCEEDED, tool="export_report", output={"rows": 3})
+
+    def test_a_task_is_working_then_completed_with_its_result_for_its_actor_only(self) -> None:
+        from agent_lab.tasks import TaskState
+
+        book = self.book()
+        task_id, description, owner = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        working = book.status("tenant-a", "ana", task_id)
+        self.assertIs(working.status, TaskState.WORKING)
+        self.assertEqual(working.tool, "export_report")
+        self.assertIsNone(working.result)
+        for tenant, actor in (("tenant-b", "ana"), ("tenant-a", "bob")):
+            self.assertIsNone(book.status(tenant, actor, task_id))  # like an unknown task
+        self.assertIs(self.store.complete(ReceiptKey("tenant-a", "agent_lab/task", task_id), owner,
+                                          book.final_record(TaskState.COMPLETED, self.finished())), True)
+        done = book.status("tenant-a", "ana", task_id)
+        self.assertIs(done.status, TaskState.COMPLETED)
+        self.assertEqual(done.result.output, {"rows": 3})
+        self.assertIsNone(book.status("tenant-a", "ana", "task-" + "0" * 32))
+
+    def test_the_gate_goes_to_whoever_comes_first_and_a_cancel_that_won_reads_cancelled(self) -> None:
+        from agent_lab.tasks import TaskState
+
+        book = self.book()
+        started, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.assertEqual(book.take_gate("tenant-a", started, "start", timeout_s=PATIENCE_S), "won")
+        self.assertEqual(book.take_gate("tenant-a", started, "cancel", timeout_s=PATIENCE_S), "lost")
+        self.assertIs(book.status("tenant-a", "ana", started).status, TaskState.WORKING)
+        cancelled, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.assertEqual(book.take_gate("tenant-a", cancelled, "cancel", timeout_s=PATIENCE_S), "won")
+        self.assertEqual(book.take_gate("tenant-a", cancelled, "start", timeout_s=PATIENCE_S), "lost")
+        status = book.status("tenant-a", "ana", cancelled)
+        self.assertIs(status.status, TaskState.CANCELLED)
+        self.assertEqual(status.result.error.code, "task_cancelled")
+
+    def test_a_task_whose_host_died_reads_failed_with_its_effect_unknown_never_working(self) -> None:
+        from agent_lab.errors import Outcome
+        from agent_lab.tasks import TaskState
+
+        book = self.book()
+        started, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        book.take_gate("tenant-a", started, "start", timeout_s=PATIENCE_S)
+        never_started, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.clock.advance(LEASE_S + 1)  # nobody renewed the entries: their host is gone
+        status = book.status("tenant-a", "ana", started)
+        self.assertIs(status.status, TaskState.FAILED)
+        self.assertEqual(status.result.error.code, "task_interrupted")
+        self.assertIs(status.result.outcome, Outcome.UNKNOWN)
+        status = book.status("tenant-a", "ana", never_started)
+        self.assertIs(status.status, TaskState.FAILED)
+        self.assertIs(status.result.outcome, Outcome.REJECTED)  # it never started: certainly no effect

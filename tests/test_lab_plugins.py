@@ -496,7 +496,7 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         read = surface["tools"][0]
         self.assertEqual(read, {"name": "read_file", "effect": "read", "permission": "files:read", "approval": "never",
                                 "approval_condition": None, "single_use_approval": False, "idempotency_key": None,
-                                "retry_policy": "never", "timeout_ms": 10000, "execution": "pool",
+                                "retry_policy": "never", "timeout_ms": 10000, "execution": "pool", "task_support": "forbidden",
                                 "max_input_bytes": 16384, "max_output_bytes": 65536, "format_assertion": True,
                                 "resource_guard": "_guard.<locals>.<lambda>", "redact": ["share_token"],
                                 "open_world": False, "output_schema": True, "warnings": [],
@@ -518,7 +518,8 @@ class InspectExportServeTest(TemporaryDirectoryTest):
         spec = ToolSpec(name="refund", description="Refund.", input_schema=schema, effect="write",
                         required_permission="refunds:write", approval="conditional", approval_condition=over_limit,
                         single_use_approval=True, idempotency_key="request_id", retry_policy="transient",
-                        timeout_ms=250.5, execution="inline", max_input_bytes=2048, max_output_bytes=4096,
+                        timeout_ms=250.5, execution="inline", task_support="optional", max_input_bytes=2048,
+                        max_output_bytes=4096,
                         format_assertion=False, resource_guard=only_open_tickets, redact=("card",), open_world=True)
         with Registry() as registry:
             registry.register(spec, lambda arguments: {})
@@ -528,7 +529,7 @@ class InspectExportServeTest(TemporaryDirectoryTest):
             "approval_condition": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
                                   ".<locals>.over_limit",
             "single_use_approval": True, "idempotency_key": "request_id", "retry_policy": "transient",
-            "timeout_ms": 250.5, "execution": "inline", "max_input_bytes": 2048, "max_output_bytes": 4096,
+            "timeout_ms": 250.5, "execution": "inline", "task_support": "optional", "max_input_bytes": 2048, "max_output_bytes": 4096,
             "format_assertion": False,
             "resource_guard": "InspectExportServeTest.test_inspect_shows_every_runtime_field_a_spec_can_set"
                               ".<locals>.only_open_tickets",

@@ -50,6 +50,7 @@ from store_conformance import (
     FakeClock,
     PurgeAndApprovalConformance,
     ReceiptStoreConformance,
+    TaskStoreConformance,
 )
 from test_registry_fixtures import WRITER, EffectLog, followup_call, followup_spec
 
@@ -57,7 +58,7 @@ PATIENCE_S = 30.0  # a hang guard, never a timing assertion
 
 
 class PostgresConformance(DurableApprovalConformance, DurableStoreConformance, PurgeAndApprovalConformance,
-                          ReceiptStoreConformance):
+                          ReceiptStoreConformance, TaskStoreConformance):
     """The conformance suite on a clock the tests move by hand (`clock=`)."""
 
     def setUp(self) -> None:

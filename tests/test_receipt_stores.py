@@ -40,13 +40,14 @@ from store_conformance import (
     FakeClock,
     PurgeAndApprovalConformance,
     ReceiptStoreConformance,
+    TaskStoreConformance,
     holding,
 )
 from test_registry_fixtures import WRITER, followup_call, followup_spec
 
 
 class InMemoryReceiptStoreTest(ClockStepConformance, PurgeAndApprovalConformance, ReceiptStoreConformance,
-                               unittest.TestCase):
+                               TaskStoreConformance, unittest.TestCase):
     def make_store(self, clock, *, ttl_s=TTL_S, lease_s=LEASE_S, fingerprint_key=None):
         return InMemoryReceiptStore(ttl_s=ttl_s, lease_s=lease_s, clock=clock, fingerprint_key=fingerprint_key,
                                     monotonic=clock.monotonic)
@@ -59,7 +60,8 @@ class InMemoryReceiptStoreTest(ClockStepConformance, PurgeAndApprovalConformance
 
 
 class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, DurableStoreConformance,
-                             PurgeAndApprovalConformance, ReceiptStoreConformance, unittest.TestCase):
+                             PurgeAndApprovalConformance, ReceiptStoreConformance, TaskStoreConformance,
+                             unittest.TestCase):
     def setUp(self):
         directory = tempfile.TemporaryDirectory()
         self.addCleanup(directory.cleanup)

@@ -98,6 +98,7 @@ LOGGING_MODULES: dict[str, tuple[str, str]] = {
     name: (LOGS, "names the tool, the exception type and the call id (describe_exception withholds a message "
                  "of a tool with redacted fields)")
     for name in ("registry.py", "steps/admit.py", "steps/approval.py", "steps/conclude.py", "steps/deadline.py",
+                 "steps/task.py",
                  "steps/idempotency.py", "steps/run.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
                  "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
                  "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py",

@@ -129,6 +129,7 @@ def describe_tools(registry: Registry) -> list[dict[str, Any]]:
             "retry_policy": str(spec.retry_policy.value),
             "timeout_ms": _number(spec.timeout_ms),
             "execution": str(spec.execution.value),
+            "task_support": str(spec.task_support.value),  # MCP's execution.taskSupport
             "max_input_bytes": spec.max_input_bytes,
             "max_output_bytes": spec.max_output_bytes,
             "format_assertion": spec.format_assertion,
@@ -158,7 +159,7 @@ def _function_name(function: Any) -> str | None:
 _COLUMNS = (("tool", "name"), ("effect", "effect"), ("permission", "permission"), ("approval", "approval"),
             ("condition", "approval_condition"), ("single-use", "single_use_approval"),
             ("idempotency key", "idempotency_key"), ("retry", "retry_policy"), ("timeout ms", "timeout_ms"),
-            ("execution", "execution"), ("input budget", "max_input_bytes"), ("output budget", "max_output_bytes"),
+            ("execution", "execution"), ("tasks", "task_support"), ("input budget", "max_input_bytes"), ("output budget", "max_output_bytes"),
             ("formats", "format_assertion"), ("guard", "resource_guard"), ("redact", "redact"),
             ("open world", "open_world"), ("output schema", "output_schema"), ("warnings", "warnings"))
 

@@ -137,7 +137,7 @@ def ran_handler(view: Mapping[str, Any]) -> bool:
     if "crashed" in view or "unanswered" in view:
         return True
     error = view.get("error") or {}
-    return view.get("outcome") in ("succeeded", "failed", "unknown") and not view.get("replayed") \
+    return view.get("outcome") in ("succeeded", "failed", "unknown", "accepted") and not view.get("replayed") \
         and error.get("code") not in ANSWERED_FROM_KEY
 
 

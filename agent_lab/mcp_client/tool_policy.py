@@ -24,7 +24,9 @@ keyed on it could be claimed by any server. A policy applies to the servers it i
 An exact name wins over a glob; among globs the first in the file wins. Keys: `permission`, `effect`
 (read, write, destructive), `approval` (never, always), `single_use_approval`, `idempotency_key`,
 `retry_policy` (never, transient), `timeout_ms`, `max_input_bytes`, `max_output_bytes`, `redact`,
-`execution` (pool, inline), `open_world`, `format_assertion`, `output_schema`, `labels`.
+`execution` (pool, inline), `task_support` (forbidden, optional, required: whether a call may run as a
+task, see `agent_lab.tasks`; a gateway then holds the upstream call itself), `open_world`,
+`format_assertion`, `output_schema`, `labels`.
 
 `labels` are the data-flow labels the reviewer gives the tool (`FLOW_LABELS`: untrusted-content,
 private-data, external-sink, destructive; a leading `-` takes away one its annotations imply). They
@@ -104,6 +106,7 @@ _KEYS: Mapping[str, tuple[str, str]] = MappingProxyType({
     "max_output_bytes": ("max_output_bytes", "integer"),
     "redact": ("redact", "strings"),
     "execution": ("execution", "pool|inline"),
+    "task_support": ("task_support", "forbidden|optional|required"),
     "open_world": ("open_world", "bool"),
     "format_assertion": ("format_assertion", "bool"),
     "output_schema": ("output_schema", "schema"),

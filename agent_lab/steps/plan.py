@@ -15,7 +15,10 @@ keeps DESIGN.md's fixed order and leaves out only steps that could not do anythi
                                               spend_approval         (single_use_approval)
     execute       one of: execute_inline (execution="inline", or Registry(run_inline=True)),
                   execute_on_pool (a sync handler), execute_on_loop_thread (an async handler);
-                  under `ainvoke`: aexecute_inline, aexecute_on_pool, aexecute_awaited
+                  under `ainvoke`: aexecute_inline, aexecute_on_pool, aexecute_awaited;
+                  or, for a tool with task_support (asked for as a task, or always when "required"),
+                  accept_task (`agent_lab.steps.task`): the call answers `accepted` and runs the
+                  above in the background
     output, record: every call (`agent_lab.steps.conclude`)
 
 Route comes before any plan (it finds the plan) and output and record after every one. A plain read has
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from ..spec import ApprovalPolicy, Execution
+from ..spec import ApprovalPolicy, Execution, TaskSupport
 from .admit import check_contract, check_permission, check_resource_guard, check_schema
 from .approval import check_approval, check_approval_condition, spend_approval
 from .deadline import check_deadline
@@ -60,7 +63,8 @@ class Plan:
     """One tool's compiled plan. `admit` holds its pre-run steps in order (the first that answers ends
     the call); `execute` runs its handler under `invoke`, `aexecute` under `ainvoke`."""
 
-    __slots__ = ("spec", "handler", "admit", "execute", "aexecute", "redact", "timeout_s", "permission", "writes")
+    __slots__ = ("spec", "handler", "admit", "execute", "aexecute", "redact", "timeout_s", "permission", "writes",
+                 "tasks")
 
     def __init__(self, spec: ToolSpec, handler: Handler, admit: tuple[Step, ...], execute: Callable[[CallState], Run],
                  aexecute: Callable[[CallState], Awaitable[Run]]) -> None:
@@ -73,6 +77,8 @@ class Plan:
         self.timeout_s = spec.timeout_ms / 1000.0
         self.permission = spec.required_permission  # what the route step asks of the actor
         self.writes = spec.writes  # the key lapses to unknown, a late run completes its receipt
+        # None: never a task; False: a task when the caller asks (as_task=True); True: always a task
+        self.tasks = None if spec.task_support is TaskSupport.FORBIDDEN else spec.task_support is TaskSupport.REQUIRED
 
     def __repr__(self) -> str:
         steps = ", ".join(step.__name__ for step in (*self.admit, self.execute))

@@ -58,7 +58,24 @@ class Services:
         self._cursor_secret = bytes(cursor_secret) if cursor_secret is not None else None
         self._cursor_lifetime_s = cursor_lifetime_s
         self._cursors: Any = None
+        self._tasks: Any = None
         self._lock = threading.Lock()
+
+    @property
+    def has_tasks(self) -> bool:
+        """Whether a task was ever accepted here (without making the runner)."""
+        return self._tasks is not None
+
+    @property
+    def tasks(self) -> Any:
+        """The `TaskRunner` (`agent_lab.steps.task`) of the calls accepted as tasks, made on first use."""
+        if self._tasks is None:
+            from .task import TaskRunner
+
+            with self._lock:
+                if self._tasks is None:
+                    self._tasks = TaskRunner(self)
+        return self._tasks
 
     @property
     def cursors(self) -> Any:

@@ -1,0 +1,178 @@
+"""The execute step's other form: accept the call as a task and run it in the background.
+
+A call of a tool with `task_support` (asked for as a task, or always for "required") that passed every
+check up to and including idempotency is not run while the caller waits: `accept_task` opens the
+task's entry in the receipt store (`agent_lab.tasks`), starts the run on a thread of its own and answers
+`accepted` with the task id. The record step then stores that answer as the key's receipt, so a retry
+under the same key replays the same task id and never runs the tool again.
+
+The run takes the task's gate first (a cancel that came before it wins: the handler never starts),
+then executes the handler under the tool's own deadline (counted from the run's start: the caller
+no longer waits), checks its output and writes its audit record as any call does, and completes the
+task's entry with the final status and result. The registry's lease keeper renews the entry's lease
+meanwhile, so other hosts see the task working, and see it interrupted if this process dies.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
+
+from ..calls import ToolResult
+from ..errors import Outcome
+from ..execution import seconds_left
+from ..leases import RECEIPT_RETRY_TIMEOUT_S
+from ..stores import ReceiptKey, ReceiptStoreUnavailable
+from ..tasks import MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result
+from .conclude import conclude, internal_error, record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..leases import Hold
+    from .services import Services
+    from .state import CallState
+
+__all__ = ["TaskRunner", "accept_task"]
+
+logger = logging.getLogger("agent_lab.registry")
+
+_ACCEPTED = Outcome.ACCEPTED
+LISTED_PER_ACTOR = 1000
+"""How many of its latest tasks per actor a registry remembers for `Registry.tasks`."""
+LISTED_ACTORS = 10_000
+"""... for how many actors at most (the least recently active is forgotten first)."""
+
+
+def accept_task(state: CallState) -> ToolResult:
+    """Accept the call as a task (see the module); the refusal when it cannot be."""
+    state.step = "execute"
+    return state.services.tasks.accept(state)
+
+
+class TaskRunner:
+    """The tasks one registry runs, and what it remembers of the ones it accepted. One per registry."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.book = TaskBook(services.receipts)
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0
+        self._accepted: Dict[Tuple[str, str], Deque[str]] = {}
+
+    def accept(self, state: CallState) -> ToolResult:
+        spec, actor = state.spec, state.actor
+        assert spec is not None and state.plan is not None
+        with self._lock:
+            if self._running >= MAX_RUNNING_TASKS or self.services.closed:
+                return state.refusal("too_many_tasks")
+            self._running += 1
+        try:
+            timeout_s = seconds_left(state.call_deadline) or 0.0
+            task_id, description, owner = self.book.open(actor.tenant, actor.id, spec.name, spec.writes,
+                                                         timeout_s=timeout_s)
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            self._done()
+            logger.warning("receipt store could not open a task of %r: %s", spec.name, type(exception).__name__)
+            return state.refusal("receipt_store_unavailable")
+        except BaseException:
+            self._done()
+            raise
+        hold = self.services.holder.hold(ReceiptKey(actor.tenant, TASK_ENTRY, task_id), description, owner,
+                                         writes=True, tool=spec.name)
+        with self._lock:
+            listed = self._accepted.pop((actor.tenant, actor.id), None) or collections.deque(maxlen=LISTED_PER_ACTOR)
+            listed.append(task_id)
+            self._accepted[(actor.tenant, actor.id)] = listed  # most recently active last
+            if len(self._accepted) > LISTED_ACTORS:  # bounded whatever the number of actors
+                del self._accepted[next(iter(self._accepted))]
+        run_state = copy.copy(state)  # the run's own state: the caller's settles the key with `accepted`
+        run_state.hold = None
+        run_state.receipt_key = None
+        run_state.receipt_note = None
+        thread = threading.Thread(target=self._run, args=(run_state, hold, task_id), daemon=True,
+                                  name=f"agent-lab-task-{spec.name}")
+        try:
+            thread.start()
+        except BaseException:  # no thread: the task ends here, failed before it started
+            self._finish(hold, TaskState.FAILED, state.refusal("too_many_tasks"))
+            self._done()
+            raise
+        return state.result(ok=True, outcome=_ACCEPTED, output={"task_id": task_id})
+
+    def _run(self, state: CallState, hold: Hold, task_id: str) -> None:
+        try:
+            spec = state.spec
+            assert spec is not None and state.plan is not None
+            try:
+                gate = self.book.take_gate(state.actor.tenant, task_id, "start", timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+            except (ReceiptStoreUnavailable, OSError):
+                gate = "unknown"
+            if gate == "lost":
+                self._finish(hold, TaskState.CANCELLED, cancelled_result(spec.name, task_id))
+                return
+            if gate != "won":
+                self._finish(hold, TaskState.FAILED, state.refusal("receipt_store_unavailable"))
+                return
+            now = time.monotonic()
+            state.started_monotonic = state.started = now
+            state.call_deadline = now + state.plan.timeout_s  # the tool's own deadline, from the run's start
+            try:
+                result = conclude(state, state.plan.execute(state))
+            except BaseException:  # noqa: BLE001 - a bug in a step is contained, as under invoke
+                result = internal_error(state)
+            result = record(state, result)
+            self._finish(hold, TaskState.COMPLETED if result.ok else TaskState.FAILED, result)
+        except BaseException as exception:  # noqa: BLE001 - a background thread: log, never raise
+            logger.error("a task of %r failed outside the call: %s", state.tool, type(exception).__name__)
+            self.services.holder.give_up(hold, "the task's run failed")
+        finally:
+            self._done()
+
+    def _finish(self, hold: Hold, status: TaskState, result: ToolResult) -> None:
+        self.services.holder.settle(hold, self.book.final_record(status, result), timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+
+    def _done(self) -> None:
+        with self._lock:
+            self._running -= 1
+            self._idle.notify_all()
+
+    def wait(self, timeout_s: Optional[float]) -> bool:
+        """Wait until no task runs here; False when `timeout_s` ran out first."""
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while self._running:
+                left = None if give_up is None else give_up - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._idle.wait(left)
+            return True
+
+    def accepted(self, tenant: str, actor_id: str) -> list[str]:
+        """The ids of the tasks this registry accepted for the actor, oldest first."""
+        with self._lock:
+            return list(self._accepted.get((tenant, actor_id), ()))
+
+    # -- reading and cancelling ------------------------------------------------------------------
+
+    def status(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
+               timeout_s: Optional[float]) -> Optional[TaskStatus]:
+        return self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s)
+
+    def cancel(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
+               timeout_s: Optional[float]) -> Optional[TaskStatus]:
+        """Cancel a task that has not started; say what happened instead when it had (see TaskStatus.cancel)."""
+        import dataclasses
+
+        current = self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s)
+        if current is None:
+            return None
+        if current.status.terminal:
+            return dataclasses.replace(current, cancel="ended")
+        side = self.book.take_gate(tenant, task_id, "cancel",
+                                   timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
+        after = self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s) or current
+        return dataclasses.replace(after, cancel="cancelled" if side == "won" else "too_late")

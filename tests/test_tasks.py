@@ -1,0 +1,387 @@
+"""Long-running calls as tasks (`ToolSpec(task_support=...)`, `Registry.invoke(..., as_task=True)`).
+
+What a caller relies on: a task tool's call that passes every check answers `accepted` with a task id
+and runs in the background; a retry under the same key finds the same task and never runs the tool
+again; the task reads working, then completed or failed with its result; a cancel before the call
+started stops it, and one after it started says so instead of claiming "cancelled"; another tenant's
+or actor's task reads like an unknown one; the state survives a restart on a SQLite store, and a task
+whose host died reads failed with its effect unknown, never working forever.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import unittest
+from pathlib import Path
+from typing import Any
+
+from agent_lab import Actor, Approval, InMemoryReceiptStore, Outcome, Registry, SqliteReceiptStore, ToolCall, ToolSpec
+from agent_lab.adapters import mcp_tool
+from agent_lab.tasks import TASK_GATE, TaskState
+
+ROOT = Path(__file__).resolve().parents[1]
+WAIT_S = 30.0  # a hang guard, never a timing assertion
+ANA = Actor(id="ana", tenant="acme", permissions={"reports"})
+BOB = Actor(id="bob", tenant="acme", permissions={"reports"})
+GLOBEX_ANA = Actor(id="ana", tenant="globex", permissions={"reports"})
+
+EXPORT_SCHEMA = {"type": "object", "properties": {"rows": {"type": "integer"}, "request_id": {"type": "string"}},
+                 "required": ["rows", "request_id"], "additionalProperties": False}
+
+
+def export_spec(**overrides: Any) -> ToolSpec:
+    options: dict[str, Any] = dict(name="export_report", description="Exports a report (slow).",
+                                   input_schema=EXPORT_SCHEMA, required_permission="reports", effect="write",
+                                   idempotency_key="request_id", task_support="optional", timeout_ms=20_000)
+    options.update(overrides)
+    return ToolSpec(**options)
+
+
+class Exporter:
+    """A slow write that counts its runs; it finishes when the test lets it."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict] = []
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, arguments: dict) -> dict:
+        self.runs.append(arguments)
+        self.started.set()
+        if not self.release.wait(WAIT_S):
+            raise RuntimeError("the test never released the export")
+        if arguments["rows"] < 0:
+            raise ValueError("no negative reports")
+        return {"exported": arguments["rows"]}
+
+
+def wait_ended(registry: Registry, task_id: str, actor: Actor = ANA) -> Any:
+    give_up = time.monotonic() + WAIT_S
+    while time.monotonic() < give_up:
+        status = registry.task(task_id, actor=actor)
+        if status is not None and status.status.terminal:
+            return status
+        time.sleep(0.02)
+    raise AssertionError("the task never ended")
+
+
+class TaskTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.exporter = Exporter()
+        self.registry = Registry()
+        self.registry.register(export_spec(), self.exporter)
+        self.addCleanup(self.registry.close)
+        self.addCleanup(self.exporter.release.set)
+
+    def start(self, rows: int = 3, key: str = "r-1", actor: Actor = ANA, **options: Any) -> Any:
+        return self.registry.invoke(ToolCall("export_report", {"rows": rows, "request_id": key}), actor=actor,
+                                    as_task=True, **options)
+
+
+class AcceptedTest(TaskTestCase):
+    def test_a_task_call_answers_accepted_with_a_task_id_and_reads_working_then_completed(self) -> None:
+        result = self.start()
+        self.assertTrue(result.ok)
+        self.assertIs(result.outcome, Outcome.ACCEPTED)
+        task_id = result.output["task_id"]
+        self.assertEqual(result.to_model(), {"ok": True, "outcome": "accepted", "output": {"task_id": task_id}})
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        working = self.registry.task(task_id, actor=ANA)
+        self.assertIs(working.status, TaskState.WORKING)
+        self.assertIsNone(working.result)
+        self.exporter.release.set()
+        done = wait_ended(self.registry, task_id)
+        self.assertIs(done.status, TaskState.COMPLETED)
+        self.assertIs(done.result.outcome, Outcome.SUCCEEDED)
+        self.assertEqual(done.result.output, {"exported": 3})
+        self.assertEqual(done.to_dict()["result"], {"ok": True, "outcome": "succeeded", "output": {"exported": 3}})
+
+    def test_a_failing_call_ends_the_task_failed_with_the_tools_error(self) -> None:
+        task_id = self.start(rows=-1).output["task_id"]
+        self.exporter.release.set()
+        done = wait_ended(self.registry, task_id)
+        self.assertIs(done.status, TaskState.FAILED)
+        self.assertEqual(done.result.error.code, "handler_exception")
+
+    def test_without_as_task_an_optional_tool_runs_while_the_caller_waits(self) -> None:
+        self.exporter.release.set()
+        result = self.registry.invoke(ToolCall("export_report", {"rows": 2, "request_id": "r-9"}), actor=ANA)
+        self.assertIs(result.outcome, Outcome.SUCCEEDED)
+        self.assertEqual(result.output, {"exported": 2})
+
+    def test_a_required_tool_is_always_a_task_and_a_forbidden_one_never(self) -> None:
+        self.registry.register(export_spec(name="always_task", task_support="required"), self.exporter)
+        self.registry.register(export_spec(name="never_task", task_support="forbidden"), self.exporter)
+        self.exporter.release.set()
+        always = self.registry.invoke(ToolCall("always_task", {"rows": 1, "request_id": "a"}), actor=ANA)
+        never = self.registry.invoke(ToolCall("never_task", {"rows": 1, "request_id": "b"}), actor=ANA, as_task=True)
+        self.assertIs(always.outcome, Outcome.ACCEPTED)
+        self.assertIs(never.outcome, Outcome.SUCCEEDED)
+
+    def test_every_check_before_idempotency_still_refuses_and_nothing_is_accepted(self) -> None:
+        bad = self.registry.invoke(ToolCall("export_report", {"rows": "many", "request_id": "r"}), actor=ANA,
+                                   as_task=True)
+        self.assertEqual(bad.error.code, "invalid_arguments")
+        outsider = Actor(id="eve", tenant="acme", permissions=set())
+        hidden = self.registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "r"}), actor=outsider,
+                                      as_task=True)
+        self.assertEqual(hidden.error.code, "tool_not_found")
+        self.assertEqual(self.exporter.runs, [])
+        self.assertEqual(self.registry.tasks(actor=ANA), [])
+
+    def test_an_approval_is_checked_before_the_task_is_accepted(self) -> None:
+        self.registry.register(export_spec(name="approved_export", approval="always"), self.exporter)
+        call = ToolCall("approved_export", {"rows": 1, "request_id": "ap-1"})
+        self.assertEqual(self.registry.invoke(call, actor=ANA, as_task=True).error.code, "approval_required")
+        approval = self.registry.approval_for(call, actor=ANA, approver="lead")
+        self.assertIsInstance(approval, Approval)
+        self.assertIs(self.registry.invoke(call, actor=ANA, approval=approval, as_task=True).outcome, Outcome.ACCEPTED)
+
+    def test_the_tool_lists_its_task_support_as_mcp_execution(self) -> None:
+        self.assertEqual(mcp_tool(export_spec())["execution"], {"taskSupport": "optional"})
+        self.assertNotIn("execution", mcp_tool(export_spec(task_support="forbidden")))
+        self.assertEqual(export_spec().runtime_contract()["task_support"], "optional")
+        with self.assertRaisesRegex(ValueError, "task_support must be one of: forbidden, optional, required"):
+            export_spec(task_support="sometimes")
+
+
+class AsyncCallerTest(TaskTestCase):
+    def test_ainvoke_accepts_a_task_as_invoke_does(self) -> None:
+        import asyncio
+
+        self.exporter.release.set()
+        result = asyncio.run(self.registry.ainvoke(ToolCall("export_report", {"rows": 7, "request_id": "a-1"}),
+                                                   actor=ANA, as_task=True))
+        self.assertIs(result.outcome, Outcome.ACCEPTED)
+        self.assertEqual(wait_ended(self.registry, result.output["task_id"]).result.output, {"exported": 7})
+
+
+class GracefulStopTest(TaskTestCase):
+    def test_close_with_wait_lets_running_tasks_record_their_results(self) -> None:
+        store = InMemoryReceiptStore()
+        registry = Registry(receipts=store)
+        registry.register(export_spec(), self.exporter)
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 2, "request_id": "g-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        threading.Timer(0.1, self.exporter.release.set).start()
+        registry.close(wait=True)
+        reader = Registry(receipts=store)
+        self.addCleanup(reader.close)
+        reader.register(export_spec(), self.exporter)
+        self.assertIs(reader.task(task_id, actor=ANA).status, TaskState.COMPLETED)
+
+
+class SameKeyTest(TaskTestCase):
+    def test_a_retry_under_the_same_key_finds_the_same_task_and_the_tool_runs_once(self) -> None:
+        first = self.start()
+        retries = [self.start() for _ in range(5)]
+        self.assertEqual({retry.output["task_id"] for retry in retries}, {first.output["task_id"]})
+        self.assertTrue(all(retry.replayed and retry.outcome is Outcome.ACCEPTED for retry in retries))
+        self.exporter.release.set()
+        wait_ended(self.registry, first.output["task_id"])
+        after = self.start()  # also once it ended
+        self.assertEqual(after.output["task_id"], first.output["task_id"])
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_the_same_key_with_other_arguments_is_a_conflict_not_a_second_task(self) -> None:
+        self.start(rows=3)
+        other = self.start(rows=4)
+        self.assertEqual(other.error.code, "idempotency_conflict")
+        self.exporter.release.set()
+        self.assertTrue(self.registry.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+        self.assertEqual(len(self.registry.tasks(actor=ANA)), 1)
+
+
+class GateHeldStore(InMemoryReceiptStore):
+    """A store on which the run's `start` at the gate waits until the test lets it through: the
+    moment between accepting a task and starting its call, held open on cue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at_gate = threading.Event()
+        self.let_through = threading.Event()
+
+    def reserve(self, key: Any, fingerprint: str, **options: Any) -> Any:
+        if key.tool == TASK_GATE and fingerprint == "start":
+            self.at_gate.set()
+            self.let_through.wait(WAIT_S)
+        return super().reserve(key, fingerprint, **options)
+
+
+class CancelTest(TaskTestCase):
+    def test_a_cancel_before_the_call_started_stops_it_and_the_tool_never_runs(self) -> None:
+        store = GateHeldStore()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "c-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(store.at_gate.wait(WAIT_S))
+        cancelled = registry.cancel_task(task_id, actor=ANA)
+        self.assertEqual(cancelled.cancel, "cancelled")
+        self.assertIs(cancelled.status, TaskState.CANCELLED)
+        store.let_through.set()
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        final = registry.task(task_id, actor=ANA)
+        self.assertIs(final.status, TaskState.CANCELLED)
+        self.assertEqual(final.result.error.code, "task_cancelled")
+        self.assertIs(final.result.outcome, Outcome.REJECTED)
+        self.assertEqual(self.exporter.runs, [])
+
+    def test_a_cancel_after_the_call_started_says_too_late_and_the_effect_is_reported(self) -> None:
+        task_id = self.start().output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        answer = self.registry.cancel_task(task_id, actor=ANA)
+        self.assertEqual(answer.cancel, "too_late")
+        self.assertIs(answer.status, TaskState.WORKING)  # never "cancelled": the call goes on
+        self.exporter.release.set()
+        done = wait_ended(self.registry, task_id)
+        self.assertIs(done.status, TaskState.COMPLETED)
+        self.assertEqual(done.result.output, {"exported": 3})
+
+    def test_a_cancel_after_the_effect_committed_says_ended_with_the_completed_result(self) -> None:
+        self.exporter.release.set()
+        task_id = self.start().output["task_id"]
+        wait_ended(self.registry, task_id)
+        answer = self.registry.cancel_task(task_id, actor=ANA)
+        self.assertEqual(answer.cancel, "ended")
+        self.assertIs(answer.status, TaskState.COMPLETED)
+        self.assertEqual(answer.result.output, {"exported": 3})
+
+    def test_cancels_racing_the_start_end_one_way_only(self) -> None:
+        """Many tasks, each cancelled while its run takes the gate: each ends cancelled with no run, or
+        ran (and then its cancel said too_late or ended) — never both, never neither."""
+        self.exporter.release.set()
+        answers = {}
+        for index in range(20):
+            task_id = self.start(key=f"race-{index}").output["task_id"]
+            answers[task_id] = self.registry.cancel_task(task_id, actor=ANA).cancel
+        self.assertTrue(self.registry.wait_tasks(WAIT_S))
+        ran = 0
+        for task_id, cancel in answers.items():
+            final = self.registry.task(task_id, actor=ANA)
+            if cancel == "cancelled":
+                self.assertIs(final.status, TaskState.CANCELLED)
+            else:
+                self.assertIn(cancel, ("too_late", "ended"))
+                self.assertIs(final.status, TaskState.COMPLETED)
+                ran += 1
+        self.assertEqual(len(self.exporter.runs), ran)
+
+
+class IsolationTest(TaskTestCase):
+    def test_another_tenants_or_actors_task_reads_and_cancels_like_an_unknown_one(self) -> None:
+        task_id = self.start().output["task_id"]
+        for stranger in (BOB, GLOBEX_ANA):
+            self.assertIsNone(self.registry.task(task_id, actor=stranger))
+            self.assertIsNone(self.registry.cancel_task(task_id, actor=stranger))
+            self.assertEqual(self.registry.tasks(actor=stranger), [])
+        self.assertIsNone(self.registry.task("task-" + "0" * 32, actor=ANA))
+        for odd in ("", "../../etc", "task-" + "x" * 200, "task-\x00", 7):
+            self.assertIsNone(self.registry.task(odd, actor=ANA))  # type: ignore[arg-type]
+        self.exporter.release.set()
+        self.assertIs(wait_ended(self.registry, task_id).status, TaskState.COMPLETED)  # the strangers' cancels did nothing
+
+    def test_a_guessed_key_of_another_tenant_starts_its_own_task(self) -> None:
+        mine = self.start(key="shared-key").output["task_id"]
+        theirs = self.start(key="shared-key", actor=GLOBEX_ANA).output["task_id"]
+        self.assertNotEqual(mine, theirs)
+
+
+class RestartTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+
+    def test_a_task_that_ended_before_a_restart_reads_completed_with_its_result_after_it(self) -> None:
+        exporter = Exporter()
+        exporter.release.set()
+        store = SqliteReceiptStore(self.path)
+        before = Registry(receipts=store)
+        before.register(export_spec(), exporter)
+        task_id = before.invoke(ToolCall("export_report", {"rows": 5, "request_id": "r-1"}), actor=ANA,
+                                as_task=True).output["task_id"]
+        self.assertTrue(before.wait_tasks(WAIT_S))
+        before.close()
+        store.close()
+        store = SqliteReceiptStore(self.path)
+        self.addCleanup(store.close)
+        after = Registry(receipts=store)
+        self.addCleanup(after.close)
+        after.register(export_spec(), exporter)
+        done = after.task(task_id, actor=ANA)
+        self.assertIs(done.status, TaskState.COMPLETED)
+        self.assertEqual(done.result.output, {"exported": 5})
+        again = after.invoke(ToolCall("export_report", {"rows": 5, "request_id": "r-1"}), actor=ANA, as_task=True)
+        self.assertEqual(again.output["task_id"], task_id)
+        self.assertEqual(len(exporter.runs), 1)
+
+    def test_a_task_whose_process_was_killed_mid_call_reads_failed_with_its_effect_unknown(self) -> None:
+        child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+            import sys, threading
+            sys.path.insert(0, {str(ROOT)!r})
+            sys.path.insert(0, {str(ROOT / 'tests')!r})
+            from agent_lab import Registry, SqliteReceiptStore, ToolCall
+            from test_tasks import ANA, export_spec
+            started = threading.Event()
+            def hang(arguments):
+                started.set()
+                threading.Event().wait(600)
+            registry = Registry(receipts=SqliteReceiptStore({self.path!r}, lease_s=4), late_completion_s=0)
+            registry.register(export_spec(timeout_ms=4000), hang)
+            result = registry.invoke(ToolCall("export_report", {{"rows": 1, "request_id": "k"}}), actor=ANA,
+                                     as_task=True)
+            started.wait(60)
+            print(result.output["task_id"], flush=True)
+            threading.Event().wait(600)
+            """)], stdout=subprocess.PIPE, text=True)
+        try:
+            task_id = child.stdout.readline().strip()
+        finally:
+            child.kill()
+            child.wait(WAIT_S)
+            child.stdout.close()
+        self.assertTrue(task_id.startswith("task-"), task_id)
+        store = SqliteReceiptStore(self.path, lease_s=4)
+        self.addCleanup(store.close)
+        reader = Registry(receipts=store, late_completion_s=0)
+        self.addCleanup(reader.close)
+        reader.register(export_spec(timeout_ms=4000), lambda arguments: {"exported": 0})
+        final = wait_ended(reader, task_id)
+        self.assertIs(final.status, TaskState.FAILED)
+        self.assertEqual(final.result.error.code, "task_interrupted")
+        self.assertIs(final.result.outcome, Outcome.UNKNOWN)  # it started: the export may have happened
+        retry = reader.invoke(ToolCall("export_report", {"rows": 1, "request_id": "k"}), actor=ANA, as_task=True)
+        self.assertEqual(retry.output["task_id"], task_id)  # the same task: never a second run
+
+
+class BoundTest(TaskTestCase):
+    def test_tasks_beyond_the_bound_are_refused_to_retry_later_and_never_run(self) -> None:
+        from agent_lab import tasks
+
+        original = tasks.MAX_RUNNING_TASKS
+        import agent_lab.steps.task as task_step
+
+        task_step.MAX_RUNNING_TASKS = 2
+        self.addCleanup(setattr, task_step, "MAX_RUNNING_TASKS", original)
+        accepted = [self.start(key=f"b-{index}") for index in range(2)]
+        refused = self.start(key="b-2")
+        self.assertTrue(all(result.outcome is Outcome.ACCEPTED for result in accepted))
+        self.assertEqual(refused.error.code, "too_many_tasks")
+        self.assertTrue(refused.error.retryable)
+        self.exporter.release.set()
+        self.assertTrue(self.registry.wait_tasks(WAIT_S))
+        self.assertIs(self.start(key="b-2").outcome, Outcome.ACCEPTED)  # the key was freed by the refusal
+
+
+if __name__ == "__main__":
+    unittest.main()
