@@ -130,6 +130,8 @@ def _origin_of(text: str) -> str | None:
             or parts.query or parts.fragment or parts.username is not None:
         return None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port == {"http": 80, "https": 443}[parts.scheme]:
+        port = None
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 
 

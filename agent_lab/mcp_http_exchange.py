@@ -364,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         version = self.headers.get(VERSION_HEADER)
         is_request = "method" in message and "id" in message
         if session_id is None and (version in MODERN_VERSIONS or message.get("method") == "server/discover"
-                                   or (version is None and _modern_request(message))):
+                                   or _modern_request(message)):
             self.route_modern(message, size, is_request)
             return
         if session_id is None:
