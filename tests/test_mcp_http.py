@@ -295,6 +295,26 @@ class TokenTest(HttpCase):
         self.assertNotIn(self.TOKEN, "\n".join(logs.output))
 
 
+class OwnClientTest(HttpCase):
+    """agent_lab's own MCP client (`--mcp http://...#VAR`) against this server, on both eras."""
+
+    TOKEN = TokenTest.TOKEN
+    server_options = {"token": TOKEN}
+
+    def test_our_client_lists_and_calls_on_both_eras_with_the_token(self) -> None:
+        from agent_lab.mcp_client import connect
+
+        os.environ["AGENT_LAB_HTTP_TEST_TOKEN"] = self.TOKEN
+        self.addCleanup(os.environ.pop, "AGENT_LAB_HTTP_TEST_TOKEN", None)
+        for versions, era in ((None, "modern"), (["2025-11-25"], "handshake")):
+            with connect(self.server.url + "#AGENT_LAB_HTTP_TEST_TOKEN", versions=versions) as client:
+                self.assertEqual(client.era, era)
+                names = [tool["name"] for tool in client.list_tools()]
+                self.assertIn("notes.get", names)
+                result = client.call_tool("notes.get", {"id": "n-9"})
+                self.assertEqual(result["structuredContent"], {"id": "n-9", "text": "hello"})
+
+
 class LimitsTest(HttpCase):
     server_options = {"limits": HttpLimits(max_body_bytes=2048, max_in_flight=1, max_connections=4,
                                            read_timeout_s=0.5)}
