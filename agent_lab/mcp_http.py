@@ -51,7 +51,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Sequence
 
 from . import __version__
-from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, ApprovalSource, _Held, _Server
+from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, SERVER_BUSY, ApprovalSource, _Held, _ProtocolError, _Server
 from .mcp_http_exchange import HEADER_MISMATCH, _Channel, _Handler
 from .policy import Actor
 
@@ -87,6 +87,7 @@ class HttpLimits:
     max_in_flight: int = 32  # requests being answered at once (503 past it)
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
+    max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
     read_timeout_s: float = 30.0  # a request's head and body must arrive within this
     socket_timeout_s: float = 30.0  # one socket read or write
     session_idle_s: float = 1800.0  # a session unused this long ends
@@ -154,9 +155,21 @@ class _HttpDispatch(_Server):
 
     writer: Any
 
-    def __init__(self, *args: Any, **options: Any) -> None:
+    def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, **options: Any) -> None:
         self._local = threading.local()
+        self.call_slots = call_slots
         super().__init__(*args, **options)
+
+    def start_call(self, request: Any, *, in_batch: bool, shape: Any) -> Any:
+        """A call holds one of the server's call slots until its worker ends (a waiting confirmation
+        included), so clients that start calls and go away cannot pile up threads."""
+        if not self.call_slots.acquire(blocking=False):
+            raise _ProtocolError(SERVER_BUSY, "Server busy: too many tool calls are pending; retry later")
+        try:
+            return super().start_call(request, in_batch=in_batch, shape=shape)
+        except BaseException:
+            self.call_slots.release()
+            raise
 
     @property
     def reading(self) -> _Held:
@@ -175,6 +188,7 @@ class _HttpDispatch(_Server):
             return super().run_call(request_id, *args)
         finally:
             self.writer.local.request_id = None
+            self.call_slots.release()
 
     def cancel(self, request_id: Any) -> None:
         """notifications/cancelled names the client's id: the call running under it is cancelled."""
@@ -323,8 +337,12 @@ class McpHttpServer:
         self.options: dict[str, Any] = dict(actor=actor, approvals=approvals, page_size=page_size,
                                             server_info={"name": server_name, "version": server_version},
                                             max_workers=max_workers, **dict(dispatcher_options or {}))
+        self.call_slots = threading.BoundedSemaphore(self.limits.max_pending_calls)
+        self.options["call_slots"] = self.call_slots
         self.modern_channel = _Channel()
         self.modern = self.dispatcher(registry, writer=self.modern_channel, **self.options)
+        self.modern.session.era = "modern"  # locked: an unenveloped initialize can never turn it handshake-era
+        self.bound_host = host
         self.sessions: dict[str, _Session] = {}
         self.sessions_lock = threading.Lock()
         self.watchdog = _Watchdog(self)
@@ -383,6 +401,19 @@ class McpHttpServer:
 
     def origin_allowed(self, origin: str | None) -> bool:
         return origin is None or _allowed_origin(origin, self.allowed_origins)
+
+    def host_allowed(self, hosts: list[str]) -> bool:
+        """A server bound to loopback answers only requests naming a loopback host (a page whose own name
+        was rebound to 127.0.0.1 sends that name); a server bound elsewhere was named on purpose."""
+        if len(hosts) > 1:
+            return False
+        if self.bound_host not in LOOPBACK_HOSTS or not hosts:
+            return True
+        try:
+            name = urllib.parse.urlsplit("//" + hosts[0].strip()).hostname
+        except ValueError:
+            return False
+        return name in LOOPBACK_HOSTS
 
     # -- sessions --------------------------------------------------------------------------------
 

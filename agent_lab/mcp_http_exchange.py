@@ -38,6 +38,7 @@ from .mcp import (
     _refuse_constant,
     _RepeatedKey,
     _unique_members,
+    _valid_id,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ POLL_S = 0.25  # how often a waiting exchange looks for a vanished client
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 _META_VERSION = "io.modelcontextprotocol/protocolVersion"
+_SINGLE_HEADERS = ("Content-Length", "Content-Type", SESSION_HEADER, VERSION_HEADER, "Mcp-Method", "Mcp-Name")
 _INTERNAL_ID = re.compile(r'^\{"jsonrpc":"2\.0","id":"(h-[0-9]+)"')
 _ERROR_CODE = re.compile(r'^\{"jsonrpc":"2\.0","id":(?:"(?:[^"\\]|\\.)*"|-?[0-9]+|null),"error":\{"code":(-?[0-9]+)')
 # 2026-07-28: the HTTP status of a JSON-RPC error answered as JSON (others: 200).
@@ -136,24 +138,19 @@ class _Channel:
 
 
 
-def _read_json(body: bytes) -> Any:
-    """A POST body as JSON, read as strictly as stdio lines are (no NaN, no repeated keys)."""
-    return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_members)
-
-
-def _parse_failure(body: bytes) -> str | None:
-    """Why `body` is not one JSON value (the parse error's message), or None."""
+def _read_json(body: bytes) -> tuple[Any, str | None]:
+    """A POST body as JSON, read as strictly as stdio lines are (no NaN, no repeated keys), or why not."""
     try:
-        _read_json(body)
+        return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant,
+                          object_pairs_hook=_unique_members), None
     except UnicodeDecodeError:
-        return "Parse error: the body is not valid UTF-8"
+        return None, "Parse error: the body is not valid UTF-8"
     except _RepeatedKey:
-        return _RepeatedKey.MESSAGE
+        return None, _RepeatedKey.MESSAGE
     except RecursionError:
-        return "Parse error: the message is nested too deeply to read"
-    except ValueError:
-        return "Parse error: the body is not valid JSON"
-    return None
+        return None, "Parse error: the message is nested too deeply to read"
+    except ValueError:  # not JSON, NaN or Infinity, an integer of more digits than Python reads
+        return None, "Parse error: the body is not valid JSON"
 
 
 def _restore_id(line: str, internal: str, original: Any) -> str:
@@ -218,6 +215,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Any
 
+    def version_string(self) -> str:
+        return self.server_version  # not the Python version
+
     @property
     def app(self) -> McpHttpServer:
         return self.server.app
@@ -245,6 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
         """One complete answer: a JSON message (a dict, or an encoded line) or, with None, no body."""
         body = b"" if message is None else \
             (message if isinstance(message, str) else _encoded(message)).encode("ascii")
+        self.app.watchdog.arm(self.connection, self.app.limits.read_timeout_s)  # a client that reads slowly
         try:
             self.send_response(status)
             if message is not None:
@@ -259,6 +260,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True
+        finally:
+            self.app.watchdog.disarm(self.connection)
 
     def refuse(self, status: int, text: str, *, code: int = INVALID_REQUEST,
                headers: Mapping[str, str] | None = None) -> None:
@@ -266,17 +269,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.reply(status, _error(None, code, text), headers)
 
     def admitted(self) -> bool:
-        """Path, Origin and token, in that order; False once refused."""
+        """Path, Host and Origin, the token, then no routing header twice; False once refused."""
         if urllib.parse.urlsplit(self.path).path != self.app.path:
             self.refuse(404, f"Not Found: the MCP endpoint is {self.app.path}")
             return False
-        if not self.app.origin_allowed(self.headers.get("Origin")):
+        if not self.app.host_allowed(self.headers.get_all("Host") or []):
+            self.refuse(403, "Forbidden: this Host is not the server's (DNS rebinding protection)")
+            return False
+        origins = self.headers.get_all("Origin") or []
+        if len(origins) > 1 or not self.app.origin_allowed(origins[0] if origins else None):
             self.refuse(403, "Forbidden: this Origin may not use the server (DNS rebinding protection)")
             return False
-        if not self.app.token_matches(self.headers.get("Authorization")):
+        authorizations = self.headers.get_all("Authorization") or []
+        if len(authorizations) > 1 or not self.app.token_matches(authorizations[0] if authorizations else None):
             self.refuse(401, "Unauthorized: a valid bearer token is required",
                         headers={"WWW-Authenticate": 'Bearer realm="agent-lab"'})
             return False
+        for name in _SINGLE_HEADERS:  # a first-copy and a last-copy reader would disagree (a proxy and us)
+            if len(self.headers.get_all(name) or []) > 1:
+                self.close_connection = True
+                self.refuse(400, f"Bad Request: the {name} header appears more than once")
+                return False
         return True
 
     # -- methods ---------------------------------------------------------------------------------
@@ -315,11 +328,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.app.watchdog.disarm(self.connection)
         if body is None:
             return
-        failure = _parse_failure(body)
+        message, failure = _read_json(body)
         if failure is not None:
             self.refuse(400, failure, code=PARSE_ERROR)
             return
-        message = _read_json(body)
         if isinstance(message, list):
             self.refuse(400, "Invalid Request: JSON-RPC batches are not served over HTTP; send one message a POST")
             return
@@ -423,6 +435,11 @@ class _Handler(BaseHTTPRequestHandler):
                opening: Any = None) -> None:
         """Dispatch one request and write its answer (with what the server sends it meanwhile)."""
         original = message["id"]
+        if not _valid_id(original):
+            if opening is not None:
+                opening.dispatch.close()
+            self.refuse(400, "Invalid Request: id must be a string or an integer")
+            return
         if not self.app.in_flight.acquire(blocking=False):
             if opening is not None:
                 opening.dispatch.close()
@@ -515,12 +532,15 @@ class _Handler(BaseHTTPRequestHandler):
     def write_event(self, line: str | None) -> bool:
         """One `message` event (None: a keep-alive comment); False when the client is gone."""
         data = b": ping\n\n" if line is None else b"event: message\ndata: " + line.encode("ascii") + b"\n\n"
+        self.app.watchdog.arm(self.connection, self.app.limits.read_timeout_s)
         try:
             self.wfile.write(data)
             self.wfile.flush()
             return True
         except OSError:
             return False
+        finally:
+            self.app.watchdog.disarm(self.connection)
 
     def client_gone(self) -> bool:
         """The client closed its side (a readable socket with nothing to read)."""

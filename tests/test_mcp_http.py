@@ -356,10 +356,10 @@ class LimitsTest(HttpCase):
 
     def test_a_slow_client_is_disconnected_and_cannot_hold_its_thread(self) -> None:
         with socket.create_connection((self.host, self.port), timeout=WAIT_S) as slow:
-            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n")
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n")
             self.assertEqual(slow.recv(100), b"")  # the watchdog shut it down: the head never ended
         with socket.create_connection((self.host, self.port), timeout=WAIT_S) as slow:
-            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
             self.assertEqual(slow.recv(100), b"")  # nor the body
         self.assertEqual(self.post(INITIALIZE).status, 200)
 
@@ -371,6 +371,66 @@ class LimitsTest(HttpCase):
         finally:
             for each in held:
                 each.close()
+
+
+class AttackTest(HttpCase):
+    """Reproducers of what an attacker who reads this code would try."""
+
+    server_options = {"limits": HttpLimits(max_pending_calls=1)}
+
+    def raw(self, lines: list[str], body: bytes = b"") -> bytes:
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as raw:
+            raw.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            return raw.recv(200)
+
+    def test_a_page_whose_name_was_rebound_to_loopback_is_refused_by_its_host(self) -> None:
+        body = json.dumps(INITIALIZE).encode()
+        answer = self.raw(["POST /mcp HTTP/1.1", f"Host: evil.example:{self.port}", "Content-Type: application/json",
+                           f"Content-Length: {len(body)}"], body)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 403"), answer)
+        self.assertEqual(self.server.sessions, {})
+
+    def test_a_header_sent_twice_is_refused_whichever_copy_a_proxy_read(self) -> None:
+        body = json.dumps(INITIALIZE).encode()
+        for twice in (["Origin: http://localhost", "Origin: http://evil.example"],
+                      ["Authorization: Bearer a", "Authorization: Bearer b"],
+                      [f"Content-Length: {len(body)}", "Content-Length: 0"]):
+            head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json"]
+            if not twice[0].startswith("Content-Length"):
+                head.append(f"Content-Length: {len(body)}")
+            answer = self.raw(head + twice, body)
+            self.assertRegex(answer, rb"^HTTP/1.1 40[013]", twice)
+        self.assertEqual(self.server.sessions, {})
+
+    def test_an_unenveloped_initialize_cannot_turn_the_stateless_side_into_a_session(self) -> None:
+        poisoned = self.post(INITIALIZE, {"MCP-Protocol-Version": "2026-07-28"})
+        self.assertEqual(poisoned.message["error"]["code"], -32022)
+        self.assertNotIn("Mcp-Session-Id", poisoned.headers)
+        self.assertEqual(self.modern_call("notes.get", {"id": "n-1"}).status, 200)
+
+    def test_an_id_that_is_no_string_or_integer_is_refused_and_nothing_runs(self) -> None:
+        session = self.open_session()
+        for bad_id in (None, 1.5, True, {"a": 1}):
+            answer = self.post({"jsonrpc": "2.0", "id": bad_id, "method": "tools/call",
+                                "params": {"name": "notes.delete", "arguments": {}}}, {"Mcp-Session-Id": session})
+            self.assertEqual(answer.status, 400, bad_id)
+
+    def test_calls_whose_clients_went_away_cannot_pile_up(self) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "slow", "arguments": {}, "_meta": MODERN_META}}).encode()
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as gone:
+            gone.sendall(("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}",
+                                        "Content-Type: application/json", f"Content-Length: {len(body)}",
+                                        "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call",
+                                        "Mcp-Name: slow"]) + "\r\n\r\n").encode() + body)
+            while not self.server.modern_channel.busy():
+                threading.Event().wait(0.01)
+        # the slow call still holds the one call slot (its thread cannot be stopped): the next is refused
+        refused = self.modern_call("notes.get", {"id": "n-1"})
+        self.assertEqual(refused.message["error"]["code"], SERVER_BUSY)
+        self.gate.set()
+        while self.modern_call("notes.get", {"id": "n-1"}).status != 200:
+            threading.Event().wait(0.01)
 
 
 class SessionCapTest(HttpCase):
