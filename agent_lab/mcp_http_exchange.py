@@ -194,6 +194,47 @@ def _header_mismatch(message: Mapping[str, Any], headers: Any) -> str | None:
     return None
 
 
+def _param_mismatch(registry: Any, actor: Any, params: Any, headers: Any) -> str | None:
+    """2026-07-28: a tool may mark input properties `x-mcp-header: NAME`, and a client mirrors each such
+    argument in `Mcp-Param-NAME` so a proxy can route on it: each must match its argument (present
+    together, equal), or a proxy and the tool would act on two different values."""
+    from .mcp_client.toolheaders import parameter_header_map
+
+    name = params.get("name") if isinstance(params, dict) else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, dict)):
+        return None  # the dispatcher refuses the request itself
+    try:
+        spec = registry.spec(name)
+        if not actor.may(spec.required_permission):
+            return None  # a hidden tool is answered like an unknown one, by the dispatcher
+    except Exception:  # noqa: BLE001 - an unknown tool
+        return None
+    for path, token in parameter_header_map(spec.input_schema).items():
+        header = f"Mcp-Param-{token}"
+        sent = headers.get_all(header) or []
+        value: Any = arguments or {}
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if len(sent) > 1:
+            return f"the {header} header appears more than once"
+        if isinstance(value, bool):
+            rendered: str | None = "true" if value else "false"
+        elif isinstance(value, (str, int)):
+            rendered = str(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else None
+        else:
+            rendered = None
+        if rendered is None:
+            if sent:
+                return f"the {header} header has no argument to match"
+            continue
+        if not sent:
+            return f"the {header} header is missing for its argument"
+        if _decoded_header(sent[0]) != rendered:
+            return f"the {header} header does not match its argument"
+    return None
+
+
 def _decoded_header(value: str | None) -> str | None:
     """A header value, unwrapped when it is `=?base64?...?=` (how a value a header cannot carry travels)."""
     import base64
@@ -407,6 +448,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.reply(202)
             return
         mismatch = _header_mismatch(message, self.headers)
+        if mismatch is None and message.get("method") == "tools/call":
+            mismatch = _param_mismatch(self.app.registry, self.app.modern.actor, message.get("params"), self.headers)
         if mismatch is not None:
             request_id = message.get("id")
             self.reply(400, _error(request_id if isinstance(request_id, (str, int)) else None,

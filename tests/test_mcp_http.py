@@ -247,6 +247,32 @@ class ModernTest(HttpCase):
         self.assertEqual(answers[0].message["id"], 1)
 
 
+class ParamHeaderTest(HttpCase):
+    """2026-07-28: an argument a tool marks `x-mcp-header` travels in `Mcp-Param-*` too; they must agree."""
+
+    def make_server(self) -> McpHttpServer:
+        from agent_lab import Registry, ToolSpec
+
+        registry = Registry()
+        self.runs: list[str] = []
+        registry.register(ToolSpec(name="route", description="Route by region.", required_permission="notes.read",
+                                   input_schema={"type": "object", "properties": {
+                                       "region": {"type": "string", "x-mcp-header": "Region"}}}),
+                          lambda arguments: self.runs.append(arguments.get("region", "")) or {})
+        return McpHttpServer(registry, actor=ACTOR)
+
+    def test_a_param_header_must_match_its_argument(self) -> None:
+        ok = self.modern_call("route", {"region": "eu"}, headers={"Mcp-Param-Region": "eu"})
+        self.assertEqual(ok.status, 200, ok.body)
+        wrapped = self.modern_call("route", {"region": "é"}, headers={"Mcp-Param-Region": "=?base64?w6k=?="})
+        self.assertEqual(wrapped.status, 200, wrapped.body)
+        for arguments, headers in (({"region": "eu"}, {"Mcp-Param-Region": "us"}), ({"region": "eu"}, {}),
+                                   ({}, {"Mcp-Param-Region": "us"})):
+            refused = self.modern_call("route", arguments, headers=headers)
+            self.assertEqual(refused.message["error"]["code"], HEADER_MISMATCH, (arguments, headers))
+        self.assertEqual(self.runs, ["eu", "é"])
+
+
 class OriginTest(HttpCase):
     server_options = {"allowed_origins": ["https://app.example.com"]}
 
