@@ -23,14 +23,18 @@ Protocol eras over HTTP:
 What a client (or a web page) cannot make it do, checked before anything is read or dispatched:
 - DNS rebinding: a request whose `Origin` is not loopback (`http(s)://localhost|127.0.0.1|[::1]`, any
   port) nor an origin allowed with `allowed_origins` is 403. No Origin (a non-browser client) is allowed.
+  A server bound to loopback also refuses a `Host` that names another host (403).
+- disagree with a proxy: a routing or credential header sent twice is refused, whichever copy counts.
 - without the bearer token, when one is configured: 401 with `WWW-Authenticate: Bearer`. Both sides are
   hashed before a constant-time compare (neither content nor length leaks through timing); the token is
   never logged, echoed or put in an answer.
 - hold memory or threads: a body over `max_body_bytes` is 413 unread; past `max_in_flight` requests in
   flight a request is 503 (answers to the server's own questions are always taken); past
-  `max_connections` open connections a new one is answered 503 and closed; `http.server` bounds the
-  header count and line size; a request's head and body must arrive within `read_timeout_s` (a
-  watchdog shuts the socket down: a client trickling bytes cannot hold its thread), and each socket
+  `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
+  tool calls not yet finished (all sessions; a call whose client left runs to its end) a call is refused
+  "server busy" and never runs; `http.server` bounds the header count and line size; a request's head
+  and body must arrive within `read_timeout_s`, and each answer or event must be taken within it too
+  (a watchdog shuts the socket down: a client trickling bytes cannot hold its thread); each socket
   operation times out after `socket_timeout_s`. Sessions are at most `max_sessions`: the one idle
   longest (nothing in flight) makes room for a new one, and any idle for `session_idle_s` ends.
 """
