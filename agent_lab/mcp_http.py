@@ -365,7 +365,7 @@ class McpHttpServer:
         return f"http://{shown}:{port}{self.path}"
 
     def start(self) -> McpHttpServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="mcp-http", daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,), name="mcp-http", daemon=True)
         self._thread.start()
         return self
 

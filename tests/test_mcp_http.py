@@ -51,10 +51,10 @@ class HttpCase(unittest.TestCase):
 
     def setUp(self) -> None:
         self.gate = threading.Event()
-        self.addCleanup(self.gate.set)
         self.server = self.make_server()
         self.server.start()
         self.addCleanup(self.server.close)
+        self.addCleanup(self.gate.set)  # runs first: a slow call still waiting ends before the server closes
         parts = urllib.parse.urlsplit(self.server.url)
         self.host, self.port, self.path = parts.hostname, parts.port, parts.path
 
