@@ -51,6 +51,8 @@ logger = logging.getLogger("agent_lab.mcp")
 HEADER_MISMATCH = -32020  # 2026-07-28: a routing header that disagrees with the body
 REQUEST_CANCELLED = -32800  # the answer to a request the client cancelled while its POST was still open
 POLL_S = 0.25  # how often a waiting exchange looks for a vanished client
+LINGER_S = 1.0  # how long a refused request's unread body is drained after the answer
+LINGER_BYTES = 1024 * 1024  # and how much of it
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 _META_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -277,6 +279,30 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.app.watchdog.disarm(self.connection)
 
+    unread_body = False
+
+    def finish(self) -> None:
+        """A refused request's unread body is drained a little after the answer (a lingering close): closing
+        a socket with unread input resets it, and the reset could destroy the answer before it is read."""
+        try:
+            super().finish()
+        finally:
+            if self.unread_body:
+                self.linger()
+
+    def linger(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(LINGER_S)
+            deadline, drained = time.monotonic() + LINGER_S, 0
+            while drained < LINGER_BYTES and time.monotonic() < deadline:
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         logger.debug("http: " + format, *args)  # the request line only; never a header (the token)
 
@@ -337,12 +363,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self.app.watchdog.disarm(self.connection)
+        self.close_connection = True  # rare, and a body it may carry is never read
         if self.admitted():
             self.refuse(405, "Method Not Allowed: this server opens no GET event stream",
                         headers={"Allow": "POST, DELETE"})
 
     def do_DELETE(self) -> None:  # noqa: N802
         self.app.watchdog.disarm(self.connection)
+        self.close_connection = True  # rare, and a body it may carry is never read
         if not self.admitted():
             return
         session_id = self.headers.get(SESSION_HEADER)
@@ -362,9 +390,12 @@ class _Handler(BaseHTTPRequestHandler):
     do_PATCH = do_PUT
 
     def do_POST(self) -> None:  # noqa: N802
+        keep = self.close_connection
+        self.close_connection = True  # a refusal leaves the body unread: the connection ends with it
         if not self.admitted():
-            self.close_connection = True  # the body is left unread
+            self.unread_body = True
             return
+        self.close_connection = keep
         body = self.read_body()
         self.app.watchdog.disarm(self.connection)
         if body is None:
@@ -382,6 +413,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.route(message, len(body))
 
     def read_body(self) -> bytes | None:
+        self.unread_body = True  # until it is read
         if self.headers.get("Transfer-Encoding") is not None:
             self.close_connection = True
             self.refuse(411, "Length Required: send the body with a Content-Length")
@@ -405,6 +437,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self.rfile.read(length)
         except OSError:
             body = b""
+        self.unread_body = False
         if len(body) != length:
             self.close_connection = True
             return None  # the client went away (or the watchdog closed a trickling one)
