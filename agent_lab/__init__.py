@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is i
         SqliteReceiptStore,
     )
     from .interrupts import tracking_interrupts
+    from .mcp_http import HttpLimits, McpHttpServer, serve_gateway_http, serve_http
     from .policy import Actor, Approval
     from .provenance import Provenance
     from .redaction import REDACTED, redact
@@ -75,6 +76,10 @@ _EXPORTS = {
     "Approval": "policy",
     "Provenance": "provenance",
     "tracking_interrupts": "interrupts",
+    "HttpLimits": "mcp_http",
+    "McpHttpServer": "mcp_http",
+    "serve_gateway_http": "mcp_http",
+    "serve_http": "mcp_http",
     "REDACTED": "redaction",
     "redact": "redaction",
     "Registry": "registry",
@@ -114,10 +119,12 @@ __all__ = [
     "Describe",
     "Effect",
     "Execution",
+    "HttpLimits",
     "InMemoryReceiptStore",
     "JsonlAuditSink",
     "Lapse",
     "Len",
+    "McpHttpServer",
     "MemoryAuditSink",
     "NextAction",
     "NotCanonicalJSON",
@@ -151,6 +158,8 @@ __all__ = [
     "fingerprint",
     "invoke_with_retries",
     "redact",
+    "serve_gateway_http",
+    "serve_http",
     "should_retry",
     "tool",
     "tracking_interrupts",

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(run=_export)
 
     serve_mcp = commands.add_parser(
-        "serve-mcp", help="serve a surface's tools over MCP stdio (default: the built-in lab's candidate)"
+        "serve-mcp", help="serve a surface's tools over MCP stdio or Streamable HTTP (default: the built-in lab's candidate)"
     )
     _add_source_options(serve_mcp, servers=False)
     serve_mcp.add_argument("--actor-id", metavar="ID", type=_text, help="who every call runs as (default mcp-client)")
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "permission the tools require)")
     serve_mcp.add_argument("--verbose", action="store_true", help="log session events to stderr")
     _add_gateway_options(serve_mcp)
+    _add_http_options(serve_mcp)
     serve_mcp.set_defaults(run=_serve_mcp)
 
     inspect = commands.add_parser("inspect", help="list each tool's runtime contract (a table, or --json)")
@@ -153,6 +154,54 @@ def _add_gateway_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--receipts", metavar="STORE", type=_text,
                          help="with --upstream: where idempotency receipts and spent approvals live: memory "
                               "(default), sqlite:PATH, or a postgresql:// DSN")
+
+
+def _add_http_options(command: argparse.ArgumentParser) -> None:
+    """serve-mcp over Streamable HTTP instead of stdio (agent_lab.mcp_http)."""
+    command.add_argument("--http", metavar="[HOST:]PORT", type=_text,
+                         help="serve over Streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST default "
+                              "127.0.0.1; PORT 0 picks a free one); the URL is printed on stderr")
+    command.add_argument("--allow-origin", metavar="ORIGIN", action="append", type=_text,
+                         help="with --http: a browser Origin allowed besides loopback ones (repeatable), e.g. "
+                              "https://app.example.com")
+    command.add_argument("--http-token-env", metavar="NAME", type=_text,
+                         help="with --http: require 'Authorization: Bearer TOKEN', TOKEN read from the environment "
+                              "variable NAME")
+
+
+def _http_settings(args: argparse.Namespace) -> Any:
+    """(host, port, token, origins) for --http, None for stdio; HttpServeError for a bad setting."""
+    if args.http is None:
+        for flag in ("allow_origin", "http_token_env"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag.replace('_', '-')} applies to --http")
+        return None
+    from .mcp_http import parse_listen, token_from_env
+
+    host, port = parse_listen(args.http)
+    token = token_from_env(args.http_token_env) if args.http_token_env is not None else None
+    return host, port, token, tuple(args.allow_origin or ())
+
+
+def _serve_over_http(registry: Any, actor: Any, settings: Any, *, gateway: bool) -> int:
+    """serve-mcp --http: the bound URL is one line on stderr; a non-loopback address without a token is
+    served (it was asked for explicitly) with a warning."""
+    from .mcp_http import LOOPBACK_HOSTS, HttpServeError, McpHttpServer, gateway_http_server, run_http_server
+
+    host, port, token, origins = settings
+    if host not in LOOPBACK_HOSTS and token is None:
+        print(f"agent-lab mcp: warning: serving on {host}, not loopback, without --http-token-env: anyone who can "
+              "reach it can call the tools", file=sys.stderr)
+    try:
+        if gateway:
+            server = gateway_http_server(registry, actor=actor, host=host, port=port, token=token,
+                                         allowed_origins=origins)
+        else:
+            server = McpHttpServer(registry, actor=actor, host=host, port=port, token=token, allowed_origins=origins)
+    except HttpServeError as error:
+        return _problem(f"serve-mcp: {error}")
+    return run_http_server(server, on_ready=lambda url: print(f"agent-lab mcp: serving on {url}", file=sys.stderr,
+                                                               flush=True))
 
 
 def _path(text: str) -> str:
@@ -372,8 +421,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="agent-lab mcp: %(levelname)s %(message)s")
+    try:
+        http = _http_settings(args)
+    except ValueError as error:  # (HttpServeError is one)
+        return _problem(f"serve-mcp: {error}")
     if args.upstream:
-        return _serve_gateway(args)
+        return _serve_gateway(args, http)
     for flag in ("policy", "lock", "receipts"):
         if getattr(args, flag) is not None:
             return _problem(f"serve-mcp: --{flag} applies to --upstream servers")
@@ -389,10 +442,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         if args.actor_id or args.tenant or args.permission is not None:
             actor = Actor(id=args.actor_id or actor.id, tenant=args.tenant or actor.tenant,
                           permissions=set(args.permission) if args.permission is not None else actor.permissions)
+        if http is not None:
+            return _serve_over_http(registry, actor, http, gateway=False)
         return serve(registry, actor=actor)
 
 
-def _serve_gateway(args: argparse.Namespace) -> int:
+def _serve_gateway(args: argparse.Namespace, http: Any = None) -> int:
     """serve-mcp --upstream: the upstreams' tools through the registry, as the configured actor. The
     actor holds the permissions named with --permission, else every permission the tools require."""
     from .gateway import GatewayError, open_gateway, serve_gateway
@@ -414,6 +469,8 @@ def _serve_gateway(args: argparse.Namespace) -> int:
         permissions = set(args.permission) if args.permission is not None else \
             {registry.spec(name).required_permission for name in registry.names()}
         actor = Actor(id=args.actor_id or "mcp-client", tenant=args.tenant or "default", permissions=permissions)
+        if http is not None:
+            return _serve_over_http(registry, actor, http, gateway=True)
         return serve_gateway(registry, actor=actor)
 
 

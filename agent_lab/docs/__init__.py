@@ -47,7 +47,7 @@ def _describe(path: Path) -> Topic:
 
 def topics() -> list[Topic]:
     """Every topic in the folder, sorted by name."""
-    return [_describe(path) for path in sorted(DOCS_DIR.glob("*.md"))]
+    return [_describe(path) for path in sorted(DOCS_DIR.glob("*.md"), key=lambda path: path.stem)]
 
 
 def read_topic(name: str) -> str:

@@ -1,0 +1,601 @@
+"""`serve-mcp --http`: MCP over Streamable HTTP answers as the stdio server does, and what a client or a
+web page sends cannot get around its checks.
+
+Each test starts `McpHttpServer` in-process on a free loopback port and talks to it with `http.client`,
+exactly the bytes a client sends; the last class runs the real `run_lab.py serve-mcp --http` process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import unittest
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from agent_lab import Actor
+from agent_lab.mcp import INVALID_PARAMS, PARSE_ERROR, SERVER_BUSY
+from agent_lab.mcp_http import HEADER_MISMATCH, HttpLimits, McpHttpServer, gateway_http_server
+from tests.test_mcp_server import ACTOR, WAIT_S, build_registry
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+
+class Answer:
+    def __init__(self, response: http.client.HTTPResponse) -> None:
+        self.status = response.status
+        self.headers = response.headers
+        self.body = response.read()
+
+    @property
+    def message(self) -> Any:
+        return json.loads(self.body)
+
+
+class HttpCase(unittest.TestCase):
+    """A server per test; `post` sends one message (or raw bytes) and reads the whole answer."""
+
+    server_options: dict[str, Any] = {}
+
+    def setUp(self) -> None:
+        self.gate = threading.Event()
+        self.server = self.make_server()
+        self.server.start()
+        self.addCleanup(self.server.close)
+        self.addCleanup(self.gate.set)  # runs first: a slow call still waiting ends before the server closes
+        parts = urllib.parse.urlsplit(self.server.url)
+        self.host, self.port, self.path = parts.hostname, parts.port, parts.path
+
+    def make_server(self) -> McpHttpServer:
+        return McpHttpServer(build_registry(gate=self.gate), actor=ACTOR, **self.server_options)
+
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=WAIT_S)
+
+    def post(self, message: Any, headers: dict[str, str] | None = None, *, raw: bytes | None = None,
+             method: str = "POST") -> Answer:
+        connection = self.connection()
+        try:
+            body = raw if raw is not None else json.dumps(message).encode()
+            sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+            sent.update(headers or {})
+            connection.request(method, self.path, body=body if method == "POST" else None, headers=sent)
+            return Answer(connection.getresponse())
+        finally:
+            connection.close()
+
+    def open_session(self, capabilities: dict[str, Any] | None = None) -> str:
+        message = json.loads(json.dumps(INITIALIZE))
+        message["params"]["capabilities"] = capabilities or {}
+        answer = self.post(message)
+        self.assertEqual(answer.status, 200, answer.body)
+        session = answer.headers["Mcp-Session-Id"]
+        self.assertEqual(self.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                   {"Mcp-Session-Id": session}).status, 202)
+        return session
+
+    def call(self, session: str, name: str, arguments: dict[str, Any], request_id: Any = 2) -> Answer:
+        return self.post({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                          "params": {"name": name, "arguments": arguments}}, {"Mcp-Session-Id": session})
+
+    def modern_call(self, name: str, arguments: dict[str, Any], *, request_id: Any = 5,
+                    headers: dict[str, str] | None = None, **extra: Any) -> Answer:
+        sent = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+        sent.update(headers or {})
+        params = {"name": name, "arguments": arguments, "_meta": dict(MODERN_META), **extra}
+        return self.post({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}, sent)
+
+
+class HandshakeSessionTest(HttpCase):
+    def test_initialize_issues_a_session_and_a_tool_call_runs_through_the_registry(self) -> None:
+        session = self.open_session()
+        self.assertRegex(session, r"^[A-Za-z0-9_-]{32}$")
+        answer = self.call(session, "notes.get", {"id": "n-1"})
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.headers["Content-Type"], "application/json")
+        self.assertEqual(answer.message["id"], 2)
+        self.assertEqual(answer.message["result"]["structuredContent"], {"id": "n-1", "text": "hello"})
+
+    def test_invalid_arguments_are_refused_as_a_tool_error(self) -> None:
+        session = self.open_session()
+        result = self.call(session, "notes.get", {"id": 5}).message["result"]
+        self.assertTrue(result["isError"])
+        self.assertEqual(json.loads(result["content"][0]["text"])["error"]["code"], "invalid_arguments")
+
+    def test_a_write_without_approval_is_approval_required(self) -> None:
+        session = self.open_session()
+        result = self.call(session, "notes.delete", {"id": "n-1", "action_id": "a-1"}).message["result"]
+        self.assertEqual(json.loads(result["content"][0]["text"])["error"]["code"], "approval_required")
+
+    def test_an_unknown_tool_is_a_protocol_error(self) -> None:
+        session = self.open_session()
+        self.assertEqual(self.call(session, "no.such", {}).message["error"]["code"], INVALID_PARAMS)
+
+    def test_a_request_without_a_session_is_400_and_an_unknown_session_404(self) -> None:
+        self.assertEqual(self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).status, 400)
+        chosen = "a-session-id-the-client-made-up"  # never adopted: only ids this server issued exist
+        self.assertEqual(self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                   {"Mcp-Session-Id": chosen}).status, 404)
+        self.assertEqual(self.post(INITIALIZE, {"Mcp-Session-Id": chosen}).status, 404)
+
+    def test_delete_ends_the_session(self) -> None:
+        session = self.open_session()
+        self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
+        self.assertEqual(self.call(session, "notes.get", {"id": "n-1"}).status, 404)
+        self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 404)
+
+    def test_each_session_negotiates_its_own_version(self) -> None:
+        old = json.loads(json.dumps(INITIALIZE))
+        old["params"]["protocolVersion"] = "2025-06-18"
+        first = self.post(old)
+        second = self.post(INITIALIZE)
+        self.assertEqual(first.message["result"]["protocolVersion"], "2025-06-18")
+        self.assertEqual(second.message["result"]["protocolVersion"], "2025-11-25")
+        self.assertNotEqual(first.headers["Mcp-Session-Id"], second.headers["Mcp-Session-Id"])
+
+    def test_a_protocol_version_header_other_than_the_negotiated_one_is_refused(self) -> None:
+        session = self.open_session()
+        answer = self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                           {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"})
+        self.assertEqual(answer.status, 400)
+        ok = self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                       {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+        self.assertEqual(ok.status, 200)
+
+    def test_bad_json_is_a_json_rpc_parse_error(self) -> None:
+        for raw in (b"{not json", b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', b"\xff\xfe"):
+            answer = self.post(None, raw=raw)
+            self.assertEqual(answer.status, 400, raw)
+            self.assertEqual(answer.message["error"]["code"], PARSE_ERROR, raw)
+            self.assertIsNone(answer.message["id"])
+
+    def test_a_batch_is_refused(self) -> None:
+        self.assertEqual(self.post([INITIALIZE]).status, 400)
+
+    def test_get_has_no_event_stream_and_other_paths_are_404(self) -> None:
+        answer = self.post(None, method="GET")
+        self.assertEqual(answer.status, 405)
+        self.assertIn("POST", answer.headers["Allow"])
+        connection = self.connection()
+        connection.request("POST", "/other", body=json.dumps(INITIALIZE), headers={"Content-Type": "application/json"})
+        self.assertEqual(connection.getresponse().status, 404)
+        connection.close()
+
+    def test_a_cancelled_call_answers_its_open_post_and_the_session_goes_on(self) -> None:
+        session = self.open_session()
+        answers: list[Answer] = []
+        caller = threading.Thread(target=lambda: answers.append(self.call(session, "slow", {}, request_id="s-1")))
+        caller.start()
+        while self.server.sessions[session].channel.internal_for("s-1") is None:
+            caller.join(0.01)
+        self.assertEqual(self.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                    "params": {"requestId": "s-1"}}, {"Mcp-Session-Id": session}).status, 202)
+        caller.join(WAIT_S)
+        self.assertEqual(answers[0].message["id"], "s-1")
+        self.assertEqual(answers[0].message["error"]["message"], "Request cancelled")
+        self.gate.set()
+        self.assertEqual(self.call(session, "notes.get", {"id": "n-2"}).status, 200)
+
+    def test_a_client_id_in_flight_cannot_be_reused_in_its_session(self) -> None:
+        session = self.open_session()
+        caller = threading.Thread(target=lambda: self.call(session, "slow", {}, request_id=9))
+        caller.start()
+        while self.server.sessions[session].channel.internal_for(9) is None:
+            caller.join(0.01)
+        again = self.call(session, "notes.get", {"id": "n-1"}, request_id=9)
+        self.assertIn("already in use", again.message["error"]["message"])
+        self.gate.set()
+        caller.join(WAIT_S)
+
+
+class ModernTest(HttpCase):
+    def test_a_stateless_call_needs_no_session(self) -> None:
+        answer = self.modern_call("notes.get", {"id": "n-1"})
+        self.assertEqual(answer.status, 200, answer.body)
+        self.assertNotIn("Mcp-Session-Id", answer.headers)
+        self.assertEqual(answer.message["result"]["resultType"], "complete")
+
+    def test_a_routing_header_that_disagrees_with_the_body_is_refused_before_anything_runs(self) -> None:
+        answer = self.modern_call("notes.delete", {"id": "n-1", "action_id": "a-1"},
+                                  headers={"Mcp-Name": "notes.get"})
+        self.assertEqual(answer.status, 400)
+        self.assertEqual(answer.message["error"]["code"], HEADER_MISMATCH)
+        missing = self.modern_call("notes.get", {"id": "n-1"}, headers={"MCP-Protocol-Version": "2025-11-25"})
+        self.assertEqual(missing.message["error"]["code"], HEADER_MISMATCH)
+
+    def test_an_unknown_tool_is_400_with_the_json_rpc_error(self) -> None:
+        answer = self.modern_call("no.such", {})
+        self.assertEqual(answer.status, 400)
+        self.assertEqual(answer.message["error"]["code"], INVALID_PARAMS)
+
+    def test_a_notification_cannot_cancel_another_clients_call(self) -> None:
+        answers: list[Answer] = []
+        caller = threading.Thread(target=lambda: answers.append(self.modern_call("slow", {}, request_id=1)))
+        caller.start()
+        while not self.server.modern_channel.busy():
+            caller.join(0.01)
+        for guess in (1, "h-1", "h-2"):  # the client's id, and the server's internal ones
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": guess, "_meta": dict(MODERN_META)}}
+            self.assertEqual(self.post(cancel, {"MCP-Protocol-Version": "2026-07-28"}).status, 202)
+        self.gate.set()
+        caller.join(WAIT_S)
+        self.assertEqual(answers[0].message["result"]["structuredContent"], {"done": True})
+
+    def test_two_clients_may_use_the_same_request_id_at_once(self) -> None:
+        answers: list[Answer] = []
+        caller = threading.Thread(target=lambda: answers.append(self.modern_call("slow", {}, request_id=1)))
+        caller.start()
+        while not self.server.modern_channel.busy():
+            caller.join(0.01)
+        other = self.modern_call("notes.get", {"id": "n-3"}, request_id=1)
+        self.assertEqual(other.message["result"]["structuredContent"]["id"], "n-3")
+        self.gate.set()
+        caller.join(WAIT_S)
+        self.assertEqual(answers[0].message["id"], 1)
+
+
+class ParamHeaderTest(HttpCase):
+    """2026-07-28: an argument a tool marks `x-mcp-header` travels in `Mcp-Param-*` too; they must agree."""
+
+    def make_server(self) -> McpHttpServer:
+        from agent_lab import Registry, ToolSpec
+
+        registry = Registry()
+        self.runs: list[str] = []
+        registry.register(ToolSpec(name="route", description="Route by region.", required_permission="notes.read",
+                                   input_schema={"type": "object", "properties": {
+                                       "region": {"type": "string", "x-mcp-header": "Region"}}}),
+                          lambda arguments: self.runs.append(arguments.get("region", "")) or {})
+        return McpHttpServer(registry, actor=ACTOR)
+
+    def test_a_param_header_must_match_its_argument(self) -> None:
+        ok = self.modern_call("route", {"region": "eu"}, headers={"Mcp-Param-Region": "eu"})
+        self.assertEqual(ok.status, 200, ok.body)
+        wrapped = self.modern_call("route", {"region": "é"}, headers={"Mcp-Param-Region": "=?base64?w6k=?="})
+        self.assertEqual(wrapped.status, 200, wrapped.body)
+        for arguments, headers in (({"region": "eu"}, {"Mcp-Param-Region": "us"}), ({"region": "eu"}, {}),
+                                   ({}, {"Mcp-Param-Region": "us"})):
+            refused = self.modern_call("route", arguments, headers=headers)
+            self.assertEqual(refused.message["error"]["code"], HEADER_MISMATCH, (arguments, headers))
+        self.assertEqual(self.runs, ["eu", "é"])
+
+
+class OriginTest(HttpCase):
+    server_options = {"allowed_origins": ["https://app.example.com"]}
+
+    def test_an_origin_from_another_site_is_refused_403_and_nothing_is_dispatched(self) -> None:
+        for origin in ("http://evil.example", "null", "http://localhost.evil.example", "http://127.0.0.1.nip.io:80",
+                       "https://app.example.com.evil.example", "http://app.example.com"):
+            answer = self.post(INITIALIZE, {"Origin": origin})
+            self.assertEqual(answer.status, 403, origin)
+            self.assertNotIn("Mcp-Session-Id", answer.headers)
+        self.assertEqual(self.server.sessions, {})
+
+    def test_loopback_origins_an_allowed_origin_and_no_origin_are_served(self) -> None:
+        for origin in ("http://localhost:3000", "http://127.0.0.1:8080", "http://[::1]:5173",
+                       "https://app.example.com", "HTTPS://APP.EXAMPLE.COM:443", None):
+            headers = {"Origin": origin} if origin else {}
+            self.assertEqual(self.post(INITIALIZE, headers).status, 200, origin)
+
+
+class TokenTest(HttpCase):
+    TOKEN = "s3cret-token-value-1234"
+    server_options = {"token": TOKEN}
+
+    def test_a_missing_or_wrong_token_is_401_and_never_echoed(self) -> None:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {self.TOKEN[:-1]}"},
+                        {"Authorization": f"Basic {self.TOKEN}"}, {"Authorization": f"Bearer {self.TOKEN}x"},
+                        {"Authorization": "Bearer "}):
+            answer = self.post(INITIALIZE, headers)
+            self.assertEqual(answer.status, 401, headers)
+            self.assertTrue(answer.headers["WWW-Authenticate"].startswith("Bearer"))
+            self.assertNotIn(self.TOKEN[:8].encode(), answer.body + str(answer.headers).encode())
+        self.assertEqual(self.server.sessions, {})
+
+    def test_the_right_token_is_served_and_a_session_needs_it_too(self) -> None:
+        good = {"Authorization": f"Bearer {self.TOKEN}"}
+        answer = self.post(INITIALIZE, good)
+        self.assertEqual(answer.status, 200)
+        session = answer.headers["Mcp-Session-Id"]
+        self.assertEqual(self.call(session, "notes.get", {"id": "n-1"}).status, 401)  # the session id alone
+        ok = self.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, {**good, "Mcp-Session-Id": session})
+        self.assertEqual(ok.status, 200)
+
+    def test_the_token_never_reaches_the_log(self) -> None:
+        with self.assertLogs("agent_lab.mcp", level="DEBUG") as logs:
+            self.post(INITIALIZE, {"Authorization": f"Bearer {self.TOKEN}"})
+            self.post(INITIALIZE, {"Authorization": f"Bearer {self.TOKEN}-wrong"})
+        self.assertNotIn(self.TOKEN, "\n".join(logs.output))
+
+
+class OwnClientTest(HttpCase):
+    """agent_lab's own MCP client (`--mcp http://...#VAR`) against this server, on both eras."""
+
+    TOKEN = TokenTest.TOKEN
+    server_options = {"token": TOKEN}
+
+    def test_our_client_lists_and_calls_on_both_eras_with_the_token(self) -> None:
+        from agent_lab.mcp_client import connect
+
+        os.environ["AGENT_LAB_HTTP_TEST_TOKEN"] = self.TOKEN
+        self.addCleanup(os.environ.pop, "AGENT_LAB_HTTP_TEST_TOKEN", None)
+        for versions, era in ((None, "modern"), (["2025-11-25"], "handshake")):
+            with connect(self.server.url + "#AGENT_LAB_HTTP_TEST_TOKEN", versions=versions) as client:
+                self.assertEqual(client.era, era)
+                names = [tool["name"] for tool in client.list_tools()]
+                self.assertIn("notes.get", names)
+                result = client.call_tool("notes.get", {"id": "n-9"})
+                self.assertEqual(result["structuredContent"], {"id": "n-9", "text": "hello"})
+
+
+class LimitsTest(HttpCase):
+    server_options = {"limits": HttpLimits(max_body_bytes=2048, max_in_flight=1, max_connections=4,
+                                           read_timeout_s=0.5)}
+
+    def test_an_oversized_body_is_413_unread_and_the_server_goes_on(self) -> None:
+        big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 4096}}
+        self.assertEqual(self.post(big).status, 413)
+        connection = self.connection()  # a body announced as huge is refused before a byte of it is read
+        connection.putrequest("POST", self.path)
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(10 ** 12))
+        connection.endheaders()
+        self.assertEqual(connection.getresponse().status, 413)
+        connection.close()
+        self.assertEqual(self.post(INITIALIZE).status, 200)
+
+    def test_a_body_without_a_length_or_of_another_type_is_refused(self) -> None:
+        self.assertEqual(self.post(None, {"Content-Type": "text/plain"}, raw=b"{}").status, 415)
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as chunked:
+            chunked.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+            self.assertTrue(chunked.recv(100).startswith(b"HTTP/1.1 411"))
+
+    def test_past_the_in_flight_cap_a_request_is_503_until_one_ends(self) -> None:
+        answers: list[Answer] = []
+        caller = threading.Thread(target=lambda: answers.append(self.modern_call("slow", {})))
+        caller.start()
+        while not self.server.modern_channel.busy():
+            caller.join(0.01)
+        refused = self.modern_call("notes.get", {"id": "n-1"})
+        self.assertEqual(refused.status, 503)
+        self.assertEqual(refused.message["error"]["code"], SERVER_BUSY)
+        self.assertEqual(refused.headers["Retry-After"], "1")
+        self.gate.set()
+        caller.join(WAIT_S)
+        self.assertEqual(answers[0].status, 200)
+        self.assertEqual(self.modern_call("notes.get", {"id": "n-1"}).status, 200)
+
+    def test_a_slow_client_is_disconnected_and_cannot_hold_its_thread(self) -> None:
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as slow:
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n")
+            self.assertEqual(slow.recv(100), b"")  # the watchdog shut it down: the head never ended
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as slow:
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+            self.assertEqual(slow.recv(100), b"")  # nor the body
+        self.assertEqual(self.post(INITIALIZE).status, 200)
+
+    def test_past_the_connection_cap_a_new_connection_is_503(self) -> None:
+        held = [socket.create_connection((self.host, self.port), timeout=WAIT_S) for _ in range(4)]
+        try:
+            with socket.create_connection((self.host, self.port), timeout=WAIT_S) as extra:
+                self.assertTrue(extra.recv(100).startswith(b"HTTP/1.1 503"))
+        finally:
+            for each in held:
+                each.close()
+
+
+class AttackTest(HttpCase):
+    """Reproducers of what an attacker who reads this code would try."""
+
+    server_options = {"limits": HttpLimits(max_pending_calls=1)}
+
+    def raw(self, lines: list[str], body: bytes = b"") -> bytes:
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as raw:
+            raw.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            return raw.recv(200)
+
+    def test_a_page_whose_name_was_rebound_to_loopback_is_refused_by_its_host(self) -> None:
+        body = json.dumps(INITIALIZE).encode()
+        answer = self.raw(["POST /mcp HTTP/1.1", f"Host: evil.example:{self.port}", "Content-Type: application/json",
+                           f"Content-Length: {len(body)}"], body)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 403"), answer)
+        self.assertEqual(self.server.sessions, {})
+
+    def test_a_header_sent_twice_is_refused_whichever_copy_a_proxy_read(self) -> None:
+        body = json.dumps(INITIALIZE).encode()
+        for twice in (["Origin: http://localhost", "Origin: http://evil.example"],
+                      ["Authorization: Bearer a", "Authorization: Bearer b"],
+                      [f"Content-Length: {len(body)}", "Content-Length: 0"]):
+            head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json"]
+            if not twice[0].startswith("Content-Length"):
+                head.append(f"Content-Length: {len(body)}")
+            answer = self.raw(head + twice, body)
+            self.assertRegex(answer, rb"^HTTP/1.1 40[013]", twice)
+        self.assertEqual(self.server.sessions, {})
+
+    def test_an_unenveloped_initialize_cannot_turn_the_stateless_side_into_a_session(self) -> None:
+        poisoned = self.post(INITIALIZE, {"MCP-Protocol-Version": "2026-07-28"})
+        self.assertEqual(poisoned.message["error"]["code"], -32022)
+        self.assertNotIn("Mcp-Session-Id", poisoned.headers)
+        self.assertEqual(self.modern_call("notes.get", {"id": "n-1"}).status, 200)
+
+    def test_an_id_that_is_no_string_or_integer_is_refused_and_nothing_runs(self) -> None:
+        session = self.open_session()
+        for bad_id in (None, 1.5, True, {"a": 1}):
+            answer = self.post({"jsonrpc": "2.0", "id": bad_id, "method": "tools/call",
+                                "params": {"name": "notes.delete", "arguments": {}}}, {"Mcp-Session-Id": session})
+            self.assertEqual(answer.status, 400, bad_id)
+
+    def test_calls_whose_clients_went_away_cannot_pile_up(self) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "slow", "arguments": {}, "_meta": MODERN_META}}).encode()
+        with socket.create_connection((self.host, self.port), timeout=WAIT_S) as gone:
+            gone.sendall(("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}",
+                                        "Content-Type: application/json", f"Content-Length: {len(body)}",
+                                        "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call",
+                                        "Mcp-Name: slow"]) + "\r\n\r\n").encode() + body)
+            while not self.server.modern_channel.busy():
+                threading.Event().wait(0.01)
+        # the slow call still holds the one call slot (its thread cannot be stopped): the next is refused
+        refused = self.modern_call("notes.get", {"id": "n-1"})
+        self.assertEqual(refused.message["error"]["code"], SERVER_BUSY)
+        self.gate.set()
+        while self.modern_call("notes.get", {"id": "n-1"}).status != 200:
+            threading.Event().wait(0.01)
+
+
+class SessionCapTest(HttpCase):
+    server_options = {"limits": HttpLimits(max_sessions=2)}
+
+    def test_a_new_session_replaces_the_longest_idle_one(self) -> None:
+        first, second = self.open_session(), self.open_session()
+        third = self.open_session()
+        self.assertEqual(set(self.server.sessions), {second, third})
+        self.assertEqual(self.call(first, "notes.get", {"id": "n-1"}).status, 404)
+
+    def test_when_every_session_is_busy_initialize_is_503(self) -> None:
+        sessions = [self.open_session(), self.open_session()]
+        callers = [threading.Thread(target=self.call, args=(each, "slow", {})) for each in sessions]
+        for caller in callers:
+            caller.start()
+        while not all(self.server.sessions[each].channel.busy() for each in sessions):
+            callers[0].join(0.01)
+        self.assertEqual(self.post(INITIALIZE).status, 503)
+        self.gate.set()
+        for caller in callers:
+            caller.join(WAIT_S)
+
+
+class GatewayOverHttpTest(HttpCase):
+    """The gateway's approvals over HTTP: an elicitation on the call's event stream (handshake era), and
+    input_required (2026-07-28)."""
+
+    def make_server(self) -> McpHttpServer:
+        from tests.test_gateway import ACTOR as GATEWAY_ACTOR
+        from tests.test_gateway import build_registry as gateway_registry
+
+        self.runs: list[str] = []
+        return gateway_http_server(gateway_registry(self.runs), actor=GATEWAY_ACTOR)
+
+    def test_an_elicitation_arrives_on_the_calls_event_stream_and_the_call_runs_once_confirmed(self) -> None:
+        session = self.open_session({"elicitation": {}})
+        connection = self.connection()
+        connection.request("POST", self.path, body=json.dumps({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "transfer", "arguments": {"account": "acc-1", "amount": 40, "request_id": "t-1"}}}),
+            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                     "Mcp-Session-Id": session})
+        response = connection.getresponse()
+        self.assertEqual(response.headers["Content-Type"], "text/event-stream")
+        asked = read_event(response)
+        self.assertEqual(asked["method"], "elicitation/create")
+        self.assertIn("acc-1", asked["params"]["message"])
+        self.assertEqual(self.runs, [])
+        reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+        self.assertEqual(self.post(reply, {"Mcp-Session-Id": session}).status, 202)
+        answer = read_event(response)
+        connection.close()
+        self.assertEqual(answer["id"], 7)
+        self.assertFalse(answer["result"].get("isError"), answer)
+        self.assertEqual(self.runs, ["transfer"])
+
+    def test_stateless_approval_is_input_required_then_runs_once_with_the_sealed_state(self) -> None:
+        arguments = {"account": "acc-2", "amount": 5, "request_id": "t-2"}
+        meta = dict(MODERN_META, **{"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}})
+        sent = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "transfer"}
+
+        def call(**extra: Any) -> Any:
+            return self.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "transfer", "arguments": arguments, "_meta": meta, **extra}},
+                             sent).message["result"]
+
+        first = call()
+        self.assertEqual(first["resultType"], "input_required")
+        self.assertEqual(self.runs, [])
+        yes = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+        done = call(inputResponses=yes, requestState=first["requestState"])
+        self.assertEqual(done["resultType"], "complete")
+        self.assertEqual(self.runs, ["transfer"])
+
+    def test_a_hidden_tool_is_answered_like_an_unknown_one_over_http(self) -> None:
+        session = self.open_session()
+        hidden = self.call(session, "admin_reset", {}).message["error"]
+        unknown = self.call(session, "no_such_tool", {}).message["error"]
+        self.assertEqual((hidden["code"], hidden["message"]), (unknown["code"], unknown["message"]))
+        self.assertEqual(self.runs, [])
+
+
+def read_event(response: http.client.HTTPResponse) -> Any:
+    """The next `message` event's data, read line by line from an open event stream."""
+    data: list[bytes] = []
+    while True:
+        line = response.fp.readline()
+        if not line:
+            raise AssertionError("the event stream ended")
+        line = line.rstrip(b"\r\n")
+        if not line and data:
+            return json.loads(b"\n".join(data))
+        if line.startswith(b"data:"):
+            data.append(line[5:].lstrip())
+
+
+class CommandLineTest(unittest.TestCase):
+    def run_lab(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "run_lab.py", "serve-mcp", *args], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=60, env=env)
+
+    def test_bad_http_settings_are_one_line_and_exit_2(self) -> None:
+        env = {key: value for key, value in os.environ.items() if key != "AGENT_LAB_NO_SUCH_TOKEN"}
+        for args, expected in (
+            (["--http", "0", "--http-token-env", "AGENT_LAB_NO_SUCH_TOKEN"], "AGENT_LAB_NO_SUCH_TOKEN is not set"),
+            (["--allow-origin", "https://app.example.com"], "--allow-origin applies to --http"),
+            (["--http-token-env", "X"], "--http-token-env applies to --http"),
+            (["--http", "localhost:http"], "expected [HOST:]PORT"),
+            (["--http", "0", "--allow-origin", "not an origin"], "expected an origin"),
+        ):
+            process = self.run_lab(*args, env=env)
+            self.assertEqual(process.returncode, 2, (args, process.stderr))
+            self.assertIn(expected, process.stderr)
+            self.assertEqual(len(process.stderr.strip().splitlines()), 1, process.stderr)
+            self.assertNotIn("Traceback", process.stderr)
+
+    def test_serve_mcp_http_prints_its_url_and_serves_the_lab_with_a_token(self) -> None:
+        env = dict(os.environ, AGENT_LAB_TEST_TOKEN="tok-abc-123")
+        process = subprocess.Popen([sys.executable, "run_lab.py", "serve-mcp", "--http", "127.0.0.1:0",
+                                    "--http-token-env", "AGENT_LAB_TEST_TOKEN"],
+                                   cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            line = process.stderr.readline()
+            self.assertRegex(line, r"^agent-lab mcp: serving on http://127\.0\.0\.1:[0-9]+/mcp$")
+            url = urllib.parse.urlsplit(line.split()[-1])
+            connection = http.client.HTTPConnection(url.hostname, url.port, timeout=WAIT_S)
+            connection.request("POST", url.path, body=json.dumps(INITIALIZE),
+                               headers={"Content-Type": "application/json", "Authorization": "Bearer tok-abc-123"})
+            answer = connection.getresponse()
+            self.assertEqual(answer.status, 200)
+            self.assertEqual(json.loads(answer.read())["result"]["serverInfo"]["name"], "agent-lab")
+            connection.close()
+        finally:
+            process.terminate()
+            self.assertEqual(process.wait(WAIT_S), 0)
+            rest = process.stderr.read()
+            process.stderr.close()
+        self.assertNotIn("tok-abc-123", rest)
+
+
+if __name__ == "__main__":
+    unittest.main()
