@@ -50,6 +50,29 @@ from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .errors import ToolFailure
 from .execution import describe_exception
+from .mcp_messages import (
+    _META_CLIENT_CAPABILITIES,
+    _META_CLIENT_INFO,
+    _META_PROTOCOL_VERSION,
+    _META_SERVER_INFO,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_BUSY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    _encoded,
+    _error,
+    _is_response,
+    _parse_request,
+    _ProtocolError,
+    _Request,
+    _RequestId,
+    _result,
+    _UnanswerableNotification,
+    _valid_id,
+)
 from .mcp_tasks import TaskAnswers, TaskRequestError, accepted, is_task_call
 from .policy import Actor, Approval
 
@@ -81,21 +104,6 @@ MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 # Only 2025-03-26 allowed JSON-RPC batches; 2025-06-18 removed them again.
 _BATCH_VERSIONS = frozenset({"2025-03-26"})
 
-# JSON-RPC 2.0 error codes, and the one MCP adds for the stateless revision.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-SERVER_BUSY = -32000  # JSON-RPC's range for server-defined errors: the backlog is full (see MAX_HELD_BYTES)
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-# Reserved `_meta` keys of the 2026-07-28 per-request envelope.
-_META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-_META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-_META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-_META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
 DEFAULT_MAX_WORKERS = 4  # tools/call running at once; ping and cancellation are answered meanwhile
@@ -115,33 +123,6 @@ MAX_BATCH_ANSWER_BYTES = 4 * 1024 * 1024  # one batch's answers, as JSON; the re
 ApprovalSource = Callable[[ToolCall, Actor], Union[Approval, None]]
 
 _JSON = Any
-_RequestId = Union[str, int]
-
-
-class _ProtocolError(Exception):
-    """A JSON-RPC error response for the request being handled. Messages are safe to show the client."""
-
-    def __init__(self, code: int, message: str, data: Any = None, *, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.request_id = request_id if _valid_id(request_id) else None
-
-
-class _UnanswerableNotification(Exception):
-    """A notification whose params are malformed: JSON-RPC forbids answering a notification, even with
-    an error, so it is logged and dropped."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Request:
-    """One well-formed JSON-RPC request or notification (id is None for a notification)."""
-
-    method: str
-    params: Mapping[str, Any]
-    id: _RequestId | None = None
-    is_notification: bool = False
 
 
 # -- wire: framing ---------------------------------------------------------------------------------
@@ -178,18 +159,6 @@ class _LineWriter:
                 logger.warning("stdout is closed; no further messages can be sent")
 
 
-def _encoded(message: Mapping[str, Any]) -> str:
-    """One answer as compact JSON, without its newline (ensure_ascii: it can never contain a raw line
-    separator). One that is not JSON becomes an internal error for its id: the client still gets an answer."""
-    try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        logger.error("a response could not be encoded as JSON")
-        request_id = message.get("id") if isinstance(message, dict) else None
-        return json.dumps(_error(request_id if _valid_id(request_id) else None, INTERNAL_ERROR, "Internal error"),
-                          separators=(",", ":"))
-
-
 def _read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | None]:
     """Yields each line of `stream` without its newline; None for a line longer than MAX_MESSAGE_BYTES."""
     while True:
@@ -211,51 +180,6 @@ def _skip_rest_of_line(stream: BinaryIO | TextIO) -> None:
             return
         if (chunk.endswith("\n") if isinstance(chunk, str) else chunk.endswith(b"\n")):
             return
-
-
-# -- wire: JSON-RPC envelopes ----------------------------------------------------------------------
-
-
-def _result(request_id: _RequestId | None, result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def _error(request_id: _RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _valid_id(value: Any) -> bool:
-    """MCP request ids are strings or integers (never null, never a bool)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _parse_request(message: Any) -> _Request:
-    """Checks the JSON-RPC 2.0 envelope of one message; raises _ProtocolError for a malformed one."""
-    if not isinstance(message, dict):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    has_id = "id" in message
-    if has_id and not _valid_id(message["id"]):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
-    request_id = message["id"] if has_id else None
-    if message.get("jsonrpc") != "2.0":
-        raise _ProtocolError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"', request_id=request_id)
-    method = message.get("method")
-    if not isinstance(method, str):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string", request_id=request_id)
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        if not has_id:
-            raise _UnanswerableNotification(method)
-        raise _ProtocolError(INVALID_PARAMS, "Invalid params: params must be a JSON object", request_id=request_id)
-    return _Request(method=method, params=params, id=request_id, is_notification=not has_id)
-
-
-def _is_response(message: Any) -> bool:
-    """A client's response to a server request (we send none, so it is logged and dropped)."""
-    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
 
 
 # -- the server ------------------------------------------------------------------------------------
