@@ -28,29 +28,54 @@ not merely computed. At most `MAX_PENDING_CALLS` calls and `MAX_HELD_BYTES` of l
 beyond either is refused at once (`SERVER_BUSY`) by the reader, which writes every other answer itself.
 So a client that stops reading stdout stops the reader too, on the full pipe, once the backlog is full.
 Nothing raised while a call runs on a worker, `sys.exit` included, leaves its request unanswered.
+
+Layout. This module reads lines, negotiates the protocol era and dispatches (`_Server`); the tools/call
+and tasks/ path it dispatches to is `agent_lab.mcp_calls` (a mixin of `_Server`), and the JSON-RPC
+messages both build are `agent_lab.mcp_messages`. Their names stay importable from here.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import io
 import json
 import logging
 import os
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator, Mapping, TextIO, Union, cast
 
 from . import __version__
-from .adapters import mcp_tool, parse_mcp_call, render_mcp_result
-from .calls import ToolCall, ToolResult
+from .adapters import mcp_tool
+from .calls import ToolCall
 from .errors import ToolFailure
-from .execution import describe_exception
-from .mcp_tasks import TaskAnswers, TaskRequestError, accepted, is_task_call
+from .mcp_calls import _Held, _InFlight, _settle, _ToolCallPath
+from .mcp_messages import (
+    _META_CLIENT_CAPABILITIES,
+    _META_CLIENT_INFO,
+    _META_PROTOCOL_VERSION,
+    _META_SERVER_INFO,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_BUSY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    _encoded,
+    _error,
+    _is_response,
+    _parse_request,
+    _ProtocolError,
+    _Request,
+    _RequestId,
+    _result,
+    _UnanswerableNotification,
+    _valid_id,
+)
+from .mcp_tasks import TaskAnswers
 from .policy import Actor, Approval
 
 __all__ = [
@@ -81,21 +106,6 @@ MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 # Only 2025-03-26 allowed JSON-RPC batches; 2025-06-18 removed them again.
 _BATCH_VERSIONS = frozenset({"2025-03-26"})
 
-# JSON-RPC 2.0 error codes, and the one MCP adds for the stateless revision.
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-SERVER_BUSY = -32000  # JSON-RPC's range for server-defined errors: the backlog is full (see MAX_HELD_BYTES)
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-# Reserved `_meta` keys of the 2026-07-28 per-request envelope.
-_META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-_META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-_META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-_META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-
 # Named limits.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one line; a longer one is refused and skipped, never buffered whole
 DEFAULT_MAX_WORKERS = 4  # tools/call running at once; ping and cancellation are answered meanwhile
@@ -115,33 +125,6 @@ MAX_BATCH_ANSWER_BYTES = 4 * 1024 * 1024  # one batch's answers, as JSON; the re
 ApprovalSource = Callable[[ToolCall, Actor], Union[Approval, None]]
 
 _JSON = Any
-_RequestId = Union[str, int]
-
-
-class _ProtocolError(Exception):
-    """A JSON-RPC error response for the request being handled. Messages are safe to show the client."""
-
-    def __init__(self, code: int, message: str, data: Any = None, *, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-        self.request_id = request_id if _valid_id(request_id) else None
-
-
-class _UnanswerableNotification(Exception):
-    """A notification whose params are malformed: JSON-RPC forbids answering a notification, even with
-    an error, so it is logged and dropped."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Request:
-    """One well-formed JSON-RPC request or notification (id is None for a notification)."""
-
-    method: str
-    params: Mapping[str, Any]
-    id: _RequestId | None = None
-    is_notification: bool = False
 
 
 # -- wire: framing ---------------------------------------------------------------------------------
@@ -178,18 +161,6 @@ class _LineWriter:
                 logger.warning("stdout is closed; no further messages can be sent")
 
 
-def _encoded(message: Mapping[str, Any]) -> str:
-    """One answer as compact JSON, without its newline (ensure_ascii: it can never contain a raw line
-    separator). One that is not JSON becomes an internal error for its id: the client still gets an answer."""
-    try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        logger.error("a response could not be encoded as JSON")
-        request_id = message.get("id") if isinstance(message, dict) else None
-        return json.dumps(_error(request_id if _valid_id(request_id) else None, INTERNAL_ERROR, "Internal error"),
-                          separators=(",", ":"))
-
-
 def _read_lines(stream: BinaryIO | TextIO) -> Iterator[bytes | None]:
     """Yields each line of `stream` without its newline; None for a line longer than MAX_MESSAGE_BYTES."""
     while True:
@@ -213,51 +184,6 @@ def _skip_rest_of_line(stream: BinaryIO | TextIO) -> None:
             return
 
 
-# -- wire: JSON-RPC envelopes ----------------------------------------------------------------------
-
-
-def _result(request_id: _RequestId | None, result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def _error(request_id: _RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _valid_id(value: Any) -> bool:
-    """MCP request ids are strings or integers (never null, never a bool)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _parse_request(message: Any) -> _Request:
-    """Checks the JSON-RPC 2.0 envelope of one message; raises _ProtocolError for a malformed one."""
-    if not isinstance(message, dict):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    has_id = "id" in message
-    if has_id and not _valid_id(message["id"]):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
-    request_id = message["id"] if has_id else None
-    if message.get("jsonrpc") != "2.0":
-        raise _ProtocolError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"', request_id=request_id)
-    method = message.get("method")
-    if not isinstance(method, str):
-        raise _ProtocolError(INVALID_REQUEST, "Invalid Request: method must be a string", request_id=request_id)
-    params = message.get("params", {})
-    if not isinstance(params, dict):
-        if not has_id:
-            raise _UnanswerableNotification(method)
-        raise _ProtocolError(INVALID_PARAMS, "Invalid params: params must be a JSON object", request_id=request_id)
-    return _Request(method=method, params=params, id=request_id, is_notification=not has_id)
-
-
-def _is_response(message: Any) -> bool:
-    """A client's response to a server request (we send none, so it is logged and dropped)."""
-    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
-
-
 # -- the server ------------------------------------------------------------------------------------
 
 
@@ -269,17 +195,6 @@ class _Session:
     protocol_version: str | None = None  # negotiated by initialize (handshake era)
     initialized: bool = False  # notifications/initialized received
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)  # as the client declared them
-
-
-@dataclass
-class _Held:
-    """One request line's share of the backlog: how many of its calls were accepted, and whether its
-    bytes are counted (once, for all of them)."""
-
-    size: int
-    calls: int = 0
-    charged: bool = False
-    answers: int = 0  # bytes of a waiting batch's answers made already
 
 
 class _Backlog:
@@ -332,16 +247,9 @@ class _Backlog:
             held.calls, held.charged, held.answers = 0, False, 0
 
 
-@dataclass
-class _InFlight:
-    """A tools/call running on the pool; `cancelled` suppresses its response."""
-
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    deadline: float | None = None  # time.monotonic() at arrival plus the tool's timeout (None: unknown tool)
-
-
-class _Server:
-    """Dispatches decoded messages; tools/call runs on a small pool so ping and cancel stay answered."""
+class _Server(_ToolCallPath):
+    """Dispatches decoded messages; tools/call runs on a small pool so ping and cancel stay answered
+    (the call path itself, shared by every subclass, is `agent_lab.mcp_calls._ToolCallPath`)."""
 
     def __init__(
         self,
@@ -691,192 +599,7 @@ class _Server:
     def tool_definition(self, name: str) -> dict[str, Any]:
         return mcp_tool(self.registry.spec(name))
 
-    # -- tools/call ------------------------------------------------------------------------------
-
-    def start_call(
-        self, request: _Request, *, in_batch: bool, shape: Callable[[Mapping[str, Any]], dict[str, Any]]
-    ) -> Any:
-        """Checks the request schema, then runs the call on the pool; the worker sends the response."""
-        call = self.as_task_if_asked(_tool_call(request), request)
-        request_id: _RequestId = request.id  # type: ignore[assignment]
-        tracker = _InFlight(deadline=self.arrival_deadline(call.name))
-        held = self.reading
-        with self.in_flight_lock:
-            if request_id in self.in_flight:
-                raise _ProtocolError(
-                    INVALID_REQUEST, "Invalid Request: this id is already in use by a running request"
-                )
-            busy = self.backlog.take(held)  # bounded memory, whatever a client sends (or fails to read)
-            if busy is not None:
-                raise _ProtocolError(SERVER_BUSY, busy)
-            self.in_flight[request_id] = tracker
-        try:
-            future = self.pool.submit(self.run_call, request_id, call, tracker, shape, held)
-        except BaseException:
-            with self.in_flight_lock:
-                self.in_flight.pop(request_id, None)
-            self.backlog.give_back(held)
-            raise
-        if in_batch:
-            return future  # the batch collects every response and sends them together
-        future.add_done_callback(functools.partial(self.send_finished, held))
-        return None
-
-    def arrival_deadline(self, name: str) -> float | None:
-        """When a call that arrives now must be answered: now plus its tool's timeout. None for a tool
-        this server's actor cannot call, unknown or hidden alike: the registry answers both from its
-        route step, which runs nothing and needs no run slot, so both are answered at once (a hidden
-        tool's timeout must not shape when, or whether, its refusal comes)."""
-        try:
-            spec = self.registry.spec(name)
-            if not self.actor.may(spec.required_permission):
-                return None
-            timeout_ms = spec.timeout_ms
-        except Exception:  # an unknown tool
-            return None
-        return time.monotonic() + timeout_ms / 1000.0
-
-    def run_call(
-        self,
-        request_id: _RequestId,
-        call: ToolCall,
-        tracker: _InFlight,
-        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
-        held: _Held,
-    ) -> str | None:
-        """The call's answer, encoded (a few bytes a character, where the dicts would cost hundreds) and
-        counted in the backlog with `held`'s line until it is written; None for a cancelled call."""
-        try:
-            response = self.answer_call(request_id, call, tracker, shape)
-        finally:
-            with self.in_flight_lock:
-                self.in_flight.pop(request_id, None)
-        if response is None or tracker.cancelled.is_set():
-            return None  # the client gave up on this request: it gets no response, as the spec says
-        answer = _encoded(response)
-        self.backlog.hold_answers(held, len(answer) + 1)
-        return answer
-
-    def answer_call(
-        self,
-        request_id: _RequestId,
-        call: ToolCall,
-        tracker: _InFlight,
-        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
-    ) -> dict[str, Any] | None:
-        if tracker.deadline is None:  # a tool the actor cannot call: refused at once, no slot needed
-            return self.call_response(request_id, call, shape, None)
-        if not self.run_slots.acquire(timeout=max(0.0, tracker.deadline - time.monotonic())):
-            # The deadline passed while waiting: the registry answers deadline_exceeded without running it.
-            return self.call_response(request_id, call, shape, tracker.deadline)
-        try:
-            if tracker.cancelled.is_set():
-                return None  # cancelled before it started: it never runs
-            if self.backlog.full():  # answers nobody has read yet fill the backlog: make no more
-                return _error(request_id, SERVER_BUSY, "Server busy: answers the client has not read fill the "
-                              "server's backlog; the call did not run; retry later")
-            return self.call_response(request_id, call, shape, tracker.deadline)
-        finally:
-            self.run_slots.release()
-
-    def send_finished(self, held: _Held, future: concurrent.futures.Future) -> None:
-        """Write a finished call's answer (none for a cancelled call), then free its place in the backlog."""
-        try:
-            answer = _settle(future)
-            if answer is not None:
-                self.writer.send_line(answer + "\n")
-        finally:
-            self.backlog.give_back(held)
-
-    def call_response(
-        self,
-        request_id: _RequestId,
-        call: ToolCall,
-        shape: Callable[[Mapping[str, Any]], dict[str, Any]],
-        deadline: float | None = None,
-    ) -> dict[str, Any]:
-        try:
-            result = self.invoke(call, deadline)
-            if result.error is not None and result.error.code == "tool_not_found":
-                return _error(request_id, INVALID_PARAMS, "Unknown tool", result.to_model()["error"])
-            return _result(request_id, self.rendered(result, shape))
-        except BaseException as exc:  # noqa: BLE001 - on a worker thread, sys.exit too: the request is still answered
-            # (never the message: it may quote the call's arguments)
-            logger.error("tools/call failed outside the registry pipeline: %s",
-                         describe_exception(exc, show_message=False))
-            return _error(request_id, INTERNAL_ERROR, "Internal error")
-
-    def invoke(self, call: ToolCall, deadline: float | None = None) -> ToolResult:
-        return self.registry.invoke(call, actor=self.actor, approval=self.approval(call), deadline=deadline,
-                                    as_task=is_task_call(call))
-
-    # -- tasks (`agent_lab.mcp_tasks`) -------------------------------------------------------------
-
-    def as_task_if_asked(self, call: ToolCall, request: _Request) -> ToolCall:
-        try:
-            return self.tasks.call(call, request.params, self.session.era or "handshake",
-                                   self.session.client_capabilities)
-        except TaskRequestError as refused:
-            raise _ProtocolError(refused.code, refused.message, refused.data) from None
-
-    def rendered(self, result: ToolResult, shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-        """A call's result as the client sees it: its CallToolResult, or the CreateTaskResult of a task."""
-        if accepted(result):
-            return self.tasks.created(result, self.session.era or "handshake", {_META_SERVER_INFO: self.server_info})
-        return shape(render_mcp_result(result))
-
-    def answer_tasks(self, request: _Request, *, in_batch: bool,
-                     shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Any:
-        """A tasks/ request: answered at once, or (`tasks/result`, which waits for the task to end) on the pool."""
-        era = self.session.era or "handshake"
-        try:
-            if not self.tasks.waits(request.method, era):
-                return _result(request.id, self.tasks.answer(request.method, request.params, era, shape))
-            if in_batch:
-                raise TaskRequestError(INVALID_REQUEST, "Invalid Request: tasks/result must not be part of a batch")
-        except TaskRequestError as refused:
-            raise _ProtocolError(refused.code, refused.message, refused.data) from None
-        held = self.reading
-        busy = self.backlog.take(held)
-        if busy is not None:
-            raise _ProtocolError(SERVER_BUSY, busy)
-        future = self.pool.submit(self.wait_task_result, request, held)
-        future.add_done_callback(functools.partial(self.send_finished, held))
-        return None
-
-    def wait_task_result(self, request: _Request, held: _Held) -> str:
-        try:
-            response = _result(request.id, self.tasks.result(request.params))
-        except TaskRequestError as refused:
-            response = _error(request.id, refused.code, refused.message, refused.data)
-        except BaseException as exc:  # noqa: BLE001 - on a worker thread: the request is still answered
-            logger.error("tasks/result failed: %s", describe_exception(exc, show_message=False))
-            response = _error(request.id, INTERNAL_ERROR, "Internal error")
-        answer = _encoded(response)
-        self.backlog.hold_answers(held, len(answer) + 1)
-        return answer
-
-    def approval(self, call: ToolCall) -> Approval | None:
-        """The application's approval for exactly this call; an approval source that fails grants none
-        (the registry then answers approval_required where one is needed). Its exception is logged as
-        the registry logs a handler's: the message only for a tool without redacted fields."""
-        if self.approvals is None:
-            return None
-        try:  # never asked about a tool this actor cannot call: it is answered like an unknown one
-            if not self.actor.may(self.registry.spec(call.name).required_permission):
-                return None
-        except Exception:  # an unknown tool (or a name that is no tool name): nothing to approve
-            return None
-        try:
-            return self.approvals(call, self.actor)
-        except BaseException as exc:  # noqa: BLE001 - on a worker thread: sys.exit too grants nothing
-            try:
-                show_message = not self.registry.spec(call.name).redact
-            except Exception:
-                show_message = False
-            logger.error("the approval source failed; the call has no approval: %s",
-                         describe_exception(exc, show_message=show_message))
-            return None
+    # -- stopping --------------------------------------------------------------------------------
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -899,17 +622,6 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(members) != len(pairs):
         raise _RepeatedKey(_RepeatedKey.MESSAGE)
     return members
-
-
-def _settle(item: Any) -> Any:
-    """A call's encoded answer (or None), once its job on the pool has ended."""
-    if isinstance(item, concurrent.futures.Future):
-        try:
-            return item.result()
-        except BaseException as exc:  # noqa: BLE001 - run_call catches everything; this is belt and braces
-            logger.error("a tools/call worker failed: %s", describe_exception(exc, show_message=False))
-            return None
-    return item
 
 
 def _plain(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -945,15 +657,6 @@ def _check_envelope(params: Mapping[str, Any]) -> None:
         raise _ProtocolError(INVALID_PARAMS, f"Invalid params: {_META_CLIENT_CAPABILITIES} must be an object")
 
 
-def _tool_call(request: _Request) -> ToolCall:
-    """The CallToolRequest schema, checked at the protocol level: a name, and arguments that are an object."""
-    name = request.params.get("name")
-    if not isinstance(name, str):
-        raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call needs name, a string")
-    arguments = request.params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise _ProtocolError(INVALID_PARAMS, "Invalid params: tools/call arguments must be a JSON object")
-    return parse_mcp_call(request.params, call_id=f"mcp-{request.id}")
 
 
 # -- the front door --------------------------------------------------------------------------------

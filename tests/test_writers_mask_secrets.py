@@ -105,7 +105,8 @@ LOGGING_MODULES: dict[str, tuple[str, str]] = {
                  "of a tool with redacted fields)")
     for name in ("registry.py", "steps/admit.py", "steps/approval.py", "steps/conclude.py", "steps/deadline.py",
                  "steps/task.py",
-                 "steps/idempotency.py", "steps/run.py", "execution.py", "leases.py", "mcp.py", "stores/postgres.py",
+                 "steps/idempotency.py", "steps/run.py", "execution.py", "leases.py", "mcp.py", "mcp_calls.py",
+                 "mcp_messages.py", "stores/postgres.py",
                  "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
                  "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py",
                  "gateway.py", "mcp_http.py", "mcp_http_exchange.py")
