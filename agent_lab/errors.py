@@ -194,6 +194,14 @@ CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
 del _C, _N, _O
 
 
+_ERROR_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    code: {"code": code, "category": entry.category, "message": entry.summary, "retryable": entry.retryable,
+           "next_action": entry.next_action}
+    for code, entry in CATALOGUE.items()
+})
+"""Each catalogue code's `ToolError` fields but `details`, as `ToolError.from_code` sets them by default."""
+
+
 def catalogue_entry(code: str) -> CatalogueEntry | None:
     """The catalogue's classification of `code`, or None for a code a handler defined itself."""
     return CATALOGUE.get(code)
@@ -227,14 +235,15 @@ class ToolError:
 
         Every refusal makes one: the same object as ``cls(...)``, built without the frozen dataclass's
         one ``object.__setattr__`` per field (there is no check to skip; ``details`` is copied)."""
-        entry = CATALOGUE[code]
         error = object.__new__(cls)
-        fields = error.__dict__  # item by item: cheaper than update() with keywords
-        fields["code"] = code
-        fields["category"] = entry.category
-        fields["message"] = message or entry.summary
-        fields["retryable"] = entry.retryable if retryable is None else retryable
-        fields["next_action"] = entry.next_action if next_action is None else next_action
+        fields = error.__dict__
+        fields.update(_ERROR_FIELDS[code])  # the catalogue's fields in one call (KeyError: not in it)
+        if message:
+            fields["message"] = message
+        if retryable is not None:
+            fields["retryable"] = retryable
+        if next_action is not None:
+            fields["next_action"] = next_action
         fields["details"] = dict(details) if details else {}
         return error
 

@@ -180,23 +180,25 @@ FINGERPRINTED = ("approval_required", "approval_mismatch", "idempotency_conflict
 
 
 def _rejections(registry: Registry) -> dict[str, Callable[[], Any]]:
-    """One invoke per refusal code, each refused at its own step (the code it answers is checked)."""
+    """One invoke per refusal code, each refused at its own step (the code it answers is checked).
+
+    Each call is built once, as the read's `READ_CALL` is, so a refusal's count holds the invoke alone."""
     other = registry.approval_for(ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "x", "action_id": "a-9"}),
                                   actor=ACTOR, approver="bench")
     conflicting = ToolCall("record_ticket_followup", {"ticket_id": "T-1001", "note": "Other note.", "action_id": "a-1"})
+    malformed = ToolCall("get_ticket", {"ticket_id": "X-1"})
+    too_large = ToolCall("get_ticket_small", {"ticket_id": "T-1001" * 20})
+    missing = ToolCall("get_guarded_ticket", {"ticket_id": "T-9999"})
+    closing = ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "Closing.", "action_id": "a-2"})
     cases: dict[str, Callable[[], Any]] = {
-        "invalid_arguments": lambda: registry.invoke(ToolCall("get_ticket", {"ticket_id": "X-1"}), actor=ACTOR),
-        "input_too_large": lambda: registry.invoke(ToolCall("get_ticket_small", {"ticket_id": "T-1001" * 20}),
-                                                   actor=ACTOR),
+        "invalid_arguments": lambda: registry.invoke(malformed, actor=ACTOR),
+        "input_too_large": lambda: registry.invoke(too_large, actor=ACTOR),
         # An Actor without the scope is answered tool_not_found (the tool is hidden from it), so the
         # permission step's own refusal is reached by an actor the application failed to authenticate.
         "permission_denied": lambda: registry.invoke(READ_CALL, actor=None),  # type: ignore[arg-type]
-        "not_found": lambda: registry.invoke(ToolCall("get_guarded_ticket", {"ticket_id": "T-9999"}), actor=ACTOR),
-        "approval_required": lambda: registry.invoke(
-            ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "Closing.", "action_id": "a-2"}), actor=ACTOR),
-        "approval_mismatch": lambda: registry.invoke(
-            ToolCall("close_ticket", {"ticket_id": "T-1001", "note": "Closing.", "action_id": "a-2"}), actor=ACTOR,
-            approval=other),
+        "not_found": lambda: registry.invoke(missing, actor=ACTOR),
+        "approval_required": lambda: registry.invoke(closing, actor=ACTOR),
+        "approval_mismatch": lambda: registry.invoke(closing, actor=ACTOR, approval=other),
         "deadline_exceeded": lambda: registry.invoke(READ_CALL, actor=ACTOR, deadline=0.0),
         "idempotency_conflict": lambda: registry.invoke(conflicting, actor=ACTOR),
     }

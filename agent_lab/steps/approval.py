@@ -164,10 +164,12 @@ def _approval_matches(approval: Approval, state: CallState) -> bool:
     approval a person gave one agent is no approval for another agent of the same organisation).
     The arguments are compared in the scheme the approval's fingerprint names (one made before the
     registry's scheme changed still matches its call; see `agent_lab.fingerprint`)."""
+    fingerprint = approval.fingerprint
     return (
         approval.tool == state.tool
-        and (approval.fingerprint == state.fingerprint
-             or approval.fingerprint == state.fingerprint_as(approval.fingerprint))
+        and (fingerprint == state.fingerprint  # (another scheme's is compared in that scheme)
+             or not fingerprint.startswith(state.services.fingerprints.scheme)
+             and fingerprint == state.fingerprint_as(fingerprint))
         and approval.tenant == state.actor.tenant
         and approval.actor_id == state.actor.id
     )
@@ -185,12 +187,13 @@ def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
 
         shown = redact(arguments, spec.redact)
     parts = []
+    append = parts.append
     for name, value in shown.items():
         if type(value) is str and len(value) <= SUMMARY_VALUE_CHARS and value != REDACTED:
-            parts.append(name + "=" + repr(value))  # the common value, without a call per argument
+            append(f"{name}={value!r}")  # the common value, without a call per argument
         else:
-            parts.append(name + "=" + _summary_value(value))
-    line = spec.name + "(" + ", ".join(parts) + ")"
+            append(f"{name}={_summary_value(value)}")
+    line = f"{spec.name}({', '.join(parts)})"
     if len(line) > SUMMARY_MAX_CHARS:
         line = line[: SUMMARY_MAX_CHARS - 2] + "…)"
     return line

@@ -15,7 +15,8 @@ __all__ = ["InMemoryReceiptStore"]
 
 # Module constants: an enum member read through its class costs a descriptor call (CPython 3.11).
 _LAPSE_UNKNOWN, _UNKNOWN = Lapse.UNKNOWN, Lapse.UNKNOWN.value
-_RESERVED, _REPLAY = ReservationStatus.RESERVED, ReservationStatus.REPLAY
+_RESERVED, _REPLAY, _CONFLICT = ReservationStatus.RESERVED, ReservationStatus.REPLAY, ReservationStatus.CONFLICT
+_COMPLETED = rules.COMPLETED
 _new_object = object.__new__
 
 _TIMEOUT_MAX = threading.TIMEOUT_MAX
@@ -93,18 +94,24 @@ class InMemoryReceiptStore:
             if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
                 self._sweep_now_and_then(now)
             entry = self._entries.get(address)
-            if entry is not None and entry.record is not None and entry.fingerprint == fingerprint \
-                    and entry.expires_at > now and entry.state == rules.COMPLETED:
-                # A replay, as `decide_reserve` answers it (a live receipt of this fingerprint), without its calls.
-                replay = _new_object(Reservation)
-                fields = replay.__dict__
-                fields["status"] = _REPLAY
-                fields["record"] = rules.copy_record(entry.record)
-                fields["fingerprint"] = fingerprint
-                return replay
-            answer = rules.decide_reserve(entry, fingerprint, now)
-            if answer is not None:
-                return answer
+            if entry is not None:
+                if entry.expires_at > now:  # a live entry: the two answers retries get, as `decide_reserve`
+                    if entry.fingerprint != fingerprint:  # gives them, without its calls
+                        conflict = _new_object(Reservation)
+                        fields = conflict.__dict__
+                        fields["status"] = _CONFLICT
+                        fields["fingerprint"] = entry.fingerprint
+                        return conflict
+                    if entry.record is not None and entry.state == _COMPLETED:
+                        replay = _new_object(Reservation)
+                        fields = replay.__dict__
+                        fields["status"] = _REPLAY
+                        fields["record"] = rules.copy_record(entry.record)
+                        fields["fingerprint"] = fingerprint
+                        return replay
+                answer = rules.decide_reserve(entry, fingerprint, now)
+                if answer is not None:
+                    return answer
             owner = rules.new_owner_token()
             self._entries[address] = rules.Entry(
                 fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner=owner, lapse=lapse_value
