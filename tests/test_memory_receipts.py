@@ -85,6 +85,25 @@ WRITE_SPEC = ToolSpec(
 )
 
 
+class ExpiredEntriesTest(unittest.TestCase):
+    def test_a_stream_of_new_keys_does_not_keep_their_expired_receipts(self) -> None:
+        # Every call brings its own key (the usual agent: one action, one key); each receipt expires
+        # after 100 calls. The store's own sweeps must keep up: what a purge still finds expired is
+        # at most about one sweep interval's worth, not every key the store ever saw.
+        now = [1000.0]
+        store = InMemoryReceiptStore(ttl_s=10, lease_s=5, clock=lambda: now[0], monotonic=lambda: now[0])
+        record = {"ok": True, "outcome": "succeeded", "tool": "t", "output": None, "error": None, "fingerprint": None}
+        calls = 20000
+        for number in range(calls):
+            key = ReceiptKey("tenant-a", "record_followup", f"action-{number}")
+            reservation = store.reserve(key, FINGERPRINT, timeout_s=1.0)
+            assert reservation.owner is not None
+            self.assertTrue(store.complete(key, reservation.owner, record))
+            now[0] += 0.1
+        left_behind = store.purge(limit=calls)
+        self.assertLessEqual(left_behind, 2 * 1024, f"{left_behind} expired receipts of {calls} were never swept")
+
+
 class ReplayedResultsTest(unittest.TestCase):
     def test_a_replayed_result_cannot_alter_the_receipt_later_replays_see(self) -> None:
         actor = Actor(id="u", tenant="t", permissions={"tags:write"})

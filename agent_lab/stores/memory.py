@@ -22,8 +22,10 @@ _new_object = object.__new__
 _TIMEOUT_MAX = threading.TIMEOUT_MAX
 
 _MIN_SWEEP_INTERVAL = 1024
-"""The in-memory store scans for expired entries after max(this, number of entries) reserves, so a
-full scan costs O(1) per reserve on average however large the store grows."""
+"""The in-memory store scans for expired entries after max(this, the number of entries its last scan
+kept) reserves. A reserve adds at most one entry, so a scan sees at most twice what it counts from:
+O(1) per reserve on average, however large the store grows, and the scans keep coming when every call
+brings a new key (counted against the store's size now, a stream of new keys would never catch up)."""
 
 
 class InMemoryReceiptStore:
@@ -58,6 +60,7 @@ class InMemoryReceiptStore:
         self._spent_approvals: Dict[Tuple[str, str], float] = {}  # (tenant, approval id) -> kept until
         self._lock = threading.Lock()
         self._reserves_since_sweep = 0
+        self._sweep_after = _MIN_SWEEP_INTERVAL  # reserves (and approval spends) until the next scan
         self._closed = False
 
     @property
@@ -91,8 +94,8 @@ class InMemoryReceiptStore:
                 raise ValueError("the receipt store is closed")
             now, stamp = self._times()
             self._reserves_since_sweep += 1
-            if self._reserves_since_sweep >= _MIN_SWEEP_INTERVAL:
-                self._sweep_now_and_then(now)
+            if self._reserves_since_sweep >= self._sweep_after:
+                self._sweep(now)
             entry = self._entries.get(address)
             if entry is not None:
                 if entry.expires_at > now:  # a live entry: the two answers retries get, as `decide_reserve`
@@ -210,7 +213,7 @@ class InMemoryReceiptStore:
         rules.check_limit(limit)
         with self._locked(timeout_s):
             now = self._times()[0]
-            expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)][:limit]
+            expired = rules.purgeable(self._entries, now)[:limit]
             for address in expired:
                 del self._entries[address]
             spent = [key for key, kept_until in self._spent_approvals.items() if kept_until <= now]
@@ -227,7 +230,8 @@ class InMemoryReceiptStore:
         with self._locked(timeout_s):
             store_now, stamp = self._times()
             self._reserves_since_sweep += 1
-            self._sweep_now_and_then(store_now)
+            if self._reserves_since_sweep >= self._sweep_after:
+                self._sweep(store_now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
             if kept_until is not None and kept_until > store_now:
                 return False
@@ -251,17 +255,16 @@ class InMemoryReceiptStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _sweep_now_and_then(self, now: float) -> None:
+    def _sweep(self, now: float) -> None:
         """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
-        ones stay: they wait for the application to resolve them). Callers count the reserve first."""
-        if self._reserves_since_sweep < max(_MIN_SWEEP_INTERVAL, len(self._entries) + len(self._spent_approvals)):
-            return
+        ones stay: they wait for the application to resolve them). Callers count the reserve first,
+        and call this once the count reaches `_sweep_after` (see `_MIN_SWEEP_INTERVAL`)."""
         self._reserves_since_sweep = 0
-        expired = [address for address, entry in self._entries.items() if entry.is_purgeable(now)]
-        for address in expired:
+        for address in rules.purgeable(self._entries, now):
             del self._entries[address]
         for key in [key for key, kept_until in self._spent_approvals.items() if kept_until <= now]:
             del self._spent_approvals[key]
+        self._sweep_after = max(_MIN_SWEEP_INTERVAL, len(self._entries) + len(self._spent_approvals))
 
 
 class _Locked:
