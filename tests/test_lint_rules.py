@@ -7,6 +7,7 @@ import unittest
 from pathlib import Path
 
 from agent_lab import ToolSpec
+from agent_lab.contract import definitions_from_mcp
 from agent_lab.lint import (
     RETIRED_RULES,
     RULES,
@@ -21,6 +22,7 @@ from agent_lab.lint import (
 from agent_lab.lint.language import hidden_characters, injection_phrases
 from agent_lab.schema import PatternEngine
 from fixtures.lint.hostile_tools import (
+    DESCRIPTION,
     ORDER_ID,
     SAMPLES,
     newcomer_events,
@@ -239,6 +241,37 @@ class AllOfRefinementTest(unittest.TestCase):
         for rule_id in ("AL301", "AL302"):
             with self.subTest(rule=rule_id):
                 self.assertEqual(findings_of(rule_id, [tool]), [])
+
+
+class ReferencedDefinitionsTest(unittest.TestCase):
+    """AL301/AL302 follow same-document `$ref`s: a referenced definition types and describes what
+    refers to it, as it does for the model that reads it (a pydantic model's fields come this way)."""
+
+    def test_a_base_referenced_under_all_of_and_refined_beside_it_is_typed_and_described(self) -> None:
+        base = {"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"]}
+        tool = spec(input_schema={"$defs": {"base": base}, "type": "object",
+                                  "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"order_id": {"maxLength": 32}}}]})
+        for rule_id in ("AL301", "AL302"):
+            with self.subTest(rule=rule_id):
+                self.assertEqual(findings_of(rule_id, [tool]), [])
+
+    def test_a_property_whose_reference_is_described_is_described_and_one_whose_is_not_is_flagged(self) -> None:
+        tool = spec(input_schema={
+            "$defs": {"OrderId": {"type": "string", "description": "The order's id, like O-1234."},
+                      "Note": {"type": "string"}},
+            "type": "object", "required": ["order_id"],
+            "properties": {"order_id": {"$ref": "#/$defs/OrderId"},
+                           "bounded": {"allOf": [{"$ref": "#/$defs/OrderId"}, {"maxLength": 32}]},
+                           "note": {"$ref": "#/$defs/Note"}}})
+        self.assertEqual(findings_of("AL301", [tool]), [])
+        self.assertEqual(findings_of("AL302", [tool]), [("get_order_status", "/input_schema/properties/note")])
+
+    def test_references_that_form_a_cycle_are_read_once_and_what_they_miss_is_still_flagged(self) -> None:
+        definition = {"name": "get_order_status", "description": DESCRIPTION, "inputSchema": {
+            "type": "object", "allOf": [{"$ref": "#"}] * 8,
+            "properties": {"note": {"allOf": [{"$ref": "#/properties/note"}] * 8}}}}
+        found = findings_of("AL302", definitions_from_mcp([definition]))
+        self.assertEqual(found, [("get_order_status", "/input_schema/properties/note")])
 
 
 def events_listed_as(output_schema, *, redacts=False):

@@ -10,6 +10,7 @@ from ..schema import PatternEngine
 from ..schema.formats import FORMAT_CHECKERS
 from ..spec_checks import backtracking_input_patterns
 from .model import CatalogFacts, Hit
+from ..schema.walk import local_target
 from .walk import schema_nodes
 
 __all__ = [
@@ -42,28 +43,40 @@ _BRANCHES = ("allOf", "anyOf", "oneOf", "then", "else")
 _ALTERNATIVES = ("anyOf", "oneOf", "then", "else")  # each holds for some instances only
 
 
-def _conjoined(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
-    """`node` and every subschema reached from it through allOf only: schemas that all hold for every
-    instance `node` accepts."""
-    if not isinstance(node, Mapping) or depth > 16:
-        return
-    yield node
-    members = node.get("allOf")
-    for member in members if isinstance(members, list) else []:
-        yield from _conjoined(member, depth + 1)
+def _conjoined(node: Any, root: Any) -> Iterator[Mapping[str, Any]]:
+    """`node` and every subschema reached from it through allOf and same-document `$ref` only:
+    schemas that all hold for every instance `node` accepts (a `$ref`'s target applies in every
+    dialect, beside its siblings or instead of them). Each once: references may form cycles."""
+    seen: set[int] = set()
+    waiting = [node]
+    while waiting and len(seen) <= _MAX_CONJOINED:
+        member = waiting.pop()
+        if not isinstance(member, Mapping) or id(member) in seen:
+            continue
+        seen.add(id(member))
+        yield member
+        if "$ref" in member:
+            waiting.append(local_target(root, member["$ref"]))
+        members = member.get("allOf")
+        if isinstance(members, list):
+            waiting.extend(reversed(members))
+
+
+_MAX_CONJOINED = 256
+"""At most this many conjoined subschemas are read for one schema (a hostile server's can be huge)."""
 
 
 def _property_families(schema: Any) -> dict[int, list[Any]]:
     """For each property subschema (by id), the definitions of that property name that hold together
-    for one instance: the object's own `properties` and those its allOf branches add (a property typed
-    in one and described in another, `allOf` refining a base, is typed and described), and within an
-    anyOf/oneOf/then/else branch, that branch's own with everything above it. A definition in one
-    alternative never types or describes the property of another alternative, or of the base: the
-    instances the other alternative accepts are not bound by it."""
+    for one instance: the object's own `properties` and those its allOf branches and `$ref` targets add
+    (a property typed in one and described in another, `allOf` refining a base, is typed and
+    described), and within an anyOf/oneOf/then/else branch, that branch's own with everything above it.
+    A definition in one alternative never types or describes the property of another alternative, or
+    of the base: the instances the other alternative accepts are not bound by it."""
     families: dict[int, list[Any]] = {}
 
     def gather(node: Any, inherited: Mapping[str, list[Any]], depth: int) -> None:
-        members = list(_conjoined(node))
+        members = list(_conjoined(node, schema))
         by_name = {name: list(definitions) for name, definitions in inherited.items()}
         for member in members:
             properties = member.get("properties")
@@ -92,8 +105,10 @@ def _typed(node: Any) -> bool:
     return node is False or (isinstance(node, Mapping) and any(key in node for key in _TYPING_KEYWORDS))
 
 
-def _described(node: Any) -> bool:
-    return isinstance(node, Mapping) and bool(node.get("description") or node.get("title"))
+def _described(node: Any, root: Any) -> bool:
+    """A description (or title) on the property's schema, or on what it refers to or conjoins: a
+    `$ref` to a described definition describes the property to a model that reads it."""
+    return any(member.get("description") or member.get("title") for member in _conjoined(node, root))
 
 
 def check_untyped_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
@@ -110,11 +125,12 @@ def check_untyped_properties(spec: Any, facts: CatalogFacts, host: Optional[str]
 
 
 def check_undescribed_properties(spec: Any, facts: CatalogFacts, host: Optional[str]) -> Iterator[Hit]:
-    families = _property_families(spec.input_schema)
+    root = spec.input_schema
+    families = _property_families(root)
     for pointer, node, via in _input_nodes(spec):
         family = families.get(id(node), [node])
         if via == "properties" and isinstance(node, Mapping) and family[0] is node \
-                and not any(_described(other) for other in family):
+                and not any(_described(other, root) for other in family):
             yield Hit("input property has no description: the model learns what to put here only from its "
                       "name", pointer)
 

@@ -8,8 +8,9 @@ and the schemas of `dependencies` are subschemas too.
 from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
+from urllib.parse import unquote
 
-__all__ = ["MAX_WALK_DEPTH", "pointer_token", "schema_nodes"]
+__all__ = ["MAX_WALK_DEPTH", "local_target", "pointer_token", "schema_nodes"]
 
 MAX_WALK_DEPTH = 64
 """Subschemas nested deeper than this are not looked into (the validator refuses deeper instances)."""
@@ -22,6 +23,23 @@ _SCHEMA_SINGLES = ("items", "additionalItems", "additionalProperties", "contains
 
 def pointer_token(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def local_target(root: Any, reference: Any) -> Any:
+    """The subschema of `root` a same-document `$ref` ("#", "#/$defs/name", any "#/..." JSON Pointer)
+    names, or None: another document, an anchor, or a pointer to nothing. Nothing is fetched."""
+    if not isinstance(reference, str) or not (reference == "#" or reference.startswith("#/")):
+        return None
+    target = root
+    for token in reference[2:].split("/") if reference != "#" else ():
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and token in target:
+            target = target[token]
+        elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+            target = target[int(token)]
+        else:
+            return None
+    return target
 
 
 def schema_nodes(schema: Any, pointer: str, *, via: str = "", depth: int = 0) -> Iterator[tuple[str, Any, str]]:
