@@ -186,7 +186,7 @@ def call_summary(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:
         from ..redaction import redact
 
         shown = redact(arguments, spec.redact)
-    parts = []
+    parts: list[str] = []
     append = parts.append
     for name, value in shown.items():
         if type(value) is str and len(value) <= SUMMARY_VALUE_CHARS and value != REDACTED:
