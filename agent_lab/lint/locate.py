@@ -84,6 +84,15 @@ def _is_function(cell: Any) -> bool:
         return False
 
 
+def _definition_line(function: Any) -> int:
+    """The line `inspect.getsourcelines(function)` starts at (1-based; 0 for a module), and the same
+    OSError or TypeError when the source cannot be found, without tokenizing the definition's block
+    (only where it starts is used)."""
+    target = inspect.unwrap(function)
+    start = inspect.findsource(target)[1]
+    return 0 if inspect.ismodule(target) else start + 1
+
+
 def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str, SourceLocation]:
     """{tool name: where it is defined} for the tools of `registry` whose definition can be found."""
     root = Path(base or os.getcwd()).resolve()
@@ -99,7 +108,7 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
             continue
         try:
             source_file = inspect.getsourcefile(function)
-            first_line = inspect.getsourcelines(function)[1] if source_file else 0
+            first_line = _definition_line(function) if source_file else 0
         except (OSError, TypeError):
             continue
         if not source_file:
