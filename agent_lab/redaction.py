@@ -349,10 +349,23 @@ class SecretMask:
         if not self._spellings:
             return text
         # Only lines that may show a secret need tokens: one that spells it, or one with an escape that
-        # could (JSON text is never cut across lines by these writers).
-        lines = text.split("\n")
-        return self.text("\n".join(_JSON_TOKEN.sub(self._json_token, line)
-                                   if "\\" in line or self.text(line) != line else line for line in lines))
+        # could (JSON text is never cut across lines by these writers). In a line that spells none, only
+        # a string with an escape can hide one: any other string token is the line's own text between
+        # two quotes, and would show a secret there too.
+        return self.text("\n".join(self._json_line(line) for line in text.split("\n")))
+
+    def _json_line(self, line: str) -> str:
+        if self.text(line) != line:
+            return _JSON_TOKEN.sub(self._json_token, line)
+        if "\\" in line:
+            return _JSON_TOKEN.sub(self._escaped_json_token, line)
+        return line
+
+    def _escaped_json_token(self, found: re.Match[str]) -> str:
+        token = found.group()
+        if token.startswith('"') and "\\" not in token:
+            return token
+        return self._json_token(found)
 
     def _json_token(self, found: re.Match[str]) -> str:
         token = found.group()
