@@ -36,7 +36,8 @@ import re
 import secrets
 import struct
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from .errors import ToolFailure
 from .idempotency import NotCanonicalJSON, canonical_json

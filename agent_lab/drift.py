@@ -51,8 +51,9 @@ from __future__ import annotations
 import enum
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Optional
 
 from .contract import ANNOTATION_DEFAULTS
 from .text import escaped  # (it lived here; lockfile and lint's output still import it from here)

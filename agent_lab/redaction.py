@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "MAX_REDACTION_DEPTH",

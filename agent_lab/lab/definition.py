@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable
 
 from ..execution import type_name
 from ..interrupts import raise_stop_request

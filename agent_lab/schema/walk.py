@@ -7,7 +7,8 @@ and the schemas of `dependencies` are subschemas too.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterator
 
 __all__ = ["MAX_WALK_DEPTH", "pointer_token", "schema_nodes"]
 
