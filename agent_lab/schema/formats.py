@@ -48,6 +48,11 @@ class _LazyPattern:
         self._source = source
         self._compiled: Optional[re.Pattern[str]] = None
 
+    @property
+    def pattern(self) -> str:
+        """The source, as `re.Pattern.pattern` gives it."""
+        return self._source
+
     def _pattern(self) -> re.Pattern[str]:
         compiled = self._compiled
         if compiled is None:  # two threads may both compile it: equal patterns, either will do
