@@ -318,7 +318,7 @@ class Lab:
 
     def effects_of(self, world: Any) -> list[Any]:
         """The world's side effects as a list of JSON records (LabError otherwise)."""
-        from ..idempotency import canonical_json
+        from ..fingerprint import canonical_json
 
         try:
             returned = self.effects(world)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from ..calls import ToolCall, ToolResult
-from ..idempotency import canonical_json
+from ..fingerprint import canonical_json
 from ..policy import Actor, Approval
 from ..redaction import SecretMask, contains_secret
 from ..registry import Registry
