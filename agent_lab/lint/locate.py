@@ -68,13 +68,19 @@ def _user_function(function: Any) -> Any:
     points at the user's line rather than at ours."""
     for _ in range(4):
         code = getattr(function, "__code__", None)
-        if code is None or _PACKAGE not in Path(code.co_filename).resolve().parents:
+        if code is None or not _in_package(code.co_filename):
             return function
         inner = [cell.cell_contents for cell in (function.__closure__ or ()) if _is_function(cell)]
         if not inner:
             return function
         function = inner[0]
     return function
+
+
+@functools.lru_cache(maxsize=256)
+def _in_package(filename: str) -> bool:
+    """Whether the source file `filename` is agent-lab's own (every handler of a module shares one)."""
+    return _PACKAGE in Path(filename).resolve().parents
 
 
 def _is_function(cell: Any) -> bool:
