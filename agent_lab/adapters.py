@@ -35,8 +35,9 @@ import json
 import math
 import re
 import urllib.parse
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Mapping, TypeVar, cast
+from typing import Any, Callable, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult
 from .frozenjson import thaw

@@ -26,8 +26,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from .frozenjson import thaw
 from .spec import TOOL_NAME_PATTERN, Effect

@@ -36,10 +36,11 @@ import re
 import secrets
 import struct
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from .errors import ToolFailure
-from .idempotency import NotCanonicalJSON, canonical_json
+from .fingerprint import NotCanonicalJSON, canonical_json
 
 __all__ = ["CURSOR_VERSION", "DEFAULT_CURSOR_LIFETIME_S", "MIN_SECRET_BYTES", "CursorCodec"]
 

@@ -48,12 +48,12 @@ from a little before the place where the two versions part, and a long word diff
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Optional
 
 from .contract import ANNOTATION_DEFAULTS
 from .text import escaped  # (it lived here; lockfile and lint's output still import it from here)
@@ -185,6 +185,8 @@ def word_diff(before: str, after: str, *, limit: int = 400) -> str:
     character escaped. Longer than `limit`, no edit is cut out unseen: unchanged runs become `…`, each
     edit keeps its share of `limit` (its start in view), and edits that do not fit even so are counted
     (`… and 3 more edits`)."""
+    import difflib  # only where a description changed (lint reads this module for every catalog)
+
     old, new = before.split(" "), after.split(" ")
     parts: list[tuple[str, str]] = []  # (kind: "=", "-" or "+", escaped text)
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():

@@ -15,7 +15,8 @@ Python object. It stops every ordinary mutation, which is the point: no accident
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 __all__ = ["FrozenArray", "FrozenObject", "freeze", "thaw"]
 

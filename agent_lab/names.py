@@ -13,7 +13,8 @@ ranks those by Dice coefficient (shared trigrams over the trigrams of both names
 ``MAX_SCORED`` best by difflib's ratio (`_best_by_difflib`).
 
 An index of at most ``MAX_SCORED`` names skips the trigrams and scores every name: its answer is
-difflib's. Where the answer of a larger index can differ from a full difflib scan, by construction:
+difflib's (and it keeps no trigrams: the names are indexed when one more arrives, a registry of a few
+tools never pays for it). Where the answer of a larger index can differ from a full difflib scan, by construction:
 
 * a name that shares no padded trigram with the asked one is never suggested. difflib could rate
   such a name 0.6 only through scattered single characters and pairs (``abc`` against ``a_b_c``);
@@ -30,7 +31,6 @@ so a reader never meets a half-added name. Names are only ever added, like the r
 
 from __future__ import annotations
 
-import difflib
 import heapq
 import threading
 from typing import Callable, Dict, Iterator, List, Set, Tuple
@@ -96,14 +96,21 @@ class NameIndex:
             if name in self._known:
                 return
             identifier = len(self._names)
-            for gram in set(_trigrams(name)):
-                posting = self._postings.get(gram)
-                if posting is None:
-                    posting = self._postings[gram] = _Posting()
-                posting.ids.append(identifier)
+            if identifier >= MAX_SCORED:  # queries look names up by trigram once there are more than MAX_SCORED
+                if identifier == MAX_SCORED:  # until now every query scored every name: index those first
+                    for earlier, known in enumerate(self._names):
+                        self._index(known, earlier)
+                self._index(name, identifier)
             self._longest = max(self._longest, len(name))
             self._known.add(name)
             self._names.append(name)  # publish: from now on readers see the name
+
+    def _index(self, name: str, identifier: int) -> None:
+        for gram in set(_trigrams(name)):
+            posting = self._postings.get(gram)
+            if posting is None:
+                posting = self._postings[gram] = _Posting()
+            posting.ids.append(identifier)
 
     def close_names(self, word: str, visible: Callable[[str], bool], n: int = 3) -> List[str]:
         """Up to ``n`` names close to ``word`` among those ``visible`` says the asker may see, best first."""
@@ -258,6 +265,8 @@ def _matched(first: str, second: str) -> int:
 
 def _best_by_sequence_matcher(word: str, candidates: List[str], n: int) -> List[str]:
     """The same answer through difflib's own SequenceMatcher (for a word `_matched` does not cover)."""
+    import difflib  # a name of 200 characters or more asked of a registry: rare
+
     matcher = difflib.SequenceMatcher()
     matcher.set_seq2(word)  # as get_close_matches: the asked name is seq2, each candidate seq1
     best = _Best(n)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import unicodedata
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ToolError
 from .frozenjson import freeze

@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "MAX_REDACTION_DEPTH",
@@ -349,10 +350,33 @@ class SecretMask:
         if not self._spellings:
             return text
         # Only lines that may show a secret need tokens: one that spells it, or one with an escape that
-        # could (JSON text is never cut across lines by these writers).
-        lines = text.split("\n")
-        return self.text("\n".join(_JSON_TOKEN.sub(self._json_token, line)
-                                   if "\\" in line or self.text(line) != line else line for line in lines))
+        # could (JSON text is never cut across lines by these writers). And in a line, only the string
+        # tokens with an escape or with a secret in (or across) them: any other string token is the
+        # line's own text between two quotes, which would show a secret there too.
+        usable = _usable_frozen(self._spellings)
+        if not usable:
+            return text
+        pattern = _secrets_pattern(usable)
+        return self.text("\n".join(self._json_line(line, pattern) for line in text.split("\n")))
+
+    def _json_line(self, line: str, pattern: re.Pattern[str]) -> str:
+        shown = [found.span() for found in pattern.finditer(line)]  # where the line spells a secret
+        if not shown and "\\" not in line:
+            return line
+        json_token = self._json_token
+
+        def token_near_a_secret(found: re.Match[str]) -> str:
+            token = found.group()
+            if token[0] == '"' and "\\" not in token:
+                start, end = found.span()
+                for left, right in shown:
+                    if left < end and start < right:
+                        break
+                else:  # no escape, and no secret in or across it: the line's own text, unchanged
+                    return token
+            return json_token(found)
+
+        return _JSON_TOKEN.sub(token_near_a_secret, line)
 
     def _json_token(self, found: re.Match[str]) -> str:
         token = found.group()

@@ -48,7 +48,7 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .audit import AuditSink
 from .calls import ToolCall, ToolResult
@@ -65,9 +65,10 @@ from .steps.idempotency import resolved_record
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
-from .steps.task import accept_task
 from .stores import ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
-from .tasks import TaskStatus
+
+if TYPE_CHECKING:  # at run time agent_lab.tasks loads with the first call run as a task
+    from .tasks import TaskStatus
 
 __all__ = [
     "EXACT_SIZE_FACTOR",
@@ -429,6 +430,8 @@ class Registry:
                     if tasks is None or not (tasks or as_task):
                         result = conclude(state, plan.execute(state))  # execute, then output
                     else:
+                        from .steps.task import accept_task  # (and agent_lab.tasks) once a call runs as a task
+
                         result = accept_task(state)  # `accepted`: it runs in the background
         except BaseException as exception:  # noqa: BLE001 - a bug in a step must not escape either
             stop_if_requested(state, exception)
@@ -465,6 +468,8 @@ class Registry:
                         break
                 else:
                     if plan.tasks is not None and (plan.tasks or as_task):
+                        from .steps.task import accept_task
+
                         result = accept_task(state)  # `accepted`: it runs in the background (see invoke)
                     else:
                         try:

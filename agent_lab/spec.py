@@ -27,8 +27,9 @@ import math
 import re
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from .fingerprint import has_lone_surrogate
 from .frozenjson import freeze, thaw

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable
 
 from ..execution import type_name
 from ..interrupts import raise_stop_request
@@ -317,7 +318,7 @@ class Lab:
 
     def effects_of(self, world: Any) -> list[Any]:
         """The world's side effects as a list of JSON records (LabError otherwise)."""
-        from ..idempotency import canonical_json
+        from ..fingerprint import canonical_json
 
         try:
             returned = self.effects(world)

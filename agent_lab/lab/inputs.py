@@ -43,22 +43,57 @@ def run_inputs(case_files: Iterable[PathLike] = (), *, task_files: Iterable[Path
     return inputs
 
 
+_Input = Tuple[Path, str, Optional[Tuple[int, int]], Optional[Path]]  # path, kind, inode, where it leads
+
+
 def input_overwritten(targets: Iterable[PathLike], inputs: Mapping[Path, str]) -> Optional[Tuple[Path, str]]:
     """The first of `targets` that is one of `inputs` (the same file, however spelled), and what that
-    input is; None when none is."""
-    by_path: dict[Path, str] = {}
-    by_inode: dict[Tuple[int, int], str] = {}
+    input is; None when none is.
+
+    A target is an input when both lead to one place (symbolic links and `..` resolved) or, for a file
+    that exists, when both are the same file (device and inode: a hard link). The first input (in the
+    order given) that leads where the target does says what it is, else the first that is its file.
+    A run has hundreds of inputs (every module it loaded) and a handful of targets, so an input is
+    only looked at through `os.stat` (cheap) until it could be the target: an input that exists
+    leads where a target does only if it is the target's file, so only those, and the inputs that
+    cannot be found as spelled, are resolved."""
+    entries: list[_Input] = []
     for path, kind in inputs.items():
-        resolved, inode = _identity(path)
-        by_path.setdefault(resolved, kind)
-        if inode is not None:
-            by_inode.setdefault(inode, kind)
+        inode = _inode(path)
+        if inode is None:  # not found as spelled: where it leads decides, and what is there
+            resolved, inode = _identity(path)
+            entries.append((path, kind, inode, resolved))
+        else:
+            entries.append((path, kind, inode, None))  # resolved only if it is some target's file
     for target in targets:
         resolved, inode = _identity(Path(target))
-        found = by_path.get(resolved) or (by_inode.get(inode) if inode is not None else None)
+        found = _same_place(entries, resolved, inode)
+        if found is None and inode is not None:
+            found = next((kind for _, kind, its_inode, _ in entries if its_inode == inode), None)
         if found is not None:
             return Path(target), found
     return None
+
+
+def _same_place(entries: list[_Input], resolved: Path, inode: Optional[Tuple[int, int]]) -> Optional[str]:
+    """What the first input that leads to `resolved` is (a target's place, `inode` its file's)."""
+    for path, kind, its_inode, its_place in entries:
+        if its_place is None:
+            if inode is None or its_inode != inode:  # an existing file is at the target's place only if it is the target
+                continue
+            its_place = _identity(path)[0]
+        if its_place == resolved:
+            return kind
+    return None
+
+
+def _inode(path: Path) -> Optional[Tuple[int, int]]:
+    """The device and inode of the file `path` names as spelled (links followed), None if there is none."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _identity(path: Path) -> Tuple[Path, Optional[Tuple[int, int]]]:

@@ -89,6 +89,8 @@ def lone_surrogate_at(value: Any, pointer: str = "") -> str | None:
     """The JSON Pointer of the first string (or member name) holding a lone surrogate, else None.
 
     Call it on a value whose nesting is already bounded (after schema validation)."""
+    if not pointer and not _may_hold_lone_surrogate(value):
+        return None
     if isinstance(value, str):
         return pointer if _LONE_SURROGATE.search(value) else None
     if isinstance(value, dict):
@@ -102,6 +104,16 @@ def lone_surrogate_at(value: Any, pointer: str = "") -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _may_hold_lone_surrogate(value: Any) -> bool:
+    """False when no string of `value` holds a lone surrogate: one pass of the C encoder over a whole
+    case, instead of a walk that spells every member's pointer. True when it may (then the walk says where)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # not plain JSON: the walk decides
+        return True
+    return _LONE_SURROGATE.search(text) is not None
 
 
 def _read_int(digits: str) -> int:

@@ -19,12 +19,11 @@ import importlib.util
 import os
 import re
 import tempfile
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
-from ..stores import InMemoryReceiptStore, PostgresReceiptStore, SqliteReceiptStore
+from ..stores.memory import InMemoryReceiptStore
 from .clocks import LabClocks
 from .definition import LabError
 
@@ -51,10 +50,14 @@ class ReceiptPlace:
         """A new store on this place, reading `clocks`."""
         options: dict[str, Any] = {"fingerprint_key": LAB_FINGERPRINT_KEY, "clock": clocks.wall,
                                    "monotonic": clocks.monotonic}
-        if self.kind == "sqlite":
+        if self.kind == "sqlite":  # each store's module is loaded when a case asks for that store
+            from ..stores.sqlite import SqliteReceiptStore
+
             return SqliteReceiptStore(str(self.path), **options)
         if self.kind == "postgres":
             import psycopg  # the optional driver: postgres_problem() said so if it is missing
+
+            from ..stores.postgres import PostgresReceiptStore
 
             connect = functools.partial(psycopg.connect, self.dsn or "", options=f"-c search_path={self.schema}",
                                         connect_timeout=CONNECT_TIMEOUT_S, application_name="agent-lab tool-eval")
@@ -104,6 +107,8 @@ def receipt_place(kind: str, directory: Optional[Path]) -> Iterator[ReceiptPlace
 
 @contextlib.contextmanager
 def _postgres_schema() -> Iterator[ReceiptPlace]:
+    import uuid  # (and the platform module it loads) only for a case with postgres receipts
+
     dsn = os.environ.get(POSTGRES_DSN_VARIABLE, "")
     schema = "agent_lab_case_" + uuid.uuid4().hex[:16]
     _administer(dsn, f"CREATE SCHEMA {schema}")

@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 from ..calls import ToolCall, ToolResult
-from ..idempotency import canonical_json
+from ..fingerprint import canonical_json
 from ..policy import Actor, Approval
 from ..redaction import SecretMask, contains_secret
 from ..registry import Registry
 from .cases import Case, CaseFileError, CaseProblem
 from .clocks import LAB_NOW, LabClocks
-from .crash import CRASHED_VIEW, deliver_in_child, lab_reference
 from .definition import Lab, LabError, Surface
 from .fault_store import FaultInjectingStore, FaultPlan
 from .faults import (CLOCK_STEP, CRASH, FAIL_RECEIPT_WRITES, LAPSE_LEASE, REDELIVER, RESOLVE, STORE_UNAVAILABLE, TWICE,
@@ -383,6 +382,8 @@ class _Session:
     def _deliver_in_child(self, call: ToolCall, approval: Optional[Approval]) -> None:
         """Deliver `call` in a child process that is SIGKILLed after its effect (see agent_lab.lab.crash),
         then go on with a fresh registry over the same receipts and world."""
+        from .crash import CRASHED_VIEW, deliver_in_child  # child processes: only a case that crashes needs them
+
         index = self._new_delivery(call, approval, (CRASH,))
         try:
             answer = deliver_in_child(self._child_job(call, approval))
@@ -402,6 +403,8 @@ class _Session:
     def _child_job(self, call: ToolCall, approval: Optional[Approval]) -> dict[str, Any]:
         import os
         import sys
+
+        from .crash import lab_reference
 
         return {
             "path": [os.path.abspath(entry) for entry in sys.path],

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..redaction import SecretMask
 from .paths import display_path  # noqa: F401 - importable from here, as before
@@ -75,8 +76,8 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
     taken as case files), however a target spells one of them. Raises ReportWriteError."""
     from .inputs import input_overwritten
 
-    kept = {Path(path): what for path, what in keep.items()} if isinstance(keep, Mapping) else \
-        {Path(path): "a case file of this run" for path in keep}
+    kept = {_as_path(path): what for path, what in keep.items()} if isinstance(keep, Mapping) else \
+        {_as_path(path): "a case file of this run" for path in keep}
     paths = list(paths)
     overwritten = input_overwritten(paths, kept)
     if overwritten is not None:
@@ -95,6 +96,10 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
         if resolved in seen:
             raise ReportWriteError(f"{path}: two reports would be written to this file")
         seen.add(resolved)
+
+
+def _as_path(path: str | Path) -> Path:
+    return path if isinstance(path, Path) else Path(path)  # run_inputs gives hundreds of Paths already
 
 
 def write_files(files: Mapping[Path, str], *, mask: SecretMask) -> None:

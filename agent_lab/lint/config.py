@@ -18,9 +18,10 @@ a rule off:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from ..adapters import EXPORT_FORMATS
 from .model import Rule, Severity

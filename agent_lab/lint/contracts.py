@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterator, Optional
 
 from ..spec import DEFAULT_TIMEOUT_MS, ApprovalPolicy
 from ..spec_checks import destructive_without_approval, write_without_key

@@ -9,8 +9,9 @@ per-host rule makes identically for several hosts are merged into one finding na
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Optional
 
 from ..adapters import NameMap
 from ..contract import ToolDefinition

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Optional
 
 from ..contract import FLOW_LABELS
 from ..spec import ApprovalPolicy, Effect

@@ -68,7 +68,7 @@ def _user_function(function: Any) -> Any:
     points at the user's line rather than at ours."""
     for _ in range(4):
         code = getattr(function, "__code__", None)
-        if code is None or _PACKAGE not in Path(code.co_filename).resolve().parents:
+        if code is None or not _in_package(code.co_filename):
             return function
         inner = [cell.cell_contents for cell in (function.__closure__ or ()) if _is_function(cell)]
         if not inner:
@@ -77,11 +77,26 @@ def _user_function(function: Any) -> Any:
     return function
 
 
+@functools.lru_cache(maxsize=256)
+def _in_package(filename: str) -> bool:
+    """Whether the source file `filename` is agent-lab's own (every handler of a module shares one)."""
+    return _PACKAGE in Path(filename).resolve().parents
+
+
 def _is_function(cell: Any) -> bool:
     try:
         return inspect.isfunction(cell.cell_contents) or inspect.ismethod(cell.cell_contents)
     except ValueError:  # an empty cell
         return False
+
+
+def _definition_line(function: Any) -> int:
+    """The line `inspect.getsourcelines(function)` starts at (1-based; 0 for a module), and the same
+    OSError or TypeError when the source cannot be found, without tokenizing the definition's block
+    (only where it starts is used)."""
+    target = inspect.unwrap(function)
+    start = inspect.findsource(target)[1]
+    return 0 if inspect.ismodule(target) else start + 1
 
 
 def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str, SourceLocation]:
@@ -99,7 +114,7 @@ def locate_tools(registry: Registry, *, base: Optional[str] = None) -> dict[str,
             continue
         try:
             source_file = inspect.getsourcefile(function)
-            first_line = inspect.getsourcelines(function)[1] if source_file else 0
+            first_line = _definition_line(function) if source_file else 0
         except (OSError, TypeError):
             continue
         if not source_file:

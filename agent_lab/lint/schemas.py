@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Iterator, Optional
 
 from ..adapters import (ExportSchemaError, StrictSchemaError, host_schema, strict_refusal_in_original,
                         to_strict_schema)

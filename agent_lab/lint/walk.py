@@ -8,7 +8,8 @@ older dialects are walked as written: draft-07's list-form `items`, `additionalI
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterator
 
 from ..schema.walk import MAX_WALK_DEPTH, pointer_token, schema_nodes  # shared with search, below both
 

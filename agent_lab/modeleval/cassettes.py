@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..idempotency import canonical_json
+from ..fingerprint import canonical_json
 from ..lab.jsonl import NotPlainJSON, lone_surrogate_at, read_plain_json
 from .models.http import HttpRequest, HttpResponse, Transport, is_secret_header
 from .transcript import TurnContext

@@ -13,7 +13,7 @@ import hashlib
 from typing import Any
 
 from ..fingerprint import canonical_json
-from ..idempotency import InMemoryReceiptStore
+from ..stores import InMemoryReceiptStore
 from ..lab.definition import Lab, LabError
 from ..lab.loader import BUILTIN_LAB, load_lab
 from ..lab.replay import LAB_CURSOR_SECRET, LAB_NOW

@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from fractions import Fraction
 from functools import lru_cache
 from itertools import islice
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ..jsonvalue import escape_pointer_token, json_equal, json_type
 from ._messages import plural, show, show_list, show_number
@@ -21,6 +20,9 @@ from ._nodes import (
     ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, everything_evaluated, union_of,
     violation, violation_about,
 )
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 CompileFunction = Callable[..., Optional[Kw]]
 
@@ -160,6 +162,8 @@ def _simple_collect(keyword: str, phrase: str):
 
 def _exact_fraction(number: Any) -> Fraction:
     """The decimal a JSON number was written as (repr of a float), so 0.1 means one tenth exactly."""
+    from fractions import Fraction  # (and decimal) only for a multipleOf that floats cannot decide
+
     if isinstance(number, int):
         return Fraction(number)
     return Fraction(repr(float(number)))

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
 from ..frozenjson import FrozenObject, thaw

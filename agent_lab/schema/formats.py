@@ -38,8 +38,36 @@ Checker = Callable[[str], bool]
 # ---------------------------------------------------------------------------
 # Dates and times (RFC 3339 section 5.6, appendix A)
 
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_TIME = re.compile(
+class _LazyPattern:
+    """A regular expression compiled on first use: most processes check no format (it is an annotation
+    unless asked for), and compiling this table's patterns when the module loads cost them all."""
+
+    __slots__ = ("_source", "_compiled")
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._compiled: Optional[re.Pattern[str]] = None
+
+    @property
+    def pattern(self) -> str:
+        """The source, as `re.Pattern.pattern` gives it."""
+        return self._source
+
+    def _pattern(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:  # two threads may both compile it: equal patterns, either will do
+            compiled = self._compiled = re.compile(self._source)
+        return compiled
+
+    def fullmatch(self, text: str) -> Optional[re.Match[str]]:
+        return self._pattern().fullmatch(text)
+
+    def split(self, text: str) -> list[str]:
+        return self._pattern().split(text)
+
+
+_DATE = _LazyPattern(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_TIME = _LazyPattern(
     r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
     r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))")
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
@@ -102,7 +130,7 @@ def is_date_time(value: str) -> bool:
 #   duration = "P" (dur-date / dur-time / dur-week), dur-date being dur-day / dur-month / dur-year
 _DUR_TIME = r"T[0-9]+(?:H(?:[0-9]+M(?:[0-9]+S)?)?|M(?:[0-9]+S)?|S)"
 _DUR_DATE_END = r"(?:D|M(?:[0-9]+D)?|Y(?:[0-9]+M(?:[0-9]+D)?)?)"
-_DURATION = re.compile(rf"P(?:[0-9]+(?:W|{_DUR_DATE_END}(?:{_DUR_TIME})?)|{_DUR_TIME})")
+_DURATION = _LazyPattern(rf"P(?:[0-9]+(?:W|{_DUR_DATE_END}(?:{_DUR_TIME})?)|{_DUR_TIME})")
 
 
 def is_duration(value: str) -> bool:
@@ -113,9 +141,9 @@ def is_duration(value: str) -> bool:
 # ---------------------------------------------------------------------------
 # IP addresses
 
-_IPV4 = re.compile(r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = _LazyPattern(r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
                    r"(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}")
-_HEX_GROUP = re.compile(r"[0-9A-Fa-f]{1,4}")
+_HEX_GROUP = _LazyPattern(r"[0-9A-Fa-f]{1,4}")
 _IPV6_GROUPS = 8
 
 
@@ -165,7 +193,7 @@ def is_ipv6(value: str) -> bool:
 
 MAX_HOSTNAME_LENGTH = 253
 MAX_LABEL_LENGTH = 63
-_LDH_LABEL = re.compile(r"[A-Za-z0-9]+(?:-+[A-Za-z0-9]+)*")  # letters, digits, inner hyphens
+_LDH_LABEL = _LazyPattern(r"[A-Za-z0-9]+(?:-+[A-Za-z0-9]+)*")  # letters, digits, inner hyphens
 _ACE_PREFIX = "xn--"
 
 # RFC 5892 section 2.6 exceptions.
@@ -387,7 +415,7 @@ def is_hostname(value: str) -> bool:
         label[:4].lower() == _ACE_PREFIX for label in labels) else True
 
 
-_IDN_SEPARATORS = re.compile("[.\u3002\uff0e\uff61]")
+_IDN_SEPARATORS = _LazyPattern("[.\u3002\uff0e\uff61]")
 
 
 def _a_label_length(u_label: str) -> int:
@@ -439,11 +467,11 @@ def is_idn_hostname(value: str) -> bool:
 # E-mail addresses (RFC 5321 section 4.1.2 Mailbox, RFC 6531 for idn-email)
 
 _ATEXT = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]"
-_DOT_ATOM = re.compile(rf"{_ATEXT}+(?:\.{_ATEXT}+)*")
-_QUOTED_STRING = re.compile(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"')
+_DOT_ATOM = _LazyPattern(rf"{_ATEXT}+(?:\.{_ATEXT}+)*")
+_QUOTED_STRING = _LazyPattern(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"')
 _IDN_ATEXT = r"(?:[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]|[^\x00-\x7f])"
-_IDN_DOT_ATOM = re.compile(rf"{_IDN_ATEXT}+(?:\.{_IDN_ATEXT}+)*")
-_IDN_QUOTED_STRING = re.compile(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|[^\x00-\x7f]|\\[\x20-\x7e])*"')
+_IDN_DOT_ATOM = _LazyPattern(rf"{_IDN_ATEXT}+(?:\.{_IDN_ATEXT}+)*")
+_IDN_QUOTED_STRING = _LazyPattern(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|[^\x00-\x7f]|\\[\x20-\x7e])*"')
 MAX_LOCAL_PART_OCTETS = 64
 
 
@@ -538,7 +566,7 @@ def _uri_grammar(international: bool) -> Dict[str, "re.Pattern[str]"]:
     }
 
 
-_IP_FUTURE = re.compile(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+_IP_FUTURE = _LazyPattern(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
 
 
 def _authority_is_valid(match: "re.Match[str]") -> bool:
@@ -582,7 +610,7 @@ _VARCHAR = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
 _EXPRESSION = rf"\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}}"
 _TEMPLATE_LITERAL = r'(?:[^\x00-\x20"%<>\\^`{|}\x7f]|%[0-9A-Fa-f]{2})'
-_URI_TEMPLATE = re.compile(rf"(?:{_TEMPLATE_LITERAL}|{_EXPRESSION})*")
+_URI_TEMPLATE = _LazyPattern(rf"(?:{_TEMPLATE_LITERAL}|{_EXPRESSION})*")
 
 
 def is_uri_template(value: str) -> bool:
@@ -593,9 +621,9 @@ def is_uri_template(value: str) -> bool:
 # ---------------------------------------------------------------------------
 # Identifiers and pointers
 
-_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-_JSON_POINTER = re.compile(r"(?:/(?:[^~/]|~[01])*)*")
-_RELATIVE_JSON_POINTER = re.compile(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
+_UUID = _LazyPattern(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+_JSON_POINTER = _LazyPattern(r"(?:/(?:[^~/]|~[01])*)*")
+_RELATIVE_JSON_POINTER = _LazyPattern(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
 
 
 def is_uuid(value: str) -> bool:

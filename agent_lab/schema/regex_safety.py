@@ -224,13 +224,13 @@ def _prove_re(parsed: ParsedPattern):
     if refusal is not None:
         return refusal
     anchored = starts_anchored(root)
-    ambiguity = _ambiguity(parsed, root)
     if widths.max_width(root) != _UNBOUNDED and widths.max_width(root) <= MAX_PROVEN_WIDTH \
             and not widths.has_backreference(root):
         limit = MAX_ANCHORED_PATHS if anchored else MAX_PATHS_PER_START
         paths = _path_count(parsed, root, limit)
         if paths <= limit:
             return _PROVEN_BY_PATHS.format(width=widths.max_width(root), paths=paths)
+    ambiguity = _ambiguity(parsed, root)  # rule 2, asked only when rule 1 (few paths) proves nothing
     if ambiguity is not None:
         return ambiguity
     if not anchored:

@@ -7,7 +7,8 @@ and the schemas of `dependencies` are subschemas too.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterator
 from urllib.parse import unquote
 
 __all__ = ["MAX_WALK_DEPTH", "local_target", "pointer_token", "schema_nodes"]
@@ -50,11 +51,11 @@ def schema_nodes(schema: Any, pointer: str, *, via: str = "", depth: int = 0) ->
     and are not walked into.
     """
     yield pointer, schema, via
-    if not isinstance(schema, Mapping) or depth >= MAX_WALK_DEPTH:
+    if not (isinstance(schema, dict) or isinstance(schema, Mapping)) or depth >= MAX_WALK_DEPTH:  # dict: no ABC check
         return
     for keyword in _SCHEMA_MAPS:
         members = schema.get(keyword)
-        if isinstance(members, Mapping):
+        if members is not None and isinstance(members, Mapping):  # most keywords are absent
             for name, sub in members.items():
                 if keyword == "dependencies" and not isinstance(sub, (Mapping, bool)):
                     continue  # a list of property names (draft-07's dependentRequired), not a schema

@@ -14,7 +14,8 @@ import json
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..audit import audit_record as build_audit_record
 from ..calls import ToolResult

@@ -7,8 +7,9 @@ ships. A new store implements ``ReceiptStore`` and passes the conformance suite 
 tests/store_conformance.py.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .memory import InMemoryReceiptStore
-from .postgres import PostgresReceiptStore
 from .protocol import (
     PURGE_LIMIT,
     STORE_TIMEOUT_S,
@@ -19,7 +20,19 @@ from .protocol import (
     Reservation,
     ReservationStatus,
 )
-from .sqlite import BUSY_TIMEOUT_MS, SCHEMA_VERSION, SWEEP_CHUNK, SWEEP_EVERY, SqliteReceiptStore
+
+if TYPE_CHECKING:  # at run time the SQLite and PostgreSQL stores are imported on first use (sqlite3 is not light)
+    from .postgres import PostgresReceiptStore
+    from .sqlite import BUSY_TIMEOUT_MS, SCHEMA_VERSION, SWEEP_CHUNK, SWEEP_EVERY, SqliteReceiptStore
+
+_EXPORTS = {
+    "PostgresReceiptStore": "postgres",
+    "BUSY_TIMEOUT_MS": "sqlite",
+    "SCHEMA_VERSION": "sqlite",
+    "SWEEP_CHUNK": "sqlite",
+    "SWEEP_EVERY": "sqlite",
+    "SqliteReceiptStore": "sqlite",
+}
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -38,3 +51,23 @@ __all__ = [
     "ReservationStatus",
     "SqliteReceiptStore",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _EXPORTS.get(name)
+    if module is None:  # `agent_lab.stores.sqlite` without importing it first, as when both were imported here
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as missing:
+            if missing.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

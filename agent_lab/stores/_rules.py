@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, List, Mapping, NamedTuple, Optional, Tuple, TypeVar
+from collections.abc import Mapping
+from typing import Any, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ..fingerprint import MAX_CANONICAL_DEPTH, MAX_INTEGER_BITS, NotCanonicalJSON, canonical_json, has_lone_surrogate
 from .protocol import Lapse, ReceiptKey, Reservation, ReservationStatus

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import Any, Callable, Mapping
 
 from ...context import CallContext
@@ -103,11 +104,17 @@ def candidate_specs(backend: TicketBackend | None = None) -> list[ToolSpec]:
     ticket is visible to a tenant depends only on the backend's tickets, which every backend shares
     (the seed, never changed): the specs whose guard checks that seed serve every such backend as they
     are; a backend with tickets of its own gets copies guarded by itself."""
-    if backend is None or backend.has_seed_tickets():
-        return list(_seed_guarded_contracts())
+    seeded = backend is None or backend.has_seed_tickets()
+    with _BUILDING:  # replays starting together would each build them: lru_cache waits for no call under way
+        contracts = _seed_guarded_contracts() if seeded else _contracts()
+    if backend is None or seeded:
+        return list(contracts)
     guard = _ticket_guard(backend)
     return [dataclasses.replace(spec, resource_guard=guard) if spec.resource_guard is _UNBOUND_GUARD else spec
-            for spec in _contracts()]
+            for spec in contracts]
+
+
+_BUILDING = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
