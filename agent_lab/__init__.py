@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_exports
+
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name is imported on first use
     from .audit import AuditSink, JsonlAuditSink, MemoryAuditSink
     from .calls import ToolCall, ToolResult
@@ -166,21 +168,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _EXPORTS.get(name)
-    if module is None:  # `agent_lab.<submodule>` without importing it first, as when every one was imported here
-        try:
-            return importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as missing:
-            if missing.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module 'agent_lab' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

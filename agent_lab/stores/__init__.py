@@ -9,6 +9,8 @@ tests/store_conformance.py.
 
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_exports
+
 from .memory import InMemoryReceiptStore
 from .protocol import (
     PURGE_LIMIT,
@@ -53,21 +55,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _EXPORTS.get(name)
-    if module is None:  # `agent_lab.stores.sqlite` without importing it first, as when both were imported here
-        try:
-            return importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as missing:
-            if missing.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
