@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent_lab import ToolSpec
 from agent_lab.contract import definitions_from_mcp
+from agent_lab.schema.walk import local_target
 from agent_lab.lint import (
     RETIRED_RULES,
     RULES,
@@ -265,6 +266,18 @@ class ReferencedDefinitionsTest(unittest.TestCase):
                            "note": {"$ref": "#/$defs/Note"}}})
         self.assertEqual(findings_of("AL301", [tool]), [])
         self.assertEqual(findings_of("AL302", [tool]), [("get_order_status", "/input_schema/properties/note")])
+
+    def test_a_reference_is_followed_only_to_a_place_of_the_same_document_and_nothing_else_is_guessed(self) -> None:
+        root = {"$defs": {"a/b": {"type": "string"}, "n": [{"type": "integer"}]}}
+        self.assertEqual(local_target(root, "#/$defs/a~1b"), {"type": "string"})
+        self.assertEqual(local_target(root, "#/%24defs/n/0"), {"type": "integer"})
+        self.assertIs(local_target(root, "#"), root)
+        # Another document, an anchor, a pointer to nothing, and an index in digits int() refuses
+        # (a hostile server's "\u00b2"): each is None, never an exception.
+        for reference in ("other.json#/$defs/a~1b", "#anchor", "#/$defs/missing", "#/$defs/n/9", "#/$defs/n/\u00b2",
+                          "#/$defs/n/\u0661", 7):
+            with self.subTest(reference=reference):
+                self.assertIsNone(local_target(root, reference))
 
     def test_references_that_form_a_cycle_are_read_once_and_what_they_miss_is_still_flagged(self) -> None:
         definition = {"name": "get_order_status", "description": DESCRIPTION, "inputSchema": {

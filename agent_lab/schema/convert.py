@@ -38,6 +38,7 @@ from ..jsonvalue import escape_pointer_token, pointer_join
 from ._dialects import DIALECTS, DRAFT_04, DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, normalize_uri
 from ._keywords import DEFAULT_VOCABULARIES, VOCABULARIES
 from ._uri import pointer_tokens, resolve_uri, split_fragment
+from .walk import follow_pointer
 from .model import MAX_SCHEMA_DEPTH, SchemaError
 
 __all__ = ["SchemaConversionError", "original_pointer", "to_draft_2020_12"]
@@ -253,14 +254,7 @@ class _Conversion:
         start = self.resources.get(normalize_uri(resource))
         if start is None or (fragment and not fragment.startswith("/")):
             return False
-        target: Any = self.root
-        for token in pointer_tokens(start) + pointer_tokens(fragment):
-            if isinstance(target, Mapping) and token in target:
-                target = target[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            else:
-                return False
+        target = follow_pointer(self.root, pointer_tokens(start) + pointer_tokens(fragment))
         return isinstance(target, Mapping) and "$ref" not in target and target.get("type") == schema.get("type")
 
     def _uses_contains(self) -> bool:

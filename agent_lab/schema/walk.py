@@ -8,10 +8,11 @@ and the schemas of `dependencies` are subschemas too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Iterator
-from urllib.parse import unquote
+from typing import Any, Iterable, Iterator
 
-__all__ = ["MAX_WALK_DEPTH", "local_target", "pointer_token", "schema_nodes"]
+from ._uri import pointer_tokens
+
+__all__ = ["MAX_WALK_DEPTH", "follow_pointer", "local_target", "pointer_token", "schema_nodes"]
 
 MAX_WALK_DEPTH = 64
 """Subschemas nested deeper than this are not looked into (the validator refuses deeper instances)."""
@@ -31,12 +32,16 @@ def local_target(root: Any, reference: Any) -> Any:
     names, or None: another document, an anchor, or a pointer to nothing. Nothing is fetched."""
     if not isinstance(reference, str) or not (reference == "#" or reference.startswith("#/")):
         return None
+    return follow_pointer(root, pointer_tokens(reference[1:]))
+
+
+def follow_pointer(root: Any, tokens: Iterable[str]) -> Any:
+    """The value at the decoded JSON Pointer `tokens` in `root`, or None where it leads to nothing."""
     target = root
-    for token in reference[2:].split("/") if reference != "#" else ():
-        token = unquote(token).replace("~1", "/").replace("~0", "~")
+    for token in tokens:
         if isinstance(target, Mapping) and token in target:
             target = target[token]
-        elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+        elif isinstance(target, list) and token.isascii() and token.isdigit() and int(token) < len(target):
             target = target[int(token)]
         else:
             return None
