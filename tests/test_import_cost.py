@@ -59,9 +59,10 @@ import sys
 print(" ".join(sorted(sys.modules)))
 """
 
-LIGHT = {"agent_lab", "agent_lab.cli", "agent_lab.fingerprint", "agent_lab.jsonvalue"}
-"""The agent_lab modules `import agent_lab.cli` loads: the package (whose `fingerprint` name is both a
-submodule and a function, so that one is imported with it) and the command line itself."""
+LIGHT = {"agent_lab", "agent_lab._lazy", "agent_lab.cli", "agent_lab.fingerprint", "agent_lab.jsonvalue"}
+"""The agent_lab modules `import agent_lab.cli` loads: the package with its lazy-exports helper (whose
+`fingerprint` name is both a submodule and a function, so that one is imported with it) and the command
+line itself."""
 
 NOT_FOR_TOOL_EVAL = ("agent_lab.signature", "agent_lab.retry", "agent_lab.mcp", "agent_lab.modeleval",
                      "agent_lab.integrations", "agent_lab.search", "agent_lab.bench", "agent_lab.lab.testing",
@@ -99,7 +100,8 @@ class CommandLineLoadsWhatACommandNeedsTest(unittest.TestCase):
                 self.assertNotIn(name, modules)
 
     def test_the_front_doors_import_each_public_name_on_first_use(self) -> None:
-        self.assertEqual(agent_lab_modules(loaded_modules("import agent_lab")), {"agent_lab", "agent_lab.fingerprint",
+        self.assertEqual(agent_lab_modules(loaded_modules("import agent_lab")), {"agent_lab", "agent_lab._lazy",
+                                                                                 "agent_lab.fingerprint",
                                                                                  "agent_lab.jsonvalue"})
         self.assertNotIn("agent_lab.lab.testing", loaded_modules("import agent_lab.lab"))
         modules = loaded_modules("from agent_lab import Registry\nfrom agent_lab.lab import Lab")
