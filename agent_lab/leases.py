@@ -67,6 +67,11 @@ RECEIPT_RETRY_TIMEOUT_S = 2.0
 _PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
 
 
+def _address(key: ReceiptKey) -> tuple[str, str, str]:
+    """Where a key is held: its three fields as a plain tuple (hashed in C)."""
+    return (key.tenant, key.tool, key.key)
+
+
 class HoldState(str, enum.Enum):
     RUNNING = "running"  # the handler runs within its deadline (or has not settled yet)
     LATE = "late"  # the caller stopped waiting; the handler still runs, within the late window
@@ -107,6 +112,7 @@ class Hold:
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
                  renew_at: float = math.inf) -> None:
         self.key = key
+        self.address = (key.tenant, key.tool, key.key)  # `_address`, without the call: one per write
         self.fingerprint = fingerprint
         self.owner = owner
         self.writes = writes
@@ -128,8 +134,10 @@ class KeyHolder:
         if renew_every_s is None:
             renew_every_s = self._lease_s / RENEW_FRACTION if self._lease_s > 0 else math.inf
         self._renew_every_s = renew_every_s
-        self._holds: dict[ReceiptKey, Hold] = {}
-        self.held: Mapping[ReceiptKey, Hold] = self._holds  # read-only outside: empty means `answer` says None
+        # Keyed by the plain (tenant, tool, key) tuple, not the ReceiptKey: a frozen dataclass hashes in
+        # Python code (about 1,700 instructions), and every keyed call looks its key up here.
+        self._holds: dict[tuple[str, str, str], Hold] = {}
+        self.held: Mapping[tuple[str, str, str], Hold] = self._holds  # read-only outside: empty means `answer` says None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # the keeper: a timer moved earlier, or closing
         self._settled = threading.Condition(self._lock)  # wait_settled: a hold was settled or given up
@@ -145,7 +153,7 @@ class KeyHolder:
         if not self._holds:
             return None
         with self._lock:
-            hold = self._holds.get(key)
+            hold = self._holds.get((key.tenant, key.tool, key.key))  # `_address`, inline
             if hold is None:
                 return None
             if hold.state is HoldState.UNKNOWN:
@@ -159,7 +167,7 @@ class KeyHolder:
         """Hold a key just reserved in the store, and keep its lease renewed until it is settled."""
         hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
-            self._holds[key] = hold
+            self._holds[hold.address] = hold
             if self._thread is None or not self._thread.is_alive():  # never started, or died (see `_keep`)
                 self._thread = None
                 self._start_keeper_locked()
@@ -189,7 +197,7 @@ class KeyHolder:
             # A late handler's key stays unresolvable (still_running) until its outcome was tried in the
             # store, and then it is SETTLING: resolve_unknown cannot free a key whose effect just happened.
             hold.still_running = False
-            if self._holds.get(hold.key) is hold:
+            if self._holds.get(hold.address) is hold:
                 hold.state = HoldState.SETTLING
                 hold.pending = record
                 hold.attempts_left = RECEIPT_RETRY_ATTEMPTS
@@ -213,7 +221,7 @@ class KeyHolder:
         """The hold of ``key`` if this process gave up on it (its owner token still holds the store's row).
         Its ``still_running`` says that its handler has not returned yet (the late window ended first)."""
         with self._lock:
-            hold = self._holds.get(key)
+            hold = self._holds.get(_address(key))
             return hold if hold is not None and hold.state is HoldState.UNKNOWN else None
 
     def wait_settled(self, timeout_s: Optional[float]) -> bool:
@@ -286,7 +294,7 @@ class KeyHolder:
     def _give_up_locked(self, hold: Hold, why: str) -> None:
         """The key's outcome cannot be known here: answer unknown until the store's lease has lapsed
         (from then on the store answers unknown itself). A read has nothing to protect: just drop it."""
-        if self._holds.get(hold.key) is not hold:
+        if self._holds.get(hold.address) is not hold:
             return
         if not hold.writes:
             self._drop_locked(hold)
@@ -304,8 +312,8 @@ class KeyHolder:
                            hold.tool, why)
 
     def _drop_locked(self, hold: Hold) -> None:
-        if self._holds.get(hold.key) is hold:
-            del self._holds[hold.key]
+        if self._holds.get(hold.address) is hold:
+            del self._holds[hold.address]
         hold.dropped = True
         if self._settled_waiters:  # notify_all is Python code; every write drops a hold
             self._settled.notify_all()

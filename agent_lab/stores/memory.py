@@ -16,8 +16,11 @@ __all__ = ["InMemoryReceiptStore"]
 # Module constants: an enum member read through its class costs a descriptor call (CPython 3.11).
 _LAPSE_UNKNOWN, _UNKNOWN = Lapse.UNKNOWN, Lapse.UNKNOWN.value
 _RESERVED, _REPLAY, _CONFLICT = ReservationStatus.RESERVED, ReservationStatus.REPLAY, ReservationStatus.CONFLICT
-_COMPLETED = rules.COMPLETED
+_COMPLETED, _IN_FLIGHT = rules.COMPLETED, rules.IN_FLIGHT
+_Entry = rules.Entry
+_LAPSE_DEFAULT = _Entry._field_defaults["lapse"]
 _new_object = object.__new__
+_new_tuple = tuple.__new__
 
 _TIMEOUT_MAX = threading.TIMEOUT_MAX
 
@@ -116,10 +119,16 @@ class InMemoryReceiptStore:
                 if answer is not None:
                     return answer
             owner = rules.new_owner_token()
-            self._entries[address] = rules.Entry(
-                fingerprint, rules.IN_FLIGHT, None, stamp + self._lease_s, owner=owner, lapse=lapse_value
-            )
-            return rules.reservation(_RESERVED, None, fingerprint, owner)
+            # rules.Entry(fingerprint, IN_FLIGHT, None, expires_at, owner=owner, lapse=lapse_value), without
+            # the named tuple's Python __new__ and its keywords (one per reserve and one per completion).
+            self._entries[address] = _new_tuple(_Entry, (fingerprint, _IN_FLIGHT, None, stamp + self._lease_s,
+                                                         owner, lapse_value, None))
+            reserved = _new_object(Reservation)  # rules.reservation(_RESERVED, None, fingerprint, owner), inline
+            fields = reserved.__dict__
+            fields["status"] = _RESERVED
+            fields["fingerprint"] = fingerprint
+            fields["owner"] = owner
+            return reserved
         finally:
             lock.release()
 
@@ -140,10 +149,13 @@ class InMemoryReceiptStore:
     def complete(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
-        rules.check_owner(owner)
+        # The registry's arguments (exact types) are taken as they are, as in `reserve`; anything else is checked.
+        if type(owner) is not str:
+            rules.check_owner(owner)
         value = rules.record_value(record)
-        address = rules.address(key)
-        wait_s = store_timeout(timeout_s)
+        address = (key.tenant, key.tool, key.key) if type(key) is ReceiptKey else rules.address(key)
+        wait_s = timeout_s if type(timeout_s) is float and 0.0 <= timeout_s <= _TIMEOUT_MAX else \
+            store_timeout(timeout_s)
         lock = self._lock
         if not lock.acquire(blocking=False):
             acquire_within(lock, wait_s)
@@ -151,12 +163,13 @@ class InMemoryReceiptStore:
             if self._closed:
                 raise ValueError("the receipt store is closed")
             entry = self._entries.get(address)
-            if not rules.held_by(entry, owner):
+            # rules.held_by(entry, owner), inline (an owner token is a str, never None)
+            if entry is None or entry.state != _IN_FLIGHT or entry.owner != owner:
                 return rules.completed_by(entry, owner, value)  # a retry of a completion that landed
-            assert entry is not None
             expires_at = self._times()[1] + self._ttl_s
-            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, expires_at,
-                                                 owner=owner, record=value)
+            # rules.Entry(entry.fingerprint, COMPLETED, None, expires_at, owner=owner, record=value), as in `reserve`
+            self._entries[address] = _new_tuple(_Entry, (entry.fingerprint, _COMPLETED, None, expires_at, owner,
+                                                         _LAPSE_DEFAULT, value))
             return True
         finally:
             lock.release()
