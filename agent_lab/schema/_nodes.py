@@ -103,14 +103,20 @@ class Kw:
         # True when `collect` itself reports only what fails (it checks its parts), so a node can call
         # it without checking the keyword first; otherwise `collect` may only run after `check` failed.
         self.self_checking = self_checking
+        # The Python types (see `base_py_type`) of whose every value `check` is true (`type`: the types it
+        # names), so collecting skips it for them: a refused string never asks again whether it is a string.
+        self.passes_for = passes_for
 
 
 def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
     """Append one violation whose message is `phrase` said about the field at `instance_path`."""
     subject = "value " if instance_path == "" else "'" + instance_path[1:] + "' "
     item = _new_object(Violation)  # make_violation, inlined: this is the errors() hot path
-    item.__dict__.update(instance_path=instance_path, keyword_path=keyword_path, keyword=keyword,
-                         message=subject + phrase)
+    fields = item.__dict__  # item by item: update() with keywords first builds a dict of them
+    fields["instance_path"] = instance_path
+    fields["keyword_path"] = keyword_path
+    fields["keyword"] = keyword
+    fields["message"] = subject + phrase
     out.append(item)
 
 
