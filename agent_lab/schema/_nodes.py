@@ -77,7 +77,7 @@ class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
     __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail",
-                 "self_checking", "__weakref__")
+                 "self_checking", "passes_for", "__weakref__")
 
     def __init__(
         self,
@@ -91,6 +91,7 @@ class Kw:
         cost: int = 1,
         detail: Any = None,
         self_checking: bool = False,
+        passes_for: frozenset = frozenset(),
     ) -> None:
         self.keyword = keyword
         self.types = types
@@ -362,6 +363,7 @@ def _collect_table(kws: Sequence[Kw]) -> Dict[type, Tuple[Any, ...]]:
         row = tuple(
             (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
             if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+            and py_type not in kw.passes_for
         )
         table[py_type] = distinct.setdefault(row, row)
     return table
