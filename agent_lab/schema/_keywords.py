@@ -586,11 +586,11 @@ def compile_properties(cx, value) -> Kw:
 
     def collect(instance, instance_path, keyword_path, out):
         if not located:
-            located.append(tuple((name, node.check, node, "/" + escape_pointer_token(name))
-                                 for name, node in nodes.items()))
-        for name, one, node, token in located[0]:
+            located.append(tuple((name, node.check, node, "/" + escape_pointer_token(name),
+                                  "/properties/" + escape_pointer_token(name)) for name, node in nodes.items()))
+        for name, one, node, token, keyword_token in located[0]:
             if name in instance and not one(instance[name]):
-                node.collect(instance[name], instance_path + token, keyword_path + "/properties" + token, out)
+                node.collect(instance[name], instance_path + token, keyword_path + keyword_token, out)
 
     return Kw("properties", OBJECT, check, collect, eval_props=names.intersection, cost=5, detail=nodes,
               self_checking=True)

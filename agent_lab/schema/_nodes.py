@@ -111,13 +111,14 @@ class Kw:
 
 def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
     """Append one violation whose message is `phrase` said about the field at `instance_path`."""
-    subject = "value " if instance_path == "" else "'" + instance_path[1:] + "' "
+    # One string built in one step (an f-string joins its parts at once; `+` makes each partial string).
+    message = "value " + phrase if instance_path == "" else f"'{instance_path[1:]}' {phrase}"
     item = _new_object(Violation)  # make_violation, inlined: this is the errors() hot path
     fields = item.__dict__  # item by item: update() with keywords first builds a dict of them
     fields["instance_path"] = instance_path
     fields["keyword_path"] = keyword_path
     fields["keyword"] = keyword
-    fields["message"] = subject + phrase
+    fields["message"] = message
     out.append(item)
 
 
