@@ -87,7 +87,10 @@ def _compile_type(value, *, integral_floats_are_integers: bool) -> Kw:
             said = f"{phrase} (it is of type {json_type(instance)})"
         violation(out, instance_path, keyword_path + keyword_suffix, "type", said)
 
-    return Kw("type", None, test, collect, cost=0, detail=names)
+    # Every value of these Python types (a str subclass too: `test` reads its base type) has the type;
+    # a float has it or not by its value (1.0 is an integer), so it is never one of them.
+    exact = frozenset(kind for name in names for kind in _PY_TYPES_OF.get(name, ()))
+    return Kw("type", None, test, collect, cost=0, detail=names, passes_for=exact - {float})
 
 
 @lru_cache(maxsize=256)
@@ -583,11 +586,11 @@ def compile_properties(cx, value) -> Kw:
 
     def collect(instance, instance_path, keyword_path, out):
         if not located:
-            located.append(tuple((name, node.check, node, "/" + escape_pointer_token(name))
-                                 for name, node in nodes.items()))
-        for name, one, node, token in located[0]:
+            located.append(tuple((name, node.check, node, "/" + escape_pointer_token(name),
+                                  "/properties/" + escape_pointer_token(name)) for name, node in nodes.items()))
+        for name, one, node, token, keyword_token in located[0]:
             if name in instance and not one(instance[name]):
-                node.collect(instance[name], instance_path + token, keyword_path + "/properties" + token, out)
+                node.collect(instance[name], instance_path + token, keyword_path + keyword_token, out)
 
     return Kw("properties", OBJECT, check, collect, eval_props=names.intersection, cost=5, detail=nodes,
               self_checking=True)

@@ -77,7 +77,7 @@ class Kw:
     """One compiled keyword (see the module docstring for the meaning of each closure)."""
 
     __slots__ = ("keyword", "types", "check", "collect", "eval_props", "eval_items", "cost", "detail",
-                 "self_checking", "__weakref__")
+                 "self_checking", "passes_for", "__weakref__")
 
     def __init__(
         self,
@@ -91,6 +91,7 @@ class Kw:
         cost: int = 1,
         detail: Any = None,
         self_checking: bool = False,
+        passes_for: frozenset = frozenset(),
     ) -> None:
         self.keyword = keyword
         self.types = types
@@ -103,14 +104,21 @@ class Kw:
         # True when `collect` itself reports only what fails (it checks its parts), so a node can call
         # it without checking the keyword first; otherwise `collect` may only run after `check` failed.
         self.self_checking = self_checking
+        # The Python types (see `base_py_type`) of whose every value `check` is true (`type`: the types it
+        # names), so collecting skips it for them: a refused string never asks again whether it is a string.
+        self.passes_for = passes_for
 
 
 def violation(out: list, instance_path: str, keyword_path: str, keyword: str, phrase: str) -> None:
     """Append one violation whose message is `phrase` said about the field at `instance_path`."""
-    subject = "value " if instance_path == "" else "'" + instance_path[1:] + "' "
+    # One string built in one step (an f-string joins its parts at once; `+` makes each partial string).
+    message = "value " + phrase if instance_path == "" else f"'{instance_path[1:]}' {phrase}"
     item = _new_object(Violation)  # make_violation, inlined: this is the errors() hot path
-    item.__dict__.update(instance_path=instance_path, keyword_path=keyword_path, keyword=keyword,
-                         message=subject + phrase)
+    fields = item.__dict__  # item by item: update() with keywords first builds a dict of them
+    fields["instance_path"] = instance_path
+    fields["keyword_path"] = keyword_path
+    fields["keyword"] = keyword
+    fields["message"] = message
     out.append(item)
 
 
@@ -356,6 +364,7 @@ def _collect_table(kws: Sequence[Kw]) -> Dict[type, Tuple[Any, ...]]:
         row = tuple(
             (None if kw.self_checking else kw.check, kw.collect, kw.keyword) for kw in kws
             if (kw.types is None or py_type in kw.types) and kw.check is not always_true
+            and py_type not in kw.passes_for
         )
         table[py_type] = distinct.setdefault(row, row)
     return table

@@ -184,7 +184,8 @@ class Validator:
         `allOf` branches both `$ref`) reports its violations there once, under the first keyword
         path that reached it, so the list never grows with the number of paths into a recursive schema.
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        if limit is not None and not (type(limit) is int and limit >= 1) and (
+                isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):  # an exact int: one test
             raise ValueError(f"limit must be a positive integer or None, not {limit!r}")
         try:
             return self._violations(instance, limit, known_invalid=known_invalid)
@@ -211,12 +212,13 @@ class Validator:
                 out: List[Violation] = []
                 self._root.collect(instance, "", "", out)
             else:
-                first = _FirstViolations(limit)
+                first = _FirstViolations()
+                first.limit = limit
                 try:
                     self._root.collect(instance, "", "", first)
                 except _EnoughViolations:
                     pass
-                out = list(first)
+                out = first[:]  # a plain list (a slice of a list subclass is one)
             if not out:
                 out.append(Violation("", "", "schema", "value does not satisfy the schema"))
             return out
@@ -230,16 +232,22 @@ class _EnoughViolations(Exception):
 
 
 class _FirstViolations(list):
-    """The violations list of `errors(limit=...)`: collecting stops at the `limit`-th append."""
+    """The violations list of `errors(limit=...)`: collecting stops at the `limit`-th append.
 
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
+    Made on every refusal, so it is made cheaply: no `__init__` of its own (the caller sets `limit`
+    on the slot; a Python `__init__` is a call from C, and `super()` builds an object), and `append`
+    calls `list.append` directly."""
+
+    __slots__ = ("limit",)
+    limit: int
 
     def append(self, violation: Violation) -> None:
-        super().append(violation)
+        _list_append(self, violation)
         if len(self) >= self.limit:
             raise _EnoughViolations()
+
+
+_list_append = list.append
 
 
 def _capitalised(text: str) -> str:

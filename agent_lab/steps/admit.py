@@ -27,7 +27,7 @@ from .details import (
     non_json_violation,
     sentence,
     violation_details,
-    violation_dict,
+    violation_dicts,
     violation_report,
 )
 from .state import MAX_ARGUMENT_COPY_DEPTH, hook_arguments
@@ -177,7 +177,7 @@ def check_schema(state: CallState) -> Optional[ToolResult]:
         return None  # valid, and canonical by construction (see measured_json_copy)
     # When is_valid has just said no, errors does not check the whole value again first.
     found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=checked)
-    violations = [violation_dict(v) for v in found]
+    violations = violation_dicts(found)
     if not violations:  # JSON the validator accepts, e.g. a 5,000-digit integer: is it canonical?
         try:
             state.fingerprint = state.services.fingerprints.fingerprint(spec.name, arguments)

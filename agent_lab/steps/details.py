@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ..jsonforms import why_no_json_form
 from ..jsonvalue import compact_json_writer, find_non_json
+from ..schema.model import Violation
 
 __all__ = [
     "EXACT_SIZE_FACTOR",
@@ -22,6 +23,7 @@ __all__ = [
     "sentence",
     "violation_details",
     "violation_dict",
+    "violation_dicts",
     "violation_report",
 ]
 
@@ -52,12 +54,25 @@ def json_size(value: Any) -> Optional[int]:
 
 
 def violation_dict(violation: Any) -> dict[str, str]:
+    """A violation as the model sees it: its four fields, in this order.
+
+    A `Violation`'s own attributes are exactly these four, set in this order (a frozen dataclass; the
+    validator sets them in field order too), so its `__dict__`, copied in one C call, is that dict;
+    anything else that has the four attributes is read field by field."""
+    if type(violation) is Violation:
+        return violation.__dict__.copy()
     return {
         "instance_path": violation.instance_path,
         "keyword_path": violation.keyword_path,
         "keyword": violation.keyword,
         "message": violation.message,
     }
+
+
+def violation_dicts(violations: list) -> list[dict[str, str]]:
+    """`violation_dict` of each (a refusal's whole list, in one loop)."""
+    return [violation.__dict__.copy() if type(violation) is Violation else violation_dict(violation)
+            for violation in violations]
 
 
 def sentence(text: str) -> str:
@@ -86,22 +101,31 @@ def violation_report(violations: list, redact: frozenset, *, prefix: str = "") -
         from ..redaction import redact_violations
 
         violations = redact_violations(violations, redact)
-    return _first_violation_message(violations, prefix=prefix), violation_details(violations)
+    return _first_violation_message(violations, prefix), violation_details(violations)
 
 
 def violation_details(violations: list) -> dict[str, Any]:
     """Validation stops one violation past what is reported: `violation_count` is exact unless
-    `violations_truncated` is true, and then it is a lower bound ("at least")."""
-    return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": len(violations),
-            "violations_truncated": len(violations) > MAX_REPORTED_VIOLATIONS}
+    `violations_truncated` is true, and then it is a lower bound ("at least").
+
+    The details take `violations` itself when it is short enough (every caller hands over a list
+    made for this refusal), and the first `MAX_REPORTED_VIOLATIONS` of it otherwise."""
+    count = len(violations)
+    if count > MAX_REPORTED_VIOLATIONS:
+        return {"violations": violations[:MAX_REPORTED_VIOLATIONS], "violation_count": count,
+                "violations_truncated": True}
+    return {"violations": violations, "violation_count": count, "violations_truncated": False}
 
 
-def _first_violation_message(violations: Optional[list], *, prefix: str = "") -> Optional[str]:
+def _first_violation_message(violations: Optional[list], prefix: str = "") -> Optional[str]:
     if not violations:
         return None
-    first = prefix + violations[0]["message"]
-    more = len(violations) - 1
-    if len(violations) > MAX_REPORTED_VIOLATIONS:
+    first = prefix + violations[0]["message"] if prefix else violations[0]["message"]
+    count = len(violations)
+    if count == 1:
+        return first
+    more = count - 1
+    if count > MAX_REPORTED_VIOLATIONS:
         first = f"{first.rstrip('.')} (and at least {more} more violations)."
     elif more:
         first = f"{first.rstrip('.')} (and {more} more {'violation' if more == 1 else 'violations'})."
