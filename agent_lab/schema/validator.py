@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional
 from ..jsonvalue import find_non_json
 from ._compiler import Compiler
 from ._dialects import DRAFT_2020_12, builtin_dialect, dialect_label, known_dialects_text
-from ._index import SchemaIndex, builtin_documents, builtin_index, normalize_uri
+from ._index import SchemaIndex, builtin_document, builtin_index, normalize_uri
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Violation
 
 __all__ = ["Validator"]
@@ -356,8 +356,7 @@ DRAFT_2020_12_MEMOISED = frozenset({"https://json-schema.org/draft/2020-12/schem
 @lru_cache(maxsize=1)
 def draft_2020_12_validator() -> Validator:
     """The built-in meta-schema compiled with this very validator, once, on first use."""
-    documents = dict(builtin_documents())
-    return Validator._trusted(documents[DRAFT_2020_12], DRAFT_2020_12_MEMOISED)
+    return Validator._trusted(builtin_document(DRAFT_2020_12), DRAFT_2020_12_MEMOISED)
 
 
 def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Optional[Mapping[str, Any]],
@@ -371,10 +370,10 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
     dialect = normalize_uri(declared)
     if dialect == DRAFT_2020_12:
         meta_validator = draft_2020_12_validator()
-    elif dialect in dict(builtin_documents()):
+    elif builtin_document(dialect) is not None:
         meta_validator = _builtin_meta(dialect)
     else:
-        meta = index.resources.get(dialect)
+        meta = index.resource(dialect)
         if meta is None:
             said = "declares $schema" if "$schema" in schema else "is read as dialect"
             raise SchemaError(f"{what} {said} {declared!r}, which is not a dialect this validator knows "
@@ -410,4 +409,4 @@ def _custom_metaschema_validator(uri: str, meta: Any, resources: Optional[Mappin
 
 @lru_cache(maxsize=16)
 def _builtin_meta(uri: str) -> Validator:
-    return Validator._trusted(dict(builtin_documents())[uri])
+    return Validator._trusted(builtin_document(uri))
