@@ -20,16 +20,26 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "mai
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
+COMMANDS = ("tool-eval", "bench", "export", "serve-mcp", "inspect", "model-eval", "lint", "lock", "catalog-cost",
+            "docs")
+"""Every command's name, as `build_parser` adds them (a test holds the two to each other)."""
 SOURCES = "--lab MODULE:ATTR or path/to/file.py:ATTR (a Lab); --registry the same (a Registry or a function returning one)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, every command's; with `only` (a command's name), that command's alone.
+
+    `main` parses one command, and building the dozen parsers it does not use cost about 2 ms of every
+    run (`tool-eval` in CI, say). What `only` leaves out is never consulted when that command is the
+    first argument: its options, usage and messages are the same, since a command's usage names only
+    the program and the command. Without `only` (no command, `--help`, a mistyped name) all are built."""
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "agent-lab"
     if program == "__main__.py":
         program = "python -m agent_lab"
     parser = argparse.ArgumentParser(prog=program, description="agent-lab: safe tool calls for LLM agents.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    commands: Any = subparsers if only is None else _OneCommand(subparsers, only)
 
     tool_eval = commands.add_parser(
         "tool-eval", help="replay a lab's cases on each of its surfaces; gate on the candidates",
@@ -93,6 +103,35 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("topic", metavar="TOPIC", nargs="?", help="a topic name, as the list shows it")
     docs.set_defaults(run=_docs)
     return parser
+
+
+class _OneCommand:
+    """The subparsers of `build_parser(only=NAME)`: adds command NAME; any other command's parser is an
+    `_Unbuilt`, so the code that describes its options runs without building anything."""
+
+    def __init__(self, subparsers: Any, name: str) -> None:
+        self.subparsers = subparsers
+        self.name = name
+
+    def add_parser(self, name: str, **options: Any) -> Any:
+        return self.subparsers.add_parser(name, **options) if name == self.name else _Unbuilt()
+
+
+class _Unbuilt:
+    """Stands for a parser (or an option group of one) nobody will use: every method call is accepted
+    and ignored, and answers another `_Unbuilt` (what `add_mutually_exclusive_group` would answer)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._ignored
+
+    def _ignored(self, *arguments: Any, **options: Any) -> _Unbuilt:
+        return self
+
+
+def _command_named_first(argv: Sequence[str]) -> str | None:
+    """The command `argv` names, when its first argument is exactly one (what argparse would pick)."""
+    first = argv[0] if argv else None
+    return first if first in COMMANDS else None
 
 
 def _docs(args: argparse.Namespace) -> int:
@@ -817,9 +856,10 @@ def _catalog_cost(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]) and run one subcommand; returns the exit code."""
-    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=_command_named_first(arguments))
     try:
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = parser.parse_known_args(arguments)
         if unknown and not getattr(args, "passes_arguments_through", False):
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exit_request:  # argparse's own usage errors (2) and --help (0)

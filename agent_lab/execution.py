@@ -37,6 +37,7 @@ from .context import CallContext
 from .errors import ToolError, ToolFailure
 from .jsonforms import NO_FORM, json_form
 from .interrupts import raise_stop_request
+from .workers import BoundedExecutor
 
 __all__ = [
     "LOOP_STALL_S",
@@ -839,7 +840,9 @@ class PoolClosed(RuntimeError):
 
 class WorkerPool:
     """A bounded thread pool, created on first use. Sync handlers run here so the caller can stop
-    waiting at the deadline; a handler that overruns keeps its worker until it returns.
+    waiting at the deadline; a handler that overruns keeps its worker until it returns. The workers
+    are borrowed from threads the process's registries share (`agent_lab.workers`), so a registry
+    made for a call or two starts no thread of its own.
 
     A job is handed to the executor only once a worker is free for it (one slot per worker, taken
     before submitting and given back when the job ends). So when stuck handlers hold every worker,
@@ -857,7 +860,7 @@ class WorkerPool:
         self._slots: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(max_workers):
             self._slots.put(None)
-        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._executor: Optional[BoundedExecutor] = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -898,7 +901,7 @@ class WorkerPool:
     def _release_slot(self, future: concurrent.futures.Future) -> None:
         self._slots.put(None)
 
-    def _started(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _started(self) -> BoundedExecutor:
         executor = self._executor  # running already (close() sets _closed first, then drops it)
         if executor is not None and not self._closed:
             return executor
@@ -906,9 +909,7 @@ class WorkerPool:
             if self._closed:
                 raise PoolClosed("the registry is closed")
             if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self._max_workers, thread_name_prefix="agent-lab-tool"
-                )
+                self._executor = BoundedExecutor(self._max_workers)
             return self._executor
 
     def close(self, *, wait: bool) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "check_json_value",
     "compact_json_encoder",
+    "indented_json",
     "compact_json_writer",
     "escape_pointer_token",
     "find_non_json",
@@ -214,3 +215,81 @@ def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: l
 
 def _where(pointer: str) -> str:
     return "the value" if pointer == "" else f"the value at {pointer}"
+
+
+class _NotPlain(Exception):
+    """`indented_json` met a value it leaves to `json.dumps` (a subclass, a non-string key, ...)."""
+
+
+def indented_json(value: Any, *, sort_keys: bool = False) -> str:
+    """`json.dumps(value, ensure_ascii=False, indent=2, sort_keys=sort_keys)`, the same text, about
+    twice as fast for plain JSON data (the reports' JSON files: about 2 ms of a tool-eval run).
+
+    `json.dumps` with an indent runs its pure-Python encoder, a generator per container that passes
+    every piece up through each enclosing one; this writes the pieces into one list. It takes only
+    the exact types `str`, `int`, `float`, `bool`, `None`, `list`, `tuple` and `dict` with `str` keys,
+    written as `json.dumps` writes them; any other value anywhere (a subclass, a non-string key, an
+    object), and nesting too deep for it, hands the whole value to `json.dumps`, errors included."""
+    parts: list[str] = []
+    append = parts.append
+    encode_string = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) uses
+
+    def emit(item: Any, indent: str) -> None:
+        kind = type(item)
+        if kind is str:
+            append(encode_string(item))
+        elif kind is dict:
+            if not item:
+                append("{}")
+                return
+            inner = indent + "  "
+            separator = "{" + inner
+            for key, member in (sorted(item.items()) if sort_keys else item.items()):
+                if type(key) is not str:
+                    raise _NotPlain
+                append(separator)
+                append(encode_string(key))
+                append(": ")
+                emit(member, inner)
+                separator = "," + inner
+            append(indent + "}")
+        elif kind is list or kind is tuple:
+            if not item:
+                append("[]")
+                return
+            inner = indent + "  "
+            separator = "[" + inner
+            for member in item:
+                append(separator)
+                emit(member, inner)
+                separator = "," + inner
+            append(indent + "]")
+        elif kind is int:
+            append(int.__repr__(item))
+        elif kind is float:
+            append(_float_text(item))
+        elif item is None:
+            append("null")
+        elif item is True:
+            append("true")
+        elif item is False:
+            append("false")
+        else:
+            raise _NotPlain
+
+    try:
+        emit(value, "\n")
+    except (_NotPlain, RecursionError, TypeError):  # TypeError: keys sorted across types
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=sort_keys)
+    return "".join(parts)
+
+
+def _float_text(value: float) -> str:
+    """A float as `json.dumps` writes it (NaN and the infinities as JavaScript spells them)."""
+    if value != value:
+        return "NaN"
+    if value == math.inf:
+        return "Infinity"
+    if value == -math.inf:
+        return "-Infinity"
+    return float.__repr__(value)

@@ -309,3 +309,30 @@ class EntryPointTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OneCommandParserTest(unittest.TestCase):
+    """`main` builds only the parser of the command it runs (`build_parser(only=...)`)."""
+
+    @staticmethod
+    def subparsers(parser):
+        [action] = [action for action in parser._actions if action.__class__.__name__ == "_SubParsersAction"]
+        return action.choices
+
+    def test_commands_names_every_command_the_parser_adds_in_its_order(self) -> None:
+        self.assertEqual(tuple(self.subparsers(cli.build_parser())), cli.COMMANDS)
+
+    def test_a_command_alone_has_the_same_options_usage_and_help_as_in_the_whole_parser(self) -> None:
+        whole = self.subparsers(cli.build_parser())
+        for name in cli.COMMANDS:
+            with self.subTest(name):
+                alone = self.subparsers(cli.build_parser(only=name))
+                self.assertEqual(list(alone), [name])
+                self.assertEqual(alone[name].format_help(), whole[name].format_help())
+                self.assertEqual(alone[name].format_usage(), whole[name].format_usage())
+                self.assertEqual(alone[name]._defaults, whole[name]._defaults)
+
+    def test_only_a_first_argument_naming_a_command_exactly_narrows_the_parser(self) -> None:
+        self.assertEqual(cli._command_named_first(["tool-eval", "--jobs", "2"]), "tool-eval")
+        for argv in ([], ["--help"], ["tool-ev"], ["--jobs", "tool-eval"]):
+            self.assertIsNone(cli._command_named_first(argv))

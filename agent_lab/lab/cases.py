@@ -102,9 +102,14 @@ def _key_for(blocks: Mapping[str, Any], surface: str, role: str | None) -> str |
     return role if role is not None and role in blocks else None
 
 
+CASE_SCHEMA_MEMOISED = frozenset({"https://agent-lab.example/schemas/tool-case.json#/$defs/result",
+                                  "https://agent-lab.example/schemas/tool-case.json#/$defs/steps"})
+"""Where the case schema's compilation memoises (`Validator._with_memo_hint`: one compilation, not two)."""
+
+
 @functools.lru_cache(maxsize=1)
 def _case_validator() -> Validator:
-    return Validator(case_schema())
+    return Validator._with_memo_hint(case_schema(), CASE_SCHEMA_MEMOISED)
 
 
 def case_schema() -> dict[str, Any]:

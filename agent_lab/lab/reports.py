@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..jsonvalue import indented_json
 from ..redaction import SecretMask
 from .paths import display_path  # noqa: F401 - importable from here, as before
 from .fault_reports import effect_failures, effects_sarif, fault_section
@@ -279,7 +280,7 @@ def _comparison_json(evaluation: Any) -> str:
         },
         "scope": SCOPE,
     }
-    return json.dumps(document, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    return indented_json(document, sort_keys=True) + "\n"
 
 
 def _verdict(result: CaseResult) -> dict[str, Any]:

@@ -79,10 +79,16 @@ def _hidden_kind(code: int) -> str | None:
     return None
 
 
+_ASCII_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""The ASCII characters `_hidden_kind` names: control characters but tab, line feed and carriage return."""
+
+
 def hidden_characters(text: str) -> Iterator[tuple[int, str, str]]:
     """(index, code point as U+XXXX with its name, kind) of every character in `text` that a person
     reading the definition does not see but a model does: zero-width characters, bidirectional
     controls, tag characters (U+E0000-U+E007F), variation selectors 17-256 and control characters."""
+    if text.isascii() and _ASCII_HIDDEN.search(text) is None:  # most text: one look, not one per character
+        return
     for index, char in enumerate(text):
         kind = _hidden_kind(ord(char))
         if kind is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..drift import escaped
+from ..jsonvalue import indented_json
 from .engine import LintReport
 from .model import Finding, Severity
 from .rules import RULES
@@ -221,4 +222,4 @@ def render_sarif(report: LintReport) -> str:
         "version": "2.1.0",
         "runs": [run],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return indented_json(log) + "\n"

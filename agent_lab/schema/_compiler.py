@@ -307,7 +307,7 @@ class Compiler:
         """Find the schema a reference names, and its place; SchemaError when it is unknown."""
         resource_uri, fragment = split_reference(base, reference)
         resource_uri = normalize_uri(resource_uri)
-        document = self.index.resources.get(resource_uri)
+        document = self.index.resource(resource_uri)
         if document is None:
             raise SchemaError(
                 f"cannot resolve reference {reference!r} at {location}: no schema is known as "
@@ -514,7 +514,7 @@ class Compiler:
                 return _Table(dict(known.table), self.format_assertion, True, known.ref_hides_siblings)
             if known is not None:
                 return self._vocabulary_table(known.vocabularies or frozenset(), known)
-            meta = self.index.resources.get(current)
+            meta = self.index.resource(current)
             if not isinstance(meta, dict):
                 break
             declared = meta.get("$vocabulary")

@@ -5,6 +5,12 @@ hold subschemas (never through `enum`, `const` or unknown keywords, whose `$id` 
 the schema resources (`$id`, or `id` in draft-04), plain and dynamic anchors, and the base URI and
 dialect of every subschema. References are later resolved against this index only: nothing is ever
 fetched from the network.
+
+The built-in meta-schemas are read, one dialect's documents at a time, when an index first meets a
+URI of that dialect's (`ensure_builtin`): before it records a resource, reference or anchor there,
+and before it looks one up. So an index holds exactly what it held when every dialect was loaded up
+front (a dialect's documents come before anything else there), and a process that only ever meets
+2020-12 schemas never reads or walks the other four dialects' meta-schemas (about 2.5 ms).
 """
 
 from __future__ import annotations
@@ -51,6 +57,27 @@ class SchemaIndex:
         self.document_of: Dict[str, str] = {}
         self.references: Dict[str, set] = {}
         self._keep_alive: list = []
+        self._builtin_groups: set = set()  # the built-in dialects (folder names) whose documents are in
+
+    def ensure_builtin(self, uri: str) -> None:
+        """If `uri` (normalized) lies in a built-in dialect's URI space, make sure that dialect's
+        meta-schemas are in this index, as if they had been added before anything else."""
+        group = builtin_group_of(uri)
+        if group is None or group in self._builtin_groups:
+            return
+        self._builtin_groups.add(group)
+        part = _builtin_group_index(group)
+        # Nothing of this index lies in the group's URI space yet (every write there asks here first),
+        # and its documents' subschemas are walked by no other document, so nothing is overwritten.
+        self.resources.update(part.resources)
+        self.anchors.update(part.anchors)
+        self.dynamic_anchors.update(part.dynamic_anchors)
+        self.places.update(part.places)
+        self.documents_with_dynamic_ref |= part.documents_with_dynamic_ref
+        self.document_of.update(part.document_of)
+        for key, value in part.references.items():
+            self.references[key] = set(value)
+        self._keep_alive.extend(part._keep_alive)
 
     def copy(self, default_dialect: str = DRAFT_2020_12) -> "SchemaIndex":
         twin = SchemaIndex(default_dialect)
@@ -62,12 +89,15 @@ class SchemaIndex:
         twin.document_of = dict(self.document_of)
         twin.references = {key: set(value) for key, value in self.references.items()}
         twin._keep_alive = list(self._keep_alive)
+        twin._builtin_groups = set(self._builtin_groups)
         return twin
 
     def register(self, document: Any, uri: str) -> None:
         """Make `document` known under `uri` before any document is walked (a custom meta-schema must be
         known before the documents that name it in `$schema` are walked)."""
-        self.resources.setdefault(normalize_uri(uri), document)
+        uri = normalize_uri(uri)
+        self.ensure_builtin(uri)
+        self.resources.setdefault(uri, document)
 
     def add_document(self, document: Any, uri: str, *, label: str, dialect: Optional[str] = None) -> None:
         """Register `document` under `uri` (its retrieval URI) and walk it for resources and anchors.
@@ -75,6 +105,7 @@ class SchemaIndex:
         Its dialect is its own `$schema`, else `dialect`, else the index's default dialect."""
         self._keep_alive.append(document)
         uri = normalize_uri(uri)
+        self.ensure_builtin(uri)
         self.resources[uri] = document
         self.document_of[uri] = uri
         self._walk(document, uri, normalize_uri(self.dialect_of_document(document, dialect)), label, "", uri)
@@ -94,7 +125,7 @@ class SchemaIndex:
             if known is not None:
                 return known
             seen.add(current)
-            meta = self.resources.get(normalize_uri(current))
+            meta = self.resource(normalize_uri(current))
             inner = meta.get("$schema") if isinstance(meta, dict) else None
             if not isinstance(inner, str) or normalize_uri(inner) in seen:
                 break
@@ -118,6 +149,12 @@ class SchemaIndex:
                     todo.append(owner)
         return False
 
+    def resource(self, uri: str) -> Any:
+        """The document or embedded resource known as `uri` (normalized), or None; a built-in
+        meta-schema is read on first use."""
+        self.ensure_builtin(uri)
+        return self.resources.get(uri)
+
     def place_of(self, schema: Any) -> Optional[Place]:
         return self.places.get(id(schema))
 
@@ -133,6 +170,7 @@ class SchemaIndex:
                 anchor = ""
             if not (anchor and identifier.startswith("#")):  # "#name" before 2019-09 only names an anchor
                 base = normalize_uri(resource)
+                self.ensure_builtin(base)
                 self.resources.setdefault(base, schema)
                 self.document_of.setdefault(base, document)
                 label, pointer = base, ""
@@ -150,6 +188,7 @@ class SchemaIndex:
             reference = schema.get(keyword)
             if isinstance(reference, str):
                 target = normalize_uri(split_fragment(resolve_uri(base, reference))[0])
+                self.ensure_builtin(target)  # (it may reach a dynamic reference there)
                 self.references.setdefault(document, set()).add(target)
         for keyword, child, child_pointer in iter_subschemas(schema, pointer, rules):
             self._walk(child, base, dialect, label, child_pointer, document)
@@ -193,37 +232,82 @@ def iter_subschemas(schema: Mapping, pointer: str = "",
                 yield keyword, child, f"{pointer}/{keyword}/{escape_pointer_token(name)}"
 
 
-@lru_cache(maxsize=1)
-def builtin_documents() -> Tuple[Tuple[str, Any], ...]:
-    """The meta-schemas of every built-in dialect and their vocabulary meta-schemas, keyed by their id."""
+BUILTIN_GROUPS = {
+    "draft-04": "http://json-schema.org/draft-04/",
+    "draft-06": "http://json-schema.org/draft-06/",
+    "draft-07": "http://json-schema.org/draft-07/",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/",
+    "draft2020-12": "https://json-schema.org/draft/2020-12/",
+}
+"""Each built-in dialect's folder under `metaschemas/`, and the URI space its documents' ids lie in
+(a test checks every id against it)."""
+
+
+def builtin_group_of(uri: str) -> Optional[str]:
+    """The built-in dialect (folder name) whose URI space holds `uri`, or None."""
+    if "json-schema.org/" not in uri:  # most URIs: one look, not five
+        return None
+    for group, prefix in BUILTIN_GROUPS.items():
+        if uri.startswith(prefix):
+            return group
+    return None
+
+
+def _metaschema_folder() -> Any:
     folder: Any = Path(__file__).with_name("metaschemas")
     if not folder.is_dir():  # a zipped package: read through importlib.resources (which imports zipfile)
         from importlib import resources
 
         folder = resources.files(__package__) / "metaschemas"
+    return folder
+
+
+@lru_cache(maxsize=None)
+def builtin_group(group: str) -> Tuple[Tuple[str, Any], ...]:
+    """One built-in dialect's meta-schema and vocabulary meta-schemas, keyed by their id, read once."""
+    dialect_folder = _metaschema_folder() / group
+    candidates = [dialect_folder / "metaschema.json"]
+    vocabularies = dialect_folder / "vocabularies"
+    if vocabularies.is_dir():
+        candidates += sorted(vocabularies.iterdir(), key=lambda item: item.name)
     documents = []
-    for dialect_folder in sorted(folder.iterdir(), key=lambda item: item.name):
-        if not dialect_folder.is_dir():
-            continue
-        candidates = [dialect_folder / "metaschema.json"]
-        vocabularies = dialect_folder / "vocabularies"
-        if vocabularies.is_dir():
-            candidates += sorted(vocabularies.iterdir(), key=lambda item: item.name)
-        for entry in candidates:
-            if entry.name.endswith(".json"):
-                document = json.loads(entry.read_text(encoding="utf-8"))
-                identifier = document.get("$id", document.get("id"))
-                documents.append((normalize_uri(identifier), document))
+    for entry in candidates:
+        if entry.name.endswith(".json"):
+            document = json.loads(entry.read_text(encoding="utf-8"))
+            identifier = document.get("$id", document.get("id"))
+            documents.append((normalize_uri(identifier), document))
     return tuple(documents)
 
 
-@lru_cache(maxsize=1)
-def builtin_index() -> SchemaIndex:
-    """An index holding only the built-in meta-schemas; copied (cheaply) into every Validator's index."""
+def builtin_documents() -> Tuple[Tuple[str, Any], ...]:
+    """The meta-schemas of every built-in dialect and their vocabulary meta-schemas, keyed by their id."""
+    return tuple(entry for group in sorted(BUILTIN_GROUPS) for entry in builtin_group(group))
+
+
+def builtin_document(uri: str) -> Any:
+    """The built-in meta-schema (or vocabulary meta-schema) whose id is `uri` (normalized), or None."""
+    group = builtin_group_of(uri)
+    return dict(builtin_group(group)).get(uri) if group is not None else None
+
+
+@lru_cache(maxsize=None)
+def _builtin_group_index(group: str) -> SchemaIndex:
+    """An index of one built-in dialect's documents alone, merged into the indexes that meet it."""
     index = SchemaIndex()
-    for uri, document in builtin_documents():
+    index._builtin_groups = set(BUILTIN_GROUPS)  # walking them loads no other dialect's
+    for uri, document in builtin_group(group):
         index.add_document(document, uri, label=uri)
+    index._builtin_groups = {group}
     return index
+
+
+def builtin_index() -> SchemaIndex:
+    """An index that holds the built-in meta-schemas (read on first use: see `ensure_builtin`);
+    copied into every Validator's index."""
+    return _EMPTY_INDEX
+
+
+_EMPTY_INDEX = SchemaIndex()
 
 
 def split_reference(base: str, reference: str) -> Tuple[str, str]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional
 from ..jsonvalue import find_non_json
 from ._compiler import Compiler
 from ._dialects import DRAFT_2020_12, builtin_dialect, dialect_label, known_dialects_text
-from ._index import SchemaIndex, builtin_documents, builtin_index, normalize_uri
+from ._index import SchemaIndex, builtin_document, builtin_index, normalize_uri
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Violation
 
 __all__ = ["Validator"]
@@ -56,12 +56,31 @@ class Validator:
         self._sealed = True
 
     @classmethod
-    def _trusted(cls, schema: Any) -> "Validator":
-        """A validator for a built-in meta-schema: no meta-schema check (it is the meta-schema)."""
+    def _trusted(cls, schema: Any, memoise: frozenset = frozenset()) -> "Validator":
+        """A validator for a built-in meta-schema: no meta-schema check (it is the meta-schema).
+        `memoise`: as for `_with_memo_hint`."""
         validator = cls.__new__(cls)
         validator.schema = schema
         validator._max_depth = MAX_SCHEMA_DEPTH  # it validates schemas, which may nest deeper
-        validator._build(schema, None, False, trusted=True)
+        validator._build(schema, None, False, trusted=True, memoise=memoise)
+        validator._sealed = True
+        return validator
+
+    @classmethod
+    def _with_memo_hint(cls, schema: Any, memoise: frozenset) -> "Validator":
+        """`Validator(schema)`, for a schema shipped with the package whose compilation is known to
+        memoise the subschemas at the locations `memoise` names (`Compiler.repeated_subschemas`).
+
+        The set is only known once the schema is compiled, so a schema that has any is compiled twice;
+        with the set given, the first compilation memoises it already and, when what it finds is that
+        set, is the only one (the meta-schema and the case schema: about 4 ms of a tool-eval run). A
+        hint that does not match (out of date, or in a process that compiled equal self-contained
+        subschemas before: those are then shared, never memoised) costs the second compilation,
+        never a different validator; a test keeps the package's hints current."""
+        validator = cls.__new__(cls)
+        validator.schema = schema
+        validator._max_depth = MAX_INSTANCE_DEPTH
+        validator._build(schema, None, False, trusted=False, memoise=memoise)
         validator._sealed = True
         return validator
 
@@ -76,7 +95,7 @@ class Validator:
 
     # -- construction --------------------------------------------------------------------------
     def _build(self, schema: Any, resources: Optional[Mapping[str, Any]], format_assertion: bool,
-               *, trusted: bool, dialect: Optional[str] = None) -> None:
+               *, trusted: bool, dialect: Optional[str] = None, memoise: frozenset = frozenset()) -> None:
         root = _plain_schema(schema, "the schema")
         if dialect is not None and not isinstance(dialect, str):
             raise SchemaError(f"dialect must be a $schema URI string, not a Python {type(dialect).__name__}")
@@ -108,12 +127,17 @@ class Validator:
             _check_against_metaschema(user_documents[uri], index, resources, f"resource {uri!r}", root_dialect)
 
         dynamic = index.uses_dynamic_references(_ROOT_URI)
+        # The subschemas a hint names (`_with_memo_hint`) are memoised from the first compilation on;
+        # what it finds to memoise is the same whatever it memoised (the memo changes checks, not
+        # which subschema applies which), so an accurate hint leaves nothing to compile again.
+        hinted = frozenset(key for key, place in index.places.items() if place.location in memoise) \
+            if memoise else frozenset()
         try:
             compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
-                                on_document=check_referenced_document)
+                                on_document=check_referenced_document, memoised=hinted)
             node = compiler.compile_root(root, _ROOT_URI)
             repeated = compiler.repeated_subschemas(node)
-            if repeated:  # compile again, memoising what one call could otherwise check repeatedly
+            if repeated != hinted:  # compile again, memoising what one call could otherwise check repeatedly
                 compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
                                     on_document=check_referenced_document, memoised=repeated)
                 node = compiler.compile_root(root, _ROOT_URI)
@@ -332,11 +356,15 @@ def _convert(value: Any, depth: int) -> Any:
 # meta-schema validation
 # ---------------------------------------------------------------------------------------------
 
+DRAFT_2020_12_MEMOISED = frozenset({"https://json-schema.org/draft/2020-12/schema#",
+                                    "https://json-schema.org/draft/2020-12/meta/applicator#/$defs/schemaArray"})
+"""Where the 2020-12 meta-schema's compilation memoises (`Validator._with_memo_hint`)."""
+
+
 @lru_cache(maxsize=1)
 def draft_2020_12_validator() -> Validator:
     """The built-in meta-schema compiled with this very validator, once, on first use."""
-    documents = dict(builtin_documents())
-    return Validator._trusted(documents[DRAFT_2020_12])
+    return Validator._trusted(builtin_document(DRAFT_2020_12), DRAFT_2020_12_MEMOISED)
 
 
 def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Optional[Mapping[str, Any]],
@@ -350,10 +378,10 @@ def _check_against_metaschema(schema: Any, index: SchemaIndex, resources: Option
     dialect = normalize_uri(declared)
     if dialect == DRAFT_2020_12:
         meta_validator = draft_2020_12_validator()
-    elif dialect in dict(builtin_documents()):
+    elif builtin_document(dialect) is not None:
         meta_validator = _builtin_meta(dialect)
     else:
-        meta = index.resources.get(dialect)
+        meta = index.resource(dialect)
         if meta is None:
             said = "declares $schema" if "$schema" in schema else "is read as dialect"
             raise SchemaError(f"{what} {said} {declared!r}, which is not a dialect this validator knows "
@@ -389,4 +417,4 @@ def _custom_metaschema_validator(uri: str, meta: Any, resources: Optional[Mappin
 
 @lru_cache(maxsize=16)
 def _builtin_meta(uri: str) -> Validator:
-    return Validator._trusted(dict(builtin_documents())[uri])
+    return Validator._trusted(builtin_document(uri))
