@@ -18,7 +18,6 @@ The registry's execute step needs three things that have nothing to do with poli
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
 import enum
 import inspect
 import logging
@@ -834,8 +833,6 @@ def plain_deadline(value: float) -> float:
 SLOT_POLL_S = 0.005
 """How often an asyncio caller looks for a free worker while every worker is busy (only then)."""
 
-_copy_context = contextvars.copy_context
-
 
 class PoolClosed(RuntimeError):
     """The worker pool or the event-loop thread is closed: the job was not accepted (nothing ran)."""
@@ -890,13 +887,8 @@ class WorkerPool:
         return self._submit_holding_slot(function, arguments)
 
     def _submit_holding_slot(self, function: Callable[..., Any], arguments: tuple) -> concurrent.futures.Future:
-        # The job runs in a copy of the submitting caller's context, as `asyncio.to_thread` runs one: the
-        # handler sees the caller's context variables (a request id, a tracing span) as an inline one
-        # does, and what it sets stays in its own call. Without the copy it would run in the worker
-        # thread's context, which the next job on that thread inherits, and the threads are shared by
-        # every registry of the process: one tenant's handler would leave its values to another's.
-        try:
-            future = self._started().submit(_copy_context().run, function, *arguments)
+        try:  # (the job runs in a copy of this, the caller's, context: see BoundedExecutor.submit)
+            future = self._started().submit(function, *arguments)
         except RuntimeError as refused:  # shut down meanwhile ("cannot schedule new futures after shutdown")
             self._slots.put(None)
             raise PoolClosed("the registry is closed") from refused

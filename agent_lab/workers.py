@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextvars
 import itertools
 import os
 import queue
@@ -27,6 +28,8 @@ import threading
 from typing import Any, Callable, Optional
 
 __all__ = ["BoundedExecutor", "IDLE_S"]
+
+_copy_context = contextvars.copy_context
 
 IDLE_S = 30.0
 """A reservoir thread with no work for this long ends (a burst of calls leaves no crowd of threads)."""
@@ -141,15 +144,22 @@ class BoundedExecutor:
 
     def submit(self, function: Callable[..., Any], /, *arguments: Any) -> concurrent.futures.Future:
         """Queue `function(*arguments)`, starting a worker if fewer than `max_workers` run. RuntimeError
-        after `shutdown` (or at interpreter exit)."""
+        after `shutdown` (or at interpreter exit).
+
+        The job runs in a copy of the submitting caller's context (`contextvars`), as `asyncio.to_thread`
+        runs one: it sees the caller's context variables (a request id, a tracing span), and what it
+        sets stays in its own job. In the thread's own context the next job on that thread would inherit
+        it, and the threads serve every registry of the process: one tenant's handler would leave its
+        values to another's."""
         future: concurrent.futures.Future = concurrent.futures.Future()
+        job = (future, _copy_context().run, (function, *arguments))
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             if self._workers < self._max_workers:
                 _shared().run(self._drain)  # it takes the lock before it looks at the queue
                 self._workers += 1
-            self._work_queue.put((future, function, arguments))
+            self._work_queue.put(job)
         return future
 
     def _drain(self) -> None:
