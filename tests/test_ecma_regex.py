@@ -485,8 +485,8 @@ class NodeDifferentialTest(unittest.TestCase):
                     self.assertEqual(compiled.search(instance) is not None, node_verdict)
 
     def test_every_script_name_in_the_table_is_accepted_by_an_ecmascript_engine(self):
-        from agent_lab.schema.ecma_regex import _SCRIPT_ALIASES
-        patterns = [f"\\p{{Script={name}}}" for name in sorted(_SCRIPT_ALIASES)]
+        from agent_lab.schema.ecma.unicode import SCRIPT_ALIASES
+        patterns = [f"\\p{{Script={name}}}" for name in sorted(SCRIPT_ALIASES)]
         answers = _run_node(_NODE_PROGRAM, {"patterns": patterns, "instances": []})
         if answers is None:
             self.skipTest("node is not installed: no ECMAScript engine to compare with")

@@ -32,28 +32,10 @@ import re
 import threading
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from .ecma_regex import (
-    END,
-    NOT_WORD_BOUNDARY,
-    START,
-    WORD_BOUNDARY,
-    WORD_RANGES,
-    LINE_TERMINATOR_RANGES,
-    MAX_CODE_POINT,
-    Alternation,
-    Assertion,
-    Backreference,
-    CharSet,
-    Concatenation,
-    Group,
-    Lookaround,
-    ParsedPattern,
-    Range,
-    RegexNode,
-    Repeat,
-    normalize_ranges,
-    ranges_to_python,
-)
+from .ecma.errors import MAX_CODE_POINT, Range
+from .ecma.ranges import LINE_TERMINATOR_RANGES, WORD_RANGES, normalize_ranges, ranges_to_python
+from .ecma.tree import (END, NOT_WORD_BOUNDARY, START, WORD_BOUNDARY, Alternation, Assertion, Backreference,
+                        CharSet, Concatenation, Group, Lookaround, ParsedPattern, RegexNode, Repeat)
 
 __all__ = [
     "MAX_CACHED_CHARACTERS",

@@ -56,23 +56,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .ecma_regex import (
-    Alternation,
-    Assertion,
-    Backreference,
-    CharSet,
-    Concatenation,
-    EcmaRegexUnsupported,
-    Group,
-    Lookaround,
-    ParsedPattern,
-    Range,
-    RegexNode,
-    Repeat,
-    compile_ecma,
-    normalize_ranges,
-    parse_ecma,
-)
+from .ecma.errors import Range
+from .ecma.ranges import normalize_ranges
+from .ecma.tree import (Alternation, Assertion, Backreference, CharSet, Concatenation, Group, Lookaround,
+                        ParsedPattern, RegexNode, Repeat)
+from .ecma_regex import compile_ecma, parse_ecma
 from .linear_regex import LinearRegexUnsupported, build_linear_matcher, caseless_cover, starts_anchored
 
 __all__ = [
