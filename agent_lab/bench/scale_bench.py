@@ -110,7 +110,8 @@ def _handler(arguments: Any) -> Dict[str, Any]:
 
 def _clear_shared_caches() -> None:
     from ..schema import validator_cache
-    from ..schema._compiler import SHARED_KEYWORDS, SHARED_LEAVES
+    from ..schema._compiler import SHARED_KEYWORDS
+    from ..schema._leaves import SHARED_LEAVES
 
     validator_cache.clear()
     SHARED_LEAVES.clear()

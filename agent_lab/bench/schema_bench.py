@@ -358,7 +358,8 @@ def compile_figure(schemas: List[Tuple[str, Dict[str, Any]]], peers: Dict[str, A
     shared table of compiled parts emptied first, over python-jsonschema's `check_schema` plus
     validator construction, per schema."""
     from ..schema import validator_cache
-    from ..schema._compiler import SHARED_KEYWORDS, SHARED_LEAVES
+    from ..schema._compiler import SHARED_KEYWORDS
+    from ..schema._leaves import SHARED_LEAVES
     from ._figures import interleave, report
 
     if "jsonschema" not in peers:

@@ -4,7 +4,7 @@ Why memoise: a subschema that several places apply to the same value (two `anyOf
 both `$ref` one definition, a reference cycle, an `unevaluatedProperties` that asks its siblings'
 branches again which of them passed) would otherwise be checked once per path that reaches it, and a
 recursive schema has 2^depth such paths through an instance whose nesting a model chooses. The
-compiler marks those subschemas (see `Compiler.repeated_subschemas`); each marked node checks a value
+compiler marks those subschemas (see `_graph.repeated_subschemas`); each marked node checks a value
 at most once per call, so the work of a call is bounded by (marked nodes x values in the instance)
 plus the unmarked tree between them, whatever the instance.
 

@@ -7,44 +7,31 @@ vocabularies its meta-schema's `$vocabulary` names), and refuses reference cycle
 of the instance (they would loop forever at validation time). Every dialect difference is settled here,
 once: the compiled closures never ask which dialect they belong to.
 
-It also finds the subschemas one validation call could check more than once on the same value
+What the compiled nodes apply to one another is recorded here and read by `_graph`: it finds the
+subschemas one validation call could check more than once on the same value
 (`repeated_subschemas`); when there are any, the Validator compiles the schema a second time with
 those memoised (`_call_state`), because a compiled node's callers hold its check directly.
+Self-contained subschemas are compiled once for every Validator (`_leaves`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from ..jsonvalue import escape_pointer_token
 from . import _keywords as keywords
-from ._shared import SharedTable
 from ._call_state import CallState, ScopeTable
 from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference
+from ._graph import refuse_reference_cycles
+from ._leaves import SHARED_LEAVES, json_text, leaf_key, record_leaf_patterns, shared_leaf
 from ._nodes import Kw, Node
+from ._shared import SharedTable
 from ._uri import pointer_tokens, resolve_uri, split_fragment
 from .model import MAX_SCHEMA_NODES, SchemaError
 
 KeywordTable = Dict[str, Callable[..., Optional[Kw]]]
 
-LEAF_KEYWORDS = frozenset({
-    "type", "enum", "const", "multipleOf", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxProperties",
-    "minProperties", "required", "dependentRequired",
-})
-"""Keywords whose compiled form depends only on their own value (and siblings in this set)."""
-_NOT_SHARED = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$schema", "$vocabulary",
-                         "$ref", "$dynamicRef", "$recursiveRef", "patternProperties", "prefixItems"})
-"""Keywords that make a subschema a resource, an anchor or a reference, or that a shared keyword
-would read as a sibling (`additionalProperties` reads `patternProperties`, `items` `prefixItems`)."""
-_DESCENDING = ("items", "additionalProperties")
-"""Single-subschema keywords that apply their subschema to parts of the value (items, members)."""
-_MAX_SHARED_DEPTH = 32
-SHARED_LEAVES = SharedTable(4096)
-"""Compiled leaf subschemas shared by every Validator (see `Compiler._leaf_key`)."""
 _MAX_METASCHEMA_CHAIN = 16  # custom meta-schemas followed through their own $schema, at most
 
 
@@ -69,17 +56,10 @@ def _boolean(value: bool) -> Node:
 _BOOLEAN_NODES = {True: _boolean(True), False: _boolean(False)}
 
 
-def _json_text(value: Any) -> Any:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return None
-
-
 def _shared_keyword(compile_keyword: Callable[..., Optional[Kw]], context: Any, value: Any) -> Optional[Kw]:
     """The compiled keyword for this value, shared with every schema that says the same (by JSON text:
     1, 1.0 and true stay apart)."""
-    text = _json_text(value)
+    text = json_text(value)
     if text is None or len(text) > _MAX_SHARED_VALUE:  # (a long enum is kept apart: its key would be as long)
         return compile_keyword(context, value)
     key = (compile_keyword, text)
@@ -92,7 +72,7 @@ def _shared_keyword(compile_keyword: Callable[..., Optional[Kw]], context: Any, 
     return kw
 
 
-class _Table:
+class DialectTable:
     """The compiled form of a dialect: its keyword table and the flags its compile functions read."""
 
     __slots__ = ("keywords", "format_asserts", "has_validation", "ref_hides_siblings")
@@ -134,7 +114,7 @@ class Compiler:
             CallState(scopes.outermost if scopes is not None else None) if dynamic or memoised else None
         )
         self.uses_recursive_anchors = False
-        self._tables: Dict[str, _Table] = {}
+        self._tables: Dict[str, DialectTable] = {}
         self.patterns: Dict[str, Any] = {}  # JSON Pointer -> regex_safety.PatternFinding, for Validator.patterns
 
     # -- entry points --------------------------------------------------------------------------
@@ -143,7 +123,7 @@ class Compiler:
         root = self.compile(schema, place)
         self._compile_dynamic_targets()
         self._compile_recursive_targets()
-        self._refuse_reference_cycles()
+        refuse_reference_cycles(self.nodes.values(), self.edges)
         return root
 
     def compile(self, schema: Any, place: Place) -> Node:
@@ -161,12 +141,12 @@ class Compiler:
             self.nodes[id(schema)] = Node(schema, place.base, place.location)
             raise SchemaError(f"schema at {place.location or '/'} must be an object or a boolean")
         dialect = self._keyword_table(place.dialect, place.location)
-        leaf_key = self._leaf_key(schema, place, dialect)
-        if leaf_key is not None:
-            shared = self._shared_node(leaf_key, dialect)
+        leaf = leaf_key(schema, place, dialect, dynamic=self.dynamic)
+        if leaf is not None:
+            shared = shared_leaf(leaf, dialect)
             if shared is not None:
                 self.nodes[id(schema)] = shared
-                self._record_shared_patterns(schema, place.location)
+                record_leaf_patterns(self.patterns, schema, place.location)  # listed at their own pointers
                 return shared
         node = Node(schema, place.base, place.location)
         self.nodes[id(schema)] = node
@@ -201,101 +181,12 @@ class Compiler:
         if id(schema) in self.memoised:
             memo_number = self._memo_count
             self._memo_count += 1
-        if leaf_key is not None:  # no call state: it never memoises and enters no resource
+        if leaf is not None:  # no call state: it never memoises and enters no resource
             node.finish(kws)
-            node = self.nodes[id(schema)] = SHARED_LEAVES.add(leaf_key[:5], node)
+            node = self.nodes[id(schema)] = SHARED_LEAVES.add(leaf[:5], node)
             return node
         node.finish(kws, state=self.state, dynamic=self.dynamic, memo_number=memo_number)
         return node
-
-    def _leaf_key(self, schema: dict, place: Place, dialect: _Table) -> Optional[Tuple[Any, ...]]:
-        """The key a self-contained subschema is shared by (`SHARED_LEAVES`), or None when it is not one.
-
-        Self-contained: its keywords compile from their own values (`type`, bounds, `enum`,
-        `pattern`, `format`, `required`, ...) or descend into parts of the instance through
-        subschemas that are self-contained too (`properties`, a single-schema `items`,
-        `additionalProperties` without `patternProperties`); it names no resource, anchor or
-        reference, and is read in a built-in dialect by a compiler that tracks no dynamic scope. Its
-        compiled node then depends on nothing but those keywords' values (in order) and the dialect's
-        flags, never on where it sits or in which schema, so every equal one in every schema can share
-        one node; and since nothing in it applies a subschema to the value it was given, it never
-        needs the per-call memo (`repeated_subschemas`). Words the dialect does not compile
-        (`description`, `title`, unknown keywords) are left out of the key; the `format` checkers it
-        was compiled with are in it (the table of checkers can change)."""
-        if self.dynamic or builtin_dialect(place.dialect) is None:
-            return None
-        checkers: List[Any] = []
-        text = self._content_key(schema, dialect, checkers, 0)
-        if text is None:
-            return None
-        # Indexed by the text's digest (the text itself could be as long as the schema); a hit is
-        # confirmed against the found node's own schema (`_shared_node`).
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-        return (place.dialect, dialect.format_asserts, dialect.has_validation, digest, tuple(checkers), text)
-
-    def _shared_node(self, key: Tuple[Any, ...], dialect: _Table) -> Optional[Node]:
-        """The shared node for `key` (from `_leaf_key`), once its own content is confirmed equal."""
-        found = SHARED_LEAVES.get(key[:5])
-        if found is None or self._content_key(found.schema, dialect, [], 0) != key[5]:
-            return None
-        return found
-
-    def _content_key(self, schema: Any, dialect: _Table, checkers: List[Any], depth: int) -> Optional[str]:
-        if isinstance(schema, bool):
-            return "true" if schema else "false"
-        if not isinstance(schema, dict) or depth > _MAX_SHARED_DEPTH or not _NOT_SHARED.isdisjoint(schema.keys()):
-            return None
-        table = dialect.keywords
-        parts: List[Any] = []
-        for keyword, value in schema.items():
-            if keyword in LEAF_KEYWORDS:  # (draft-04's `maximum` reads `exclusiveMaximum`, which has no entry)
-                parts.append((keyword, value))
-                if keyword == "format" and dialect.format_asserts:
-                    from .formats import FORMAT_CHECKERS
-
-                    checkers.append(FORMAT_CHECKERS.get(value) if isinstance(value, str) else None)
-            elif keyword not in table:
-                continue  # not compiled: an annotation or an unknown word
-            elif keyword == "properties" and isinstance(value, dict):
-                members = []
-                for name, child in value.items():
-                    key = self._content_key(child, dialect, checkers, depth + 1)
-                    if key is None:
-                        return None
-                    members.append(_json_text(name) + ":" + key)
-                parts.append('["properties",{' + ",".join(members) + "}]")
-                continue
-            elif keyword in _DESCENDING and isinstance(value, (dict, bool)):
-                key = self._content_key(value, dialect, checkers, depth + 1)
-                if key is None:
-                    return None
-                parts.append(f'["{keyword}",{key}]')
-                continue
-            else:
-                return None
-            text = _json_text([keyword, value])
-            if text is None:
-                return None
-            parts[-1] = text
-        return "[" + ",".join(parts) + "]"  # JSON, whose nested parts are the children's own texts
-
-    def _record_shared_patterns(self, schema: Any, location: str) -> None:
-        """A shared node's patterns are still listed in this validator's `patterns`, each at its own pointer."""
-        if not isinstance(schema, dict):
-            return
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            from .regex_safety import PatternFinding, compile_pattern
-
-            where = location + "/pattern"
-            self.patterns.setdefault(where, PatternFinding(where, pattern, compile_pattern(pattern)[1]))
-        properties = schema.get("properties")
-        if isinstance(properties, dict):
-            for name, child in properties.items():
-                self._record_shared_patterns(child, f"{location}/properties/{escape_pointer_token(name)}")
-        for keyword in _DESCENDING:
-            if keyword in schema:
-                self._record_shared_patterns(schema[keyword], f"{location}/{keyword}")
 
     @staticmethod
     def _boolean_node(value: bool) -> Node:
@@ -395,115 +286,14 @@ class Compiler:
                 resource = self.index.resources[uri]
                 self.recursive_targets[uri] = self.compile(resource, self._place(resource, uri))
 
-    # -- memoisation ---------------------------------------------------------------------------
-    def repeated_subschemas(self, root: Node) -> FrozenSet[int]:
-        """The subschemas (ids of their schema objects) that one call could otherwise check again and
-        again on the same value, for a second compilation to memoise (see `_call_state`):
-
-        - a subschema applied from two or more places (two `$ref`s to one definition, the root and a
-          `$ref: "#"`) that leads to another such subschema, or back to itself: without a memo the
-          repeats would multiply down the chain (2^depth through a recursive `anyOf`). Every reference
-          cycle has one: the place where the recursion enters it is applied from two places;
-        - a subschema applied in place below an `unevaluatedProperties` or `unevaluatedItems` (which
-          asks it again for its annotations), and the `contains` subschemas there.
-
-        Only what the root reaches counts, and only subschemas that apply others: a leaf checked again
-        costs what a look-up would. A `$dynamicRef` applies every target it may land on (just the root
-        resource's, when the root has the anchor: it is the outermost of every dynamic scope), a dynamic
-        `$recursiveRef` every `$recursiveAnchor` resource. Most tool schemas have none, and pay nothing.
-        """
-        applied, in_place = self._call_graph(root)
-        calls_others = {key for key, children in applied.items() if children}
-        reachable = {id(root): root}
-        applications: Dict[int, int] = {id(root): 1}  # the call itself applies the root once
-        callers: Dict[int, List[int]] = {}
-        todo = [root]
-        while todo:
-            node = todo.pop()
-            for child in applied.get(id(node), ()):
-                applications[id(child)] = applications.get(id(child), 0) + 1
-                callers.setdefault(id(child), []).append(id(node))
-                if id(child) not in reachable:
-                    reachable[id(child)] = child
-                    todo.append(child)
-        shared = {key for key, count in applications.items() if count >= 2 and key in calls_others}
-        leads_to_shared: set = set()  # nodes with a path of one or more applications to a shared node
-        pending = [caller for key in shared for caller in callers.get(key, ())]
-        while pending:
-            key = pending.pop()
-            if key not in leads_to_shared:
-                leads_to_shared.add(key)
-                pending.extend(callers.get(key, ()))
-        marked = shared & leads_to_shared
-
-        seen: set = set()
-        todo = [node for node in self.annotation_readers if id(node) in reachable]
-        while todo:
-            node = todo.pop()
-            for child in self.rechecked.get(id(node), ()):
-                if id(child) in calls_others:
-                    marked.add(id(child))
-            for child in in_place.get(id(node), ()):
-                if id(child) in calls_others:
-                    marked.add(id(child))
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    todo.append(child)
-        return frozenset(id(reachable[key].schema) for key in marked)
-
-    def _call_graph(self, root: Node) -> Tuple[Dict[int, List[Node]], Dict[int, List[Node]]]:
-        """Every application (node id -> nodes it applies), and those in place, dynamic references included."""
-        applied: Dict[int, List[Node]] = {key: list(children) for key, children in self.applied.items()}
-        in_place: Dict[int, List[Node]] = {key: list(children) for key, children in self.edges.items()}
-        for site, name, initial in self.dynamic_sites:
-            if name is None:
-                targets = list(self.recursive_targets.values())
-            elif root.scope_uri is not None and (root.scope_uri, name) in self.dynamic_targets:
-                targets = [self.dynamic_targets[(root.scope_uri, name)]]
-                applied[id(site)].remove(initial)  # it never lands on its initial target then
-                in_place[id(site)].remove(initial)
-            else:
-                targets = [node for (_uri, anchor), node in self.dynamic_targets.items() if anchor == name]
-            applied.setdefault(id(site), []).extend(targets)
-            in_place.setdefault(id(site), []).extend(targets)
-        return applied, in_place
-
-    # -- cycles --------------------------------------------------------------------------------
-    def _refuse_reference_cycles(self) -> None:
-        """Refuse in-place cycles (a $ref chain back to itself without descending into the instance)."""
-        state: Dict[int, int] = {}  # 1 = on the current path, 2 = finished
-        for start in list(self.nodes.values()):
-            if state.get(id(start)) == 2:
-                continue
-            stack = [(start, iter(self.edges.get(id(start), ())))]
-            path = [start]
-            state[id(start)] = 1
-            while stack:
-                node, children = stack[-1]
-                child = next(children, None)
-                if child is None:
-                    stack.pop()
-                    path.pop()
-                    state[id(node)] = 2
-                    continue
-                mark = state.get(id(child))
-                if mark == 1:
-                    loop = path[path.index(child):] + [child]
-                    shown = " -> ".join(item.location or "/" for item in loop)
-                    raise SchemaError(f"schema has a reference cycle that never consumes the instance: {shown}")
-                if mark is None:
-                    state[id(child)] = 1
-                    path.append(child)
-                    stack.append((child, iter(self.edges.get(id(child), ()))))
-
     # -- dialects ------------------------------------------------------------------------------
-    def _keyword_table(self, dialect: str, location: str) -> _Table:
+    def _keyword_table(self, dialect: str, location: str) -> DialectTable:
         cached = self._tables.get(dialect)
         if cached is None:
             cached = self._tables[dialect] = self._table_for(dialect, location)
         return cached
 
-    def _table_for(self, dialect: str, location: str) -> _Table:
+    def _table_for(self, dialect: str, location: str) -> DialectTable:
         """A built-in dialect's table; for a custom meta-schema, the vocabularies its `$vocabulary` names,
         or (without one) the table of the dialect its own `$schema` names."""
         seen = set()
@@ -511,7 +301,7 @@ class Compiler:
         for _ in range(_MAX_METASCHEMA_CHAIN):
             known = builtin_dialect(current)
             if known is not None and known.table is not None:
-                return _Table(dict(known.table), self.format_assertion, True, known.ref_hides_siblings)
+                return DialectTable(dict(known.table), self.format_assertion, True, known.ref_hides_siblings)
             if known is not None:
                 return self._vocabulary_table(known.vocabularies or frozenset(), known)
             meta = self.index.resource(current)
@@ -529,7 +319,7 @@ class Compiler:
         raise SchemaError(f"unsupported $schema {dialect!r} at {location or '/'}: the dialects known are "
                           f"{known_dialects_text()}, and meta-schemas passed in resources=")
 
-    def _vocabulary_table(self, vocabularies: frozenset, family: Dialect) -> _Table:
+    def _vocabulary_table(self, vocabularies: frozenset, family: Dialect) -> DialectTable:
         """The keywords of `vocabularies`; the core vocabulary of the dialect family is always in force."""
         table: KeywordTable = {}
         for vocabulary in sorted(vocabularies):
@@ -541,7 +331,7 @@ class Compiler:
             table.update(keywords.VOCABULARIES[core])
         asserts = self.format_assertion or keywords.FORMAT_ASSERTION in vocabularies
         has_validation = bool(keywords.VALIDATION_VOCABULARIES & vocabularies)
-        return _Table(table, asserts, has_validation, family.ref_hides_siblings)
+        return DialectTable(table, asserts, has_validation, family.ref_hides_siblings)
 
     @staticmethod
     def _declared_vocabularies(dialect: str, declared: dict) -> frozenset:

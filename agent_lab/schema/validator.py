@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional
 
 from ..jsonvalue import find_non_json
 from ._compiler import Compiler
+from ._graph import repeated_subschemas
 from ._dialects import DRAFT_2020_12, builtin_dialect, dialect_label, known_dialects_text
 from ._index import SchemaIndex, builtin_document, builtin_index, normalize_uri
 from .model import MAX_INSTANCE_DEPTH, MAX_SCHEMA_DEPTH, SchemaError, Violation
@@ -69,7 +70,7 @@ class Validator:
     @classmethod
     def _with_memo_hint(cls, schema: Any, memoise: frozenset) -> "Validator":
         """`Validator(schema)`, for a schema shipped with the package whose compilation is known to
-        memoise the subschemas at the locations `memoise` names (`Compiler.repeated_subschemas`).
+        memoise the subschemas at the locations `memoise` names (`_graph.repeated_subschemas`).
 
         The set is only known once the schema is compiled, so a schema that has any is compiled twice;
         with the set given, the first compilation memoises it already and, when what it finds is that
@@ -136,7 +137,7 @@ class Validator:
             compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
                                 on_document=check_referenced_document, memoised=hinted)
             node = compiler.compile_root(root, _ROOT_URI)
-            repeated = compiler.repeated_subschemas(node)
+            repeated = repeated_subschemas(compiler, node)
             if repeated != hinted:  # compile again, memoising what one call could otherwise check repeatedly
                 compiler = Compiler(index, format_assertion=format_assertion, dynamic=dynamic,
                                     on_document=check_referenced_document, memoised=repeated)
