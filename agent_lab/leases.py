@@ -5,7 +5,8 @@ A call that reserved an idempotency key holds it until its outcome reaches the s
 * this process answers for the key itself (``in_progress`` / ``conflict``), whatever the store's lease
   says, so a second run of the same action can never start here;
 * one lease-keeper thread per registry (not one per call) renews the store's lease of every held key,
-  so other processes sharing the store see the key in progress, not lapsed;
+  so other processes sharing the store see the key in progress, not lapsed; it runs while keys are
+  held, and ends after `KEEPER_IDLE_S` without any (a registry nobody closes leaves no thread behind);
 * a sync write that overruns its deadline keeps running on its worker (a thread cannot be stopped); for
   a bounded late-completion window the key answers ``in_progress`` here, and after it ``unknown`` (the
   caller should look the effect up). But as long as the handler still runs, the keeper keeps renewing
@@ -63,6 +64,11 @@ RECEIPT_RETRY_PAUSE_S = 0.2
 
 RECEIPT_RETRY_TIMEOUT_S = 2.0
 """How long one background store call (a retry, a renewal, a late completion) may wait."""
+
+KEEPER_IDLE_S = 10.0
+"""A keeper thread that has had no held key for this long ends, and the next held key starts another.
+The thread holds its registry's key holder (and through it the store): without this, a registry
+dropped without `close()` kept a thread, and everything it reaches, for the life of the process."""
 
 _PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
 
@@ -326,12 +332,25 @@ class KeyHolder:
             self._thread.start()
 
     def _keep(self) -> None:
-        """Renew leases, end late windows, retry failed outcomes, expire unknown holds; until closed."""
+        """Renew leases, end late windows, retry failed outcomes, expire unknown holds; until closed,
+        or until no key has been held for `KEEPER_IDLE_S` (the next `hold` starts another keeper)."""
+        idle_since: Optional[float] = None
         while True:
             with self._lock:
                 if self._closed and not self._keeps_running_holds_locked():
                     return
-                wait_s = min(self._next_wakeup_locked() - time.monotonic(), self._renew_every_s)
+                now = time.monotonic()
+                if self._holds:  # (a settled key does not wake the keeper: it looks again within KEEPER_IDLE_S)
+                    idle_since = None
+                    wait_s = min(self._next_wakeup_locked() - now, self._renew_every_s, KEEPER_IDLE_S)
+                else:
+                    if idle_since is None:
+                        idle_since = now
+                    elif now - idle_since >= KEEPER_IDLE_S:
+                        if self._thread is threading.current_thread():
+                            self._thread = None  # (under the lock: `hold` sees it and starts another)
+                        return
+                    wait_s = min(idle_since + KEEPER_IDLE_S - now, self._renew_every_s)
                 if wait_s > 0:
                     self._wake.wait(min(wait_s, threading.TIMEOUT_MAX))
                 if self._closed and not self._keeps_running_holds_locked():

@@ -11,6 +11,7 @@ on events or conditions, each with a generous hang guard that is not a timing as
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -20,7 +21,9 @@ import tempfile
 import threading
 import time
 import unittest
+import weakref
 from typing import Any
+from unittest import mock
 
 from agent_lab.audit import MemoryAuditSink
 from agent_lab.calls import ToolCall
@@ -712,6 +715,67 @@ class KeeperOutlivesItsStoreTest(unittest.TestCase):
         holder.hold(ReceiptKey("acme", "t", "k2"), "fp", "owner-2", writes=True, tool="t")
         self.assertTrue(holder._thread.is_alive())
         self.assertIsNot(holder._thread, dead)
+
+
+class IdleKeeperTest(unittest.TestCase):
+    """A keeper thread holds its registry's key holder, and through it the store: it must not outlive
+    the registry. It ends once no key has been held for `KEEPER_IDLE_S` (shortened here), and the next
+    held key starts another, which keeps that key's lease as the first one did."""
+
+    def setUp(self) -> None:
+        patcher = mock.patch("agent_lab.leases.KEEPER_IDLE_S", 0.05)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_a_registry_dropped_without_close_leaves_no_thread_and_is_freed(self) -> None:
+        effects = EffectLog()
+        registry = Registry(receipts=InMemoryReceiptStore())
+        registry.register(followup_spec(), effects.record_followup)
+        self.assertTrue(registry.invoke(followup_call(), actor=WRITER).ok)
+        keeper = registry._holder._thread
+        self.assertIsNotNone(keeper)
+        dropped = weakref.ref(registry)
+        del registry
+        keeper.join(PATIENCE_S)
+        self.assertFalse(keeper.is_alive(), "the keeper of a dropped registry still runs")
+        gc.collect()
+        self.assertIsNone(dropped(), "the dropped registry is still reachable")
+
+    def test_a_keeper_ended_for_idleness_is_started_again_and_renews_the_next_key(self) -> None:
+        clock = FakeClock()
+        store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
+        effects = EffectLog()
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def long_write(arguments):
+            if arguments["action_id"] == "act-2":
+                started.set()
+                release.wait(PATIENCE_S)
+            return effects.record_followup(arguments)
+
+        registry = Registry(receipts=store, renew_every_s=0.005)
+        self.addCleanup(registry.close)
+        registry.register(followup_spec(timeout_ms=20_000), long_write)
+        self.assertTrue(registry.invoke(followup_call(action_id="act-1"), actor=WRITER).ok)
+        first_keeper = registry._holder._thread
+        first_keeper.join(PATIENCE_S)
+        self.assertFalse(first_keeper.is_alive())
+
+        answers: list = []
+        runner = threading.Thread(target=lambda: answers.append(
+            registry.invoke(followup_call(action_id="act-2"), actor=WRITER)))
+        runner.start()
+        self.addCleanup(runner.join, PATIENCE_S)
+        self.assertTrue(started.wait(PATIENCE_S))
+        self.assertIsNot(registry._holder._thread, first_keeper)
+        for _ in range(3):  # 150 s of store time, past the 60 s lease: renewed by the new keeper
+            clock.advance(50)
+            store.wait_for_renewal_at(clock.now)
+        release.set()
+        runner.join(PATIENCE_S)
+        self.assertTrue(answers[0].ok)
+        self.assertEqual(len(effects.effects), 2)
 
 
 class LoneSurrogateKeyTest(unittest.TestCase):
