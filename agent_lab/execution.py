@@ -26,6 +26,7 @@ import queue
 import threading
 import time
 import traceback
+import weakref
 from types import CoroutineType, FunctionType
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
@@ -962,6 +963,7 @@ class LoopThread:
         self._abandoned: list[_ToolLoop] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._when_dropped: list[weakref.finalize] = []  # one per loop made (see `_new_loop`)
 
     def run(self, handler: Handler, arguments: Any, ctx: CallContext,
             check: Optional[Callable[[Run], Run]] = None, late: Optional[LateRun] = None) -> Run:
@@ -1016,7 +1018,7 @@ class LoopThread:
             if self._closed:
                 raise PoolClosed("the registry is closed")
             if self._current is None:
-                self._current = _ToolLoop()
+                self._current = self._new_loop()
             current = self._current
         since = current.unanswered_since
         if since is not None and time.monotonic() - since >= LOOP_STALL_S:
@@ -1037,7 +1039,7 @@ class LoopThread:
             full = len(self._abandoned) >= MAX_ABANDONED_LOOPS
             if not full:
                 self._abandoned.append(stalled)
-                self._current = _ToolLoop()
+                self._current = self._new_loop()
             current, abandoned = self._current, len(self._abandoned)
             first_report = not stalled.reported
             stalled.reported = True
@@ -1052,11 +1054,24 @@ class LoopThread:
         stalled.retire()
         return current
 
+    def _new_loop(self) -> _ToolLoop:
+        """A fresh loop (under the lock), retired when this object is dropped without `close` (its
+        registry was): the loop's thread then ends once its tasks have, instead of living on, idle, for
+        as long as the process (the thread holds the loop, never this object)."""
+        loop = _ToolLoop()
+        when_dropped = weakref.finalize(self, loop.retire)
+        when_dropped.atexit = False  # at exit the daemon thread just ends (and `close` may still be coming)
+        self._when_dropped.append(when_dropped)
+        return loop
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
             loops = ([self._current] if self._current is not None else []) + self._abandoned
             self._current, self._abandoned = None, []
+            when_dropped, self._when_dropped = self._when_dropped, []
+        for hook in when_dropped:
+            hook.detach()
         for loop in loops:
             loop.stop()
         if loops:

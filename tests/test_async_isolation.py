@@ -9,10 +9,12 @@ larger than the mechanism needs and far below how long the blocking handlers wou
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 import time
 import unittest
+import weakref
 from typing import Any
 
 from agent_lab.calls import ToolCall
@@ -100,6 +102,50 @@ class BlockingAsyncHandlerTest(unittest.TestCase):
             time.sleep(0.01)
         self.assertLessEqual(len(loop_threads()) - before, 1)
         self.assertTrue(self.registry.invoke(ToolCall("well_behaved", {}), actor=ACTOR).ok)
+
+
+
+class DroppedRegistryTest(unittest.TestCase):
+    """A registry's event loop runs on a thread of its own: a registry dropped without `close()` must not
+    leave it running for the life of the process."""
+
+    def test_a_dropped_registrys_loop_finishes_its_call_and_its_thread_ends(self) -> None:
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        async def slow(arguments):
+            started.set()
+            while not release.is_set():
+                await asyncio.sleep(0.001)
+            return {"done": True}
+
+        async def quick(arguments):
+            return {"ok": True}
+
+        before = set(loop_threads())
+        registry = Registry()
+        registry.register(spec("quick", timeout_ms=GENEROUS_S * 1000), quick)
+        registry.register(spec("slow", timeout_ms=GENEROUS_S * 1000), slow)
+        self.assertTrue(registry.invoke(ToolCall("quick", {}), actor=ACTOR).ok)
+        threads = [thread for thread in loop_threads() if thread not in before]
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(
+            registry.invoke(ToolCall("slow", {}), actor=ACTOR)))
+        caller.start()
+        self.assertTrue(started.wait(GENEROUS_S))
+        dropped = weakref.ref(registry)
+        del registry
+        gc.collect()
+        self.assertIsNotNone(dropped(), "a call still running keeps its registry")
+        release.set()
+        caller.join(GENEROUS_S)
+        self.assertTrue(results[0].ok)  # the call that ran as the registry was dropped still finished
+        del caller, results
+        gc.collect()
+        self.assertIsNone(dropped())
+        self.assertEqual(len(threads), 1)
+        threads[0].join(GENEROUS_S)
+        self.assertFalse(threads[0].is_alive(), "the loop thread of a dropped registry still runs")
 
 
 if __name__ == "__main__":
