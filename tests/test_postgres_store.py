@@ -12,9 +12,11 @@ otherwise, except the tests that need no server.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 import unittest
+import warnings
 from unittest import mock
 
 from agent_lab import Registry
@@ -132,6 +134,18 @@ class PostgresStoreTest(unittest.TestCase):
         return store
 
     # -- setting up the tables ----------------------------------------------------------------
+
+    def test_a_store_dropped_without_close_ends_its_watchdog_thread(self):
+        store = PostgresReceiptStore(self.database.connect(self.schema))
+        store.reserve(KEY, FIRST)  # a watched call: the watchdog's thread starts
+        watchdog = store._watchdog._thread
+        self.assertIsNotNone(watchdog)
+        with warnings.catch_warnings():  # psycopg warns of the connections a dropped store leaves open
+            warnings.simplefilter("ignore", ResourceWarning)
+            del store
+            gc.collect()
+        watchdog.join(PATIENCE_S)
+        self.assertFalse(watchdog.is_alive(), "the watchdog of a dropped store still runs")
 
     def test_workers_starting_at_once_on_an_empty_database_all_open_and_share_one_fingerprint_key(self):
         start = threading.Barrier(8)

@@ -21,6 +21,7 @@ import select
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
@@ -357,6 +358,8 @@ class PostgresReceiptStore:
         given_key = None if fingerprint_key is None else check_fingerprint_key(fingerprint_key)
         self._pool = _Pool(connect, pool_size)
         self._watchdog = _Watchdog()
+        # A store dropped without close() ends its watchdog's thread (which holds the watchdog, not the store).
+        weakref.finalize(self, self._watchdog.close).atexit = False
         self._orphans: List[Tuple[Tuple[str, str, str], str]] = []  # reservations whose commit was lost
         self._orphans_lock = threading.Lock()
         self._reserves_since_purge = 0
