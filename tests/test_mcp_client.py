@@ -9,6 +9,7 @@ SDK's server and the reference servers are in test_interop_mcp_client.py.
 
 from __future__ import annotations
 
+import gc
 import http.server
 import json
 import os
@@ -250,6 +251,19 @@ class OwnServerTest(unittest.TestCase):
                     self.assertFalse(result["isError"])
                     self.assertEqual(result["structuredContent"]["ticket"]["id"], "T-1001")
 
+
+    def test_a_client_dropped_without_close_stops_its_server_and_its_threads(self) -> None:
+        client = McpClient(f"{sys.executable} {REPO / 'run_lab.py'} serve-mcp", cwd=str(REPO), timeout_s=20)
+        client.connect()
+        self.assertIn("get_ticket", [tool["name"] for tool in client.list_tools()])
+        process, threads = client.transport._process, list(client.transport._threads)
+        self.addCleanup(process.kill)  # (a no-op once it has exited)
+        del client
+        gc.collect()
+        process.wait(timeout=CONNECT_TIMEOUT_S)  # raises TimeoutExpired while the server runs on
+        for thread in threads:
+            thread.join(CONNECT_TIMEOUT_S)
+            self.assertFalse(thread.is_alive(), f"{thread.name} still runs for a dropped client")
 
 class AddressTest(unittest.TestCase):
     def test_command_lines_and_urls(self) -> None:

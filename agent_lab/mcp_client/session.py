@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping, Sequence
+import weakref
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..redaction import SecretMask
@@ -101,6 +102,7 @@ class McpClient:
         self._requests = PendingRequests(self.label)
         self._header_maps: dict[str, dict[tuple[str, ...], str]] = {}
         self._opened = False
+        self._when_dropped: weakref.finalize | None = None  # closes the transport of a client dropped open
         self._stuck = False  # a request went unanswered: closing gives the server no grace
         self._discover_unanswered = False
         # Over HTTP each reply to a server's request is a POST on a thread of its own: a server that sends
@@ -131,11 +133,17 @@ class McpClient:
     def _connect(self) -> McpClient:
         if self._opened:
             return self
+        # The transport's threads get weak callbacks: they must not keep a client nobody holds alive,
+        # whose finalizer then closes the transport (a stdio server would otherwise run on, its reader
+        # threads with it, for the life of the process: its stdin is never closed).
+        deliver, lost, fail = _weakly(self._deliver), _weakly(self._lost), _weakly(self._fail)
         if isinstance(self.transport, HttpTransport):
-            self.transport.open(self._deliver, self._lost, self._fail)
+            self.transport.open(deliver, lost, fail)
         else:
-            self.transport.open(self._deliver, self._lost)
+            self.transport.open(deliver, lost)
         self._opened = True
+        self._when_dropped = weakref.finalize(self, _close_dropped, self.transport)
+        self._when_dropped.atexit = False  # at exit the server sees its stdin close with this process
         try:
             self._negotiate(time.monotonic() + self.connect_timeout_s)
         except McpTimeout as timeout:
@@ -155,6 +163,8 @@ class McpClient:
         self._lost(McpConnectionError(self.label, "the client closed the connection", sent=False))
         if self._opened:
             self._opened = False
+            if self._when_dropped is not None:
+                self._when_dropped.detach()
             self.transport.close(grace_s=STUCK_GRACE_S if stuck else CLOSE_GRACE_S)
 
     @property
@@ -463,3 +473,21 @@ def _supported(data: Any) -> list[str]:
 def connect(server: str | ServerAddress, **options: Any) -> McpClient:
     """A connected `McpClient` (see its options); use it as a context manager to close it."""
     return McpClient(server, **options).connect()
+
+
+def _weakly(method: Callable[..., None]) -> Callable[..., None]:
+    """`method` of a client as a callback that does not keep the client alive (nothing once it is gone)."""
+    reference = weakref.WeakMethod(method)
+
+    def call(*arguments: Any) -> None:
+        bound = reference()
+        if bound is not None:
+            bound(*arguments)
+
+    return call
+
+
+def _close_dropped(transport: StdioTransport | HttpTransport) -> None:
+    """Close the transport of a client dropped without `close()`, on a thread of its own: closing waits
+    for a stdio server to exit, and a finalizer runs wherever the client's last reference went."""
+    threading.Thread(target=transport.close, name="mcp-client-dropped", daemon=True).start()
