@@ -963,7 +963,7 @@ class LoopThread:
         self._abandoned: list[_ToolLoop] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._when_dropped: list[weakref.finalize] = []  # one per loop made (see `_new_loop`)
+        self._when_dropped: dict[_ToolLoop, weakref.finalize] = {}  # per loop still running (see `_new_loop`)
 
     def run(self, handler: Handler, arguments: Any, ctx: CallContext,
             check: Optional[Callable[[Run], Run]] = None, late: Optional[LateRun] = None) -> Run:
@@ -1035,7 +1035,7 @@ class LoopThread:
                 return None
             if self._current is not stalled:
                 return self._current  # another caller has replaced it already
-            self._abandoned = [loop for loop in self._abandoned if loop.alive()]
+            self._abandoned = self._running_locked(self._abandoned)
             full = len(self._abandoned) >= MAX_ABANDONED_LOOPS
             if not full:
                 self._abandoned.append(stalled)
@@ -1061,16 +1061,28 @@ class LoopThread:
         loop = _ToolLoop()
         when_dropped = weakref.finalize(self, loop.retire)
         when_dropped.atexit = False  # at exit the daemon thread just ends (and `close` may still be coming)
-        self._when_dropped.append(when_dropped)
+        self._when_dropped[loop] = when_dropped
         return loop
+
+    def _running_locked(self, loops: list[_ToolLoop]) -> list[_ToolLoop]:
+        """`loops` whose threads still run; those that ended are forgotten (their finalizers too)."""
+        running = []
+        for loop in loops:
+            if loop.alive():
+                running.append(loop)
+            else:
+                when_dropped = self._when_dropped.pop(loop, None)
+                if when_dropped is not None:
+                    when_dropped.detach()
+        return running
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             loops = ([self._current] if self._current is not None else []) + self._abandoned
             self._current, self._abandoned = None, []
-            when_dropped, self._when_dropped = self._when_dropped, []
-        for hook in when_dropped:
+            when_dropped, self._when_dropped = self._when_dropped, {}
+        for hook in when_dropped.values():
             hook.detach()
         for loop in loops:
             loop.stop()
