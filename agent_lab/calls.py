@@ -81,6 +81,7 @@ def _arguments_shape(arguments: Any) -> str:
 
 _new_object = object.__new__
 _SUCCEEDED = Outcome.SUCCEEDED
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,17 +152,26 @@ class ToolResult:
         return result
 
     @classmethod
-    def _replay(cls, ok: bool, outcome: Outcome, tool: str, output: Any, call_id: str, fingerprint: Any,
-                redact: frozenset[str]) -> ToolResult:
-        """`_fast` for a replayed receipt without an error (`replayed` set), as the registry reads one."""
+    def _replay_of(cls, record: Any, call_id: str, redact: frozenset[str]) -> ToolResult | None:
+        """`from_record` of the common receipt, as the registry reads one (`replayed` set): a result
+        without an error, in a plain dict as the stores give it back (a fresh one of plain values,
+        so its output is the caller's own). None for any other record: `from_record` reads it."""
+        if type(record) is not dict:
+            return None
+        get = record.get
+        ok, text, tool = get("ok"), get("outcome"), get("tool")
+        outcome = _OUTCOMES.get(text) if type(text) is str else None
+        if outcome is None or type(ok) is not bool or type(tool) is not str or get("error"):
+            return None
         result = _new_object(cls)
         fields = result.__dict__
         fields["ok"] = ok
         fields["outcome"] = outcome
         fields["tool"] = tool
-        fields["output"] = output
+        fields["output"] = get("output")
         fields["call_id"] = call_id
         fields["replayed"] = True
+        fingerprint = get("fingerprint")
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
         if redact:

@@ -226,7 +226,6 @@ class ToolError:
         cls,
         code: str,
         message: str | None = None,
-        *,
         retryable: bool | None = None,
         next_action: NextAction | None = None,
         details: Mapping[str, Any] | None = None,
@@ -234,7 +233,8 @@ class ToolError:
         """Build an error for a catalogue code, with the catalogue's defaults for anything not given.
 
         Every refusal makes one: the same object as ``cls(...)``, built without the frozen dataclass's
-        one ``object.__setattr__`` per field (there is no check to skip; ``details`` is copied)."""
+        one ``object.__setattr__`` per field (there is no check to skip; ``details`` is copied). Every
+        parameter may be passed by position: the registry does, as keywords cost each refusal more."""
         error = object.__new__(cls)
         fields = error.__dict__
         fields.update(_ERROR_FIELDS[code])  # the catalogue's fields in one call (KeyError: not in it)

@@ -129,6 +129,7 @@ def approval_request(state: CallState) -> dict[str, Any]:
 
 
 _APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver")
+_isfinite = math.isfinite
 
 
 def _checked_approval(approval: Any) -> Optional[Approval]:
@@ -143,13 +144,16 @@ def _checked_approval(approval: Any) -> Optional[Approval]:
         return None
     if type(approval) is Approval:
         fields = approval.__dict__
-        for name in _APPROVAL_TEXT_FIELDS:  # a loop, not all(...): no generator frame per field
-            value = fields.get(name)
-            if type(value) is not str or not value:
-                break
-        else:
-            expires_at = fields.get("expires_at")
-            if type(expires_at) is float and math.isfinite(expires_at):
+        try:  # the fields as the instance holds them (written out: no loop, no call per field)
+            approval_id, tool, fingerprint, tenant = fields["approval_id"], fields["tool"], fields["fingerprint"], \
+                fields["tenant"]
+            actor_id, approver, expires_at = fields["actor_id"], fields["approver"], fields["expires_at"]
+        except KeyError:  # one taken off the instance: rebuilt below, from what the class answers
+            pass
+        else:  # every text an exact, non-empty str (`_APPROVAL_TEXT_FIELDS`), the expiry a finite float
+            if (type(approval_id) is type(tool) is type(fingerprint) is type(tenant) is type(actor_id)
+                    is type(approver) is str and approval_id and tool and fingerprint and tenant and actor_id
+                    and approver and type(expires_at) is float and _isfinite(expires_at)):
                 return approval
     try:
         return Approval(**{name: getattr(approval, name) for name in (*_APPROVAL_TEXT_FIELDS, "expires_at")})

@@ -113,7 +113,8 @@ def reserve_key(state: CallState) -> Optional[ToolResult]:
             return state.refusal("deadline_exceeded")
         return None
     if status is _REPLAY and reservation.record is not None:
-        return _replayed(reservation.record, state)
+        record = reservation.record
+        return _replay_of(record, state.call_id, state.redact) or _replayed(record, state)
     if status is _CONFLICT:
         return state.refusal("idempotency_conflict")
     if status is _UNKNOWN:
@@ -121,22 +122,14 @@ def reserve_key(state: CallState) -> Optional[ToolResult]:
     return state.refusal("idempotency_in_progress")
 
 
-_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
-_replay_result = ToolResult._replay
+_replay_of = ToolResult._replay_of
 _new_object = object.__new__
 _monotonic = time.monotonic
 
 
 def _replayed(record: Mapping[str, Any], state: CallState) -> ToolResult:
-    """The replay of a stored receipt: `ToolResult.from_record`, with the common record (a success,
-    as the stores give it back: a fresh dict of plain values) built without its enum call and keyword
-    handling. The output is the store's fresh copy, so nothing done to it reaches the receipt."""
-    if type(record) is dict:
-        get = record.get
-        ok, text, tool = get("ok"), get("outcome"), get("tool")
-        outcome = _OUTCOMES.get(text) if type(text) is str else None
-        if outcome is not None and type(ok) is bool and type(tool) is str and not get("error"):
-            return _replay_result(ok, outcome, tool, get("output"), state.call_id, get("fingerprint"), state.redact)
+    """The replay of a stored receipt: `ToolResult.from_record` (`ToolResult._replay_of` answers the
+    common one, a success as the stores give it back, without its enum call and keyword handling)."""
     return ToolResult.from_record(record, replayed=True, call_id=state.call_id, redact=state.redact)
 
 

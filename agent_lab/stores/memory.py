@@ -26,9 +26,11 @@ _TIMEOUT_MAX = threading.TIMEOUT_MAX
 
 _MIN_SWEEP_INTERVAL = 1024
 """The in-memory store scans for expired entries after max(this, the number of entries its last scan
-kept) reserves. A reserve adds at most one entry, so a scan sees at most twice what it counts from:
-O(1) per reserve on average, however large the store grows, and the scans keep coming when every call
-brings a new key (counted against the store's size now, a stream of new keys would never catch up)."""
+kept) reserves that add an entry (and approval spends that do). Each adds one, so a scan sees at most
+twice what it counts from: O(1) per added entry on average, however large the store grows, and the
+scans keep coming when every call brings a new key (counted against the store's size now, a stream of
+new keys would never catch up). A reserve answered from an entry (a replay, a conflict) adds nothing to
+sweep and counts for nothing: it pays no share of the scans."""
 
 
 class InMemoryReceiptStore:
@@ -63,7 +65,7 @@ class InMemoryReceiptStore:
         self._spent_approvals: Dict[Tuple[str, str], float] = {}  # (tenant, approval id) -> kept until
         self._lock = threading.Lock()
         self._reserves_since_sweep = 0
-        self._sweep_after = _MIN_SWEEP_INTERVAL  # reserves (and approval spends) until the next scan
+        self._sweep_after = _MIN_SWEEP_INTERVAL  # added entries until the next scan
         self._closed = False
 
     @property
@@ -96,9 +98,6 @@ class InMemoryReceiptStore:
             if self._closed:
                 raise ValueError("the receipt store is closed")
             now, stamp = self._times()
-            self._reserves_since_sweep += 1
-            if self._reserves_since_sweep >= self._sweep_after:
-                self._sweep(now)
             entry = self._entries.get(address)
             if entry is not None:
                 if entry.expires_at > now:  # a live entry: the two answers retries get, as `decide_reserve`
@@ -118,6 +117,11 @@ class InMemoryReceiptStore:
                 answer = rules.decide_reserve(entry, fingerprint, now)
                 if answer is not None:
                     return answer
+            # Only a reserve that adds an entry counts towards the next scan: a replay or a refusal adds
+            # nothing to sweep, so it pays nothing for it.
+            self._reserves_since_sweep += 1
+            if self._reserves_since_sweep >= self._sweep_after:
+                self._sweep(now)
             owner = rules.new_owner_token()
             # rules.Entry(fingerprint, IN_FLIGHT, None, expires_at, owner=owner, lapse=lapse_value), without
             # the named tuple's Python __new__ and its keywords (one per reserve and one per completion).
@@ -242,12 +246,12 @@ class InMemoryReceiptStore:
         tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
         with self._locked(timeout_s):
             store_now, stamp = self._times()
-            self._reserves_since_sweep += 1
-            if self._reserves_since_sweep >= self._sweep_after:
-                self._sweep(store_now)
             kept_until = self._spent_approvals.get((tenant, approval_id))
             if kept_until is not None and kept_until > store_now:
                 return False
+            self._reserves_since_sweep += 1  # a spend that adds an entry counts, as a reserve that does
+            if self._reserves_since_sweep >= self._sweep_after:
+                self._sweep(store_now)
             self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, left, stamp,
                                                                                      self._ttl_s)
             return True
@@ -270,7 +274,7 @@ class InMemoryReceiptStore:
 
     def _sweep(self, now: float) -> None:
         """Drop expired entries once in a while, so abandoned keys do not pile up forever (unknown
-        ones stay: they wait for the application to resolve them). Callers count the reserve first,
+        ones stay: they wait for the application to resolve them). Callers count the entry they add,
         and call this once the count reaches `_sweep_after` (see `_MIN_SWEEP_INTERVAL`)."""
         self._reserves_since_sweep = 0
         for address in rules.purgeable(self._entries, now):
