@@ -579,6 +579,20 @@ class ClockStepConformance:
         self.assertIsNone(self.store.lookup(later))
 
 
+    def test_a_forward_step_after_a_month_of_use_is_held_as_one_after_a_minute_is(self) -> None:
+        # The drift a store takes as it comes is counted from its recent readings, never from when it
+        # opened: a month of it (SLEW of 30 days is 43 minutes) made a step ten ttls long look like drift,
+        # and the receipt written just before it expired at once.
+        self.completed(key=ReceiptKey(KEY.tenant, KEY.tool, "on-the-first-day"))
+        self.clock.advance(30 * 86_400)
+        self.completed()
+        self.clock.step(TTL_S * 10)
+        self.clock.advance(1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)  # never a second run
+        self.clock.advance(TTL_S - 2)
+        self.assertStatus(self.store.lookup(KEY), ReservationStatus.REPLAY, FIRST)
+
+
 class DurableStoreConformance:
     """For stores that outlive a process: `make_store` opens the same storage again."""
 

@@ -10,13 +10,17 @@ and a retry ran its effect again. So a store reads the time through a `StepGuard
 * an entry counts as expired only when the wall clock and the floor both say so (every check uses
   `min(wall, floor)`), and every expiry written counts from the later of the two (`max(wall, floor)`);
 * the wall clock may drift from the anchor by less than `STEP_S` plus `SLEW` of the time passed since
-  the anchor was set (the two clocks are read one after the other; NTP slews the wall clock by at most
-  500 ppm): that is taken as it comes, and the anchor follows it. Beyond that band it has stepped. A
+  the band's base was set (the two clocks are read one after the other; NTP slews the wall clock by at
+  most 500 ppm): that is taken as it comes, and the anchor follows it. Beyond that band it has stepped.
+  The base is moved up to the anchor, whenever that narrows the band, by a reading at least `REBASE_S`
+  after the last move: the drift allowed is counted from recent use, never from when the store opened
+  (counted from the first reading, a store in use for 30 days took a 43-minute step as drift). A
   backward step is taken at once: it only makes entries live longer. A forward step is taken only
   after `hold_s` (the store's longest lifetime: its ttl or its lease) has passed on the monotonic
   clock, when everything written before the step has expired by the floor anyway; until then entries
   live longer by the step, never shorter. So an entry expires early by less than `STEP_S` plus `SLEW`
-  of its lifetime, whatever the wall clock does, and lives longer than its time by at most the step.
+  of its lifetime and `REBASE_S`, whatever the wall clock does, and lives longer than its time by at
+  most the step.
 
 A store keeps its guard for as long as it is open. The SQLite store also keeps the guard's state in its
 file for the current boot (the anchor, and a step it holds), so a store opened after a step (a restarted
@@ -37,13 +41,18 @@ import math
 import time
 from typing import Callable, Optional, Tuple
 
-__all__ = ["STEP_S", "StepGuard", "boot_identity", "system_monotonic"]
+__all__ = ["REBASE_S", "STEP_S", "StepGuard", "boot_identity", "system_monotonic"]
 
 STEP_S = 1.0
 """How far the wall clock may move against the monotonic clock (plus `SLEW`) without being a step."""
 
 SLEW = 0.001
 """How fast (seconds a second) the wall clock may drift from the monotonic one without being a step."""
+
+REBASE_S = 10.0
+"""How often (monotonic seconds, at most) a reading moves the band's base up to the anchor. A store that
+keeps the guard's state in its file saves it then, so a process that opens the file later counts from
+there too: at most one more small write this often."""
 
 
 def _choose_system_monotonic() -> Callable[[], float]:
@@ -162,10 +171,15 @@ class StepGuard:
         anchor = self.offset
         if anchor is not None and self._pending_until is None:  # `observe`'s common case, written out
             offset = wall_now - monotonic_now  # (NaN fails both tests below and goes to `observe`)
-            if anchor <= offset <= self._base + STEP_S + SLEW * (monotonic_now - self._base_at):
+            since_base = monotonic_now - self._base_at
+            if anchor <= offset <= self._base + STEP_S + SLEW * since_base:
                 self.offset = offset
+                if since_base >= REBASE_S:
+                    self._rebase(monotonic_now)
                 return wall_now, wall_now
             if anchor - STEP_S <= offset < anchor:
+                if since_base >= REBASE_S:
+                    self._rebase(monotonic_now)
                 return wall_now, anchor + monotonic_now
         return self.observe(wall_now, monotonic_now)
 
@@ -181,6 +195,8 @@ class StepGuard:
             self._pending_until = self._pending_since = None
             if offset > anchor:
                 self.offset = offset
+            if monotonic_now - self._base_at >= REBASE_S:
+                self._rebase(monotonic_now)
         elif self._pending_until is None or abs(offset - self._pending_offset) > STEP_S:
             self._pending_until = monotonic_now + self._hold_s  # a new forward step: hold it
             self._pending_offset = offset
@@ -195,6 +211,17 @@ class StepGuard:
     def floor(self, monotonic_now: float) -> float:
         """The wall clock as the anchor says it reads at `monotonic_now` (-inf before any reading)."""
         return -math.inf if self.offset is None else self.offset + monotonic_now
+
+    def _rebase(self, monotonic_now: float) -> None:
+        """Move the band's base up to the anchor at `monotonic_now`, if that narrows the band from here on
+        (it does unless the anchor moved up faster than `SLEW` since the base was set). The band then
+        allows `STEP_S` plus `SLEW` of the time since now: what a store in use for a month allows is no
+        more than what one opened a moment ago does. Marked changed, for a store that keeps the state."""
+        anchor = self.offset
+        if anchor is not None and anchor - SLEW * monotonic_now < self._base - SLEW * self._base_at:
+            self._base = anchor
+            self._base_at = monotonic_now
+            self.changed = True
 
     def _take(self, offset: float, monotonic_now: float) -> None:
         self.changed = self.offset is not None
