@@ -12,6 +12,9 @@ server back:
   ok-result     tools/call succeeds, with the token in its text and in its structuredContent
   ansi-version  like is-error, but its serverInfo.version holds terminal escape sequences (a colour, and an
                 OSC 52 that asks a terminal to set the clipboard)
+  echo-note-error   tools/call answers isError repeating the call's own `note` after 480 characters of
+                    padding, so the 500-character cut the client makes of such a text falls inside it
+  echo-note-remote  the same in a JSON-RPC error message, after 180 characters (its cut is at 200)
 """
 
 from __future__ import annotations
@@ -56,6 +59,13 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {
                 "content": [{"type": "text", "text": f"saved; your token is {TOKEN}"}],
                 "structuredContent": {"saved": True, "token": TOKEN}}})
+        elif method == "tools/call" and MODE == "echo-note-error":
+            note = (params.get("arguments") or {}).get("note")
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "content": [{"type": "text", "text": "x" * 480 + f" note={note}"}], "isError": True}})
+        elif method == "tools/call" and MODE == "echo-note-remote":
+            note = (params.get("arguments") or {}).get("note")
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": "y" * 180 + f" note={note}"}})
         elif method == "tools/call" and MODE == "remote-error":
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": f"rejected token {TOKEN}"}})
         else:

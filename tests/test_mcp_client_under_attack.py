@@ -22,6 +22,9 @@ was marked expectedFailure until the hole was closed (branch hred), and fails ag
   reads the replies holds as many threads and sockets open in the client's process until their
   timeouts (2,000 pings: 2,000 threads and file descriptors), enough to exhaust the descriptors every
   other part of the process needs.
+- MCP-CUT-BEFORE-MASK (agent_lab/mcp_client/importing.py): a server's error text that repeats a redacted
+  argument was cut and folded to one line before the call's secrets were masked in it, so the part of a
+  secret before the cut (or a secret with a tab in it) reached the model (found in review, 4a26dad).
 - MCP-DRIFT-IN-CATALOG: with `lock=`, a tool whose description changed after review is refused at every
   call, but the changed description (the rug pull itself) is still what the model reads in the catalog,
   and it steers the model to misuse another tool, one that still matches the lock; an unlocked tool's
@@ -112,6 +115,40 @@ class ServerSecretsNeverReachTheModelTest(ImportedCase):
         self.addCleanup(os.environ.pop, "RED_REVIEW_TOKEN", None)
         registry = self.imported(f"http://127.0.0.1:{server.server_address[1]}/mcp#RED_REVIEW_TOKEN")
         self.assertNotIn(TOKEN, self.model_text(registry))
+
+
+class CallSecretsNeverReachTheModelTest(ImportedCase):
+    """MCP-CUT-BEFORE-MASK: a server that repeats a redacted argument in its error had its text cut (500
+    characters of an isError text, 200 of a JSON-RPC error message) and folded to one line before the
+    registry masked the call's secrets in it: the part of a secret before the cut, or a secret with a tab
+    or a run of spaces, no longer matched it, and reached the model, the gateway's client and reports."""
+
+    POLICY = {"tools": {"write_note": {"permission": "notes:write", "effect": "write", "approval": "never",
+                                       "redact": ["note"]}}}
+
+    def refusal(self, mode: str, note: str) -> str:
+        client = connect(f"{sys.executable} {HERE / 'mcp_leaky_server.py'} {mode}", timeout_s=5)
+        self.addCleanup(client.close)
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(client, policy=self.POLICY).register(registry)
+        result = registry.invoke(ToolCall("write_note", {"note": note}), actor=ACTOR)
+        self.assertEqual(result.error.code if result.error else None, "upstream_error")
+        return result.error.message
+
+    def test_no_part_of_a_secret_crossing_the_cut_of_an_is_error_text_reaches_the_model(self) -> None:
+        message = self.refusal("echo-note-error", "S3cr3t-Passw0rd-Value-9f8e7d6c5b4a")
+        self.assertNotIn("S3cr3t", message)
+        self.assertIn("note=[redacted]", message)
+
+    def test_no_part_of_a_secret_crossing_the_cut_of_a_json_rpc_error_reaches_the_model(self) -> None:
+        message = self.refusal("echo-note-remote", "S3cr3t-Passw0rd-Value-9f8e7d6c5b4a")
+        self.assertNotIn("S3cr3t", message)
+        self.assertIn("note=[redacted]", message)
+
+    def test_a_secret_with_white_space_the_quote_folds_is_masked_too(self) -> None:
+        message = self.refusal("echo-note-error", "correct\thorse  battery staple")
+        self.assertNotIn("horse", message)
 
 
 class _EchoAuthorization(BaseHTTPRequestHandler):

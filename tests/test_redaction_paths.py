@@ -294,6 +294,45 @@ class ToolFailureTest(SecretKeysTestCase):
                 shown = shown.replace(str(random_id), "")
             self.assertIsNone(re.search(r"(?<!\d)737(?!\d)", shown))
 
+    def test_a_tool_failure_quoting_the_arguments_as_a_repr_or_as_json_is_masked(self) -> None:
+        # The ordinary way to say what was refused: f"{arguments}" or json.dumps(arguments) spells a
+        # backslash, a line break or a non-ASCII letter of the secret otherwise than the secret itself.
+        for secret in ("C:\\vault\\Pa55word", "p\u00e4ssw\u00f6rt-2024", "line1\nline2-secret", "correct\thorse  staple"):
+            with self.subTest(secret=secret):
+                def handler(arguments):
+                    raise ToolFailure("conflict", f"login refused for {arguments}",
+                                      details={"request": json.dumps(arguments), "shown": repr(arguments)})
+
+                spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
+                                                                                 "password": {"type": "string"}},
+                                                "required": ["action_id"]}, redact=("password",))
+                outputs = Outputs(self, spec, handler)
+                result = outputs.registry.invoke(ToolCall("save_contacts", {"action_id": "a-1", "password": secret}),
+                                                 actor=ACTOR)
+                self.assertEqual(result.error.code, "conflict")
+                shown = "\n".join([result.error.message, *result.error.details.values(), repr(result),
+                                   json.dumps(result.to_model(), ensure_ascii=False)])
+                for spelling in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1],
+                                 json.dumps(secret, ensure_ascii=False)[1:-1], " ".join(secret.split())):
+                    self.assertFalse(spelling in shown, "a spelling of the secret leaked")  # never print it
+                self.assertIn(REDACTED, result.error.message)
+
+    def test_a_tool_failure_code_that_repeats_a_secret_is_masked_for_the_model_and_the_audit(self) -> None:
+        secret = "tok_live_" + secrets.token_hex(6)
+
+        def handler(arguments):
+            raise ToolFailure(f"key_revoked:{arguments['password']}", category="policy")
+
+        spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
+                                                                         "password": {"type": "string"}},
+                                        "required": ["action_id"]}, redact=("password",))
+        outputs = Outputs(self, spec, handler)
+        result = outputs.registry.invoke(ToolCall("save_contacts", {"action_id": "a-1", "password": secret}),
+                                         actor=ACTOR)
+        self.assertEqual(result.error.code, f"key_revoked:{REDACTED}")
+        self.assertNoSecret(secret, result, outputs.stored_text())
+
+
 
 class RedactViolationsTest(unittest.TestCase):
     def violation(self, instance_path: str, keyword_path: str, keyword: str = "type") -> dict[str, str]:

@@ -62,7 +62,7 @@ from ..drift import Change, compare_contracts
 from ..errors import NextAction, ToolFailure
 from ..lockfile import Lockfile, Verdict, VerdictStatus, model_safe_changes
 from ..provenance import Provenance, server_uri
-from ..redaction import SecretMask
+from ..redaction import SecretMask, collect_secrets, redact_text, secret_spellings
 from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
@@ -398,7 +398,7 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
              refusal: Any, has_output_schema: bool) -> Callable[[Mapping[str, Any], Any], Any]:
     """The handler of `spec`, which calls the server's tool `name` (`refusal`: the lock's ToolError for a
     tool that drifted or is unlocked, answered instead of every call)."""
-    label, writes = client.label, spec.writes
+    label, writes, redacted = client.label, spec.writes, spec.redact
 
     def call_foreign_tool(arguments: Mapping[str, Any], ctx: Any) -> Any:
         if refusal is not None:
@@ -420,7 +420,9 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
             forwarded = {key: value for key, value in arguments.items() if key != added_key}
             result = client.call_tool(name, forwarded, deadline=deadline, cancel_event=ctx.cancel_event)
         except McpRemoteError as error:
-            raise ToolFailure("upstream_error", f"The server refused the call: {error.remote_message or error.code}",
+            refused = quote_server_text(redact_text(error.remote_text, _call_secrets(arguments, redacted))) \
+                if redacted else error.remote_message
+            raise ToolFailure("upstream_error", f"The server refused the call: {refused or error.code}",
                               next_action=NextAction.LOOKUP_STATUS if writes else None,
                               details={"server": label, "code": error.code}) from None
         except McpError as error:
@@ -429,7 +431,9 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
                                   f"({error.detail}).", details={"server": label}) from None
             raise
         if result.get("isError"):
-            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask),
+            secrets_in_call = _call_secrets(arguments, redacted) if redacted else frozenset()
+            raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask,
+                                                                                             secrets_in_call),
                               next_action=NextAction.LOOKUP_STATUS if writes else None, details={"server": label})
         if has_output_schema and "structuredContent" in result:
             return _without_client_secrets(result["structuredContent"], client.secret_mask)
@@ -454,9 +458,17 @@ def _without_client_secrets(output: Any, mask: SecretMask) -> Any:
     return output if masked == text else json.loads(masked)
 
 
-def _error_text(result: Mapping[str, Any], mask: SecretMask) -> str:
+def _error_text(result: Mapping[str, Any], mask: SecretMask, secrets_in_call: frozenset[str]) -> str:
     """The text of an isError result, for the model: the client's own secrets (a token the server was
-    given, which a hostile server repeats) masked before the text is cut, so no part of one survives."""
+    given, which a hostile server repeats) and the call's redacted values masked before the text is cut
+    and folded to one line, so no part of one survives (the registry masks a failure's message again,
+    but a secret cut in two, or its white space folded, no longer matches)."""
     texts = [block.get("text") for block in result.get("content", []) if isinstance(block, Mapping)]
     joined = " ".join(text for text in texts if isinstance(text, str))
-    return quote_server_text(mask.text(joined), MAX_ERROR_TEXT_CHARS) or "(no text)"
+    return quote_server_text(redact_text(mask.text(joined), secrets_in_call), MAX_ERROR_TEXT_CHARS) or "(no text)"
+
+
+def _call_secrets(arguments: Mapping[str, Any], redacted: Any) -> frozenset[str]:
+    """Every spelling of the call's redacted argument values (`secret_spellings`), for masking text a
+    server built from them: as the registry masks a handler's failure message, before anything cuts it."""
+    return secret_spellings(collect_secrets(arguments, redacted, include_keys=True))

@@ -99,10 +99,14 @@ class McpRemoteError(McpError):
         self.code = code if isinstance(code, int) and not isinstance(code, bool) else None
         self.data = data
         text = message if isinstance(message, str) else ""
-        self.remote_message = quote_server_text(mask.text(text) if mask is not None else text)  # masked, then cut
+        # The whole message, the client's secrets masked: a caller that knows more secrets (a call's
+        # redacted arguments) masks them in it before cutting it, as this cut does for the client's.
+        self.remote_text = mask.text(text) if mask is not None else text
+        self.remote_message = quote_server_text(self.remote_text)  # masked, then cut
         super().__init__(server, f"{method} answered error {self.code}: {self.remote_message or '(no message)'}")
 
     def hide(self, mask: Any) -> McpError:
+        self.remote_text = mask.text(self.remote_text)
         self.remote_message = mask.text(self.remote_message)
         return super().hide(mask)
 

@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..audit import audit_record as build_audit_record
@@ -217,16 +217,20 @@ def _safe_failure(error: ToolError, state: CallState) -> ToolError:
         logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
         details = {}
     details = plain_json_copy(details, MAX_OUTPUT_DEPTH + 1)
+    code = error.code
     if state.redact:
-        from ..redaction import collect_secrets, redact, redact_text
+        from ..redaction import collect_secrets, redact, redact_text, secret_spellings
 
-        secrets_in_call = collect_secrets(state.arguments, state.redact, include_keys=True)
+        # Every spelling text built from a value may show it in: as it is, on one line, JSON-escaped, as
+        # a repr (`f"refused {arguments}"`), as XML; in the code too (it reaches the audit record).
+        secrets_in_call = secret_spellings(collect_secrets(state.arguments, state.redact, include_keys=True))
+        code = redact_text(code, secrets_in_call)
         message = redact_text(message, secrets_in_call)
         details = _mask_strings(redact(details, state.redact), secrets_in_call)
-    return dataclasses.replace(error, message=message, details=details)
+    return dataclasses.replace(error, code=code, message=message, details=details)
 
 
-def _mask_strings(value: Any, secrets_in_call: list[str]) -> Any:
+def _mask_strings(value: Any, secrets_in_call: Collection[str]) -> Any:
     """`value` (plain JSON) with each secret masked inside every string, keys included, and every number
     whose JSON text shows a secret replaced whole (a PIN the handler copied into a detail as a number)."""
     if not secrets_in_call:
