@@ -139,6 +139,12 @@ class KeyHolder:
         self._lease_s = float(lease_s) if isinstance(lease_s, (int, float)) else 0.0
         if renew_every_s is None:
             renew_every_s = self._lease_s / RENEW_FRACTION if self._lease_s > 0 else math.inf
+        elif self._lease_s > 0 and renew_every_s > self._lease_s / 2:
+            # Renewed less often, a lease lapses while its handler still runs past the late-completion
+            # window: a write's key is then `outcome_unknown`, which another process may resolve as "did
+            # not happen" and run again while this handler is still about to take effect.
+            raise ValueError(f"renew_every_s ({renew_every_s:g} s) must be at most half the receipt store's lease_s "
+                             f"({self._lease_s:g} s), so a renewal that fails or comes late leaves another in time")
         self._renew_every_s = renew_every_s
         # Keyed by the plain (tenant, tool, key) tuple, not the ReceiptKey: a frozen dataclass hashes in
         # Python code (about 1,700 instructions), and every keyed call looks its key up here.

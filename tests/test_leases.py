@@ -285,6 +285,17 @@ class RenewCountingStore(InMemoryReceiptStore):
 
 
 class LeaseRenewalTest(unittest.TestCase):
+    def test_renewals_too_rare_to_keep_the_lease_are_refused_when_the_registry_is_made(self) -> None:
+        # Renewed every 10 s against a 1.5 s lease, a write running past its late-completion window
+        # lapsed to unknown while it still ran; another process resolved it "did not happen" and ran it
+        # again, and both took effect.
+        store = InMemoryReceiptStore(lease_s=1.5)
+        with self.assertRaisesRegex(ValueError, "renew_every_s .* at most half the receipt store's lease_s"):
+            Registry(receipts=store, renew_every_s=10)
+        with self.assertRaisesRegex(ValueError, "at most half"):
+            Registry(receipts=store, renew_every_s=0.76)
+        Registry(receipts=store, renew_every_s=0.75).close()  # two renewals a lease: one may fail
+
     def test_a_handler_outliving_its_lease_is_renewed_and_never_runs_twice(self) -> None:
         clock = FakeClock()
         store = RenewCountingStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
@@ -351,7 +362,8 @@ class FencingTest(unittest.TestCase):
             release.wait(PATIENCE_S)
             return {"status": "from the stale holder"}
 
-        stale = Registry(receipts=store, audit=audit, renew_every_s=3600)  # its renewals never come in time
+        # Its first renewal is lease_s / 3 (20 s) away in real time: the fake clock passes the lease first.
+        stale = Registry(receipts=store, audit=audit)
         self.addCleanup(stale.close)
         stale.register(status_spec(), slow_lookup)
         answers: list = []
