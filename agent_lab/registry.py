@@ -56,7 +56,7 @@ from .execution import Handler, Run
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
 from .names import NameIndex
 from .policy import Actor, Approval
-from .spec import Execution, ToolSpec
+from .spec import Execution, TaskSupport, ToolSpec
 from .steps import STEPS
 from .steps.admit import MAX_CLOSE_NAMES, Catalog, route
 from .steps.conclude import conclude, internal_error, output_result, record, stop_if_requested
@@ -176,15 +176,24 @@ class Registry:
     def _check_lease_covers(self, spec: ToolSpec) -> None:
         """A key's lease must outlast its longest run even if no renewal got through: the tool's
         timeout, plus (for a write) the late-completion window. Otherwise a live but slow handler's
-        key could lapse to `unknown` (a write) or be taken over (a read) in other processes.
+        key could lapse to `unknown` (a write) or be taken over (a read) in other processes. For a
+        tool that may run as a task, the receipts' ttl must outlast that run too.
 
         A store the registry made itself is seen by this registry alone, which holds its keys in
         process anyway, so only a store passed in is checked."""
-        lease_s = getattr(self._receipts, "lease_s", None)
-        if spec.idempotency_key is None or self._services.owns_receipts or not isinstance(lease_s, (int, float)):
+        if spec.idempotency_key is None:
             return
         late_s = self._services.late_completion_s
         needed_s = spec.timeout_ms / 1000.0 + (late_s if spec.writes else 0.0)
+        ttl_s = getattr(self._receipts, "ttl_s", None)
+        if spec.task_support is not TaskSupport.FORBIDDEN and isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
+            # A task's key keeps its `accepted` receipt from acceptance on: one that expired while the task
+            # still ran would let the same key start a second run beside it.
+            raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
+                             f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
+        lease_s = getattr(self._receipts, "lease_s", None)
+        if self._services.owns_receipts or not isinstance(lease_s, (int, float)):
+            return
         if lease_s < needed_s:
             window = f" plus the late-completion window ({late_s:g} s)" if spec.writes else ""
             raise ValueError(

@@ -190,6 +190,15 @@ class SameKeyTest(TaskTestCase):
         self.assertEqual(after.output["task_id"], first.output["task_id"])
         self.assertEqual(len(self.exporter.runs), 1)
 
+    def test_a_store_whose_receipts_expire_before_a_task_ends_is_refused_when_the_tool_is_registered(self) -> None:
+        # A task's key holds its `accepted` receipt from acceptance on: with a 1 s ttl and a 2 s run, the
+        # same key retried after 1.5 s started a second run beside the first.
+        registry = Registry(receipts=InMemoryReceiptStore(ttl_s=1, lease_s=60))
+        self.addCleanup(registry.close)
+        with self.assertRaisesRegex(ValueError, "ttl_s \\(1 s\\) is shorter than the run of a task"):
+            registry.register(export_spec(timeout_ms=2_000), Exporter())
+        registry.register(export_spec(timeout_ms=2_000, task_support="forbidden"), Exporter())  # no task: held
+
     def test_the_same_key_with_other_arguments_is_a_conflict_not_a_second_task(self) -> None:
         self.start(rows=3)
         other = self.start(rows=4)
