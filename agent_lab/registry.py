@@ -56,12 +56,12 @@ from .execution import Handler, Run
 from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
 from .names import NameIndex
 from .policy import Actor, Approval
-from .spec import Execution, TaskSupport, ToolSpec
+from .spec import Execution, ToolSpec
 from .steps import STEPS
 from .steps.admit import MAX_CLOSE_NAMES, Catalog, route
 from .steps.conclude import conclude, internal_error, output_result, record, stop_if_requested
 from .steps.details import EXACT_SIZE_FACTOR, MAX_OUTPUT_DEPTH, MAX_REPORTED_VIOLATIONS
-from .steps.idempotency import resolved_record
+from .steps.idempotency import check_store_covers, resolved_record
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
@@ -155,7 +155,7 @@ class Registry:
         if not isinstance(spec, ToolSpec):
             raise TypeError(f"register() needs a ToolSpec, not {type(spec).__name__}")
         spec = _own_copy(spec)  # frozen, but a changed field (object.__setattr__) must not part it from its plan
-        self._check_lease_covers(spec)
+        check_store_covers(spec, self._services)  # its key's lease and receipt outlast its run
         if spec.single_use_approval and not callable(getattr(self._receipts, "consume_approval", None)):
             raise ValueError(f"tool {spec.name!r} has single_use_approval, but the receipt store "
                              f"({type(self._receipts).__name__}) keeps no approval ledger (consume_approval)")
@@ -172,35 +172,6 @@ class Registry:
             current.names.add(spec.name)  # every name in any snapshot is in the index (added first)
             # The permissions cover every tool of the snapshot (None too: `Actor.may` decides it).
             self._catalog = Catalog(tools, current.permissions | {spec.required_permission}, current.names)
-
-    def _check_lease_covers(self, spec: ToolSpec) -> None:
-        """A key's lease must outlast its longest run even if no renewal got through: the tool's
-        timeout, plus (for a write) the late-completion window. Otherwise a live but slow handler's
-        key could lapse to `unknown` (a write) or be taken over (a read) in other processes. For a
-        tool that may run as a task, the receipts' ttl must outlast that run too.
-
-        A store the registry made itself is seen by this registry alone, which holds its keys in
-        process anyway, so only a store passed in is checked."""
-        if spec.idempotency_key is None:
-            return
-        late_s = self._services.late_completion_s
-        needed_s = spec.timeout_ms / 1000.0 + (late_s if spec.writes else 0.0)
-        ttl_s = getattr(self._receipts, "ttl_s", None)
-        if spec.task_support is not TaskSupport.FORBIDDEN and isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
-            # A task's key keeps its `accepted` receipt from acceptance on: one that expired while the task
-            # still ran would let the same key start a second run beside it.
-            raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
-                             f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
-        lease_s = getattr(self._receipts, "lease_s", None)
-        if self._services.owns_receipts or not isinstance(lease_s, (int, float)):
-            return
-        if lease_s < needed_s:
-            window = f" plus the late-completion window ({late_s:g} s)" if spec.writes else ""
-            raise ValueError(
-                f"tool {spec.name!r}: the receipt store's lease_s ({lease_s:g} s) is shorter than the tool's "
-                f"timeout_ms ({spec.timeout_ms:g} ms){window}, {needed_s:g} s in all; give the store a longer "
-                f"lease_s, or the tool a shorter timeout_ms"
-            )
 
     def catalog(self, actor: Optional[Actor] = None) -> list[dict[str, Any]]:
         """Model-facing halves of the tools, in registration order; with an actor, only those it may call

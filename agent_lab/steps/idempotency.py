@@ -26,14 +26,17 @@ from ..execution import MAX_WAIT_S, PROCESS_EXITS, seconds_left
 from ..fingerprint import has_lone_surrogate
 from ..leases import ReceiptNote
 from ..policy import Actor
+from ..spec import TaskSupport
 from ..stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
 from .deadline import passed
 from .details import violation_details
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..spec import ToolSpec
+    from .services import Services
     from .state import CallState
 
-__all__ = ["frees_key", "reserve_key", "resolved_record", "settle_receipt", "store_outcome"]
+__all__ = ["check_store_covers", "frees_key", "reserve_key", "resolved_record", "settle_receipt", "store_outcome"]
 
 logger = logging.getLogger("agent_lab.registry")
 
@@ -189,3 +192,33 @@ def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Op
     if result is None:
         return None
     return dataclasses.replace(result, fingerprint=stored_fingerprint).to_record()
+
+
+def check_store_covers(spec: ToolSpec, services: Services) -> None:
+    """At `register`: a key's lease must outlast its longest run even if no renewal got through: the
+    tool's timeout, plus (for a write) the late-completion window. Otherwise a live but slow handler's
+    key could lapse to `unknown` (a write) or be taken over (a read) in other processes. For a tool that
+    may run as a task, the receipts' ttl must outlast that run too. A ValueError says which.
+
+    A store the registry made itself is seen by this registry alone, which holds its keys in process
+    anyway, so only the lease of a store passed in is checked."""
+    if spec.idempotency_key is None:
+        return
+    receipts, late_s = services.receipts, services.late_completion_s
+    needed_s = spec.timeout_ms / 1000.0 + (late_s if spec.writes else 0.0)
+    ttl_s = getattr(receipts, "ttl_s", None)
+    if spec.task_support is not TaskSupport.FORBIDDEN and isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
+        # A task's key keeps its `accepted` receipt from acceptance on: one that expired while the task
+        # still ran would let the same key start a second run beside it.
+        raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
+                         f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
+    lease_s = getattr(receipts, "lease_s", None)
+    if services.owns_receipts or not isinstance(lease_s, (int, float)):
+        return
+    if lease_s < needed_s:
+        window = f" plus the late-completion window ({late_s:g} s)" if spec.writes else ""
+        raise ValueError(
+            f"tool {spec.name!r}: the receipt store's lease_s ({lease_s:g} s) is shorter than the tool's "
+            f"timeout_ms ({spec.timeout_ms:g} ms){window}, {needed_s:g} s in all; give the store a longer "
+            f"lease_s, or the tool a shorter timeout_ms"
+        )
