@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import threading
 import unittest
 from unittest import mock
 from typing import Any
 
+from agent_lab.audit import MemoryAuditSink
 from agent_lab.calls import ToolCall, ToolResult
 from agent_lab.errors import Outcome, ToolFailure
 from agent_lab.jsonvalue import find_non_json
@@ -281,6 +284,112 @@ class HandlerContainmentTest(unittest.TestCase):
         result = self.invoke_with(raising(ToolFailure("conflict", "Already closed.", details={"at": object()})))
         self.assertEqual(result.error.code, "conflict")
         self.assertEqual(dict(result.error.details), {})
+
+    def test_no_code_of_a_tool_failures_fields_runs_on_the_callers_thread_after_the_handler(self) -> None:
+        # The record step reads a failure's code (does it free the key?) and writes its fields to the
+        # receipt and the audit record on the caller's thread, past the handler: a str subclass whose
+        # __eq__ blocks held the caller six seconds past a 200 ms deadline. The fields are made plain on
+        # the thread that ran the handler.
+        callers_thread = threading.get_ident()
+        ran: list[str] = []
+
+        class Watched(str):
+            def __eq__(self, other: object) -> bool:
+                if threading.get_ident() == callers_thread:
+                    ran.append("__eq__")
+                return str.__eq__(self, other)
+
+            __hash__ = str.__hash__
+
+        def fail(arguments: Any) -> Any:
+            raise ToolFailure(Watched("ticket_gone"), Watched("Gone."), category=Watched("not_found"),
+                              details={Watched("id"): Watched("T-1")})
+
+        registry = Registry(audit=MemoryAuditSink())
+        self.addCleanup(registry.close)
+        registry.register(ToolSpec(name="close_ticket", description="d", effect="write", idempotency_key="action_id",
+                                   input_schema={"type": "object", "properties": {"action_id": {"type": "string"}},
+                                                 "required": ["action_id"]}), fail)
+        result = registry.invoke(ToolCall("close_ticket", {"action_id": "a-1"}), actor=READER)
+        self.assertEqual(result.error.code, "ticket_gone")
+        self.assertEqual(dict(result.error.details), {"id": "T-1"})
+        self.assertIs(type(result.error.code), str)
+        self.assertIs(type(result.error.message), str)
+        json.dumps(result.to_model())
+        self.assertEqual(ran, [])
+
+    def test_a_tool_failure_whose_code_is_not_text_is_an_internal_error(self) -> None:
+        result = self.invoke_with(raising(ToolFailure(object(), "Gone.", category="not_found")))  # type: ignore[arg-type]
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.FAILED))
+
+    def test_tool_failure_details_over_the_output_budget_are_dropped_not_kept(self) -> None:
+        # Two million keys were copied whole, then turned into the receipt on the caller's thread, 2.6 s
+        # past the deadline; they reached the model too. Details obey the tool's output budget.
+        huge = {f"k{number}": number for number in range(200_000)}
+        result = self.invoke_with(raising(ToolFailure("conflict", "Already closed.", details=huge)),
+                                  max_output_bytes=1000)
+        self.assertEqual((result.error.code, dict(result.error.details)), ("conflict", {}))
+        kept = self.invoke_with(raising(ToolFailure("conflict", "Already closed.", details={"ticket": "T-1"})),
+                                max_output_bytes=1000)
+        self.assertEqual(dict(kept.error.details), {"ticket": "T-1"})
+
+    def test_a_tool_failure_message_is_cut_to_the_output_budget(self) -> None:
+        result = self.invoke_with(raising(ToolFailure("conflict", "x" * 5000)), max_output_bytes=1000)
+        self.assertEqual(len(result.error.message), 1000)
+        self.assertTrue(result.error.message.endswith("\u2026"))
+
+
+class HostileCallFieldsTest(unittest.TestCase):
+    """A ToolCall subclass, a call id or a name of a str subclass, an attempt of an int subclass: their own
+    code (a property, __bool__, __ge__, __class__) raised out of invoke before its first step."""
+
+    def setUp(self) -> None:
+        self.registry = ticket_registry()
+        self.addCleanup(self.registry.close)
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+
+    def both(self, call: Any, **options: Any) -> list[ToolResult]:
+        results = [self.registry.invoke(call, actor=READER, **options),
+                   asyncio.run(self.registry.ainvoke(call, actor=READER, **options))]
+        for result in results:
+            self.assertIsInstance(result, ToolResult)
+        return results
+
+    def test_a_call_id_whose_truth_raises_is_taken_as_its_text(self) -> None:
+        class BadId(str):
+            def __bool__(self) -> bool:
+                raise ValueError("call_id truthiness")
+
+        for result in self.both(ToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id=BadId("c-1"))):
+            self.assertTrue(result.ok, result)
+            self.assertEqual((result.call_id, type(result.call_id)), ("c-1", str))
+
+    def test_a_name_whose_class_raises_is_a_call_without_a_name(self) -> None:
+        class Sly:
+            @property
+            def __class__(self):  # type: ignore[override]
+                raise ValueError("who asks?")
+
+        for result in self.both(ToolCall(Sly(), {"ticket_id": "T-1001"})):  # type: ignore[arg-type]
+            self.assertFalse(result.ok)
+
+    def test_a_tool_call_subclass_whose_fields_raise_is_refused(self) -> None:
+        class Haunted(ToolCall):
+            @property
+            def name(self):  # type: ignore[override]
+                raise RuntimeError("no name today")
+
+        for result in self.both(Haunted.__new__(Haunted)):
+            self.assertFalse(result.ok)
+
+    def test_an_attempt_whose_comparison_raises_is_recorded_as_its_number(self) -> None:
+        class OddAttempt(int):
+            def __ge__(self, other: object) -> bool:
+                raise ValueError("no comparing")
+
+        for result in self.both(ToolCall("get_ticket", {"ticket_id": "T-1001"}), attempt=OddAttempt(2)):
+            self.assertTrue(result.ok, result)
 
 
 class GarbageCallTest(unittest.TestCase):

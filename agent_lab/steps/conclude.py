@@ -9,7 +9,6 @@ past the deadline (handler and check) is a timeout however the caller learns of 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sys
@@ -19,10 +18,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..audit import audit_record as build_audit_record
 from ..calls import ToolResult
-from ..errors import NextAction, Outcome, ToolError
-from ..execution import OverBudget, Run, RunKind, describe_exception, measured_copy, plain_json_copy, type_name
+from ..errors import Category, NextAction, Outcome, ToolError
+from ..execution import OverBudget, Run, RunKind, describe_exception, measured_copy, type_name
 from ..interrupts import raise_stop_request, stop_request
-from ..jsonvalue import check_json_value
 from ..policy import Actor
 from ..spec import RetryPolicy
 from .details import (
@@ -202,22 +200,36 @@ def run_failure(state: CallState, run: Run) -> ToolResult:
 
 
 def _safe_failure(error: ToolError, state: CallState) -> ToolError:
-    """A ToolFailure's error as the model may see it: a plain string message and plain JSON details
-    (a copy, as for outputs: the handler may still hold the objects it raised with).
+    """A ToolFailure's error as the model may see it, every field a plain value: the code plain text, the
+    category and next action members of their enums, `retryable` a bool, the message plain text and the
+    details a plain JSON copy (as for outputs: the handler may still hold the objects it raised with).
+
+    Made here, on the thread that ran the handler and within its deadline: what the record step reads
+    later on the caller's thread (the code, to decide whether the key is freed; the fields, to write the
+    receipt and the audit record) then runs no code of the handler's, and is bounded, since details over
+    the tool's output budget are dropped (logged) and a message is cut to that many characters. A code
+    that is not text makes the failure a bug of the handler: contained as `internal_error`.
 
     For a tool with redacted fields, members of the details named in `spec.redact` are masked here
     already (so the error is safe even in a repr), and the call's own redacted argument values are
-    masked wherever the message or a detail string repeats them (a detail number that shows one is
-    masked whole): a second line of defence, since a handler's message is shown as given and must be
-    written safe in the first place."""
-    message = str.__str__(error.message) if isinstance(error.message, str) and error.message else (
-        "The tool reported a failure.")
-    details = dict(error.details) if isinstance(error.details, Mapping) else {}
-    if check_json_value(details) is not None:
-        logger.warning("dropping non-JSON details of a ToolFailure %r", error.code)
-        details = {}
-    details = plain_json_copy(details, MAX_OUTPUT_DEPTH + 1)
+    masked wherever the code, the message or a detail string repeats them (a detail number that shows
+    one is masked whole): a second line of defence, since a handler's message is shown as given and
+    must be written safe in the first place."""
+    spec = state.spec
+    assert spec is not None
+    budget = spec.max_output_bytes
     code = error.code
+    if not issubclass(type(code), str) or not str.__len__(code):
+        raise TypeError("a ToolFailure's code must be text")
+    code = str.__str__(code)
+    category, next_action = Category(error.category), NextAction(error.next_action)
+    retryable = error.retryable is True
+    message = error.message
+    message = str.__str__(message) if issubclass(type(message), str) and str.__len__(message) else (
+        "The tool reported a failure.")
+    if len(message) > budget:
+        message = message[: max(budget - 1, 0)] + "\u2026"
+    details = _plain_details(error.details, budget, code)
     if state.redact:
         from ..redaction import collect_secrets, redact, redact_text, secret_spellings
 
@@ -227,7 +239,34 @@ def _safe_failure(error: ToolError, state: CallState) -> ToolError:
         code = redact_text(code, secrets_in_call)
         message = redact_text(message, secrets_in_call)
         details = _mask_strings(redact(details, state.redact), secrets_in_call)
-    return dataclasses.replace(error, code=code, message=message, details=details)
+    return ToolError(code=code, category=category, message=message, retryable=retryable, next_action=next_action,
+                     details=details)
+
+
+def _plain_details(details: Any, budget: int, code: str) -> dict[str, Any]:
+    """A ToolFailure's details as a plain JSON copy within `budget` bytes, or empty (logged): the walk
+    that copies them stops once they are certainly too large, so a huge object costs a few budgets."""
+    if not isinstance(details, Mapping):
+        return {}
+    try:
+        copy, plain, bound, _ = measured_copy(details if type(details) is dict else dict(details),
+                                              MAX_OUTPUT_DEPTH + 1, budget * EXACT_SIZE_FACTOR)
+    except OverBudget:
+        plain, copy, bound = True, None, None
+    else:
+        if plain and (bound is None or bound > budget):
+            size = json_size(copy)
+            if size is None:
+                plain = False
+            elif size > budget:
+                copy = None
+    if not plain:
+        logger.warning("dropping non-JSON details of a ToolFailure %r", code)
+        return {}
+    if copy is None:
+        logger.warning("dropping the details of a ToolFailure %r: over the tool's output budget", code)
+        return {}
+    return copy
 
 
 def _mask_strings(value: Any, secrets_in_call: Collection[str]) -> Any:

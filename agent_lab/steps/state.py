@@ -15,6 +15,7 @@ from ..calls import ToolCall, ToolResult
 from ..errors import CATALOGUE, NextAction, Outcome, ToolError
 from ..execution import plain_json_copy
 from ..fingerprint import Fingerprinter, NotCanonicalJSON
+from ..interrupts import raise_stop_request
 from ..schema import MAX_INSTANCE_DEPTH
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -146,9 +147,12 @@ def start(services: Services, call: Any, actor: Any, approval: Any, deadline: An
     ToolCall (a dict, say) is a TypeError: the developer's mistake, not arguments a model could fix.
     (The state is made with `object.__new__` and its fields set one by one: a third of what an
     `__init__` with keyword arguments costs, on every call.)"""
-    if type(call) is not ToolCall and not isinstance(call, ToolCall):
-        raise TypeError(f"invoke takes a ToolCall, not {type(call).__name__}: build one with "
-                        "ToolCall(name, arguments) or a parser from agent_lab.adapters")
+    call_id: Any
+    name: Any
+    if type(call) is ToolCall:
+        call_id, name = call.call_id, call.name
+    else:
+        call_id, name = _subclass_fields(call)
     state: CallState = _new_state(CallState)
     state.services = services
     state.call = call
@@ -157,16 +161,18 @@ def start(services: Services, call: Any, actor: Any, approval: Any, deadline: An
         state.approval = approval
     if deadline is not None:
         state.deadline = deadline
-    call_id = call.call_id
+    # Plain text only, read without running code of a subclass (its __class__, __bool__, __eq__): a str
+    # subclass could hash or compare like another tool's name.
     if type(call_id) is not str or not call_id:
-        ids = services.call_ids
-        call_id = str.__str__(call_id) if isinstance(call_id, str) and call_id else ids.prefix + str(next(ids.numbers))
+        if issubclass(type(call_id), str) and str.__len__(call_id):
+            call_id = str.__str__(call_id)
+        else:
+            ids = services.call_ids
+            call_id = ids.prefix + str(next(ids.numbers))
     state.call_id = call_id
-    # Plain text only: a str subclass could hash or compare like another tool's name.
-    name = call.name
     if type(name) is str:
         state.tool = name
-    elif isinstance(name, str):
+    elif issubclass(type(name), str):
         state.tool = str.__str__(name)
     else:
         state.tool = ""
@@ -185,10 +191,26 @@ def resolving(services: Services, spec: ToolSpec) -> CallState:
     return state
 
 
+def _subclass_fields(call: Any) -> tuple[Any, Any]:
+    """(call_id, name) of a call that is not exactly a ToolCall: a TypeError for one that is no ToolCall
+    at all (the developer's mistake), and (None, None) when a subclass's field raises (its fields may be
+    properties): a call without an id or a name, which the route step refuses."""
+    if not issubclass(type(call), ToolCall):  # (type(): not a __class__ of its own)
+        raise TypeError(f"invoke takes a ToolCall, not {type(call).__name__}: build one with "
+                        "ToolCall(name, arguments) or a parser from agent_lab.adapters")
+    try:
+        return call.call_id, call.name
+    except BaseException as exception:  # noqa: BLE001
+        raise_stop_request(exception)  # only the caller's own Ctrl-C passes
+        return None, None
+
+
 def attempt_number(value: Any) -> Optional[int]:
     """A retry runner's attempt number as a plain int, or None for anything else (invoke never raises)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return int.__int__(value)
+    kind = type(value)  # (not isinstance, nor a comparison: an int subclass's own code never runs here)
+    if kind is int or issubclass(kind, int) and not issubclass(kind, bool):
+        number = int.__index__(value)
+        return number if number >= 1 else None
     return None
 
 
