@@ -599,29 +599,30 @@ def _plain_copy(value: Any, depth_left: int, flaws: list[bool]) -> Any:
         if not math.isfinite(value):
             flaws.append(True)
         return value
-    if isinstance(value, dict):
+    # By `kind` (type()), never isinstance: that would ask an object for its own `__class__`, any code.
+    if issubclass(kind, dict):
         if depth_left <= 0:
             flaws.append(True)
             return value
         copy = {}
         for key, item in dict.items(value):
             if type(key) is not str:
-                if isinstance(key, str):
+                if issubclass(type(key), str):
                     key = str.__str__(key)
                 else:
                     flaws.append(True)
             copy[key] = _plain_copy(item, depth_left - 1, flaws)
         return copy
-    if isinstance(value, list):
+    if issubclass(kind, list):
         if depth_left <= 0:
             flaws.append(True)
             return value
         return [_plain_copy(item, depth_left - 1, flaws) for item in list.__iter__(value)]
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return str.__str__(value)
-    if isinstance(value, int):  # bool cannot be subclassed, so this is an int subclass (an IntEnum)
+    if issubclass(kind, int):  # bool cannot be subclassed, so this is an int subclass (an IntEnum)
         return int.__int__(value)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return _plain_copy(float.__float__(value), depth_left, flaws)
     flaws.append(True)
     return value
@@ -724,7 +725,8 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
     """The copy of one value for `measured_json_copy`; scalars inside containers are handled inline
     (no call each), which is most of a JSON value."""
     kind = type(value)
-    if kind is dict or (kind is not list and isinstance(value, dict)):
+    # By `kind` (type()), never isinstance: that would ask an object for its own `__class__`, any code.
+    if kind is dict or (kind is not list and issubclass(kind, dict)):
         if depth_left <= 0:
             state[2] = True
             return value
@@ -738,7 +740,7 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
         for key, item in dict.items(value):
             if type(key) is str:
                 characters += len(key)
-            elif isinstance(key, str):
+            elif issubclass(type(key), str):
                 key = str.__str__(key)
                 characters += len(key)
             else:
@@ -762,7 +764,7 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
         if characters + state[1] > limit:
             raise OverBudget()
         return copy
-    if kind is list or isinstance(value, list):
+    if kind is list or issubclass(kind, list):
         if depth_left <= 0:
             state[2] = True
             return value
@@ -804,13 +806,13 @@ def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_
         if not math.isfinite(value):
             state[2] = True
         return value
-    if isinstance(value, str):
+    if issubclass(kind, str):
         plain = str.__str__(value)
         state[0] += len(plain)
         return plain
-    if isinstance(value, int):  # an int subclass (bool cannot be subclassed)
+    if issubclass(kind, int):  # an int subclass (bool cannot be subclassed)
         return _measured(int.__int__(value), depth_left, state, limit, deep_at)
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return _measured(float.__float__(value), depth_left, state, limit, deep_at)
     if state[4]:
         form = json_form(value)

@@ -202,21 +202,22 @@ def to_json(value: Any) -> Any:
 def why_no_json_form(value: Any) -> Optional[str]:
     """Why a value of a type from the table has no JSON form, as a clause for an error message (never
     the value itself), or None for a type the table does not know. Reads only attributes: no
-    application code runs."""
-    if isinstance(value, (_dt.datetime, _dt.time)):
-        kind = "datetime" if isinstance(value, _dt.datetime) else "time"
+    application code runs (types are read with type(), so not even an object's own `__class__`)."""
+    value_type = type(value)
+    if issubclass(value_type, (_dt.datetime, _dt.time)):
+        kind = "datetime" if issubclass(value_type, _dt.datetime) else "time"
         if value.tzinfo is None:
             return (f"a {kind} without a timezone, which RFC 3339 cannot express; give it one "
                     "(datetime.timezone.utc, or the offset it was meant in)")
         return (f"a {kind} whose tzinfo gives no UTC offset in whole minutes, which RFC 3339 cannot express "
                 "(a time needs a fixed offset such as datetime.timezone.utc: a named zone has none without a date)")
     decimal_type = _loaded("decimal", "Decimal")
-    if decimal_type is not None and isinstance(value, decimal_type):
+    if decimal_type is not None and issubclass(value_type, decimal_type):
         return ("a Decimal that is not a finite number, or longer than "
                 f"{MAX_DECIMAL_CHARACTERS} digits in plain notation")
-    if is_pydantic_model(type(value)):
-        return f"a {type(value).__name__} whose model_dump(mode='json') failed"
-    if isinstance(value, enum.Enum):
+    if is_pydantic_model(value_type):
+        return f"a {value_type.__name__} whose model_dump(mode='json') failed"
+    if issubclass(value_type, enum.Enum):
         return f"an {type(value).__name__} member whose value has no JSON form"
     return None
 

@@ -91,17 +91,19 @@ def _float_type(value: float) -> Optional[str]:
 
 
 def _subclass_type(value: object) -> Optional[str]:
-    if isinstance(value, bool):
+    # By type(), never isinstance: that asks an object for its own `__class__`, which can be any code.
+    kind = type(value)
+    if issubclass(kind, bool):
         return "boolean"
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return "string"
-    if isinstance(value, int):
+    if issubclass(kind, int):
         return "integer"
-    if isinstance(value, float):
-        return _float_type(value)
-    if isinstance(value, list):
+    if issubclass(kind, float):
+        return _float_type(value)  # type: ignore[arg-type]
+    if issubclass(kind, list):
         return "array"
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return "object"
     return None
 
@@ -184,9 +186,9 @@ def _container_problem(item: Any, pointer: str, depth: int, max_depth: int, stac
     if depth >= max_depth:
         return pointer, _where(pointer) + f" is nested deeper than the limit of {max_depth} levels"
     children = []
-    if isinstance(item, dict):
+    if issubclass(type(item), dict):  # (type(): an object's own `__class__` is never asked)
         for key, child in item.items():
-            if not isinstance(key, str):
+            if not issubclass(type(key), str):
                 return pointer, _where(pointer) + (
                     f" has a key of Python type {type(key).__name__}; JSON object keys must be strings"
                 )
@@ -199,11 +201,12 @@ def _container_problem(item: Any, pointer: str, depth: int, max_depth: int, stac
 
 def _other_problem(item: Any, pointer: str, depth: int, max_depth: int, stack: list,
                    explain: Optional[Callable[[Any], Optional[str]]] = None):
-    if isinstance(item, (dict, list)):
+    kind = type(item)  # (not isinstance: an object's own `__class__` is never asked)
+    if issubclass(kind, (dict, list)):
         return _container_problem(item, pointer, depth, max_depth, stack)
-    if isinstance(item, (str, int)):  # str/int subclasses (enums) are written by json.dumps
+    if issubclass(kind, (str, int)):  # str/int subclasses (enums) are written by json.dumps
         return None
-    if isinstance(item, float):
+    if issubclass(kind, float):
         if math.isfinite(item):
             return None
         return pointer, _where(pointer) + " is a float NaN or infinity, which JSON cannot represent"

@@ -383,6 +383,22 @@ class HostileCallFieldsTest(unittest.TestCase):
         for result in self.both(Haunted.__new__(Haunted)):
             self.assertFalse(result.ok)
 
+    def test_arguments_holding_an_object_with_a_class_of_its_own_are_refused_without_asking_it(self) -> None:
+        # isinstance() asks an object for its `__class__`: one that raised SystemExit escaped invoke on
+        # the main thread, one that slept held the caller past the deadline. Types are read with type().
+        asked: list[str] = []
+
+        class Sly:
+            @property
+            def __class__(self):  # type: ignore[override]
+                asked.append("__class__")
+                raise SystemExit(7)
+
+        for arguments in (Sly(), {"ticket_id": Sly()}, {"ticket_id": [Sly()]}, [Sly()]):
+            for result in self.both(ToolCall("get_ticket", arguments)):
+                self.assertEqual(result.error.code, "invalid_arguments")
+        self.assertEqual(asked, [])
+
     def test_an_attempt_whose_comparison_raises_is_recorded_as_its_number(self) -> None:
         class OddAttempt(int):
             def __ge__(self, other: object) -> bool:

@@ -300,7 +300,7 @@ def plain_json(value: object, depth: int) -> bool:
             return False
         depth -= 1
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str and not isinstance(key, str):
+            if type(key) is not str and not issubclass(type(key), str):  # (type(): never its __class__)
                 return False
             item_kind = type(item)
             if item_kind is str or item_kind is int or item_kind is bool or item is None:

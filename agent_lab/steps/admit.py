@@ -152,7 +152,7 @@ def check_schema(state: CallState) -> Optional[ToolResult]:
     spec = state.spec
     assert spec is not None
     raw = state.call.arguments
-    if type(raw) is not dict and isinstance(raw, InvalidJSONArguments):  # a host sent text we could not read
+    if type(raw) is not dict and issubclass(type(raw), InvalidJSONArguments):  # text a host could not read
         return malformed_call(state, sentence(raw.reason))  # each reason says what it is
     # From here on every step, and the handler, sees this one copy (see plain_json_copy). The walk
     # stops as soon as the copy is certainly over budget, so refusing a huge value costs the budget.
@@ -175,8 +175,11 @@ def check_schema(state: CallState) -> Optional[ToolResult]:
         state.fingerprinted()
     if checked and spec.input_validator.is_valid(arguments):
         return None  # valid, and canonical by construction (see measured_json_copy)
-    # When is_valid has just said no, errors does not check the whole value again first.
-    found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1, known_invalid=checked)
+    # When is_valid has just said no, errors does not check the whole value again first; nor when the
+    # copy is not JSON, which no schema accepts (and whose objects the validator's checks must not ask
+    # for their type: the walk reports the first one, read with type()).
+    found = spec.input_validator.errors(arguments, limit=MAX_REPORTED_VIOLATIONS + 1,
+                                        known_invalid=checked or not plain)
     violations = violation_dicts(found)
     if not violations:  # JSON the validator accepts, e.g. a 5,000-digit integer: is it canonical?
         try:
