@@ -94,7 +94,8 @@ def reserve_key(state: CallState) -> Optional[ToolResult]:
     lapse = _LAPSE_UNKNOWN if writes else _LAPSE_TAKEOVER
     try:
         reservation = state.services.receipts.reserve(receipt_key, fingerprint, lapse=lapse, timeout_s=timeout_s)
-        if reservation.status is _CONFLICT and reservation.fingerprint is not None:
+        status = reservation.status
+        if status is _CONFLICT:
             # Stored in another scheme (a receipt made before the registry's changed): compare in that one.
             stored = reservation.fingerprint
             if type(stored) is str and not stored.startswith(state.services.fingerprints.scheme) \
@@ -102,12 +103,12 @@ def reserve_key(state: CallState) -> Optional[ToolResult]:
                 state.fingerprint = fingerprint = stored  # the key's receipt and audit record name this one
                 reservation = state.services.receipts.reserve(receipt_key, fingerprint, lapse=lapse,
                                                               timeout_s=seconds_left(state.call_deadline))
+                status = reservation.status
     except PROCESS_EXITS:
         raise
     except (ReceiptStoreUnavailable, OSError) as exception:
         logger.warning("receipt store could not reserve a key for %r: %s", spec.name, type(exception).__name__)
         return state.refusal("receipt_store_unavailable")
-    status = reservation.status
     if status is _RESERVED:
         if not isinstance(reservation.owner, str):
             raise TypeError("the receipt store reserved a key without an owner token")
