@@ -20,6 +20,8 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_GATE_FAILED", "EXIT_OK", "build_parser", "mai
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports a command it stopped
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM)
 COMMANDS = ("tool-eval", "bench", "export", "serve-mcp", "inspect", "model-eval", "lint", "lock", "catalog-cost",
             "docs")
 """Every command's name, as `build_parser` adds them (a test holds the two to each other)."""
@@ -331,10 +333,12 @@ def _tool_eval_merge(args: argparse.Namespace) -> int:
     from .lab.shards import ShardError
     from .lab.tool_eval import merge_tool_eval
 
-    given = [option for option, value in (("--lab", args.lab), ("--cases", args.cases), ("--jobs", args.jobs))
+    given = [option for option, value in (("--lab", args.lab), ("--mcp", args.mcp), ("--policy", args.policy),
+                                          ("--lock", args.lock), ("--cases", args.cases), ("--jobs", args.jobs))
              if value is not None]
     if given:
-        return _problem(f"tool-eval --merge: {', '.join(given)} belong to the shards' runs, not to the merge")
+        verb = "belongs" if len(given) == 1 else "belong"
+        return _problem(f"tool-eval --merge: {', '.join(given)} {verb} to the shards' runs, not to the merge")
     try:
         settings = tool_eval_settings(out=args.out, junit=args.junit)
         evaluation = merge_tool_eval(args.merge, out_dir=settings.out, junit_path=settings.junit)
@@ -800,10 +804,7 @@ def _emit(text: str, output: str | None, command: str, read: dict[str | None, st
         sys.stdout.write(text)
         sys.stdout.flush()
         return True
-    import contextlib
-    import os
-    import tempfile
-
+    from .atomicfile import write_text
     from .lab.inputs import input_overwritten, run_inputs
 
     target = Path(output)
@@ -814,15 +815,7 @@ def _emit(text: str, output: str | None, command: str, read: dict[str | None, st
         print(f"{command}: cannot write {output}: it is {overwritten[1]}", file=sys.stderr)
         return False
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_text(target, text)
     except OSError as error:
         print(f"{command}: cannot write {output}: {error.strerror or error}", file=sys.stderr)
         return False
@@ -903,7 +896,9 @@ young objects at a time."""
 
 def run(argv: Sequence[str] | None = None) -> NoReturn:
     """The process's entry point (`run_lab.py`, `python -m agent_lab`, the `agent-lab` script): `main`,
-    then exit with its code.
+    then exit with its code. Ctrl-C ends it with one line and 130; SIGTERM (a CI runner cancelling the
+    job) is taken the same way and ends it with 143, once every `finally` under it has run (temporary
+    files removed, each report old or new).
 
     Process-wide settings for the collector, here and never in `main` (which tests and applications
     call in-process): collections come less often (`YOUNG_OBJECTS_PER_COLLECTION`), and before exiting
@@ -912,8 +907,21 @@ def run(argv: Sequence[str] | None = None) -> NoReturn:
     `tool-eval` run's CPU spent on memory the process is about to give back anyway."""
     import gc
 
+    from .interrupts import Terminated, terminating_as_interrupt
+
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *gc.get_threshold()[1:])
-    code = main(argv)
+    # A character the output's encoding cannot hold (an --out path of undecodable bytes, under a strict
+    # locale) is printed escaped, as stderr does already, never a traceback after the work is done.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+    try:
+        with terminating_as_interrupt():
+            code = main(argv)
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM, let through: everything under it has cleaned up
+        terminated = isinstance(stop, Terminated)
+        print(f"agent-lab: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     gc.freeze()
     raise SystemExit(code)
 

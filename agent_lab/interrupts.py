@@ -27,7 +27,7 @@ import signal
 import threading
 from typing import Any, Iterator, Optional
 
-__all__ = ["raise_stop_request", "stop_request", "tracking_interrupts"]
+__all__ = ["Terminated", "raise_stop_request", "stop_request", "terminating_as_interrupt", "tracking_interrupts"]
 
 _DELIVERED_KEPT = 4
 """How many Ctrl-C interrupts raised by the tracking handler are remembered (by identity)."""
@@ -73,6 +73,35 @@ def tracking_interrupts() -> Iterator[bool]:
     finally:
         if signal.getsignal(signal.SIGINT) is _raise_tracked_interrupt:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as a stop request the way Ctrl-C is (see `terminating_as_interrupt`)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    interrupt = Terminated()
+    _delivered.append(interrupt)
+    raise interrupt
+
+
+@contextlib.contextmanager
+def terminating_as_interrupt() -> Iterator[bool]:
+    """While the block runs, SIGTERM raises a `Terminated` interrupt on the main thread, known as a stop
+    request like a tracked Ctrl-C, instead of ending the process on the spot: every `finally` under it
+    runs, so a command stopped by a CI runner's SIGTERM removes its temporary files and leaves each report
+    old or new, as Ctrl-C does. Changes nothing off the main thread, or where the application has a
+    SIGTERM handler of its own. Yields whether it is in place. The command line's entry point uses it."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield False
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield True
+    finally:
+        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop_request(exception: BaseException, *, in_user_code: bool = True) -> Optional[BaseException]:

@@ -20,16 +20,14 @@ and their JSON Pointers, never the changed text itself (it came from the server 
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from .atomicfile import write_text
 from .contract import ANNOTATION_DEFAULTS, CONTRACT_KEYS, contract_hash, contract_of
 from .drift import Change, ChangeKind, compare_contracts, escaped
 from .errors import ToolError
@@ -174,16 +172,7 @@ class Lockfile:
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (a temporary file beside `path`, then a rename): a reader sees the old lock
         or the new one, never half of one. OSError when it cannot be written."""
-        target = Path(path)
-        handle, temporary = tempfile.mkstemp(dir=str(target.parent), prefix=f".{target.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(self.dumps())
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_text(path, self.dumps())
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -206,12 +195,19 @@ class Lockfile:
     @classmethod
     def parse(cls, text: str, *, where: str = "<lockfile>") -> Lockfile:
         try:
-            document = json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+            document = json.loads(text, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
         except _DuplicateKey as error:
             raise LockfileError(f"{where}: the key {error.key!r} appears twice in one object") from None
+        except _NotJSONConstant as error:
+            raise LockfileError(f"{where}: {error.args[0]} is not JSON (a number must be finite)") from None
         except (ValueError, RecursionError) as error:
             position = f" (line {error.lineno}, column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
             raise LockfileError(f"{where}: not JSON{position}") from None
+        try:  # a "\ud800" escape reads as a lone surrogate, which is no Unicode text (nothing could print it)
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise LockfileError(f"{where}: a string holds a lone surrogate (\\ud800-\\udfff), which is not "
+                                "Unicode text") from None
         if not isinstance(document, dict) or document.get("format") != LOCKFILE_FORMAT:
             raise LockfileError(f"{where}: not an agent-lab lockfile (\"format\": \"{LOCKFILE_FORMAT}\" is missing)")
         surfaces = document.get("surfaces")
@@ -279,6 +275,14 @@ class _DuplicateKey(ValueError):
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
+
+
+class _NotJSONConstant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJSONConstant(name)
 
 
 def _refuse_duplicate_keys(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:

@@ -97,6 +97,18 @@ class JsonAndCompareTest(unittest.TestCase):
             self.assertLessEqual({"name", "unit", "ours", "peer", "ratio", "spread"}, set(entry))
         self.assertEqual(document["figures"][0]["ratio"], 2.0)
 
+    def test_a_malformed_figures_file_is_one_line_not_a_traceback(self) -> None:
+        # A "figures" that is no list, a rounds of 1e400, an ours of 10**400: each raised out of read_figures.
+        for figures, said in (("5", '"figures" must be a list'),
+                              ('[{"name": "a", "unit": "s", "ours": 1, "rounds": 1e400}]', "figure 1 lacks"),
+                              ('[{"name": "a", "unit": "s", "ours": 1' + "0" * 400 + "}]", "figure 1 lacks")):
+            with self.subTest(figures=figures[:40]):
+                with open(self.path, "w", encoding="utf-8") as file:
+                    file.write('{"format": "%s", "figures": %s}' % (_figures.FIGURES_FORMAT, figures))
+                with self.assertRaises(ValueError) as refused:
+                    _figures.read_figures(self.path)
+                self.assertIn(said, str(refused.exception))
+
     def test_compare_passes_when_nothing_got_worse(self) -> None:
         self._write(self.FIGURES)
         status, output = _run_bench(["--compare", self.path], self.FIGURES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import re
@@ -186,6 +187,38 @@ class ToolEvalCommandTest(unittest.TestCase):
             run("tool-eval", "--cases", cases, "--out", str(out))
         self.assertEqual(len(renamed), 4)
         self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
+
+    def test_sigterm_between_two_renames_leaves_every_earlier_report_untouched_and_exits_143(self) -> None:
+        # What a CI runner sends a cancelled job: by default it ended the process on the spot, and the
+        # temporary files of the report set stayed in --out. The entry point takes it as Ctrl-C's kin.
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.cases, "--out", str(out))
+        before = self.reports(out)
+        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
+        cases = self.write_cases("changed.jsonl", changed)
+        real_replace, renamed = os.replace, []
+
+        def terminated_at_the_fourth_rename(source: object, target: object) -> None:
+            renamed.append(target)
+            if len(renamed) == 4:
+                if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # it would end this test process
+                    raise AssertionError("SIGTERM has its default action: it would end the process on the spot")
+                signal.raise_signal(signal.SIGTERM)  # its handler raises here, on the main thread
+            real_replace(source, target)
+
+        self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
+        threshold = gc.get_threshold()
+        self.addCleanup(gc.set_threshold, *threshold)  # the entry point's own setting, for this process only
+        self.addCleanup(gc.unfreeze)
+        err = io.StringIO()
+        with mock.patch("os.replace", side_effect=terminated_at_the_fourth_rename), \
+                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+                self.assertRaises(SystemExit) as exited:
+            cli.run(["tool-eval", "--cases", cases, "--out", str(out)])
+        self.assertEqual(exited.exception.code, cli.EXIT_TERMINATED)
+        self.assertEqual(err.getvalue().strip().splitlines()[-1], "agent-lab: terminated")
+        self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
+        self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # the process's own handling is back
 
     def test_a_directory_that_refuses_new_files_leaves_every_earlier_report_untouched(self) -> None:
         out = self.dir / "out"

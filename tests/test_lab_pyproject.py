@@ -115,6 +115,14 @@ class SmallReaderTest(unittest.TestCase):
             small.assert_called_once()
         self.assertEqual(table["lab"], "shop.lab:lab")
 
+    def test_a_document_nested_too_deeply_for_tomllib_is_one_line_whichever_table_holds_it(self) -> None:
+        # tomllib reads arrays by recursion: 500 nested ones (in any table) raised a RecursionError.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "pyproject.toml"
+            path.write_text("[other]\nx = " + "[" * 1000 + "]" * 1000 + "\n", encoding="utf-8")
+            with self.assertRaisesRegex(ConfigError, "pyproject.toml: not valid TOML \\(nested too deeply"):
+                read_agent_lab_table(path, where="pyproject.toml")
+
     def test_a_missing_file_is_no_table(self) -> None:
         self.assertEqual(read_agent_lab_table(Path(tempfile.gettempdir()) / "no-such-dir" / "pyproject.toml"), {})
 

@@ -57,6 +57,15 @@ def at(path: str) -> Any:
 I, L, T = "/input_schema", ChangeKind.LOOSENED, ChangeKind.TIGHTENED
 
 
+def rehashed(document: dict, **contract: object) -> dict:
+    """`document` with tool "a"'s contract changed and its hash made again, so only the change can refuse it."""
+    edited = copy.deepcopy(document)
+    tool = edited["surfaces"]["s"]["tools"]["a"]
+    tool["contract"].update(contract)
+    tool["hash"] = contract_hash(tool["contract"])
+    return edited
+
+
 class DriftIsClassifiedConservativelyTest(unittest.TestCase):
     def test_what_counts_as_loosening(self) -> None:
         cases = {
@@ -163,6 +172,10 @@ class LockfileIsTrustedWholeOrNotAtAllTest(unittest.TestCase):
             "a key twice": '{"format": "agent-lab-lock/1", "surfaces": {}, "surfaces": {}}',
             "a contract key missing": json.dumps({"format": "agent-lab-lock/1", "surfaces": {"s": {"tools": {
                 "a": {"hash": "sha256:0", "contract": {"name": "a"}}}}}}),
+            # Read as Python's json reads them, these loaded (their hashes hold): a lone surrogate then broke
+            # lint's JSON and SARIF output with a traceback, and a NaN bound was reported as a loosening.
+            "a lone surrogate": json.dumps(rehashed(good, description="\ud800 a tool")),
+            "a NaN": json.dumps(rehashed(good, input_schema={"type": "object", "maxLength": float("nan")})),
         }
         for what, text in cases.items():
             with self.subTest(what):

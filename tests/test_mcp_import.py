@@ -127,6 +127,10 @@ class PolicyTest(ServerCase):
                     load_policy(as_toml)
             with self.assertRaises(PolicyError):
                 load_policy(Path(directory, "p.yaml"))
+            deep = Path(directory, "deep.toml")  # tomllib recurses: 1,000 nested arrays was a RecursionError
+            deep.write_text("x = " + "[" * 1000 + "]" * 1000 + "\n")
+            with self.assertRaisesRegex(PolicyError, "nested too deeply" if sys.version_info >= (3, 11) else "3.11"):
+                load_policy(deep)
 
     def test_an_idempotency_key_the_policy_adds_is_required_and_never_forwarded(self) -> None:
         policy = {"tools": {"append_note": {"permission": "notes:write", "effect": "write", "approval": "never",

@@ -248,6 +248,12 @@ class ShardedRunTest(unittest.TestCase):
         self.assert_refused(code, stderr, "--cases")
         code, _, stderr = run_cli("tool-eval", "--merge", str(self.shards[0]), "--shard", "1/4")
         self.assertEqual(code, cli.EXIT_BAD_INPUT)
+        # What chose the shards' tools is theirs too: given to a merge, it was ignored (even a missing file).
+        for option, value in (("--policy", "/nonexistent.toml"), ("--lock", "/nonexistent.json"),
+                              ("--mcp", "no-such-server")):
+            with self.subTest(option=option):
+                code, _, stderr = run_cli("tool-eval", "--merge", str(self.shards[0]), option, value)
+                self.assert_refused(code, stderr, option)
 
 
 class ShardOptionTest(unittest.TestCase):

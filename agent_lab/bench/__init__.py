@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import tempfile
 from typing import Sequence
 
 from . import _figures
@@ -108,17 +106,9 @@ def _figures_table(figures: Sequence[_figures.Figure]) -> str:
 
 def _write_json(path: str, document: object) -> None:
     """Written to a temporary name beside `path`, then renamed: never half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".bench-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(document, file, indent=2, sort_keys=True)
-            file.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    from ..atomicfile import write_text
+
+    write_text(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -177,8 +177,11 @@ def read_figures(path: str) -> list[Figure]:
         raise ValueError(f"{path}: not a JSON file") from None
     if not isinstance(document, dict) or document.get("format") != FIGURES_FORMAT:
         raise ValueError(f"{path}: not a `bench --json` file of format {FIGURES_FORMAT}")
+    entries = document.get("figures")
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: \"figures\" must be a list")
     figures = []
-    for index, entry in enumerate(document.get("figures") or []):
+    for index, entry in enumerate(entries):
         try:
             figures.append(Figure(
                 name=str(entry["name"]), unit=str(entry["unit"]), ours=_number(entry["ours"]),
@@ -187,7 +190,7 @@ def read_figures(path: str) -> list[Figure]:
                 target=entry.get("target"), better="higher" if entry.get("better") == "higher" else "lower",
                 note=str(entry.get("note", "")),
             ))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # (a rounds of 1e400, an ours of 10**400)
             raise ValueError(f"{path}: figure {index + 1} lacks a name, unit or number") from None
     return figures
 

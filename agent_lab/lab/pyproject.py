@@ -114,6 +114,8 @@ def _tomllib_table(text: str, where: str, path: tuple[str, ...], name: str) -> d
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{where}: not valid TOML ({' '.join(str(error).split())})") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise ConfigError(f"{where}: not valid TOML (nested too deeply to read)") from None
     table: Any = document
     for part in path:
         table = table.get(part, {}) if isinstance(table, dict) else None

@@ -88,6 +88,8 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
     for path in paths:
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
+        if path.exists() and not path.is_file():  # a device or a pipe: a rename would replace it (as root, /dev/null)
+            raise ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
         if path.resolve() in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
             raise ReportWriteError(f"{path}: the directory of another report, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)

@@ -267,6 +267,8 @@ def load_policy(path: str | os.PathLike[str]) -> ToolPolicy:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise PolicyError(f"{where}: not valid TOML ({' '.join(str(error).split())})") from None
+        except RecursionError:  # tomllib reads nested arrays and tables by recursion
+            raise PolicyError(f"{where}: not valid TOML (nested too deeply to read)") from None
     else:
         raise PolicyError(f"{where}: a policy file is .toml or .json")
     return ToolPolicy.from_mapping(document, source=where)
