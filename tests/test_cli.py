@@ -49,6 +49,13 @@ class ToolEvalCommandTest(unittest.TestCase):
     def reports(self, out: Path) -> dict[str, bytes]:
         return {path.name: path.read_bytes() for path in sorted(out.iterdir())}
 
+    def reports_then_changed_cases(self) -> tuple[Path, dict[str, bytes], str]:
+        """A run's report directory, its reports, and cases whose next run changes every report."""
+        out = self.dir / "out"
+        run("tool-eval", "--cases", self.cases, "--out", str(out))
+        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
+        return out, self.reports(out), self.write_cases("changed.jsonl", changed)
+
     def test_a_passing_gate_exits_0_and_writes_every_report(self) -> None:
         out = self.dir / "out"
         code, stdout, stderr = run("tool-eval", "--cases", self.cases, "--out", str(out))
@@ -136,11 +143,7 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertGreater(totals["failures"], 0)
 
     def test_a_report_that_cannot_be_written_leaves_every_earlier_report_untouched(self) -> None:
-        out = self.dir / "out"
-        run("tool-eval", "--cases", self.cases, "--out", str(out))
-        before = self.reports(out)
-        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
-        cases = self.write_cases("changed.jsonl", changed)
+        out, before, cases = self.reports_then_changed_cases()
         real_replace, renamed = os.replace, []
 
         def fourth_rename_fails(source: object, target: object) -> None:
@@ -167,11 +170,7 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertFalse(out.exists())
 
     def test_ctrl_c_between_two_renames_leaves_every_earlier_report_untouched(self) -> None:
-        out = self.dir / "out"
-        run("tool-eval", "--cases", self.cases, "--out", str(out))
-        before = self.reports(out)
-        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
-        cases = self.write_cases("changed.jsonl", changed)
+        out, before, cases = self.reports_then_changed_cases()
         real_replace, renamed = os.replace, []
 
         def interrupted_at_the_fourth_rename(source: object, target: object) -> None:
@@ -191,11 +190,7 @@ class ToolEvalCommandTest(unittest.TestCase):
     def test_sigterm_between_two_renames_leaves_every_earlier_report_untouched_and_exits_143(self) -> None:
         # What a CI runner sends a cancelled job: by default it ended the process on the spot, and the
         # temporary files of the report set stayed in --out. The entry point takes it as Ctrl-C's kin.
-        out = self.dir / "out"
-        run("tool-eval", "--cases", self.cases, "--out", str(out))
-        before = self.reports(out)
-        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
-        cases = self.write_cases("changed.jsonl", changed)
+        out, before, cases = self.reports_then_changed_cases()
         real_replace, renamed = os.replace, []
 
         def terminated_at_the_fourth_rename(source: object, target: object) -> None:
@@ -221,11 +216,7 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # the process's own handling is back
 
     def test_a_directory_that_refuses_new_files_leaves_every_earlier_report_untouched(self) -> None:
-        out = self.dir / "out"
-        run("tool-eval", "--cases", self.cases, "--out", str(out))
-        before = self.reports(out)
-        changed = [line.replace("Read", "Look up") for line in Path(self.cases).read_text(encoding="utf-8").splitlines()]
-        cases = self.write_cases("changed.jsonl", changed)
+        out, before, cases = self.reports_then_changed_cases()
         opened: list[object] = []
 
         def third_file_is_refused(path: object, *args: object, **kwargs: object) -> object:

@@ -294,6 +294,15 @@ class ToolFailureTest(SecretKeysTestCase):
                 shown = shown.replace(str(random_id), "")
             self.assertIsNone(re.search(r"(?<!\d)737(?!\d)", shown))
 
+    def login_refused(self, handler: Any, password: str) -> tuple[ToolResult, Outputs]:
+        """The result of one call with a redacted `password` to a tool whose handler is `handler`."""
+        spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
+                                                                         "password": {"type": "string"}},
+                                        "required": ["action_id"]}, redact=("password",))
+        outputs = Outputs(self, spec, handler)
+        call = ToolCall("save_contacts", {"action_id": "a-1", "password": password})
+        return outputs.registry.invoke(call, actor=ACTOR), outputs
+
     def test_a_tool_failure_quoting_the_arguments_as_a_repr_or_as_json_is_masked(self) -> None:
         # The ordinary way to say what was refused: f"{arguments}" or json.dumps(arguments) spells a
         # backslash, a line break or a non-ASCII letter of the secret otherwise than the secret itself.
@@ -303,12 +312,7 @@ class ToolFailureTest(SecretKeysTestCase):
                     raise ToolFailure("conflict", f"login refused for {arguments}",
                                       details={"request": json.dumps(arguments), "shown": repr(arguments)})
 
-                spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
-                                                                                 "password": {"type": "string"}},
-                                                "required": ["action_id"]}, redact=("password",))
-                outputs = Outputs(self, spec, handler)
-                result = outputs.registry.invoke(ToolCall("save_contacts", {"action_id": "a-1", "password": secret}),
-                                                 actor=ACTOR)
+                result, _ = self.login_refused(handler, secret)
                 self.assertEqual(result.error.code, "conflict")
                 shown = "\n".join([result.error.message, *result.error.details.values(), repr(result),
                                    json.dumps(result.to_model(), ensure_ascii=False)])
@@ -323,12 +327,7 @@ class ToolFailureTest(SecretKeysTestCase):
         def handler(arguments):
             raise ToolFailure(f"key_revoked:{arguments['password']}", category="policy")
 
-        spec = write_spec(input_schema={"type": "object", "properties": {"action_id": {"type": "string"},
-                                                                         "password": {"type": "string"}},
-                                        "required": ["action_id"]}, redact=("password",))
-        outputs = Outputs(self, spec, handler)
-        result = outputs.registry.invoke(ToolCall("save_contacts", {"action_id": "a-1", "password": secret}),
-                                         actor=ACTOR)
+        result, outputs = self.login_refused(handler, secret)
         self.assertEqual(result.error.code, f"key_revoked:{REDACTED}")
         self.assertNoSecret(secret, result, outputs.stored_text())
 

@@ -12,26 +12,10 @@ import unittest
 
 from agent_lab.stores._clock import REBASE_S, SLEW, STEP_S, StepGuard
 
+from test_store_steps_across_ttls import Clocks
+
 DAY = 86_400.0
 HOLD_S = 600.0
-
-
-class Clocks:
-    """A wall clock a test steps, and a monotonic one it moves by hand (never stepped)."""
-
-    def __init__(self) -> None:
-        self.wall_at = 1_700_000_000.0
-        self.monotonic_at = 1_000.0
-
-    def wall(self) -> float:
-        return self.wall_at
-
-    def monotonic(self) -> float:
-        return self.monotonic_at
-
-    def wait(self, seconds: float) -> None:
-        self.wall_at += seconds
-        self.monotonic_at += seconds
 
 
 class DriftAllowanceTest(unittest.TestCase):

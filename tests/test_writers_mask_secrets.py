@@ -77,8 +77,9 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_docs": (NO_RUN_SECRET, "the reference topics shipped with the package, and their list"),
     "mcp_client/stdio.py:StdioTransport._write_stdin": (CALL, "JSON-RPC requests to the server child; a tool "
                                                               "call's arguments go to the server that runs it"),
-    "lockfile.py:Lockfile.write": (NO_RUN_SECRET, "the lockfile: tool definitions (what the model is shown) and "
-                                                  "their hashes; no world runs"),
+    "atomicfile.py:write_text": (SINK, "writes the text its callers made, whole: cli._emit (lint's and lock's "
+                                       "output), Lockfile.write (tool definitions), bench's --json figures"),
+    "cli.py:run": (NO_RUN_SECRET, "one line saying the command was interrupted or terminated"),
     "lint/rules.py:<module>": (NO_RUN_SECRET, "the rules table, printed when the module is run"),
     "audit.py:JsonlAuditSink.write": (NO_VALUES, "audit_record's fields: ids, codes, steps, never a value"),
     "steps/conclude.py:_write_audit": (NO_VALUES, "hands audit_record's record to the sink"),
