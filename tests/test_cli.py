@@ -187,33 +187,44 @@ class ToolEvalCommandTest(unittest.TestCase):
         self.assertEqual(len(renamed), 4)
         self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
 
-    def test_sigterm_between_two_renames_leaves_every_earlier_report_untouched_and_exits_143(self) -> None:
-        # What a CI runner sends a cancelled job: by default it ended the process on the spot, and the
-        # temporary files of the report set stayed in --out. The entry point takes it as Ctrl-C's kin.
+    def stopped_by_the_entry_point_at_the_fourth_rename(self, signum: int) -> tuple[object, str]:
+        """`cli.run` (the process's entry point) given `signum` between two renames of the report set:
+        its exit code and its last line on stderr, once the earlier reports were found untouched."""
         out, before, cases = self.reports_then_changed_cases()
         real_replace, renamed = os.replace, []
 
-        def terminated_at_the_fourth_rename(source: object, target: object) -> None:
+        def signalled_at_the_fourth_rename(source: object, target: object) -> None:
             renamed.append(target)
             if len(renamed) == 4:
-                if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # it would end this test process
-                    raise AssertionError("SIGTERM has its default action: it would end the process on the spot")
-                signal.raise_signal(signal.SIGTERM)  # its handler raises here, on the main thread
+                if signal.getsignal(signum) in (signal.SIG_DFL, signal.SIG_IGN):  # it would end this process
+                    raise AssertionError(f"signal {signum} has no handler: it would end the process on the spot")
+                signal.raise_signal(signum)  # its handler raises here, on the main thread
             real_replace(source, target)
 
-        self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
         threshold = gc.get_threshold()
         self.addCleanup(gc.set_threshold, *threshold)  # the entry point's own setting, for this process only
         self.addCleanup(gc.unfreeze)
         err = io.StringIO()
-        with mock.patch("os.replace", side_effect=terminated_at_the_fourth_rename), \
+        with mock.patch("os.replace", side_effect=signalled_at_the_fourth_rename), \
                 contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
                 self.assertRaises(SystemExit) as exited:
             cli.run(["tool-eval", "--cases", cases, "--out", str(out)])
-        self.assertEqual(exited.exception.code, cli.EXIT_TERMINATED)
-        self.assertEqual(err.getvalue().strip().splitlines()[-1], "agent-lab: terminated")
         self.assertEqual(self.reports(out), before)  # also: no temporary file left behind
+        return exited.exception.code, err.getvalue().strip().splitlines()[-1]
+
+    def test_sigterm_between_two_renames_leaves_every_earlier_report_untouched_and_exits_143(self) -> None:
+        # What a CI runner sends a cancelled job: by default it ended the process on the spot, and the
+        # temporary files of the report set stayed in --out. The entry point takes it as Ctrl-C's kin.
+        self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
+        code, line = self.stopped_by_the_entry_point_at_the_fourth_rename(signal.SIGTERM)
+        self.assertEqual((code, line), (cli.EXIT_TERMINATED, "agent-lab: terminated"))
         self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # the process's own handling is back
+
+    def test_ctrl_c_at_the_entry_point_is_one_line_and_exit_130_not_a_traceback(self) -> None:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        code, line = self.stopped_by_the_entry_point_at_the_fourth_rename(signal.SIGINT)
+        self.assertEqual((code, line), (cli.EXIT_INTERRUPTED, "agent-lab: interrupted"))
 
     def test_a_directory_that_refuses_new_files_leaves_every_earlier_report_untouched(self) -> None:
         out, before, cases = self.reports_then_changed_cases()
