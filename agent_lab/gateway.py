@@ -278,6 +278,17 @@ class _GatewayServer(_Server):
                     self.rounds.pop(request.id, None)
             raise
 
+    def answer_call(self, request_id: _RequestId, call: ToolCall, tracker: Any,
+                    shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any] | None:
+        """The base class's answer, and the request's round dropped however it ended: a call cancelled
+        before it started, or refused with a full backlog, never reaches `call_response`, and its round
+        (the request's params, up to the message limit) stayed for the session's life."""
+        try:
+            return super().answer_call(request_id, call, tracker, shape)
+        finally:
+            with self.in_flight_lock:
+                self.rounds.pop(request_id, None)
+
     def handle_client_response(self, message: Mapping[str, Any]) -> None:
         answered = message.get("id")
         with self.waiting_lock:

@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from agent_lab import Actor, Effect, ToolSpec
 from agent_lab.gateway import GatewayError, open_gateway, open_receipts, serve_gateway
@@ -231,6 +233,49 @@ class HandshakeEraApprovalTest(unittest.TestCase):
         self.start_transfer()
         self.assertEqual(tool_error(self.pipe.receive())["code"], "approval_required")
         self.assertEqual(self.runs, [])
+
+
+class CancelledCallsTest(unittest.TestCase):
+    def test_calls_cancelled_before_they_start_keep_nothing_of_their_request(self) -> None:
+        # Each tools/call's params waited in the gateway's rounds for its answer; a call cancelled while
+        # it waited for a run slot never got one, and its params (up to the message limit) stayed for the
+        # session's life: 12 waves of 56 such calls took the process from 29 MB to 1.8 GB.
+        import agent_lab.gateway as gateway
+
+        servers: list[Any] = []
+        real_init = gateway._GatewayServer.__init__
+
+        def keep(server: Any, *args: Any, **kwargs: Any) -> None:
+            real_init(server, *args, **kwargs)
+            servers.append(server)
+
+        release = threading.Event()
+        registry = build_registry([])
+        registry.register(ToolSpec(name="hold", description="Wait.", required_permission="report:read",
+                                   input_schema={"type": "object"}), lambda arguments: release.wait(WAIT_S) and {})
+        registry.register(ToolSpec(name="echo", description="Echo.", required_permission="report:read",
+                                   input_schema={"type": "object"}), lambda arguments: {})
+        with mock.patch.object(gateway._GatewayServer, "__init__", keep):
+            pipe = GatewayPipe(registry)
+            self.addCleanup(pipe.close)
+            pipe.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+        pipe.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for number in range(8):  # more than the run slots: the calls after them wait
+            pipe.send({"jsonrpc": "2.0", "id": f"hold-{number}", "method": "tools/call",
+                       "params": {"name": "hold", "arguments": {}}})
+        for number in range(20):
+            pipe.send({"jsonrpc": "2.0", "id": f"echo-{number}", "method": "tools/call",
+                       "params": {"name": "echo", "arguments": {}, "bulk": ["x" * 1000] * 10}})
+            pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": f"echo-{number}"}})
+        release.set()
+        held = {f"hold-{number}" for number in range(8)}
+        while held:  # the held calls answer (a call over the pending limit is answered busy at once)
+            held.discard(pipe.receive()["id"])
+        (server,) = servers
+        deadline = time.monotonic() + WAIT_S
+        while server.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual((server.in_flight, server.rounds), ({}, {}))
 
 
 class ReceiptsSpecTest(unittest.TestCase):
