@@ -420,11 +420,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.refuse(411, "Length Required: send the body with a Content-Length")
             return None
         length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
+        # ASCII digits only: str.isdigit() says yes to "²", which int() refuses (and the connection was
+        # dropped without an answer); a number too long to read is too large, whatever it says.
+        if length_text is None or not length_text.isascii() or not length_text.isdigit():
             self.close_connection = True
             self.refuse(411, "Length Required: send the body with a Content-Length")
             return None
-        length = int(length_text)
+        length = int(length_text) if len(length_text) <= 18 else self.app.limits.max_body_bytes + 1
         if length > self.app.limits.max_body_bytes:
             self.close_connection = True
             self.refuse(413, f"Payload Too Large: a message is at most {self.app.limits.max_body_bytes} bytes")

@@ -15,6 +15,7 @@ server back:
   echo-note-error   tools/call answers isError repeating the call's own `note` after 480 characters of
                     padding, so the 500-character cut the client makes of such a text falls inside it
   echo-note-remote  the same in a JSON-RPC error message, after 180 characters (its cut is at 200)
+  echo-note-ok      tools/call succeeds, repeating the call's own `note` in its text and its structuredContent
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def main() -> None:
             note = (params.get("arguments") or {}).get("note")
             send({"jsonrpc": "2.0", "id": request_id, "result": {
                 "content": [{"type": "text", "text": "x" * 480 + f" note={note}"}], "isError": True}})
+        elif method == "tools/call" and MODE == "echo-note-ok":
+            note = (params.get("arguments") or {}).get("note")
+            send({"jsonrpc": "2.0", "id": request_id, "result": {
+                "content": [{"type": "text", "text": f"saved your note {note}"}],
+                "structuredContent": {"saved": True, "echo": f"note={note}"}}})
         elif method == "tools/call" and MODE == "echo-note-remote":
             note = (params.get("arguments") or {}).get("note")
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": "y" * 180 + f" note={note}"}})

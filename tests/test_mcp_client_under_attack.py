@@ -146,6 +146,19 @@ class CallSecretsNeverReachTheModelTest(ImportedCase):
         self.assertNotIn("S3cr3t", message)
         self.assertIn("note=[redacted]", message)
 
+    def test_a_secret_argument_repeated_in_a_successful_answer_never_reaches_the_model(self) -> None:
+        # MCP-ECHO-IN-OUTPUT: masked in an error's text, the same echo in a success went through whole.
+        client = connect(f"{sys.executable} {HERE / 'mcp_leaky_server.py'} echo-note-ok", timeout_s=5)
+        self.addCleanup(client.close)
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(client, policy=self.POLICY).register(registry)
+        result = registry.invoke(ToolCall("write_note", {"note": "S3cr3t-Passw0rd-Value"}), actor=ACTOR)
+        self.assertTrue(result.ok, result)
+        shown = json.dumps(result.to_model())
+        self.assertNotIn("S3cr3t", shown)
+        self.assertIn("saved your note [redacted]", shown)
+
     def test_a_secret_with_white_space_the_quote_folds_is_masked_too(self) -> None:
         message = self.refusal("echo-note-error", "correct\thorse  battery staple")
         self.assertNotIn("horse", message)

@@ -363,6 +363,13 @@ class LimitsTest(HttpCase):
             chunked.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                             b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
             self.assertTrue(chunked.recv(100).startswith(b"HTTP/1.1 411"))
+        # A length of non-ASCII digits ("²" is a digit to str.isdigit), or too long for int() to read: the
+        # connection was dropped without an answer.
+        for length, status in ((b"\xc2\xb2", b"411"), (b"9" * 5000, b"413")):
+            with socket.create_connection((self.host, self.port), timeout=WAIT_S) as odd:
+                odd.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: " + length + b"\r\n\r\n{}")
+                self.assertTrue(odd.recv(100).startswith(b"HTTP/1.1 " + status), length[:8])
 
     def test_past_the_in_flight_cap_a_request_is_503_until_one_ends(self) -> None:
         answers: list[Answer] = []

@@ -435,12 +435,17 @@ def _handler(client: McpClient, spec: ToolSpec, name: str, watch: _DefinitionWat
             raise ToolFailure("upstream_error", "The tool reported an error: " + _error_text(result, client.secret_mask,
                                                                                              secrets_in_call),
                               next_action=NextAction.LOOKUP_STATUS if writes else None, details={"server": label})
+        # A server that repeats a redacted argument in its answer ("your password X was accepted") hands
+        # it back in a member the policy does not name: its values are masked wherever they show, as in
+        # an error's text, beside the client's own secrets.
+        mask = client.secret_mask if not redacted else \
+            SecretMask(client.secret_mask.secrets | set(collect_secrets(arguments, redacted, include_keys=True)))
         if has_output_schema and "structuredContent" in result:
-            return _without_client_secrets(result["structuredContent"], client.secret_mask)
+            return _without_client_secrets(result["structuredContent"], mask)
         output: dict[str, Any] = {"content": result.get("content", [])}
         if isinstance(result.get("structuredContent"), dict):
             output["structuredContent"] = result["structuredContent"]
-        return _without_client_secrets(output, client.secret_mask)
+        return _without_client_secrets(output, mask)
 
     call_foreign_tool.__qualname__ = call_foreign_tool.__name__ = \
         f"mcp_tool_{spec.name.replace('.', '_').replace('-', '_')}"
