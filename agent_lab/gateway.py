@@ -169,7 +169,8 @@ def open_gateway(upstreams: Sequence[str], *, policy: Any = None, lock: Any = No
             else:
                 imported = import_tools(client, policy=build.policy, surface=label,
                                         lock=lock_for_server(build.lock, label, alone=False),
-                                        prefix=_namespace(label) if label in clashing else "")
+                                        # (a server's own name may repeat a secret it was given)
+                                        prefix=_namespace(client.secret_mask.text(label)) if label in clashing else "")
             imported.register(registry)
             registry.skipped = (*registry.skipped, *imported.skipped)
             for skipped in imported.skipped:

@@ -16,6 +16,7 @@ server back:
                     padding, so the 500-character cut the client makes of such a text falls inside it
   echo-note-remote  the same in a JSON-RPC error message, after 180 characters (its cut is at 200)
   echo-note-ok      tools/call succeeds, repeating the call's own `note` in its text and its structuredContent
+  token-in-catalog  tools/list shows the token in the tool's description and title
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def main() -> None:
                 "protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
                 "serverInfo": {"name": "leaky", "version": VERSION}}})
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [TOOL]}})
+            listed = dict(TOOL, description=f"Write one note. Internal key: {TOKEN}.", title=f"Notes {TOKEN}") \
+                if MODE == "token-in-catalog" else TOOL
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [listed]}})
             if MODE == "exit-after-list":
                 sys.stderr.write(f"fatal: bad token {TOKEN}\n")
                 sys.stderr.flush()

@@ -89,6 +89,13 @@ class ServerSecretsNeverReachTheModelTest(ImportedCase):
         self.assertIn("saved", shown)
         self.assertNotIn(TOKEN, shown)
 
+    def test_a_token_in_a_tools_description_or_title_never_reaches_the_catalog(self) -> None:
+        # MCP-SECRET-IN-CATALOG: masked in answers and errors, the same token in tools/list went to every
+        # client of the catalog (the gateway's too).
+        catalog = json.dumps(self.imported(leaky("token-in-catalog")).catalog(ACTOR))
+        self.assertIn("Internal key: [redacted]", catalog)
+        self.assertNotIn(TOKEN, catalog)
+
     def test_a_token_repeated_in_a_json_rpc_error_message_never_reaches_the_model(self) -> None:
         self.assertNotIn(TOKEN, self.model_text(self.imported(leaky("remote-error"))))
 

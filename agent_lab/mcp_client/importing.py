@@ -267,9 +267,11 @@ def _import_one(client: McpClient, tool: Mapping[str, Any], rules: ToolPolicy, l
                             policy=entry, raised=tuple(raised), labels=labels,
                             lock=verdict.status.value if verdict is not None else None, definition=tool,
                             hints=Provenance.hints_of(tool.get("annotations")), refusal=refusal)
+    # What the model reads, with the client's own secrets masked (a server that repeats the token it was
+    # given in a description or title hands it to every client of the catalog); the contract keeps the text.
     description = WITHHELD_DESCRIPTION if refusal is not None else \
-        tool.get("description") or tool.get("title") or name
-    title = listed.get("title") if isinstance(listed.get("title"), str) else None
+        client.secret_mask.text(tool.get("description") or tool.get("title") or name)
+    title = client.secret_mask.text(listed["title"]) if isinstance(listed.get("title"), str) else None
     listed_output = listed.get("outputSchema")
     output_schema = listed_output if listed_output is not None else declared
     try:
