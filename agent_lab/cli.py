@@ -815,7 +815,7 @@ def _emit(text: str, output: str | None, command: str, read: dict[str | None, st
         print(f"{command}: cannot write {output}: it is {overwritten[1]}", file=sys.stderr)
         return False
     try:
-        write_text(target, text)
+        write_text(target, text, errors="backslashreplace")  # a lone surrogate as its escape, as reports write it
     except OSError as error:
         print(f"{command}: cannot write {output}: {error.strerror or error}", file=sys.stderr)
         return False

@@ -96,6 +96,16 @@ class SarifContentTest(unittest.TestCase):
                 self.assertIn(f'"{tool}"', Path(uri).read_text(encoding="utf-8").splitlines()[line - 1])
                 self.assertEqual(result["ruleIndex"], [rule.id for rule in RULES].index(result["ruleId"]))
 
+    def test_a_finding_at_a_name_holding_a_lone_surrogate_has_a_fingerprint_and_a_dict(self) -> None:
+        # A server may list a property named "\ud800" (valid JSON text); the finding about it made lint's
+        # JSON and SARIF output end in a UnicodeEncodeError traceback.
+        from agent_lab.lint.model import Finding, Severity
+
+        finding = Finding("AL001", Severity.ERROR, "It holds a lone surrogate.", tool="read_note",
+                          pointer="/inputSchema/properties/\ud800")
+        self.assertRegex(finding.fingerprint(), "^[0-9a-f]{32}$")
+        self.assertEqual(finding.to_dict()["pointer"], "/inputSchema/properties/\ud800")
+
     def test_logical_locations_name_the_tool_and_the_json_pointer(self) -> None:
         _, log = run_lint("--registry", HOSTILE)
         names = {location["fullyQualifiedName"] for result in log["runs"][0]["results"]

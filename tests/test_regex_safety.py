@@ -124,6 +124,19 @@ class ToolBoundaryTest(unittest.TestCase):
                 self.assertIn(phrase, message)
                 self.assertIn("a model could make slow", message)
 
+    def test_a_slow_pattern_in_a_resource_that_shares_the_roots_location_is_refused_too(self) -> None:
+        # An embedded "$id": "" (or "#", "./") resolves to the root's own base: its pattern's location was
+        # the root's "/pattern", the root's pattern took that place in the list, and the slow one was never
+        # checked (a 26-character argument then held invoke for 7 s). Every pattern is listed and checked.
+        slow = "^(?:a{0,40}){0,40}$"
+        for identifier in ("", "#", "./"):
+            schema = {"type": "object", "pattern": "^x", "properties": {"q": {"$ref": "#/$defs/r"}},
+                      "$defs": {"r": {"$id": identifier, "type": "string", "pattern": slow}}}
+            with self.subTest(identifier=identifier):
+                self.assertIn(slow, [finding.pattern for finding in Validator(schema).patterns])
+                with self.assertRaisesRegex(ValueError, "a model could make slow"):
+                    ToolSpec(name="t", description="d", input_schema=schema)
+
     def test_the_output_schema_gets_the_same_guarantee_as_the_input_schema(self) -> None:
         # Issue 20, item 7: a handler's output echoes model text, and re holds the interpreter lock while
         # it backtracks, so an unsafe output pattern held a 100 ms call for seconds. Refused when built,

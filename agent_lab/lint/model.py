@@ -120,7 +120,8 @@ class Finding:
         """Stable across runs and wording changes: the rule, the surface, the logical location and the
         hosts; never the message, a line number or a path (those move when unrelated code moves)."""
         parts = (self.rule, self.surface or "", self.logical_location, ",".join(self.hosts), str(self.occurrence))
-        return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
+        # (surrogatepass: a name a server listed may hold a lone surrogate, which the findings report)
+        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
         return {

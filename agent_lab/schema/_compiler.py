@@ -24,7 +24,7 @@ from ._call_state import CallState, ScopeTable
 from ._dialects import DRAFT_2019_09, DRAFT_2020_12, Dialect, builtin_dialect, known_dialects_text
 from ._index import Place, SchemaIndex, normalize_uri, split_reference
 from ._graph import refuse_reference_cycles
-from ._leaves import SHARED_LEAVES, json_text, leaf_key, record_leaf_patterns, shared_leaf
+from ._leaves import SHARED_LEAVES, json_text, keep_pattern, leaf_key, record_leaf_patterns, shared_leaf
 from ._nodes import Kw, Node
 from ._shared import SharedTable
 from ._uri import pointer_tokens, resolve_uri, split_fragment
@@ -409,12 +409,12 @@ class _NodeContext:
         it), but its message says it is valid, so the author knows to rewrite it rather than fix it.
         """
         from .ecma_regex import EcmaRegexError, EcmaRegexUnsupported
-        from .regex_safety import PatternFinding, compile_pattern
+        from .regex_safety import compile_pattern
 
         where = self.place.location + "".join("/" + escape_pointer_token(token) for token in tokens)
         try:
             matcher, safety = compile_pattern(pattern)
-            self.compiler.patterns.setdefault(where, PatternFinding(where, pattern, safety))
+            keep_pattern(self.compiler.patterns, where, pattern, safety)
             return matcher
         except EcmaRegexError as error:
             if isinstance(error, EcmaRegexUnsupported):

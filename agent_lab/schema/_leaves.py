@@ -118,16 +118,31 @@ def _content_key(schema: Any, dialect: DialectTable, checkers: List[Any], depth:
         parts[-1] = text
     return "[" + ",".join(parts) + "]"  # JSON, whose nested parts are the children's own texts
 
+def keep_pattern(patterns: Dict[str, Any], where: str, pattern: str, safety: Any) -> None:
+    """List `pattern` at `where` in a validator's `patterns`, never in place of another one there: two
+    resources can share a location (an embedded `"$id": ""` is the root's own base), and a pattern
+    dropped from the list was never checked for speed (`ToolSpec` refuses the unsafe ones it lists).
+    A second pattern at a taken place is listed as `where (2)`, and so on."""
+    from .regex_safety import PatternFinding
+
+    place, number = where, 1
+    while place in patterns:
+        if patterns[place].pattern == pattern:
+            return  # the same pattern, reached again (a shared subschema)
+        number += 1
+        place = f"{where} ({number})"
+    patterns[place] = PatternFinding(place, pattern, safety)
+
+
 def record_leaf_patterns(patterns: Dict[str, Any], schema: Any, location: str) -> None:
     """A shared node's patterns are still listed in this validator's `patterns`, each at its own pointer."""
     if not isinstance(schema, dict):
         return
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
-        from .regex_safety import PatternFinding, compile_pattern
+        from .regex_safety import compile_pattern
 
-        where = location + "/pattern"
-        patterns.setdefault(where, PatternFinding(where, pattern, compile_pattern(pattern)[1]))
+        keep_pattern(patterns, location + "/pattern", pattern, compile_pattern(pattern)[1])
     properties = schema.get("properties")
     if isinstance(properties, dict):
         for name, child in properties.items():
