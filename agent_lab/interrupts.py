@@ -40,11 +40,43 @@ _CAUSE = BaseException.__dict__["__cause__"]  # read through the C slots: a subc
 _CONTEXT = BaseException.__dict__["__context__"]
 
 
-def _raise_tracked_interrupt(signum: int, frame: Any) -> None:
-    """The SIGINT handler while tracking: Python's own behaviour (raise KeyboardInterrupt), remembered."""
-    interrupt = KeyboardInterrupt()
+def _deliver(interrupt: KeyboardInterrupt) -> None:
+    """Raise `interrupt` from a signal handler, remembered as delivered: `stop_request` knows it by identity."""
     _delivered.append(interrupt)
     raise interrupt
+
+
+def _raise_tracked_interrupt(signum: int, frame: Any) -> None:
+    """The SIGINT handler while tracking: Python's own behaviour (raise KeyboardInterrupt), remembered."""
+    _deliver(KeyboardInterrupt())
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as a stop request the way Ctrl-C is (see `terminating_as_interrupt`)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    """The SIGTERM handler of `terminating_as_interrupt`."""
+    _deliver(Terminated())
+
+
+@contextlib.contextmanager
+def _handled_by(signum: int, default: Any, handler: Any) -> Iterator[bool]:
+    """`handler` for `signum` while the block runs, where `default` is in place on the main thread; the
+    default comes back at the end. Yields whether `handler` is in place (an outer block's counts)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    current = signal.getsignal(signum)
+    if current is handler or current is not default:  # an outer block's, or the application's own
+        yield current is handler
+        return
+    signal.signal(signum, handler)
+    try:
+        yield True
+    finally:
+        if signal.getsignal(signum) is handler:
+            signal.signal(signum, default)
 
 
 @contextlib.contextmanager
@@ -57,32 +89,8 @@ def tracking_interrupts() -> Iterator[bool]:
     Yields whether it tracks. While it does, a KeyboardInterrupt that a handler, hook or lab raises on
     the main thread is contained like any other exception, and a real Ctrl-C still stops the caller.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
-    current = signal.getsignal(signal.SIGINT)
-    if current is _raise_tracked_interrupt:  # an outer block tracks already
-        yield True
-        return
-    if current is not signal.default_int_handler:
-        yield False
-        return
-    signal.signal(signal.SIGINT, _raise_tracked_interrupt)
-    try:
-        yield True
-    finally:
-        if signal.getsignal(signal.SIGINT) is _raise_tracked_interrupt:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered as a stop request the way Ctrl-C is (see `terminating_as_interrupt`)."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    interrupt = Terminated()
-    _delivered.append(interrupt)
-    raise interrupt
+    with _handled_by(signal.SIGINT, signal.default_int_handler, _raise_tracked_interrupt) as tracking:
+        yield tracking
 
 
 @contextlib.contextmanager
@@ -92,16 +100,8 @@ def terminating_as_interrupt() -> Iterator[bool]:
     runs, so a command stopped by a CI runner's SIGTERM removes its temporary files and leaves each report
     old or new, as Ctrl-C does. Changes nothing off the main thread, or where the application has a
     SIGTERM handler of its own. Yields whether it is in place. The command line's entry point uses it."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield False
-        return
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield True
-    finally:
-        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with _handled_by(signal.SIGTERM, signal.SIG_DFL, _raise_terminated) as terminating:
+        yield terminating
 
 
 def stop_request(exception: BaseException, *, in_user_code: bool = True) -> Optional[BaseException]:
