@@ -765,19 +765,35 @@ class PurgeAndApprovalConformance:
         self.clock.advance(1)
         self.assertEqual(self.store.purge(), 1)
 
+    def spend_by(self, offset_s: float, expires_at: float) -> Any:
+        """Spend "apr-1" as a registry whose clock reads the store's plus `offset_s` (negative: it lags)."""
+        return self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at, now=self.clock.now + offset_s)
+
     def test_a_spent_approval_is_kept_while_a_lagging_checking_clock_still_takes_it_for_valid(self) -> None:
-        lag_s = TTL_S + 50  # the registry's clock is behind the store's by more than the store's ttl
-        checking_now = self.clock.now - lag_s
-        expires_at = checking_now + 300  # valid for 300 s by the clock that checks it
-        spend = lambda: self.store.consume_approval("tenant-a", "apr-1", expires_at=expires_at,  # noqa: E731
-                                                    now=checking_now + (self.clock.now - started))
-        started = self.clock.now
-        self.assertIs(spend(), True)
+        lag_s = TTL_S - 10  # the registry's clock is behind the store's, within the store's ttl
+        expires_at = self.clock.now - lag_s + 300  # valid for 300 s by the clock that checks it
+        self.assertIs(self.spend_by(-lag_s, expires_at), True)
         self.clock.advance(299)  # still valid by the checking clock: never forgotten meanwhile
         self.assertEqual(self.store.purge(), 0)
-        self.assertIs(spend(), False)
+        self.assertIs(self.spend_by(-lag_s, expires_at), False)
         self.clock.advance(1 + TTL_S)  # expired there, and the margin has passed
         self.assertEqual(self.store.purge(), 1)
+
+    def test_a_use_by_a_leading_clock_is_kept_until_the_approval_has_expired_on_the_stores_clock_too(self) -> None:
+        lead_s = TTL_S + 150  # the spender's clock is ahead of the store's by more than the ttl
+        expires_at = self.clock.now + 300  # valid for 300 s by the store's clock (and by one in step with it)
+        self.assertIs(self.spend_by(lead_s, expires_at), True)
+        self.clock.advance(299)  # expired by the spender's clock long ago, still valid by the store's
+        self.assertEqual(self.store.purge(), 0)
+        self.assertIs(self.spend_by(0, expires_at), False)  # a registry in step with the store finds it used
+        self.clock.advance(1 + TTL_S)
+        self.assertEqual(self.store.purge(), 1)
+
+    def test_a_clock_that_lags_the_stores_by_more_than_the_ttl_spends_nothing(self) -> None:
+        expires_at = self.clock.now + 300
+        self.assertIsNone(self.spend_by(-TTL_S - 1, expires_at))  # refused: its use could be forgotten too soon
+        self.assertIs(self.spend_by(-TTL_S, expires_at), True)  # nothing was spent by the refusal
+        self.assertIsNone(self.spend_by(-TTL_S - 1, expires_at))  # refused, not "used before"
 
     def test_the_clock_reading_given_with_an_approval_must_be_a_finite_number(self) -> None:
         for now in (float("nan"), float("inf"), True, "1"):

@@ -579,23 +579,30 @@ class RegistryOnPostgresTest(unittest.TestCase):
         self.assertEqual(again.output, first.output)
         self.assertEqual(len(effects.effects), 1)
 
-    def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_databases_by_more_than_the_ttl(self):
-        shift = [0.0]
+    def test_a_single_use_approval_runs_once_whatever_the_hosts_clocks_say_against_the_databases(self):
+        shift = [0.0]  # moved on with the rows (RowShiftingClock): the hosts' clocks keep their offsets
         store = PostgresReceiptStore(self.database.connect(self.schema), lease_s=60, ttl_s=1)  # the database's clock
         self.addCleanup(store.close)
-        registry = Registry(receipts=store, clock=lambda: time.time() - 5 + shift[0])  # this host: 5 s behind
-        self.addCleanup(registry.close)
         effects = EffectLog()
-        registry.register(followup_spec(approval="always", single_use_approval=True, idempotency_key=None),
-                          effects.record_followup)
+        hosts = {}
+        for name, offset_s in (("lagging", -5.0), ("ahead", 5.0), ("in step", 0.0)):  # 5 s is more than the ttl
+            registry = Registry(receipts=store, clock=lambda offset_s=offset_s: time.time() + offset_s + shift[0])
+            self.addCleanup(registry.close)
+            registry.register(followup_spec(approval="always", single_use_approval=True, idempotency_key=None),
+                              effects.record_followup)
+            hosts[name] = registry
         call = followup_call()
-        approval = registry.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        approval = hosts["in step"].approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        with self.assertLogs("agent_lab.registry", "WARNING"):
+            self.assertEqual(hosts["lagging"].invoke(call, actor=WRITER, approval=approval).error.code, "internal_error")
+        self.assertIsNone(hosts["ahead"].invoke(call, actor=WRITER, approval=approval).error)  # the lagging spent none
         answers = []
-        for _ in range(10):  # a retry every second (moved on by hand) while the approval is valid here
-            answers.append(registry.invoke(call, actor=WRITER, approval=approval).error)
+        for _ in range(10):  # a retry every second (moved on by hand) while the approval is valid in step
             RowShiftingClock(self.database).advance(1)
             shift[0] += 1
-        self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
+            error = hosts["in step"].invoke(call, actor=WRITER, approval=approval).error
+            answers.append("ran" if error is None else error.code)
+        self.assertEqual(answers, ["approval_used"] * 9 + ["approval_expired"])
         self.assertEqual(len(effects.effects), 1)
 
     def test_a_3000_character_idempotency_key_runs_once_and_replays_on_every_store(self):

@@ -213,26 +213,58 @@ class SingleUseApprovalTest(unittest.TestCase):
         self.assertEqual(len(self.effects.effects), 1)
 
 
-class LaggingHostClockTest(unittest.TestCase):
-    """A host whose clock lags the store's by more than the store's ttl_s: the ledger must not forget a
-    spent approval while that host's clock still takes it for valid."""
+class HostClocksTest(unittest.TestCase):
+    """Registries whose clocks disagree with their shared store's: a single-use approval still runs at
+    most once, however the store's clock and theirs differ."""
 
-    def test_a_single_use_approval_runs_once_on_a_host_whose_clock_lags_the_stores_by_more_than_its_ttl(self) -> None:
-        store_now = [1_000_000.0]
-        store = InMemoryReceiptStore(ttl_s=1, clock=lambda: store_now[0], monotonic=lambda: store_now[0])
-        registry = Registry(receipts=store, clock=lambda: store_now[0] - 5)  # this host is 5 s behind
+    def setUp(self) -> None:
+        self.store_now = [1_000_000.0]
+        self.store = InMemoryReceiptStore(ttl_s=1, clock=lambda: self.store_now[0], monotonic=lambda: self.store_now[0])
+        self.effects = EffectLog()
+
+    def registry_off_by(self, offset_s: float) -> Registry:
+        registry = Registry(receipts=self.store, clock=lambda: self.store_now[0] + offset_s)
         self.addCleanup(registry.close)
-        effects = EffectLog()
-        registry.register(once(idempotency_key=None), effects.record_followup)
+        registry.register(once(idempotency_key=None), self.effects.record_followup)
+        return registry
+
+    def test_an_approval_spent_by_a_host_whose_clock_leads_is_never_taken_again_by_one_in_step(self) -> None:
+        ahead, in_step = self.registry_off_by(+5), self.registry_off_by(0)  # 5 s ahead, more than the ttl
         call = followup_call()
-        approval = registry.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        approval = in_step.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        self.assertIsNone(ahead.invoke(call, actor=WRITER, approval=approval).error)
         answers = []
-        for _ in range(10):  # a retry every second for as long as the approval is valid on this host
-            answers.append(registry.invoke(call, actor=WRITER, approval=approval).error)
-            store_now[0] += 1
-        self.assertEqual(["ran" if error is None else error.code for error in answers], ["ran"] + ["approval_used"] * 9)
-        self.assertEqual(len(effects.effects), 1)
-        self.assertEqual(registry.invoke(call, actor=WRITER, approval=approval).error.code, "approval_expired")
+        for _ in range(10):  # a retry every second for as long as the approval is valid on the host in step
+            self.store_now[0] += 1
+            error = in_step.invoke(call, actor=WRITER, approval=approval).error
+            answers.append("ran" if error is None else error.code)
+        self.assertEqual(answers, ["approval_used"] * 9 + ["approval_expired"])
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_a_host_whose_clock_lags_the_store_by_more_than_its_ttl_spends_no_approval(self) -> None:
+        lagging, in_step = self.registry_off_by(-5), self.registry_off_by(0)
+        call = followup_call()
+        approval = in_step.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        with self.assertLogs("agent_lab.registry", "WARNING") as logged:
+            refused = lagging.invoke(call, actor=WRITER, approval=approval)
+        self.assertIn("clock lags", logged.output[0])
+        self.assertEqual(refused.error.code, "internal_error")
+        self.assertIn("clock lags", refused.error.message)
+        self.assertEqual(self.effects.effects, [])
+        self.assertIsNone(in_step.invoke(call, actor=WRITER, approval=approval).error)  # it was not spent
+        self.assertEqual(len(self.effects.effects), 1)
+
+    def test_a_host_whose_clock_lags_within_the_ttl_runs_an_approved_call_once(self) -> None:
+        lagging = self.registry_off_by(-0.5)
+        call = followup_call()
+        approval = lagging.approval_for(call, actor=WRITER, approver="manager-7", ttl_s=10)
+        answers = []
+        for _ in range(11):
+            answers.append(lagging.invoke(call, actor=WRITER, approval=approval).error)
+            self.store_now[0] += 1
+        self.assertEqual(["ran" if error is None else error.code for error in answers],
+                         ["ran"] + ["approval_used"] * 9 + ["approval_expired"])
+        self.assertEqual(len(self.effects.effects), 1)
 
 
 if __name__ == "__main__":

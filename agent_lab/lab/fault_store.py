@@ -102,7 +102,7 @@ class FaultInjectingStore:
         return self.inner.purge(limit=limit, timeout_s=timeout_s)
 
     def consume_approval(self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
-                         timeout_s: Optional[float] = None) -> bool:
+                         timeout_s: Optional[float] = None) -> Optional[bool]:
         return self.inner.consume_approval(tenant, approval_id, expires_at=expires_at, now=now, timeout_s=timeout_s)
 
     def close(self) -> None:

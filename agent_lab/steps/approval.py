@@ -111,6 +111,11 @@ def spend_approval(state: CallState) -> Optional[ToolResult]:
         logger.warning("receipt store could not spend an approval for %r: %s", spec.name, type(exception).__name__)
         return state.refusal("receipt_store_unavailable",
                              "The approval ledger did not answer in time; the tool did not run.")
+    if first_use is None:  # the store could not remember the use for as long as this clock takes it for valid
+        logger.warning("the registry's clock lags the receipt store's by more than its ttl_s; refusing a "
+                       "single-use approval of %r", spec.name)
+        return state.refusal("internal_error", "The registry's clock lags the receipt store's too far for a "
+                             "single-use approval to be spent safely; the tool did not run.")
     if first_use is not True:
         return state.refusal("approval_used", details=approval_request(state))
     if passed(state.call_deadline):  # the ledger answered too late for the handler to start

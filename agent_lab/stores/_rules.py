@@ -187,12 +187,12 @@ def check_limit(limit: object) -> int:
 
 def check_approval(tenant: object, approval_id: object, expires_at: object,
                    now: object = None) -> Tuple[str, str, float, Optional[float]]:
-    """The (tenant, approval id, expiry, validity left) of an approval to spend, as plain values a
-    database can store. The validity left is ``expires_at - now`` (at least 0) when the caller says
-    what its clock reads (``now``), else None: the expiry is then read on the store's own clock."""
+    """The (tenant, approval id, expiry, caller's clock reading) of an approval to spend, as plain values
+    a database can store. The reading is None when the caller does not say what its clock reads
+    (``now``): the expiry is then read on the store's own clock."""
     expiry = _seconds("expires_at", expires_at)
-    left = None if now is None else max(0.0, expiry - _seconds("now", now))
-    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), expiry, left
+    caller_now = None if now is None else _seconds("now", now)
+    return _storable_text("tenant", tenant), _storable_text("approval_id", approval_id), expiry, caller_now
 
 
 def _seconds(name: str, value: object) -> float:
@@ -211,14 +211,27 @@ def _storable_text(name: str, value: object) -> str:
     return text
 
 
-def approval_kept_until(expires_at: float, left: Optional[float], now: float, ttl_s: float) -> float:
-    """Until when (on the store's clock, `now`) a spent approval is remembered, plus the receipt ttl as a
-    margin: for as long as it stays valid by the clock that checks its expiry (`left`, measured on that
-    clock: a host whose clock lags the store's by more than the ttl must not find it forgotten while it
-    still takes it for valid), or, when that clock is not known, until its expiry read on this one."""
-    if left is not None:
-        return now + left + ttl_s
-    return max(expires_at, now) + ttl_s
+def approval_kept_until(expires_at: float, caller_now: Optional[float], now: float, ttl_s: float) -> float:
+    """Until when (on the store's clock, `now`) a spent approval is remembered: until it has expired by
+    both the clock that checked it (its validity left there, ``expires_at - caller_now``, measured on
+    this one) and by this one, plus the receipt ttl as a margin.
+
+    Why both, and why the margin: the spender's clock may lead the store's (its validity left is then
+    shorter than the store's), and another host may check the same approval by a clock that lags the
+    store's. Such a host takes the approval for valid until the store's clock reads ``expires_at``
+    plus its lag; `caller_lags` refuses a spend from a host that lags by more than the ttl, so every
+    host that may spend finds the use remembered for as long as it takes the approval for valid."""
+    if caller_now is None:
+        return max(expires_at, now) + ttl_s
+    return max(now + max(0.0, expires_at - caller_now), expires_at) + ttl_s
+
+
+def caller_lags(caller_now: Optional[float], now: float, ttl_s: float) -> bool:
+    """The clock that checked an approval (`caller_now`) lags the store's (`now`) by more than the
+    receipt ttl: the store would forget a use of it while that clock still takes it for valid, so
+    nothing is spent (fail closed). A clock that leads is harmless: it takes approvals for expired
+    sooner."""
+    return caller_now is not None and caller_now < now - ttl_s
 
 
 def record_text(record: Mapping[str, Any]) -> str:

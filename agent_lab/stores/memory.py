@@ -242,17 +242,19 @@ class InMemoryReceiptStore:
     def consume_approval(
         self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
         timeout_s: Optional[float] = None,
-    ) -> bool:
-        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
+    ) -> Optional[bool]:
+        tenant, approval_id, expires_at, caller_now = rules.check_approval(tenant, approval_id, expires_at, now)
         with self._locked(timeout_s):
             store_now, stamp = self._times()
+            if rules.caller_lags(caller_now, store_now, self._ttl_s):
+                return None
             kept_until = self._spent_approvals.get((tenant, approval_id))
             if kept_until is not None and kept_until > store_now:
                 return False
             self._reserves_since_sweep += 1  # a spend that adds an entry counts, as a reserve that does
             if self._reserves_since_sweep >= self._sweep_after:
                 self._sweep(store_now)
-            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, left, stamp,
+            self._spent_approvals[(tenant, approval_id)] = rules.approval_kept_until(expires_at, caller_now, stamp,
                                                                                      self._ttl_s)
             return True
 

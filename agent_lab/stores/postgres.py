@@ -237,21 +237,28 @@ _SQL = {
         " ORDER BY kept_until LIMIT :limit FOR UPDATE SKIP LOCKED)"
     ),
     # A first use inserts the row; a use past the row's retention replaces it; any other use changes nothing.
-    # The retention (rules.approval_kept_until): the validity left by the caller's clock, when it is given.
+    # The retention (rules.approval_kept_until): until expired by the caller's clock (the validity left there,
+    # when it is given) and by the database's, plus the ttl. Nothing is spent for a caller whose clock lags by
+    # more than the ttl (rules.caller_lags); `caller_lags` then tells that refusal from a use before.
+    # (The WHERE also parts the SELECT from ON CONFLICT, which PostgreSQL's grammar needs.)
     "spend_approval": (
         f"INSERT INTO {_APPROVALS} (tenant, approval_id, kept_until)"
-        " VALUES (:tenant, :approval_id, COALESCE({stamp} + CAST(:left AS double precision),"
-        " GREATEST(CAST(:expires_at AS double precision), {stamp})) + {ttl})"
+        " SELECT :tenant, :approval_id, GREATEST({stamp} + COALESCE(GREATEST(CAST(:expires_at AS double precision)"
+        " - CAST(:caller_now AS double precision), 0), 0), CAST(:expires_at AS double precision)) + {ttl}"
+        " WHERE CAST(:caller_now AS double precision) IS NULL"
+        " OR CAST(:caller_now AS double precision) >= {now} - {ttl}"
         f" ON CONFLICT (tenant, approval_id) DO UPDATE SET kept_until = EXCLUDED.kept_until"
         f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING {{clock}}"
     ),
+    "caller_lags": "SELECT CAST(:caller_now AS double precision) < {now} - {ttl}",
     "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
     "select_meta": f"SELECT name, value FROM {_META}",
     "insert_meta": f"INSERT INTO {_META} (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING",
     "update_meta": f"UPDATE {_META} SET value = :value WHERE name = :name",
     "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
 }
-_READS = frozenset({"timeouts", "select_entry", "completed_by", "unresolved", "meta_exists", "select_meta"})
+_READS = frozenset({"timeouts", "select_entry", "completed_by", "unresolved", "meta_exists", "select_meta",
+                    "caller_lags"})
 """The statements that change nothing: a call whose connection fails before it sent any other statement
 may run again on a new connection (see `_call_until`)."""
 
@@ -488,11 +495,19 @@ class PostgresReceiptStore:
     def consume_approval(
         self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
         timeout_s: Optional[float] = None,
-    ) -> bool:
-        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
+    ) -> Optional[bool]:
+        tenant, approval_id, expires_at, caller_now = rules.check_approval(tenant, approval_id, expires_at, now)
         values = self._values(None, tenant=_stored_part(tenant), approval_id=_stored_part(approval_id),
-                              expires_at=expires_at, left=left)
-        return self._call(timeout_s, lambda call: call.changed("spend_approval", values))
+                              expires_at=expires_at, caller_now=caller_now)
+
+        def spend(call: "_Call") -> Optional[bool]:
+            if call.changed("spend_approval", values):
+                return True
+            if caller_now is None or not call.rows("caller_lags", values)[0][0]:
+                return False
+            return None
+
+        return self._call(timeout_s, spend)
 
     def close(self) -> None:
         self._watchdog.close()

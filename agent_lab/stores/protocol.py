@@ -210,14 +210,17 @@ class ReceiptStore(Protocol):
     def consume_approval(
         self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
         timeout_s: Optional[float] = None,
-    ) -> bool:
+    ) -> Optional[bool]:
         """Spend a single-use approval, atomically: True for its first use (from now on it is used, for
-        every registry sharing the store), False when it was used before. ``expires_at`` is the
-        approval's expiry and ``now`` the time by the clock that checks it (the registry's): the store
-        remembers the use for the validity left by that clock (``expires_at - now``), measured on its
-        own, plus its receipt ``ttl_s``, so a host whose clock lags the store's by any amount never finds
-        a spent approval forgotten while it still takes it for valid. Without ``now`` the expiry is read
-        on the store's own clock (then only lags under ``ttl_s`` are covered)."""
+        every registry sharing the store), False when it was used before.
+
+        ``expires_at`` is the approval's expiry and ``now`` the time by the clock that checks it (the
+        registry's). The store remembers the use until the approval has expired by that clock (the
+        validity left there, ``expires_at - now``, measured on the store's own) and by the store's, plus
+        its receipt ``ttl_s``. So every host whose clock lags the store's by at most ``ttl_s`` finds it
+        spent for as long as it takes it for valid. A clock that lags by more cannot be covered: the
+        store then spends nothing and answers None (the registry refuses the call). Without ``now`` the
+        expiry is read on the store's own clock."""
         ...
 
     def close(self) -> None:

@@ -347,12 +347,14 @@ class SqliteReceiptStore:
     def consume_approval(
         self, tenant: str, approval_id: str, *, expires_at: float, now: Optional[float] = None,
         timeout_s: Optional[float] = None,
-    ) -> bool:
-        tenant, approval_id, expires_at, left = rules.check_approval(tenant, approval_id, expires_at, now)
+    ) -> Optional[bool]:
+        tenant, approval_id, expires_at, caller_now = rules.check_approval(tenant, approval_id, expires_at, now)
 
-        def work(connection: sqlite3.Connection) -> bool:
+        def work(connection: sqlite3.Connection) -> Optional[bool]:
             now, stamp = self._times(connection)
-            kept_until = rules.approval_kept_until(expires_at, left, stamp, self._ttl_s)
+            if rules.caller_lags(caller_now, now, self._ttl_s):
+                return None
+            kept_until = rules.approval_kept_until(expires_at, caller_now, stamp, self._ttl_s)
             return _changed(connection.execute(_SPEND_APPROVAL, (tenant, approval_id, kept_until, now)))
 
         return self._call(timeout_s, work)
