@@ -384,7 +384,7 @@ class PostgresReceiptStore:
             self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
                                            lease_s=self._lease_s, ttl_s=self._ttl_s)
-            self._fingerprint_key = self._call_until(deadline, lambda call: self._set_up(call, given_key),
+            self._fingerprint_key = self._call_until(deadline, lambda call: _set_up(call, given_key),
                                                      transaction=True)
         except BaseException:
             self._watchdog.close()
@@ -649,35 +649,36 @@ class PostgresReceiptStore:
             deleted += call.count("purge_approvals", self._values(None, limit=limit - deleted))
         return deleted
 
-    def _set_up(self, call: "_Call", given_key: Optional[bytes]) -> bytes:
-        """Create the tables if needed and settle the fingerprint key, in one call. The common
-        case (tables there, key stored) only reads; otherwise an advisory lock makes workers starting at
-        once take turns, so none meets another's half-created table or writes a second key."""
-        exists = call.row("meta_exists", {})
-        if exists is not None and exists[0]:
-            meta = call.meta()
-            if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
-                key, new_rows = _settle_fingerprint_key(meta, given_key)
-                if not new_rows:
-                    return key
-        call.row("set_up_lock", {})
-        for statement in _CREATE:
-            call.execute_sql(statement)
+
+def _set_up(call: "_Call", given_key: Optional[bytes]) -> bytes:
+    """Create the tables if needed and settle the fingerprint key, in one call. The common
+    case (tables there, key stored) only reads; otherwise an advisory lock makes workers starting at
+    once take turns, so none meets another's half-created table or writes a second key."""
+    exists = call.row("meta_exists", {})
+    if exists is not None and exists[0]:
         meta = call.meta()
-        stored_version = meta.get(_VERSION_ROW)
-        if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
-            for statement in _MIGRATE_FROM_V1:
-                call.execute_sql(statement)
-            call.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
-        elif stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
-            raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
-                             f"understands ({POSTGRES_SCHEMA_VERSION})")
-        key, new_rows = _settle_fingerprint_key(meta, given_key)
-        if stored_version is None:
-            new_rows.append((_VERSION_ROW, str(POSTGRES_SCHEMA_VERSION)))
-        for name, value in new_rows:
-            call.execute("insert_meta", {"name": name, "value": value})
-        return key
+        if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
+            key, new_rows = _settle_fingerprint_key(meta, given_key)
+            if not new_rows:
+                return key
+    call.row("set_up_lock", {})
+    for statement in _CREATE:
+        call.execute_sql(statement)
+    meta = call.meta()
+    stored_version = meta.get(_VERSION_ROW)
+    if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
+        for statement in _MIGRATE_FROM_V1:
+            call.execute_sql(statement)
+        call.execute("update_meta", {"name": _VERSION_ROW, "value": str(POSTGRES_SCHEMA_VERSION)})
+    elif stored_version is not None and stored_version != str(POSTGRES_SCHEMA_VERSION):
+        raise ValueError(f"receipt store schema version {stored_version} is not the version this code "
+                         f"understands ({POSTGRES_SCHEMA_VERSION})")
+    key, new_rows = _settle_fingerprint_key(meta, given_key)
+    if stored_version is None:
+        new_rows.append((_VERSION_ROW, str(POSTGRES_SCHEMA_VERSION)))
+    for name, value in new_rows:
+        call.execute("insert_meta", {"name": name, "value": value})
+    return key
 
 
 class _Call:
