@@ -17,7 +17,10 @@ host sharing the store reads it alike:
 * the task's gate, `ReceiptKey(tenant, TASK_GATE, task_id)`: taken once, by whoever comes first: the
   run, just before it starts the handler (`start`), or a cancel (`cancel`). So a cancel either wins
   (the handler never starts: `cancelled`) or finds the call started, and says so (`too_late`): a
-  started call runs to its end, and its effect is reported, never hidden behind "cancelled".
+  started call runs to its end, and its effect is reported, never hidden behind "cancelled". A reader
+  that finds the entry lapsed before anyone took the gate takes it too (`interrupt`) before it says
+  "did not run": a lapse is all a reader sees of a host that died, but also of one that only lost the
+  store for longer than the lease, whose run would otherwise start when the store came back.
 
 A retried call under the same idempotency key replays the key's receipt, which is the `accepted`
 result: the same task id, never a second run. Tenant isolation is the receipt store's: a task's keys
@@ -64,7 +67,7 @@ GATE_WAIT_S = 2.0
 """How long the run or a cancel waits for the other to finish taking the gate (two store calls)."""
 
 _SCHEME = "task-v1:"
-_START, _CANCEL = "start", "cancel"
+_START, _CANCEL, _INTERRUPT = "start", "cancel", "interrupt"
 
 
 class TaskState(str, enum.Enum):
@@ -174,11 +177,12 @@ class TaskBook:
             time.sleep(0.02)
 
     def gate(self, tenant: str, task_id: str, *, timeout_s: Optional[float] = None) -> Optional[str]:
-        """Who took the task's gate: `start`, `cancel`, or None (nobody yet)."""
+        """Who took the task's gate: `start`, `cancel`, `interrupt` (a reader found the entry lapsed
+        first), or None (nobody yet, or someone is half-way through taking it)."""
         found = self.store.lookup(ReceiptKey(tenant, TASK_GATE, task_id), timeout_s=timeout_s)
         if found is None or found.status is not ReservationStatus.REPLAY:
             return None
-        return found.fingerprint if found.fingerprint in (_START, _CANCEL) else None
+        return found.fingerprint if found.fingerprint in (_START, _CANCEL, _INTERRUPT) else None
 
     @staticmethod
     def final_record(state: TaskState, result: ToolResult, message: str = "") -> dict[str, Any]:
@@ -216,8 +220,16 @@ class TaskBook:
         if gate == _CANCEL:  # the handler never started, whatever became of the host
             return dataclasses.replace(base, status=TaskState.CANCELLED, message=_MESSAGES[TaskState.CANCELLED],
                                        result=cancelled_result(tool, task_id))
-        if found.status is ReservationStatus.UNKNOWN:  # the entry's lease lapsed: its host stopped
-            result = interrupted_result(tool, task_id, started=gate == _START, writes=writes)
+        if found.status is ReservationStatus.UNKNOWN:  # the entry's lease lapsed: its host stopped, or lost the store
+            if gate is None:  # "did not run" only once the run can never start: take the gate from it first
+                won = self.take_gate(tenant, task_id, _INTERRUPT,
+                                     timeout_s=GATE_WAIT_S if timeout_s is None else timeout_s) == "won"
+                gate = _INTERRUPT if won else self.gate(tenant, task_id, timeout_s=timeout_s)
+                if gate == _CANCEL:
+                    return dataclasses.replace(base, status=TaskState.CANCELLED, message=_MESSAGES[TaskState.CANCELLED],
+                                               result=cancelled_result(tool, task_id))
+            # Started, or being started (the gate half-taken): whatever is not ours may have run.
+            result = interrupted_result(tool, task_id, started=gate != _INTERRUPT, writes=writes)
             return dataclasses.replace(base, status=TaskState.FAILED, result=result,
                                        message=result.error.message if result.error is not None else "")
         return base
@@ -241,11 +253,13 @@ def cancelled_result(tool: str, task_id: str) -> ToolResult:
 
 
 def interrupted_result(tool: str, task_id: str, *, started: bool, writes: bool) -> ToolResult:
-    """A task whose host stopped before it ended. Never started: certainly no effect (retry). Started:
-    a write's effect is unknown (look it up); a read had none (retry)."""
+    """A task whose host stopped before it ended. Never started (a reader holds its gate: it never
+    will): certainly no effect (retry). Started: a write's effect is unknown (look it up); a read had
+    none (retry)."""
     if not started:
-        error = ToolError.from_code("task_interrupted", "The host running this task stopped before its call "
-                                    "started; the tool did not run. Call it again.", retryable=True,
+        error = ToolError.from_code("task_interrupted", "The host running this task stopped (or lost the receipt "
+                                    "store) before its call started; the tool did not run and never will. "
+                                    "Call it again.", retryable=True,
                                     next_action=NextAction.RETRY)
         return ToolResult._fast(False, Outcome.REJECTED, tool, None, error, task_id, None, frozenset())
     if not writes:

@@ -896,3 +896,29 @@ class TaskStoreConformance:
         status = book.status("tenant-a", "ana", never_started)
         self.assertIs(status.status, TaskState.FAILED)
         self.assertIs(status.result.outcome, Outcome.REJECTED)  # it never started: certainly no effect
+
+    def test_a_task_read_as_never_started_can_never_start_after_it(self) -> None:
+        # A lapse is also what a live host that lost the store for longer than the lease looks like: its
+        # run, reaching the gate once the store is back, must find it taken, or "did not run; call it
+        # again" would be followed by the run, and a client that called again would have two effects.
+        from agent_lab.errors import Outcome
+        from agent_lab.tasks import TaskState
+
+        book = self.book()
+        task_id, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.clock.advance(LEASE_S + 1)
+        told = book.status("tenant-a", "ana", task_id)
+        self.assertIs(told.result.outcome, Outcome.REJECTED)
+        self.assertEqual(book.take_gate("tenant-a", task_id, "start", timeout_s=PATIENCE_S), "lost")
+        self.assertEqual(book.take_gate("tenant-a", task_id, "cancel", timeout_s=PATIENCE_S), "lost")
+        again = book.status("tenant-a", "ana", task_id)
+        self.assertEqual((again.status, again.result.outcome), (TaskState.FAILED, Outcome.REJECTED))
+
+    def test_a_lapsed_task_whose_run_took_the_gate_reads_as_may_have_run(self) -> None:
+        from agent_lab.errors import Outcome
+
+        book = self.book()
+        task_id, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.clock.advance(LEASE_S + 1)
+        self.assertEqual(book.take_gate("tenant-a", task_id, "start", timeout_s=PATIENCE_S), "won")  # back, first
+        self.assertIs(book.status("tenant-a", "ana", task_id).result.outcome, Outcome.UNKNOWN)

@@ -213,8 +213,8 @@ class GateHeldStore(InMemoryReceiptStore):
     """A store on which the run's `start` at the gate waits until the test lets it through: the
     moment between accepting a task and starting its call, held open on cue."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self.at_gate = threading.Event()
         self.let_through = threading.Event()
 
@@ -284,6 +284,34 @@ class CancelTest(TaskTestCase):
                 self.assertIs(final.status, TaskState.COMPLETED)
                 ran += 1
         self.assertEqual(len(self.exporter.runs), ran)
+
+
+class LapsedEntryTest(TaskTestCase):
+    def test_a_task_read_as_never_started_never_starts_when_its_host_reaches_the_store_again(self) -> None:
+        # What a reader sees of a host that lost the store for longer than the lease (its renewals and
+        # its start at the gate held up) is what it sees of a dead one: the entry lapsed, nobody at the
+        # gate. It was told "did not run; call it again", and the run then started all the same when
+        # the store came back (reproduced: a client following the advice had two effects).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        store = GateHeldStore(lease_s=60, clock=clock, monotonic=clock.monotonic)
+        registry = Registry(receipts=store, late_completion_s=0)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        self.exporter.release.set()
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "p-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(store.at_gate.wait(WAIT_S))
+        clock.advance(61)  # no renewal reached the store: the entry lapsed
+        told = registry.task(task_id, actor=ANA)
+        self.assertEqual((told.status, told.result.error.code), (TaskState.FAILED, "task_interrupted"))
+        self.assertIs(told.result.outcome, Outcome.REJECTED)  # "the tool did not run; call it again"
+        store.let_through.set()  # the store is back for the run
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertEqual(self.exporter.runs, [])  # so it never runs: what the reader was told stays true
+        final = registry.task(task_id, actor=ANA)
+        self.assertEqual((final.status, final.result.outcome), (TaskState.FAILED, Outcome.REJECTED))
 
 
 class IsolationTest(TaskTestCase):

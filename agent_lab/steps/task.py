@@ -27,7 +27,8 @@ from ..errors import Outcome
 from ..execution import seconds_left
 from ..leases import RECEIPT_RETRY_TIMEOUT_S
 from ..stores import ReceiptKey, ReceiptStoreUnavailable
-from ..tasks import MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result
+from ..tasks import (MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result,
+                     interrupted_result)
 from .conclude import conclude, internal_error, record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,8 +112,8 @@ class TaskRunner:
                 gate = self.book.take_gate(state.actor.tenant, task_id, "start", timeout_s=RECEIPT_RETRY_TIMEOUT_S)
             except (ReceiptStoreUnavailable, OSError):
                 gate = "unknown"
-            if gate == "lost":
-                self._finish(hold, TaskState.CANCELLED, cancelled_result(spec.name, task_id))
+            if gate == "lost":  # a cancel, or a reader that found the entry lapsed: the handler never starts
+                self._finish(hold, *self._lost(state, task_id))
                 return
             if gate != "won":
                 self._finish(hold, TaskState.FAILED, state.refusal("receipt_store_unavailable"))
@@ -131,6 +132,17 @@ class TaskRunner:
             self.services.holder.give_up(hold, "the task's run failed")
         finally:
             self._done()
+
+    def _lost(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
+        """How a run that lost its gate ends: as the side that took it said it did."""
+        try:
+            taken_by = self.book.gate(state.actor.tenant, task_id, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        except (ReceiptStoreUnavailable, OSError):
+            taken_by = None
+        if taken_by == "cancel":
+            return TaskState.CANCELLED, cancelled_result(state.tool, task_id)
+        assert state.spec is not None
+        return TaskState.FAILED, interrupted_result(state.tool, task_id, started=False, writes=state.spec.writes)
 
     def _finish(self, hold: Hold, status: TaskState, result: ToolResult) -> None:
         self.services.holder.settle(hold, self.book.final_record(status, result), timeout_s=RECEIPT_RETRY_TIMEOUT_S)
