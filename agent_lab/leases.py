@@ -14,6 +14,10 @@ A call that reserved an idempotency key holds it until its outcome reaches the s
   and nobody, here or elsewhere, can resolve it as "did not happen" while it may still take effect.
   When the handler returns, its real result is stored under its owner token; if the process dies
   first, the lease lapses and the key is ``unknown`` everywhere until the application resolves it;
+* a hold may keep a receipt alive beside its own lease (``keeps``: an accepted task's entry keeps the
+  key's ``accepted`` receipt, see `agent_lab.steps.task`): each renewal also ``keep``s that receipt for
+  the store's ttl from then, so the key replays the task for as long as its call may run, past any
+  deadline, and for the ttl after; if the process dies, the receipt expires a ttl after the last keep;
 * storing the outcome (``complete`` or ``release``) that fails is retried by the keeper a bounded number
   of times; if it never succeeds the key stays ``unknown``, never free. Here in-process until the store's
   lease has surely lapsed, after that in the store itself (a lapsed write reservation is unknown there).
@@ -30,7 +34,7 @@ import logging
 import math
 import threading
 import time
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Tuple
 
 from .stores.protocol import ReceiptKey, ReceiptStore
 
@@ -114,6 +118,7 @@ class Hold:
     fenced: bool = False  # a renewal found the key no longer ours
     still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet (renewed)
     dropped: bool = False  # settled or let go: no longer held
+    keeps: Optional[Tuple[ReceiptKey, str]] = None  # a receipt (and its completer's owner token) kept with the lease
 
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
                  renew_at: float = math.inf) -> None:
@@ -137,8 +142,11 @@ class KeyHolder:
         self._late_completion_s = late_completion_s
         lease_s = getattr(store, "lease_s", None)
         self._lease_s = float(lease_s) if isinstance(lease_s, (int, float)) else 0.0
+        ttl_s = getattr(store, "ttl_s", None)
         if renew_every_s is None:
             renew_every_s = self._lease_s / RENEW_FRACTION if self._lease_s > 0 else math.inf
+            if isinstance(ttl_s, (int, float)) and ttl_s > 0:  # a kept receipt (`keeps`) must not expire between two
+                renew_every_s = min(renew_every_s, ttl_s / RENEW_FRACTION)
         elif self._lease_s > 0 and renew_every_s > self._lease_s / 2:
             # Renewed less often, a lease lapses while its handler still runs past the late-completion
             # window: a write's key is then `outcome_unknown`, which another process may resolve as "did
@@ -158,6 +166,11 @@ class KeyHolder:
         self._closed = False
         self._store_closed = False
 
+    @property
+    def renew_every_s(self) -> float:
+        """How often the keeper renews a held lease (and keeps a hold's receipt)."""
+        return self._renew_every_s
+
     # -- what the registry asks --------------------------------------------------------------
 
     def answer(self, key: ReceiptKey, fingerprint: str) -> Optional[str]:
@@ -175,9 +188,13 @@ class KeyHolder:
                 return "outcome_unknown" if hold.fingerprint == fingerprint else "idempotency_conflict"
             return "idempotency_in_progress" if hold.fingerprint == fingerprint else "idempotency_conflict"
 
-    def hold(self, key: ReceiptKey, fingerprint: str, owner: str, *, writes: bool, tool: str) -> Hold:
-        """Hold a key just reserved in the store, and keep its lease renewed until it is settled."""
+    def hold(self, key: ReceiptKey, fingerprint: str, owner: str, *, writes: bool, tool: str,
+             keeps: Optional[Tuple[ReceiptKey, str]] = None) -> Hold:
+        """Hold a key just reserved in the store, and keep its lease renewed until it is settled (and
+        the receipt `keeps` names with it, see the module)."""
         hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
+        if keeps is not None:
+            hold.keeps = keeps
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[hold.address] = hold
             if self._thread is None or not self._thread.is_alive():  # never started, or died (see `_keep`)
@@ -435,6 +452,8 @@ class KeyHolder:
                 hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
 
     def _renew(self, hold: Hold) -> None:
+        if hold.keeps is not None:
+            self._keep_receipt(hold, hold.keeps)
         try:
             kept = self._store.renew(hold.key, hold.owner, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except _PROCESS_EXITS:
@@ -446,6 +465,19 @@ class KeyHolder:
             hold.fenced = True
             logger.warning("the lease of a running call of tool %r was taken over or resolved elsewhere; "
                            "its outcome will not be stored (fenced by the owner token)", hold.tool)
+
+    def _keep_receipt(self, hold: Hold, keeps: Tuple[ReceiptKey, str]) -> None:
+        """Keep the receipt a hold keeps for the store's ttl from now. False (not kept) is no alarm: its
+        completion may still be pending, or the key was resolved; the next renewal asks again."""
+        keep = getattr(self._store, "keep", None)
+        if not callable(keep):  # a store without `keep` is refused where it matters (check_store_covers)
+            return
+        try:
+            keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        except _PROCESS_EXITS:
+            raise
+        except BaseException as exception:  # noqa: BLE001 - the next renewal may succeed
+            logger.warning("receipt store failed to keep a receipt of tool %r: %s", hold.tool, type(exception).__name__)
 
     def holds(self) -> List[Hold]:
         """A snapshot of the held keys (for tests and diagnostics)."""

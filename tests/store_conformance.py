@@ -27,6 +27,7 @@ from agent_lab.stores import (
 TTL_S = 100.0
 LEASE_S = 10.0
 KEY = ReceiptKey("tenant-a", "record_followup", "action-1")
+OTHER_KEY = ReceiptKey("tenant-a", "record_followup", "action-2")
 FIRST = "hmac-sha256:" + "1" * 64
 SECOND = "hmac-sha256:" + "2" * 64
 RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-1", "note": "Zoë ☎", "tags": ["a", "b"]}}
@@ -272,6 +273,30 @@ class ReceiptStoreConformance:
         self.store.complete(KEY, owner, RECORD)
         self.clock.advance(TTL_S - 1)
         self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+
+    # -- keep ---------------------------------------------------------------------------------
+
+    def test_keep_holds_a_receipt_its_holder_completed_for_the_ttl_from_now(self) -> None:
+        # What keeps a task's `accepted` receipt while the task's call still runs: without it the key
+        # was free once the ttl from acceptance had passed, and the same key started a second run.
+        owner = self.completed()
+        for _ in range(3):
+            self.clock.advance(TTL_S - 1)
+            self.assertIs(self.store.keep(KEY, owner), True)
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+        self.clock.advance(1)
+        self.assertIsNone(self.store.lookup(KEY))  # then it expires as any receipt does
+
+    def test_keep_never_shortens_a_receipt_nor_acts_for_anyone_but_its_holder(self) -> None:
+        owner = self.completed()
+        self.assertIs(self.store.keep(KEY, "not-the-owner"), False)
+        self.assertIs(self.store.keep(OTHER_KEY, owner), False)  # nothing there
+        in_flight = self.reserve(key=OTHER_KEY)
+        self.assertIs(self.store.keep(OTHER_KEY, in_flight), False)  # a reservation is renewed, not kept
+        self.clock.advance(TTL_S)
+        self.assertIs(self.store.keep(KEY, owner), False)  # expired: it may have been read as free already
+        self.assertIsNone(self.store.lookup(KEY))
 
     # -- renew --------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent_lab import Actor, Approval, InMemoryReceiptStore, Outcome, Registry, SqliteReceiptStore, ToolCall, ToolSpec
 from agent_lab.adapters import mcp_tool
-from agent_lab.tasks import TASK_GATE, TaskState
+from agent_lab.tasks import TASK_ENTRY, TASK_GATE, TaskState
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT_S = 30.0  # a hang guard, never a timing assertion
@@ -207,6 +207,63 @@ class SameKeyTest(TaskTestCase):
         self.assertTrue(self.registry.wait_tasks(WAIT_S))
         self.assertEqual(len(self.exporter.runs), 1)
         self.assertEqual(len(self.registry.tasks(actor=ANA)), 1)
+
+
+class RenewalCountingStore(InMemoryReceiptStore):
+    """Counts the renewals of task entries' leases, and lets a test wait for the next ones."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.renewals = 0
+        self._renewed = threading.Condition()
+
+    def renew(self, key: Any, owner: str, **options: Any) -> bool:
+        answer = super().renew(key, owner, **options)
+        if key.tool == TASK_ENTRY:
+            with self._renewed:
+                self.renewals += 1
+                self._renewed.notify_all()
+        return answer
+
+    def renewed_twice_more(self) -> bool:
+        """Two more renewals from now: the second (and the `keep` before it) began after this call."""
+        with self._renewed:
+            seen = self.renewals
+            return self._renewed.wait_for(lambda: self.renewals >= seen + 2, WAIT_S)
+
+
+class OverrunTest(TaskTestCase):
+    def test_a_task_whose_handler_overruns_its_deadline_keeps_its_key_until_the_handler_returns(self) -> None:
+        # The key's `accepted` receipt had its ttl from acceptance, and nothing held the key once the
+        # run stopped waiting at its deadline: with the handler still running past the ttl, the same key
+        # started a second run beside the first (reproduced with a 2 s ttl and a handler running 4 s).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        store = RenewalCountingStore(ttl_s=10, lease_s=10, clock=clock, monotonic=clock.monotonic)
+        registry = Registry(receipts=store, late_completion_s=0, renew_every_s=0.05)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(timeout_ms=100), self.exporter)  # it ignores its deadline
+        call = ToolCall("export_report", {"rows": 3, "request_id": "o-1"})
+        task_id = registry.invoke(call, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        for _ in range(4):  # 24 s of the store's time: well past the receipt's ttl from acceptance
+            clock.advance(6)
+            self.assertTrue(store.renewed_twice_more(), "nothing holds the task while its handler runs")
+        retry = registry.invoke(call, actor=ANA, as_task=True)
+        self.assertEqual((retry.output, retry.replayed), ({"task_id": task_id}, True))
+        self.assertIs(registry.task(task_id, actor=ANA).status, TaskState.WORKING)  # it does run
+        self.exporter.release.set()
+        done = wait_ended(registry, task_id)
+        self.assertEqual((done.status, done.result.output), (TaskState.COMPLETED, {"exported": 3}))  # what it did
+        self.assertEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_store_that_cannot_keep_a_tasks_receipt_in_time_is_refused_when_the_tool_is_registered(self) -> None:
+        registry = Registry(receipts=InMemoryReceiptStore(ttl_s=30, lease_s=60), renew_every_s=20, late_completion_s=0)
+        self.addCleanup(registry.close)
+        with self.assertRaisesRegex(ValueError, "at most half the receipt store's ttl_s"):
+            registry.register(export_spec(timeout_ms=2_000), Exporter())
 
 
 class GateHeldStore(InMemoryReceiptStore):

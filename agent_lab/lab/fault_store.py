@@ -85,6 +85,10 @@ class FaultInjectingStore:
             raise ReceiptStoreUnavailable("the receipt could not be written (a fault the case injected)")
         return self.inner.complete(key, owner, record, timeout_s=timeout_s)
 
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        keep = getattr(self.inner, "keep", None)
+        return bool(keep(key, owner, timeout_s=timeout_s)) if callable(keep) else False
+
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         return self.inner.release(key, owner, timeout_s=timeout_s)
 

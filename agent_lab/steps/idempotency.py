@@ -24,7 +24,7 @@ from ..calls import ToolResult
 from ..errors import Outcome
 from ..execution import MAX_WAIT_S, PROCESS_EXITS, seconds_left
 from ..fingerprint import has_lone_surrogate
-from ..leases import ReceiptNote
+from ..leases import RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
 from ..policy import Actor
 from ..spec import TaskSupport
 from ..stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
@@ -170,9 +170,18 @@ def settle_receipt(state: CallState, result: ToolResult) -> None:
 
 
 def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> None:
-    """Store `result` as the key's receipt, or release the key, under this call's owner token."""
+    """Store `result` as the key's receipt, or release the key, under this call's owner token. The run
+    of an accepted task holds the task's entry instead: it is completed with the task's final record
+    (never released: the task would vanish), given the background's patience (nobody waits for it)."""
     assert state.hold is not None
-    record = None if frees_key(result) else result.to_record()
+    if state.task:
+        from ..tasks import TaskBook, TaskState  # loaded with the first task (see Registry), never before
+
+        record: Optional[Mapping[str, Any]] = TaskBook.final_record(
+            TaskState.COMPLETED if result.ok else TaskState.FAILED, result)
+        timeout_s = RECEIPT_RETRY_TIMEOUT_S
+    else:
+        record = None if frees_key(result) else result.to_record()
     state.receipt_note = state.services.holder.settle(state.hold, record, timeout_s=timeout_s)
 
 
@@ -208,11 +217,20 @@ def check_store_covers(spec: ToolSpec, services: Services) -> None:
     receipts, late_s = services.receipts, services.late_completion_s
     needed_s = spec.timeout_ms / 1000.0 + (late_s if spec.writes else 0.0)
     ttl_s = getattr(receipts, "ttl_s", None)
-    if spec.task_support is not TaskSupport.FORBIDDEN and isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
-        # A task's key keeps its `accepted` receipt from acceptance on: one that expired while the task
-        # still ran would let the same key start a second run beside it.
-        raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
-                         f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
+    if spec.task_support is not TaskSupport.FORBIDDEN:
+        # A task's key keeps its `accepted` receipt from acceptance on, kept alive (`keep`) with each
+        # renewal of the task's lease while its call runs: one that expired while the task still ran
+        # would let the same key start a second run beside it.
+        if not callable(getattr(receipts, "keep", None)):
+            raise ValueError(f"tool {spec.name!r}: the receipt store has no keep() to hold a task's accepted "
+                             f"receipt while its call runs; run the tool without tasks, or give the store keep()")
+        if isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
+            raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
+                             f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
+        renew_every_s = services.holder.renew_every_s
+        if isinstance(ttl_s, (int, float)) and renew_every_s > ttl_s / 2:
+            raise ValueError(f"tool {spec.name!r}: renew_every_s ({renew_every_s:g} s) must be at most half the "
+                             f"receipt store's ttl_s ({ttl_s:g} s) for a task's receipt to be kept in time")
     lease_s = getattr(receipts, "lease_s", None)
     if services.owns_receipts or not isinstance(lease_s, (int, float)):
         return

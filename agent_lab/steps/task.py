@@ -9,8 +9,13 @@ under the same key replays the same task id and never runs the tool again.
 The run takes the task's gate first (a cancel that came before it wins: the handler never starts),
 then executes the handler under the tool's own deadline (counted from the run's start: the caller
 no longer waits), checks its output and writes its audit record as any call does, and completes the
-task's entry with the final status and result. The registry's lease keeper renews the entry's lease
-meanwhile, so other hosts see the task working, and see it interrupted if this process dies.
+task's entry with the final status and result. The run holds the entry as a call holds its key
+(`agent_lab.leases`): the lease keeper renews its lease meanwhile, so other hosts see the task working,
+and see it interrupted if this process dies; and a write whose handler overruns its deadline keeps
+the entry as a late write keeps its key, renewed until the handler returns, whose real result then
+ends the task. Each renewal also keeps the key's `accepted` receipt for the store's ttl: its ttl ran
+from acceptance, so a handler still running past it left the key free, and the same key started a
+second run beside the first.
 """
 
 from __future__ import annotations
@@ -82,8 +87,12 @@ class TaskRunner:
         except BaseException:
             self._done()
             raise
-        hold = self.services.holder.hold(ReceiptKey(actor.tenant, TASK_ENTRY, task_id), description, owner,
-                                         writes=True, tool=spec.name)
+        # The entry's hold keeps the key's `accepted` receipt (the caller's record step completes it) alive
+        # with each renewal, for as long as the run may go on, past its deadline too: see the module.
+        keeps = (state.receipt_key, state.hold.owner) if state.hold is not None and state.receipt_key is not None \
+            else None
+        entry = ReceiptKey(actor.tenant, TASK_ENTRY, task_id)
+        hold = self.services.holder.hold(entry, description, owner, writes=True, tool=spec.name, keeps=keeps)
         with self._lock:
             listed = self._accepted.pop((actor.tenant, actor.id), None) or collections.deque(maxlen=LISTED_PER_ACTOR)
             listed.append(task_id)
@@ -91,9 +100,10 @@ class TaskRunner:
             if len(self._accepted) > LISTED_ACTORS:  # bounded whatever the number of actors
                 del self._accepted[next(iter(self._accepted))]
         run_state = copy.copy(state)  # the run's own state: the caller's settles the key with `accepted`
-        run_state.hold = None
-        run_state.receipt_key = None
+        run_state.hold = hold  # the run settles the task's entry as a call settles its key (late, too)
+        run_state.receipt_key = entry
         run_state.receipt_note = None
+        run_state.task = True
         thread = threading.Thread(target=self._run, args=(run_state, hold, task_id), daemon=True,
                                   name=f"agent-lab-task-{spec.name}")
         try:
@@ -125,8 +135,7 @@ class TaskRunner:
                 result = conclude(state, state.plan.execute(state))
             except BaseException:  # noqa: BLE001 - a bug in a step is contained, as under invoke
                 result = internal_error(state)
-            result = record(state, result)
-            self._finish(hold, TaskState.COMPLETED if result.ok else TaskState.FAILED, result)
+            record(state, result)  # completes the entry with the task's record, or leaves it to the late handler
         except BaseException as exception:  # noqa: BLE001 - a background thread: log, never raise
             logger.error("a task of %r failed outside the call: %s", state.tool, type(exception).__name__)
             self.services.holder.give_up(hold, "the task's run failed")

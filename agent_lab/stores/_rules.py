@@ -134,6 +134,13 @@ def completed_by(entry: Optional[Entry], owner: str, record: Any) -> bool:
         and entry.record == record
 
 
+def kept_by(entry: Optional[Entry], owner: str, now: float) -> bool:
+    """Only a live receipt that ``owner`` completed may be kept longer (``keep``): an expired one may
+    have been read as free already, and one resolved or taken over is no longer the holder's."""
+    return entry is not None and entry.state == COMPLETED and entry.owner is not None and entry.owner == owner \
+        and entry.expires_at > now
+
+
 def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:
     """Only an unknown key, for the fingerprint it was reserved with, can be resolved."""
     return entry is not None and entry.is_unknown(now) and entry.fingerprint == fingerprint

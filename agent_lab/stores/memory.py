@@ -178,6 +178,18 @@ class InMemoryReceiptStore:
         finally:
             lock.release()
 
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            now, stamp = self._times()
+            entry = self._entries.get(address)
+            if not rules.kept_by(entry, owner, now):
+                return False
+            assert entry is not None
+            self._entries[address] = entry._replace(expires_at=max(entry.expires_at, stamp + self._ttl_s))
+            return True
+
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
         address = rules.address(key)

@@ -217,6 +217,11 @@ _SQL = {
         f"SELECT {{clock}} FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
         " AND record = :record"
     ),
+    # rules.kept_by: a live receipt its owner completed; never shortened.
+    "keep": (
+        f"UPDATE {_RECEIPTS} SET expires_at = GREATEST(expires_at, {{stamp}} + {{ttl}}) WHERE " + _WHERE_KEY
+        + " AND state = 'completed' AND owner = :owner AND expires_at > {now} RETURNING {clock}"
+    ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY + " RETURNING {clock}",
     "resolve_happened": (
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
@@ -453,6 +458,11 @@ class PostgresReceiptStore:
         values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
         return self._call(timeout_s, lambda call: call.changed("complete", values)
                           or call.row("completed_by", values) is not None)
+
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner)
+        return self._call(timeout_s, lambda call: call.changed("keep", values))
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)

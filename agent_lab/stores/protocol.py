@@ -11,6 +11,9 @@ through these operations, each atomic, each bounded by a timeout:
 * ``complete(key, owner, record)`` stores the result record; ``release(key, owner)`` frees the key
   after a refusal or a failure known to have had no effect. Both are *fenced*: they act only for the
   current owner, so a holder that was taken over or resolved meanwhile changes nothing (False).
+* ``keep(key, owner)`` (optional; the stores here have it) keeps a live receipt that ``owner`` completed
+  for ``ttl_s`` from now, never shorter: a task's ``accepted`` receipt, while the task's call runs.
+  Without it, a tool that may run as a task is refused at ``register``.
 * ``consume_approval(tenant, approval_id, ...)`` spends a single-use approval: the ledger of spent
   approvals lives in the same store as the receipts, so every host sharing it sees one use.
 * ``purge()`` reclaims expired entries (a store may also do so now and then by itself).

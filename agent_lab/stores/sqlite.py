@@ -103,6 +103,9 @@ _RENEW = "UPDATE receipts SET expires_at = ? WHERE " + _WHERE_HELD_BY
 # whether it is a retry of one that landed (its first answer was lost): its own record under its owner.
 _COMPLETE = "UPDATE receipts SET state = 'completed', record = ?, expires_at = ? WHERE " + _WHERE_HELD_BY
 _COMPLETED_BY = "SELECT 1 FROM receipts WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = ? AND record = ?"
+# rules.kept_by: a live receipt its owner completed; never shortened.
+_KEEP = ("UPDATE receipts SET expires_at = MAX(expires_at, ?) WHERE " + _WHERE_KEY
+         + " AND state = 'completed' AND owner = ? AND expires_at > ?")
 _RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
 _RESOLVE_HAPPENED = (
     "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
@@ -291,6 +294,16 @@ class SqliteReceiptStore:
             if _changed(connection.execute(_COMPLETE, (text, expires_at, *address, owner))):
                 return True
             return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
+
+        return self._call(timeout_s, work)
+
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            now, stamp = self._times(connection)
+            return _changed(connection.execute(_KEEP, (stamp + self._ttl_s, *address, owner, now)))
 
         return self._call(timeout_s, work)
 
