@@ -221,6 +221,10 @@ class TaskBook:
             return dataclasses.replace(base, status=TaskState.CANCELLED, message=_MESSAGES[TaskState.CANCELLED],
                                        result=cancelled_result(tool, task_id))
         if found.status is ReservationStatus.UNKNOWN:  # the entry's lease lapsed: its host stopped, or lost the store
+            if gate is None and self.ttl_s is not None and time.time() >= created + self.ttl_s / 2:
+                # The gate is a receipt: a `start` taken at creation may have expired since (the entry,
+                # unknown, never does). Past half the ttl (a margin for the hosts' clocks) nobody can say.
+                gate = _START
             if gate is None:  # "did not run" only once the run can never start: take the gate from it first
                 won = self.take_gate(tenant, task_id, _INTERRUPT,
                                      timeout_s=GATE_WAIT_S if timeout_s is None else timeout_s) == "won"

@@ -939,6 +939,20 @@ class TaskStoreConformance:
         again = book.status("tenant-a", "ana", task_id)
         self.assertEqual((again.status, again.result.outcome), (TaskState.FAILED, Outcome.REJECTED))
 
+    def test_a_task_that_died_mid_call_still_reads_as_may_have_run_once_its_gate_expired(self) -> None:
+        # The gate is a receipt with the store's ttl; the unknown entry is kept for good. Read once the
+        # gate had expired, a task killed mid-call said "the tool did not run; call it again".
+        from unittest import mock
+
+        from agent_lab.errors import Outcome
+
+        book = self.book()
+        task_id, _, _ = book.open("tenant-a", "ana", "export_report", True, timeout_s=PATIENCE_S)
+        self.assertEqual(book.take_gate("tenant-a", task_id, "start", timeout_s=PATIENCE_S), "won")
+        self.clock.advance(TTL_S + LEASE_S)
+        with mock.patch("agent_lab.tasks.time.time", return_value=time.time() + TTL_S + LEASE_S):
+            self.assertIs(book.status("tenant-a", "ana", task_id).result.outcome, Outcome.UNKNOWN)
+
     def test_a_lapsed_task_whose_run_took_the_gate_reads_as_may_have_run(self) -> None:
         from agent_lab.errors import Outcome
 
