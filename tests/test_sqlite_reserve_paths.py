@@ -12,6 +12,7 @@ from unittest import mock
 
 from agent_lab.stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus, SqliteReceiptStore
 from agent_lab.stores import sqlite as sqlite_store
+from agent_lab.stores._clock import REBASE_S
 
 from store_conformance import FIRST, KEY, LEASE_S, RECORD, SECOND, TTL_S, FakeClock
 
@@ -145,6 +146,61 @@ class OneCallOneBudgetTest(unittest.TestCase):
             self.store.reserve(KEY, FIRST, timeout_s=self.CALL_S)
         self.assertNotIn("INSERT", self.started)
         self.assertEqual(self.store.lookup(KEY), None)
+
+
+class _RecordedConnection:
+    """A store's connection that records, for each statement, the busy timeout it ran with."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.statements: list = []
+
+    def execute(self, sql: str, *parameters: object) -> sqlite3.Cursor:
+        if not sql.startswith("PRAGMA"):
+            self.statements.append((sql.split(" (", 1)[0], self.connection.execute("PRAGMA busy_timeout").fetchone()[0]))
+        return self.connection.execute(sql, *parameters)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.connection, name)
+
+
+@unittest.skipIf(sqlite_store.boot_identity() is None, "the clock anchor is kept in the file only for a known boot")
+class AnchorSaveTakesNoneOfTheCallsTimeTest(unittest.TestCase):
+    """Now and then (`REBASE_S`) a call keeps the clock guard's state in the file. While another program
+    holds the write lock, that save must not wait: it waited the call's whole time, then the call's own
+    statement waited it again (a reserve with timeout_s=1 answered after 1.9 s; reproduced)."""
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "receipts.sqlite3")
+        self.store = SqliteReceiptStore(self.path)  # the system's clocks: the anchor is kept in the file
+        self.addCleanup(self.store.close)
+        self.store._guard._base_at -= REBASE_S  # as if idle for REBASE_S: the next reading moves the base
+        self.recorded = _RecordedConnection(self.store._connection)
+        self.store._connection = self.recorded
+        self.addCleanup(setattr, self.store, "_connection", self.recorded.connection)
+
+    def kept_anchor(self) -> str:
+        reader = sqlite3.connect(self.path)
+        try:
+            return reader.execute("SELECT value FROM store_meta WHERE name = 'clock_anchor'").fetchone()[0]
+        finally:
+            reader.close()
+
+    def test_while_another_writer_holds_the_lock_the_call_s_statements_share_its_time_and_the_save_waits_later(self) -> None:
+        other = sqlite3.connect(self.path, isolation_level=None)
+        self.addCleanup(other.close)
+        other.execute("BEGIN IMMEDIATE")
+        with self.assertRaises(ReceiptStoreUnavailable):
+            self.store.reserve(KEY, FIRST, timeout_s=0.2)
+        writes = [(sql, busy_ms) for sql, busy_ms in self.recorded.statements if sql.startswith("INSERT")]
+        self.assertEqual([sql for sql, _ in writes][-1], "INSERT OR IGNORE INTO receipts")  # the call's own
+        self.assertLessEqual(sum(busy_ms for _, busy_ms in writes), 200)
+        other.execute("COMMIT")
+        self.assertNotEqual(self.kept_anchor().split(" ", 1)[1], self.store._guard.saved())
+        self.store.lookup(KEY, timeout_s=5)  # the next call saves what the busy one could not
+        self.assertEqual(self.kept_anchor().split(" ", 1)[1], self.store._guard.saved())
 
 
 class BusyTimeoutTest(unittest.TestCase):

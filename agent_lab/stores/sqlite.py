@@ -418,13 +418,32 @@ class SqliteReceiptStore:
             _take_up_hold(connection, guard)
         times = guard.times()
         if guard.changed:
-            guard.changed = False
-            if self._boot is not None:
-                try:
-                    connection.execute(_SAVE_ANCHOR, (f"{self._boot} {guard.saved()}",))
-                except sqlite3.OperationalError:  # busy: kept in this process; the next change saves it
-                    pass
+            guard.changed = self._boot is not None and not self._save_anchor(connection)
         return times
+
+    def _save_anchor(self, connection: sqlite3.Connection) -> bool:
+        """Keep the clock guard's state in the file for this boot, if that needs no wait: True when saved.
+
+        Best effort, and none of the call's time: outside a transaction of this call (which holds the
+        write lock already) the save does not wait for another writer (busy timeout 0), so a call whose
+        save met the lock still gives its own statements all its time (a save that waited, then the
+        statement, took twice the call's time). One that did not save tries again at the next call."""
+        saved = f"{self._boot} {self._guard.saved()}"
+        if connection.in_transaction:
+            try:
+                connection.execute(_SAVE_ANCHOR, (saved,))
+            except sqlite3.OperationalError:
+                return False
+            return True
+        connection.execute("PRAGMA busy_timeout = 0")
+        self._busy_timeout_ms = 0
+        try:
+            connection.execute(_SAVE_ANCHOR, (saved,))
+        except sqlite3.OperationalError:  # another writer holds the lock: kept in this process until then
+            return False
+        finally:
+            self._wait_no_longer_than_the_call(connection)  # the call's own time again, what is left of it
+        return True
 
     def _wait_no_longer_than_the_call(self, connection: sqlite3.Connection) -> None:
         """Before another statement of a call that may wait for SQLite's lock (each statement waits up
