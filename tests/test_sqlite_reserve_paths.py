@@ -157,7 +157,8 @@ class _RecordedConnection:
 
     def execute(self, sql: str, *parameters: object) -> sqlite3.Cursor:
         if not sql.startswith("PRAGMA"):
-            self.statements.append((sql.split(" (", 1)[0], self.connection.execute("PRAGMA busy_timeout").fetchone()[0]))
+            busy_ms = self.connection.execute("PRAGMA busy_timeout").fetchone()[0]
+            self.statements.append((sql.split(" (", 1)[0], busy_ms))
         return self.connection.execute(sql, *parameters)
 
     def __getattr__(self, name: str) -> object:
@@ -188,7 +189,7 @@ class AnchorSaveTakesNoneOfTheCallsTimeTest(unittest.TestCase):
         finally:
             reader.close()
 
-    def test_while_another_writer_holds_the_lock_the_call_s_statements_share_its_time_and_the_save_waits_later(self) -> None:
+    def test_under_another_writer_s_lock_the_call_keeps_its_time_and_the_next_call_saves(self) -> None:
         other = sqlite3.connect(self.path, isolation_level=None)
         self.addCleanup(other.close)
         other.execute("BEGIN IMMEDIATE")
