@@ -110,6 +110,52 @@ class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, D
             self.make_store(self.clock)
         self.assertIn("schema version", str(caught.exception))
 
+    def rebuild_table(self, table, columns, *, user_version=None):
+        """Replace a table of the file by one of the given column definitions, as a hand edit would."""
+        self.store.close()
+        connection = sqlite3.connect(self.path, isolation_level=None)
+        connection.execute(f"DROP TABLE {table}")
+        connection.execute(f"CREATE TABLE {table} ({columns})")
+        if user_version is not None:
+            connection.execute(f"PRAGMA user_version = {user_version}")
+        connection.close()
+
+    def assert_refused(self, *phrases):
+        with self.assertRaises(ValueError) as caught:
+            self.make_store(self.clock)
+        for phrase in (self.path, *phrases):
+            self.assertIn(phrase, str(caught.exception))
+
+    def test_a_receipts_table_without_its_primary_key_is_refused_not_run_twice(self):
+        without_key = ("tenant TEXT NOT NULL, tool TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+                       " state TEXT NOT NULL, record TEXT, expires_at REAL NOT NULL, owner TEXT, lapse TEXT")
+        for version in (SCHEMA_VERSION, 0):  # 0: some other program's `receipts` table, kept by the creation
+            with self.subTest(user_version=version):
+                self.rebuild_table("receipts", without_key, user_version=version)
+                self.assert_refused("'receipts'", "primary key is ()")
+                with sqlite3.connect(self.path) as connection:  # refused before anything was migrated
+                    self.assertEqual(connection.execute("PRAGMA user_version").fetchone()[0], version)
+                connection.close()
+
+    def test_a_table_whose_primary_key_or_columns_differ_from_what_the_store_relies_on_is_refused(self):
+        shapes = {
+            "receipts": ("tenant TEXT, tool TEXT, key TEXT, fingerprint TEXT, state TEXT, record TEXT,"
+                         " expires_at REAL, owner TEXT, lapse TEXT, PRIMARY KEY (tool, key)",
+                         "primary key is (tool, key)"),
+            "approvals": ("tenant TEXT, approval_id TEXT PRIMARY KEY, kept_until REAL", "primary key is (approval_id)"),
+            "store_meta": ("name TEXT, value TEXT", "primary key is ()"),
+        }
+        for table, (columns, phrase) in shapes.items():
+            with self.subTest(table=table):
+                self.use_new_storage()
+                self.store = self.make_store(self.clock)
+                self.rebuild_table(table, columns)
+                self.assert_refused(f"'{table}'", phrase)
+        self.use_new_storage()
+        self.store = self.make_store(self.clock)
+        self.rebuild_table("approvals", "tenant TEXT, approval_id TEXT, PRIMARY KEY (tenant, approval_id)")
+        self.assert_refused("'approvals'", "no column kept_until")
+
     def test_a_file_corrupted_under_an_open_store_is_unavailable_for_every_call_never_another_error(self):
         for number in range(300):  # enough rows for the table to span pages of its own
             self.store.reserve(ReceiptKey(KEY.tenant, KEY.tool, f"key-{number}"), FIRST)

@@ -73,6 +73,14 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (tenant, approval_id)
 ) WITHOUT ROWID
 """
+# What the statements below rely on, table by table: (the primary key, in order; the other columns).
+# The primary key is what makes a claim atomic: without it two processes each insert a row for one key.
+_TABLE_SHAPES = {
+    "receipts": (("tenant", "tool", "key"),
+                 ("fingerprint", "state", "record", "expires_at", "owner", "lapse")),
+    "store_meta": (("name",), ("value",)),
+    "approvals": (("tenant", "approval_id"), ("kept_until",)),
+}
 _KEY_ROW, _KEY_ID_ROW = "fingerprint_key", "fingerprint_key_id"
 _ANCHOR_ROW = "clock_anchor"  # "<boot id> <StepGuard.saved()>": the clock guard's state for this boot
 _SAVE_ANCHOR = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_anchor', ?)"
@@ -520,7 +528,7 @@ def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], bo
         connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         _use_wal(connection)
         connection.execute(f"PRAGMA synchronous = {synchronous}")  # checked against a fixed list
-        key = _ensure_schema(connection, given_key, boot, guard)
+        key = _ensure_schema(connection, path, given_key, boot, guard)
     except BaseException:
         connection.close()
         raise
@@ -593,11 +601,11 @@ def _file_identity(path: str) -> Optional[Tuple[int, int]]:
     return (status.st_dev, status.st_ino)
 
 
-def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], boot: Optional[str],
+def _ensure_schema(connection: sqlite3.Connection, path: str, given_key: Optional[bytes], boot: Optional[str],
                    guard: StepGuard) -> bytes:
-    """Create or migrate the schema, settle the clock guard's state and return the fingerprint key, all in
-    one write transaction, so that processes opening one new file at once wait for each other and agree
-    on everything."""
+    """Create or migrate the schema, check the tables' shape, settle the clock guard's state and return
+    the fingerprint key, all in one write transaction, so that processes opening one new file at once wait
+    for each other and agree on everything."""
     with _immediate_transaction(connection):
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -612,9 +620,32 @@ def _ensure_schema(connection: sqlite3.Connection, given_key: Optional[bytes], b
             connection.execute(_CREATE_META)
             connection.execute(_CREATE_APPROVALS)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _check_tables(connection, path)
         _settle_anchor(connection, boot, guard)
         _settle_hold(connection, boot, guard)
         return _settle_fingerprint_key(connection, given_key)
+
+
+def _check_tables(connection: sqlite3.Connection, path: str) -> None:
+    """Refuse (ValueError) a file whose tables are not the shape the store's statements rely on.
+
+    ``CREATE TABLE IF NOT EXISTS`` keeps a table that is already there, and the version number says
+    nothing about it: a `receipts` table without its primary key (hand-edited, restored by another tool,
+    or some other program's table in a file of version 0) let every process insert its own reservation
+    of one key, and each ran the effect (reproduced). So each table must have exactly its primary key,
+    in order, and every column the statements use."""
+    for table, (primary_key, others) in _TABLE_SHAPES.items():
+        columns = {name: position for _, name, _, _, _, position in
+                   connection.execute(f"PRAGMA main.table_info({table})").fetchall()}  # a fixed name
+        found_key = tuple(name for name, position in sorted(columns.items(), key=lambda item: item[1])
+                          if position > 0)
+        missing = [name for name in (*primary_key, *others) if name not in columns]
+        if not columns or missing or found_key != primary_key:
+            what = ("there is no such table" if not columns else
+                    f"it has no column {', '.join(missing)}" if missing else
+                    f"its primary key is ({', '.join(found_key)}), not ({', '.join(primary_key)}), so "
+                    "processes could each take the same key")
+            raise ValueError(f"{path!r} is not a receipt store this code can use: table {table!r}: {what}")
 
 
 def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> None:
