@@ -156,6 +156,21 @@ class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, D
         self.rebuild_table("approvals", "tenant TEXT, approval_id TEXT, PRIMARY KEY (tenant, approval_id)")
         self.assert_refused("'approvals'", "no column kept_until")
 
+    @unittest.skipUnless(hasattr(os, "link"), "hard links")
+    def test_a_file_with_a_second_name_is_refused_by_either_name(self):
+        """SQLite names the write-ahead log after the path: two names, two logs, two effects for one key."""
+        self.store.close()
+        second = os.path.join(self.directory, "second-name.sqlite3")
+        os.link(self.path, second)
+        for path in (self.path, second):
+            with self.subTest(path=path), self.assertRaises(ValueError) as caught:
+                SqliteReceiptStore(path, clock=self.clock, monotonic=self.clock.monotonic)
+            self.assertIn("hard links", str(caught.exception))
+            self.assertFalse(os.path.exists(path + "-wal"))  # refused before SQLite touched it
+        os.unlink(second)
+        self.store = self.make_store(self.clock)  # one name again: opens
+        self.assertEqual(self.store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
+
     def test_a_file_corrupted_under_an_open_store_is_unavailable_for_every_call_never_another_error(self):
         for number in range(300):  # enough rows for the table to span pages of its own
             self.store.reserve(ReceiptKey(KEY.tenant, KEY.tool, f"key-{number}"), FIRST)

@@ -521,6 +521,7 @@ def _open_connection(path: str, synchronous: str, given_key: Optional[bytes], bo
     """Open the file in WAL mode, make sure the schema is there, settle the fingerprint key and the clock
     guard's anchor (kept in the file for the current `boot`; None: this store's own)."""
     _create_private_file(path)
+    _refuse_a_second_name(path)
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
     )
@@ -588,6 +589,25 @@ def _create_private_file(path: str) -> None:
                 "deleted while in use; restore it, or remove the -wal and -shm files to start an empty store")
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(descriptor)
+
+
+def _refuse_a_second_name(path: str) -> None:
+    """Refuse (ValueError) a database file with more than one name (hard link).
+
+    SQLite names the write-ahead log and its index after the path it was given, so processes opening one
+    file by two names each write their own -wal, never see each other's reservations, and each takes the
+    same key (reproduced: two effects). A file bind-mounted at two paths is one name to the kernel and
+    cannot be told apart here: mount the directory, not the file."""
+    if path in ("", ":memory:"):
+        return
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return  # connecting reports it
+    if links > 1:
+        raise ValueError(
+            f"{path!r} has {links} names (hard links): processes opening it by different names would each "
+            "keep their own write-ahead log and take the same key twice; give the receipt file one name")
 
 
 def _file_identity(path: str) -> Optional[Tuple[int, int]]:
