@@ -20,6 +20,7 @@ try:
 except ImportError:  # locally the test skips; in CI (.ci/run) the package is installed and no skip passes
     pydantic_ai = None  # type: ignore[assignment]
 
+from agent_lab import Registry, ToolFailure, ToolSpec
 from agent_lab.integrations.pydantic_ai import toolset
 
 
@@ -186,6 +187,55 @@ class PydanticAITest(unittest.TestCase):
 
         self.assertEqual(second.output, "Not closed.")
         self.assertEqual(self.world.closed, [])
+
+
+def note_registry() -> Registry:
+    """Tools whose answers hold a lone surrogate: a note read from a file whose name is not UTF-8
+    (os.fsdecode), and a write that asks a person about such a note (its own approval_required)."""
+    registry = Registry()
+    empty = {"type": "object", "properties": {}, "additionalProperties": False}
+    registry.register(ToolSpec(name="read_note", description="Read the stored note.", input_schema=empty),
+                      lambda arguments: {"note": "stored \udcff bytes", "path\udcff": ["\ud800"]})
+
+    def archive_note(arguments: dict[str, Any]) -> dict[str, Any]:
+        raise ToolFailure("approval_required", "A person must approve archiving this note.",
+                          details={"note": "stored \udcff bytes"})
+
+    registry.register(ToolSpec(name="archive_note", description="Archive the stored note.", input_schema=empty),
+                      archive_note)
+    return registry
+
+
+@unittest.skipIf(pydantic_ai is None, "pydantic-ai is not installed (pip install pydantic-ai-slim)")
+class LoneSurrogateTest(unittest.TestCase):
+    """No UTF-8 encoder takes a lone surrogate, and pydantic-ai encodes what a tool returns: handed one,
+    it failed the whole run (PydanticSerializationError). The model reads it as its escape text instead."""
+
+    def setUp(self) -> None:
+        self.registry = note_registry()
+        self.addCleanup(self.registry.close)
+        self.tools = toolset(self.registry, actor=AGENT)
+
+    def test_an_output_holding_a_lone_surrogate_reaches_the_model_as_its_escape_and_the_run_goes_on(self) -> None:
+        views: list[dict[str, Any]] = []
+        script = Script([
+            lambda returns: [call("read_note", {}, "call_1")],
+            lambda returns: (views.extend(returns), [say("Read it.")])[1],
+        ])
+        result = pydantic_ai.Agent(FunctionModel(script)).run_sync("Read the note", toolsets=[self.tools])
+
+        self.assertEqual(result.output, "Read it.")
+        self.assertEqual(views[0]["output"], {"note": "stored \\udcff bytes", "path\\udcff": ["\\ud800"]})
+        self.assertIn(b"stored \\\\udcff bytes", result.all_messages_json())  # the history encodes, to be stored
+
+    def test_details_holding_a_lone_surrogate_still_defer_the_call_for_a_person(self) -> None:
+        script = Script([lambda returns: [call("archive_note", {}, "call_1")]])
+        agent = pydantic_ai.Agent(FunctionModel(script), output_type=[str, pydantic_ai.DeferredToolRequests])
+        first = agent.run_sync("Archive the note", toolsets=[self.tools])
+
+        self.assertIsInstance(first.output, pydantic_ai.DeferredToolRequests)
+        self.assertEqual(first.output.metadata["call_1"], {"note": "stored \\udcff bytes"})
+        first.all_messages_json()
 
 
 if __name__ == "__main__":

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..adapters import HostBridge, _model_text
 from ..calls import ToolCall, ToolResult
+from ..fingerprint import has_lone_surrogate
 from ..policy import Actor, Approval
 from ..spec import ApprovalPolicy, ToolSpec
 
@@ -26,6 +29,7 @@ __all__ = ["FrameworkMissing", "HostTool", "SessionTools", "import_framework"]
 logger = logging.getLogger("agent_lab.integrations")
 
 _PROCESS_EXITS = (KeyboardInterrupt, SystemExit)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _REGISTRY_METHODS = ("invoke", "ainvoke", "spec", "names", "approval_for")
 
 
@@ -138,6 +142,19 @@ class SessionTools:
 def model_text(result: ToolResult) -> str:
     """What the model reads: compact JSON of `result.to_model()` (outputs and errors, redacted)."""
     return _model_text(result)
+
+
+def model_value(value: Any) -> Any:
+    """`value` (a JSON value of `to_model()`) for a framework that takes it as data and encodes it itself
+    (pydantic-ai): unchanged, unless a string in it holds a lone surrogate (a tool can read one from a
+    file name, a model can write one in its arguments), which no UTF-8 encoder takes, so the framework
+    would fail the whole run; then a copy in which each is written as its escape text ("\\udcff")."""
+    text = json.dumps(value, ensure_ascii=False, default=lambda _: "[not JSON]")
+    if not has_lone_surrogate(text):
+        return value
+    # Raw surrogates only occur inside strings (all JSON syntax is ASCII): an escaped backslash there
+    # reads back as the six characters of the escape.
+    return json.loads(_LONE_SURROGATE.sub(lambda match: "\\\\u%04x" % ord(match.group()), text))
 
 
 def _approver_name(approver: Any) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ..policy import Actor
-from ._session import HostTool, SessionTools, import_framework
+from ._session import HostTool, SessionTools, import_framework, model_value
 
 __all__ = ["DEFAULT_APPROVER", "toolset"]
 
@@ -58,8 +58,8 @@ def _tool(pydantic_ai: Any, session: SessionTools, tool: HostTool) -> Any:
         result = await session.ainvoke(call, approved=approved,
                                        approver=_approver(getattr(run_context, "tool_call_metadata", None)))
         if not approved and result.error is not None and result.error.code == "approval_required":
-            raise approval_required(metadata=result.to_model()["error"]["details"])
-        return result.to_model()
+            raise approval_required(metadata=model_value(result.to_model()["error"]["details"]))
+        return model_value(result.to_model())
 
     return pydantic_ai.Tool.from_schema(run, name=host_name, description=tool.description,
                                         json_schema=dict(tool.parameters), takes_ctx=True)
