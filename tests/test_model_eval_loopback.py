@@ -210,6 +210,31 @@ class LoopbackFormatsTest(TempDirMixin, unittest.TestCase):
         self.assertEqual(result.trial.infrastructure, "the endpoint answered HTTP 401")
         self.assertEqual(sleep.waits, [])
 
+    def test_a_key_the_endpoint_echoes_is_masked_in_the_cassette_and_a_replay_answers_as_the_recorded_run(self) -> None:
+        import os
+        from unittest import mock
+
+        tasks = write_tasks(self.dir, [get_task()], "status.jsonl")
+        for provider, path in FORMATS.items():
+            with self.subTest(provider=provider):
+                # A debugging endpoint quotes the Authorization header: in a call's arguments, then in its answer.
+                self.server.queue(path, Reply(body=call_reply(provider, "get_ticket", json.dumps({"ticket_id": f"Bearer {KEY}"}))),
+                                  Reply(body=text_reply(provider, f"debug: you sent {KEY}")))
+                model, cassette = f"{provider}:stand-in@{self.server.base_url}#{KEY_ENV}", self.dir / f"echo-{provider}"
+                with mock.patch.dict(os.environ, {KEY_ENV: KEY}):
+                    recorded = evaluate_model(LAB, [tasks], model=model, repeats=1, record=str(cassette),
+                                              transport=UrllibTransport(timeout_s=5, max_attempts=1))
+                text = (cassette / "cassette.jsonl").read_text(encoding="utf-8")
+                self.assertFalse(KEY in text, "the key is in the cassette")
+                self.assertIn("[redacted]", text)
+                replayed = evaluate_model(LAB, [tasks], model=model, repeats=1, replay=str(cassette))  # no key, no network
+
+                runs = [self.trial(evaluation, "status").trial for evaluation in (recorded, replayed)]
+                self.assertEqual([call.arguments for call in runs[0].calls], [{"ticket_id": "Bearer [redacted]"}])
+                self.assertEqual(runs[0].answers, ("debug: you sent [redacted]",))
+                self.assertEqual([(run.answers, [(call.arguments, call.outcome) for call in run.calls]) for run in runs[1:]],
+                                 [(runs[0].answers, [(call.arguments, call.outcome) for call in runs[0].calls])])
+
     def test_the_key_is_sent_as_a_header_and_never_written_to_a_cassette_or_a_report(self) -> None:
         import os
         from unittest import mock

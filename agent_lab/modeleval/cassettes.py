@@ -3,7 +3,10 @@
 A recording is keyed by the SHA-256 of the canonical JSON (`agent_lab.canonical_json`) of the request:
 its endpoint path, its public headers and its body. Secret headers (the key) are never part of the key
 or the file; the base URL is not either, so a cassette recorded against one host replays for a spec
-that names another. The file, `CASSETTE_DIR/cassette.jsonl`, holds one recording per line, sorted by
+that names another. Nor is the key where an endpoint echoes it (an answer quoting the Authorization
+header, a tool call's arguments): every spelling of it is masked in the request and the response before
+either is kept or keyed, and the run goes on with the masked answer, so the trial recorded is the trial
+a replay gives (masking only the file would leave a replay answering differently from the recording). The file, `CASSETTE_DIR/cassette.jsonl`, holds one recording per line, sorted by
 key, each with the request body (its tool list replaced by a digest, to keep the file small), the
 response body and the few response headers worth keeping, the latency measured when it was recorded,
 and where it was asked (task, surface, trial, step).
@@ -20,6 +23,7 @@ change that broke the replay is easy to find.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -29,6 +33,7 @@ from typing import Any, Mapping, Optional
 
 from ..fingerprint import canonical_json
 from ..lab.jsonl import NotPlainJSON, lone_surrogate_at, read_plain_json
+from ..redaction import SecretMask
 from .models.http import HttpRequest, HttpResponse, Transport, is_secret_header
 from .transcript import TurnContext
 
@@ -57,17 +62,36 @@ def _public_headers(request: HttpRequest) -> dict[str, str]:
     return {name.lower(): value for name, value in sorted(request.headers.items()) if not is_secret_header(name)}
 
 
+def _masked(value: Any, mask: SecretMask) -> Any:
+    """`value` (JSON) with every spelling of the mask's secrets masked in its strings, keys included
+    (`SecretMask.json_text`, the reports' path); the value itself when there is nothing to mask."""
+    if not mask.secrets:
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    masked = mask.json_text(text)
+    return value if masked == text else json.loads(masked)
+
+
+def _public_request(request: HttpRequest) -> dict[str, Any]:
+    """Path, public headers and body, with the key masked wherever the body shows it."""
+    return _masked({"path": request.path, "headers": _public_headers(request), "body": request.body},
+                   SecretMask(request.credentials))
+
+
 def request_key(request: HttpRequest) -> str:
     """The SHA-256 of the canonical request: path, public headers and body (never the key or the host)."""
-    text = canonical_json({"path": request.path, "headers": _public_headers(request), "body": request.body})
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _key_of(_public_request(request))
 
 
-def _stored_request(request: HttpRequest) -> dict[str, Any]:
-    body = dict(request.body)
+def _key_of(public: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(public).encode("utf-8")).hexdigest()
+
+
+def _stored_request(public: Mapping[str, Any]) -> dict[str, Any]:
+    body = dict(public["body"])
     if "tools" in body:
         body["tools"] = {"sha256": hashlib.sha256(canonical_json(body["tools"]).encode("utf-8")).hexdigest()}
-    return {"path": request.path, "headers": _public_headers(request), "body": body}
+    return {"path": public["path"], "headers": public["headers"], "body": body}
 
 
 @dataclass(frozen=True)
@@ -177,8 +201,14 @@ class RecordingTransport:
 
     def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
         response = self.inner.send(request, context)
-        if 200 <= response.status < 300:
-            self.cassette.put(Recording(request_key(request), _stored_request(request), response, _asked(context)))
+        if not 200 <= response.status < 300:
+            return response  # never kept: the run reports the status alone
+        mask = SecretMask(request.credentials)
+        if mask.secrets:  # the run goes on with what the cassette keeps (see the module docstring)
+            response = dataclasses.replace(response, body=_masked(response.body, mask),
+                                           headers=_masked(dict(response.headers), mask))
+        public = _public_request(request)
+        self.cassette.put(Recording(_key_of(public), _stored_request(public), response, _asked(context)))
         return response
 
 
@@ -189,13 +219,14 @@ class ReplayTransport:
         self.cassette = cassette
 
     def send(self, request: HttpRequest, context: TurnContext) -> HttpResponse:
-        key = request_key(request)
+        public = _public_request(request)
+        key = _key_of(public)
         recording = self.cassette.get(key, context)
         if recording is None:
             if self.cassette.holds(key):
                 raise MissingRecording(context, "the request was recorded, but not for this task, surface and "
                                                 "trial (record again with the same tasks and --repeats)")
-            raise MissingRecording(context, self._nearest_difference(_stored_request(request), context))
+            raise MissingRecording(context, self._nearest_difference(_stored_request(public), context))
         response = recording.response
         return HttpResponse(status=response.status, body=json.loads(json.dumps(response.body)),
                             headers=dict(response.headers), latency_ms=response.latency_ms, attempts=1)

@@ -156,6 +156,7 @@ class _HttpSession:
             body=dialect.body(spec.model, system, transcript, self.bridge),
             headers=dialect.public_headers(),
             secret_headers=dialect.auth_headers(self.model._key),
+            credentials=self.model.credentials,
         )
         response = self.model.transport.send(request, context)
         if not 200 <= response.status < 300:

@@ -97,6 +97,8 @@ class HttpRequest:
     body: Mapping[str, Any] = field(repr=False)  # the conversation, arguments included: never in a repr
     headers: Mapping[str, str] = field(default_factory=dict)
     secret_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The key the secret headers carry, for whoever keeps the exchange to mask (an endpoint may echo it).
+    credentials: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def url(self) -> str:
