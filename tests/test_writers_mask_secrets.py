@@ -350,7 +350,59 @@ def token_agent(request: dict[str, Any]) -> dict[str, Any]:
                                                                                "customer_email": TOKEN}}]}
 
 
+def token_spreading_agent(request: dict[str, Any]) -> dict[str, Any]:
+    """Puts the redacted `customer_email` under another name too, then repeats it in its answer."""
+    if any(message["role"] == "tool" for message in request["messages"]):
+        return {"content": f"I looked it up with {TOKEN}.", "tool_calls": []}
+    return {"content": "", "tool_calls": [{"name": "get_ticket", "arguments": {
+        "ticket_id": "T-1001", "customer_email": TOKEN, "email_again": TOKEN, TOKEN: "as a key"}}]}
+
+
+def number_agent(request: dict[str, Any]) -> dict[str, Any]:
+    """Sends the redacted `customer_email` as the number 1, under its name and another."""
+    if any(message["role"] == "tool" for message in request["messages"]):
+        return {"content": "done", "tool_calls": []}
+    return {"content": "", "tool_calls": [{"name": "get_ticket", "arguments": {
+        "ticket_id": "T-1001", "customer_email": 1, "again": 1}}]}
+
+
+def _ticket_tasks(directory: str) -> str:
+    tasks = Path(directory) / "tasks.jsonl"
+    tasks.write_text(json.dumps({
+        "task_id": "t", "split": "dev", "intent": "Read.", "messages": ["Read T-1001."],
+        "actor": {"id": "agent-7", "tenant": "acme", "permissions": ["tickets:read"]},
+        "surfaces": {"typed-registry-v2": {"must_call": [{"tool": "get_ticket", "outcome": "any"}]}}}) + "\n")
+    return str(tasks)
+
+
 class RedactedArgumentsInModelEvalRunsTest(unittest.TestCase):
+    def test_a_redacted_value_the_model_also_puts_elsewhere_is_masked_in_every_report(self) -> None:
+        from agent_lab.lab.tickets import lab as ticket_lab
+        from agent_lab.modeleval.runner import run_model_eval
+
+        with tempfile.TemporaryDirectory() as directory:
+            out = Path(directory) / "out"
+            run_model_eval(ticket_lab, [_ticket_tasks(directory)], out_dir=out, repeats=1,
+                           model=f"python:{__name__}:token_spreading_agent")
+            written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()}
+        self.assertEqual([name for name, text in written.items() if TOKEN in text], [])
+        line = json.loads(written["model-eval-runs.jsonl"].splitlines()[0])
+        self.assertEqual(line["calls"][0]["arguments"], {"ticket_id": "T-1001", "customer_email": REDACTED,
+                                                         "email_again": REDACTED, REDACTED: "as a key"})
+        self.assertEqual(line["answers"], ["I looked it up with [redacted]."])
+
+    def test_a_redacted_number_is_masked_in_what_the_trial_proposed_never_in_its_figures(self) -> None:
+        from agent_lab.lab.tickets import lab as ticket_lab
+        from agent_lab.modeleval.reports import render_reports
+        from agent_lab.modeleval.runner import evaluate_model
+
+        with tempfile.TemporaryDirectory() as directory:
+            evaluation = evaluate_model(ticket_lab, [_ticket_tasks(directory)], model=f"python:{__name__}:number_agent",
+                                        repeats=1)
+        line = json.loads(render_reports(evaluation)["model-eval-runs.jsonl"].splitlines()[0])
+        self.assertEqual(line["calls"][0]["arguments"], {"ticket_id": "T-1001", "customer_email": REDACTED, "again": REDACTED})
+        self.assertEqual((line["trial"], line["calls"][0]["step"]), (1, 0))  # a 1 of the run's own stays a 1
+
     def test_a_field_a_tool_redacts_is_masked_in_the_runs_as_tool_eval_masks_it(self) -> None:
         from agent_lab.lab.tickets import lab as ticket_lab
         from agent_lab.modeleval.reports import render_reports

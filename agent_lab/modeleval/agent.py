@@ -24,7 +24,7 @@ from typing import Any, Callable, Collection, Mapping, Optional
 from ..calls import ToolCall, ToolResult
 from ..errors import CATALOGUE, ToolError
 from ..policy import Actor, Approval
-from ..redaction import contains_secret
+from ..redaction import collect_secrets, contains_secret
 from ..registry import Registry
 from .matching import call_matches
 from .models.base import ModelClient
@@ -101,6 +101,9 @@ class Trial:
     reported_models: tuple[str, ...] = ()  # the model ids the provider's answers named
     infrastructure: Optional[str] = None  # why the trial could not finish, when it is not the model's doing
     secrets_repeated: bool = False
+    # What the calls' redacted arguments held: the reports mask them wherever the trial shows them (a model
+    # can put a password under another name too), not only under the field's own name.
+    redacted_values: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def infrastructure_failed(self) -> bool:
@@ -113,10 +116,13 @@ class Trial:
 
 
 def run_trial(task: Task, surface: str, registry: Registry, model: ModelClient, *, trial: int,
-              secrets: Collection[str] = (), effects: Callable[[], Any] = lambda: ()) -> Trial:
+              secrets: Collection[str] = (), effects: Callable[[], Any] = lambda: (),
+              redacted_values: Optional[set[str]] = None) -> Trial:
     """Run `task` once on `surface` (its fresh `registry`) with `model`; never raises for the model's
-    or the endpoint's doing (an unreachable endpoint is an infrastructure_failure trial)."""
-    loop = _Loop(task, surface, registry, trial)
+    or the endpoint's doing (an unreachable endpoint is an infrastructure_failure trial).
+    `redacted_values` is filled as the calls are proposed, so what stops the run mid-trial (a replay
+    with no recording) can be masked too."""
+    loop = _Loop(task, surface, registry, trial, set() if redacted_values is None else redacted_values)
     status, reason = "step_limit", None
     try:
         session = model.session(registry, loop.actor)
@@ -136,7 +142,7 @@ def run_trial(task: Task, surface: str, registry: Registry, model: ModelClient, 
         latency_ms=_total_float(turn.latency_ms for turn in loop.turns),
         served_by=tuple(sorted({turn.served_by for turn in loop.turns if turn.served_by})),
         reported_models=tuple(sorted({turn.reported_model for turn in loop.turns if turn.reported_model})),
-        infrastructure=reason, secrets_repeated=repeated,
+        infrastructure=reason, secrets_repeated=repeated, redacted_values=tuple(sorted(loop.redacted_values)),
     )
 
 
@@ -151,7 +157,7 @@ def _total_float(values: Any) -> Optional[float]:
 
 
 class _Loop:
-    def __init__(self, task: Task, surface: str, registry: Registry, trial: int) -> None:
+    def __init__(self, task: Task, surface: str, registry: Registry, trial: int, redacted_values: set[str]) -> None:
         self.task = task
         self.surface = surface
         self.expectations = task.on(surface) or {}
@@ -163,6 +169,8 @@ class _Loop:
         self.turns: list[ModelTurn] = []
         self.calls: list[CallRecord] = []
         self.proposals_per_tool: dict[str, int] = {}
+        self.redacted_fields = frozenset(redacted for name in registry.names() for redacted in registry.spec(name).redact)
+        self.redacted_values = redacted_values
 
     def run(self, session: Any) -> str:
         system = self.task.system or DEFAULT_SYSTEM_PROMPT
@@ -181,6 +189,8 @@ class _Loop:
                 call_id = call.call_id or f"call_{step}_{len(self.calls)}"
                 record, result = self._answer(step, call_id, call, proposed.host_name, proposed.unparseable)
                 self.calls.append(record)
+                # Under any field a tool of the surface redacts, whatever tool was named (an unknown one too).
+                self.redacted_values.update(collect_secrets(record.arguments, self.redacted_fields, include_keys=True))
                 self.transcript.append(ToolAnswer(call_id, result))
         return "step_limit"
 

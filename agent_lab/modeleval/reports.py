@@ -4,7 +4,10 @@ Deterministic under replay: no timestamps, no absolute paths, no wall times exce
 that a cassette recorded (an in-process agent has none), stable ordering. Secrets (every secret a
 trial's world held, the model's key) are masked through the run's `SecretMask`, the path tool-eval's
 reports take too: cells before they are cut, arguments by the fields their tools redact, and every whole
-file as `write_files` writes it (JSON text token by token, so it stays JSON). Every report says where
+file as `write_files` writes it (JSON text token by token, so it stays JSON). What a trial's calls held
+under a redacted field is masked wherever that trial shows it too (a model can put a password under
+another name, or repeat it in its answer), in the text the trial produced and the values it proposed,
+never in the figures: a model that sends `"pin": 2` does not turn every 2 of the run into "[redacted]". Every report says where
 the answers came from, and a scripted agent is named as one, never as a model.
 `model-eval.json` also carries the run's identity (model spec and the model ids the provider reported,
 the tasks' SHA-256, each surface's catalog SHA-256, agent-lab's version), which a baseline verdict reads.
@@ -17,6 +20,7 @@ from typing import Any, Mapping
 from xml.sax.saxutils import escape, quoteattr
 
 from ..lab.reports import display_path, json_line
+from ..redaction import MAX_REDACTION_DEPTH, REDACTED, SecretMask
 from .grading import CHECK_KINDS
 from .metrics import TrialResult
 
@@ -315,7 +319,7 @@ def _runs(evaluation: Any) -> str:
     for surface, results in evaluation.results.items():
         for result in results:
             trial = result.trial
-            lines.append(json_line({
+            line = {
                 "answers_from": source, "task_id": trial.task_id, "surface": surface, "trial": trial.trial, "status": trial.status,
                 "passed": result.passed if result.grade is not None else None,
                 "infrastructure": trial.infrastructure,
@@ -324,7 +328,10 @@ def _runs(evaluation: Any) -> str:
                 "effects": list(trial.effects), "input_tokens": trial.input_tokens,
                 "output_tokens": trial.output_tokens, "latency_ms": trial.latency_ms,
                 **_trial_figures(result),
-            }))
+            }
+            if trial.redacted_values:
+                line = _without_redacted_values(line, SecretMask(trial.redacted_values))
+            lines.append(json_line(line))
     return "".join(line + "\n" for line in lines)
 
 
@@ -333,6 +340,46 @@ def _call(evaluation: Any, call: Any) -> dict[str, Any]:
     shown = call.to_dict()
     shown["arguments"] = evaluation.mask.value(shown["arguments"])
     return shown
+
+
+_CALL_TEXT = ("call_id", "tool", "host_name")  # what the model named; the rest of a call is the registry's words
+
+
+def _without_redacted_values(line: dict[str, Any], mask: SecretMask) -> dict[str, Any]:
+    """A trial's runs line with `mask` (the values its calls' redacted arguments held) applied to what
+    the model and the world wrote: answers, the calls' names and arguments, effects, the checks' details
+    and the failure's reason. Figures and the registry's own words (outcomes, codes) are left alone."""
+    shown = dict(line)
+    shown["answers"] = _masked(line["answers"], mask, numbers=False)
+    shown["infrastructure"] = _masked(line["infrastructure"], mask, numbers=False)
+    shown["effects"] = _masked(line["effects"], mask, numbers=True)
+    shown["failed_checks"] = [{**check, "detail": _masked(check["detail"], mask, numbers=False)}
+                              for check in line["failed_checks"]]
+    shown["calls"] = [{**call, "arguments": _masked(call["arguments"], mask, numbers=True),
+                       **{name: _masked(call[name], mask, numbers=False) for name in _CALL_TEXT}}
+                      for call in line["calls"]]
+    return shown
+
+
+def _masked(value: Any, mask: SecretMask, *, numbers: bool, depth: int = 0) -> Any:
+    """`value` with `mask` applied to every string (object keys too) and, with `numbers`, a number that
+    shows a secret as "[redacted]" (a PIN put under another name); deeper than `MAX_REDACTION_DEPTH`,
+    "[redacted]" (arguments are already cut there by `SecretMask.value`)."""
+    if isinstance(value, str):
+        return mask.text(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if numbers:
+            text = json.dumps(value)
+            return value if mask.text(text) == text else REDACTED
+        return value
+    if depth >= MAX_REDACTION_DEPTH and isinstance(value, (Mapping, list, tuple)):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {(mask.text(key) if isinstance(key, str) else key): _masked(item, mask, numbers=numbers, depth=depth + 1)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(item, mask, numbers=numbers, depth=depth + 1) for item in value]
+    return value
 
 
 def _trial_figures(result: TrialResult) -> dict[str, Any]:

@@ -110,10 +110,12 @@ def evaluate_model(lab: Any, task_paths: Sequence[str], *, model: str = DEFAULT_
                 if task.on(surface.name) is None:
                     continue
                 for trial in range(1, repeats + 1):
+                    redacted: set[str] = set()
                     try:
-                        result = _one_trial(lab, surface, task, client, trial, masked)
+                        result = _one_trial(lab, surface, task, client, trial, masked, redacted)
                     except MissingRecording as missing:  # its detail quotes the conversation the world saw
-                        raise MissingRecording(missing.context, SecretMask(masked.secrets).text(missing.detail)) from None
+                        raise MissingRecording(missing.context,
+                                               SecretMask(masked.secrets | redacted).text(missing.detail)) from None
                     results[surface.name].append(result)
                     if progress is not None:
                         verdict = "infrastructure failure" if result.grade is None else ("pass" if result.passed else "fail")
@@ -252,7 +254,8 @@ class _Masked:
     fields: set[str]
 
 
-def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int, masked: _Masked) -> TrialResult:
+def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int, masked: _Masked,
+               redacted: set[str]) -> TrialResult:
     world = open_world(lab)
     receipts = new_receipts()
     try:
@@ -262,7 +265,7 @@ def _one_trial(lab: Any, surface: Any, task: Task, client: Any, trial: int, mask
             masked.secrets.update(secrets)
             masked.fields.update(redacted for name in registry.names() for redacted in registry.spec(name).redact)
             record = run_trial(task, surface.name, registry, client, trial=trial, secrets=secrets,
-                               effects=lambda: _settled_effects(lab, world))
+                               effects=lambda: _settled_effects(lab, world), redacted_values=redacted)
         finally:
             registry.close()
     finally:
