@@ -87,3 +87,28 @@ def fails_trial_two_of_t1003(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def raising_agent(request: Mapping[str, Any]) -> dict[str, Any]:
     raise RuntimeError("the agent's own bug")
+
+
+class UnreadableReply(Mapping[str, Any]):
+    """A reply (or tool call) that is a Mapping whose every read raises: the agent's bug shows only when
+    model-eval reads it."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("the agent's own bug")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("the agent's own bug")
+
+    def __len__(self) -> int:
+        return 1
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise RuntimeError("the agent's own bug")
+
+
+def unreadable_reply_agent(request: Mapping[str, Any]) -> Any:
+    return UnreadableReply()
+
+
+def unreadable_call_agent(request: Mapping[str, Any]) -> Any:
+    return {"content": "", "tool_calls": [UnreadableReply()]}

@@ -107,3 +107,12 @@ class MetricsFromTrialsTest(TempDirMixin, unittest.TestCase):
         self.assertIsNone(result.grade)
         self.assertEqual(result.trial.infrastructure, "the in-process agent raised RuntimeError")
         self.assertNotIn("own bug", result.trial.infrastructure)
+
+    def test_an_in_process_agent_whose_reply_raises_when_read_is_an_infrastructure_failure(self) -> None:
+        tasks = write_tasks(self.make_dir(), [get_task()])
+        for agent in ("unreadable_reply_agent", "unreadable_call_agent"):
+            with self.subTest(agent=agent):
+                evaluation = evaluate_model(LAB, [tasks], model=f"python:model_eval_fixtures:{agent}", repeats=1)
+                [result] = evaluation.results[TYPED]
+                self.assertIsNone(result.grade)
+                self.assertEqual(result.trial.infrastructure, "the in-process agent's reply could not be read (RuntimeError)")

@@ -236,7 +236,13 @@ class _PythonSession:
         except BaseException as error:  # noqa: BLE001 - the agent's own bug (sys.exit too): not a proposal of the model
             raise_stop_request(error)  # only the caller's own Ctrl-C stops the run
             raise InfrastructureFailure(f"the in-process agent raised {type_name(error)}") from None
-        return _python_turn(reply, context.step)
+        try:  # reading the reply runs the agent's code too: a Mapping's get, a list's __iter__
+            return _python_turn(reply, context.step)
+        except InfrastructureFailure:
+            raise
+        except BaseException as error:  # noqa: BLE001 - as above: the agent's own bug, one line, never a traceback
+            raise_stop_request(error)
+            raise InfrastructureFailure(f"the in-process agent's reply could not be read ({type_name(error)})") from None
 
 
 def agent_messages(transcript: Transcript) -> list[dict[str, Any]]:
