@@ -282,6 +282,22 @@ class GateHeldStore(InMemoryReceiptStore):
         return super().reserve(key, fingerprint, **options)
 
 
+class CancelHalfWayStore(GateHeldStore):
+    """A store on which a cancel that reserved the gate waits before completing it, on cue: the gate
+    is then the cancel's, though a reader does not see whose yet."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.cancel_half_way = threading.Event()
+        self.finish_cancel = threading.Event()
+
+    def complete(self, key: Any, owner: str, record: Any, **options: Any) -> Any:
+        if key.tool == TASK_GATE and record == {"gate": "cancel"}:
+            self.cancel_half_way.set()
+            self.finish_cancel.wait(WAIT_S)
+        return super().complete(key, owner, record, **options)
+
+
 class CancelTest(TaskTestCase):
     def test_a_cancel_before_the_call_started_stops_it_and_the_tool_never_runs(self) -> None:
         store = GateHeldStore()
@@ -321,6 +337,28 @@ class CancelTest(TaskTestCase):
         self.assertEqual(answer.cancel, "ended")
         self.assertIs(answer.status, TaskState.COMPLETED)
         self.assertEqual(answer.result.output, {"exported": 3})
+
+    def test_a_run_that_loses_the_gate_to_a_cancel_half_way_ends_cancelled_as_its_cancel_said(self) -> None:
+        store = CancelHalfWayStore()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "h-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(store.at_gate.wait(WAIT_S))
+        answers = []
+        canceller = threading.Thread(target=lambda: answers.append(registry.cancel_task(task_id, actor=ANA)))
+        canceller.start()
+        self.addCleanup(canceller.join, WAIT_S)
+        self.addCleanup(store.finish_cancel.set)
+        self.assertTrue(store.cancel_half_way.wait(WAIT_S))
+        store.let_through.set()  # the run's start finds the gate reserved by the cancel, not yet completed
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        store.finish_cancel.set()
+        canceller.join(WAIT_S)
+        self.assertEqual(answers[0].cancel, "cancelled")
+        self.assertIs(registry.task(task_id, actor=ANA).status, TaskState.CANCELLED)
+        self.assertEqual(self.exporter.runs, [])
 
     def test_cancels_racing_the_start_end_one_way_only(self) -> None:
         """Many tasks, each cancelled while its run takes the gate: each ends cancelled with no run, or

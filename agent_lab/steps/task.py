@@ -143,12 +143,15 @@ class TaskRunner:
             self._done()
 
     def _lost(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
-        """How a run that lost its gate ends: as the side that took it said it did."""
+        """How a run that lost its gate ends: interrupted when a reader that found the entry lapsed took
+        it, else cancelled. Either way the tool did not run. A gate not readable yet (its taker is
+        half-way: reserved, not yet completed) or not at all is nearly always a cancel's, which answered
+        its caller "cancelled" already: so it ends as cancelled."""
         try:
             taken_by = self.book.gate(state.actor.tenant, task_id, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except (ReceiptStoreUnavailable, OSError):
             taken_by = None
-        if taken_by == "cancel":
+        if taken_by != "interrupt":
             return TaskState.CANCELLED, cancelled_result(state.tool, task_id)
         assert state.spec is not None
         return TaskState.FAILED, interrupted_result(state.tool, task_id, started=False, writes=state.spec.writes)
