@@ -148,7 +148,7 @@ class McpClient:
             self._negotiate(time.monotonic() + self.connect_timeout_s)
         except McpTimeout as timeout:
             self.close()
-            what = "it answered neither server/discover nor initialize" + self._garbage_note() \
+            what = "it answered neither server/discover nor initialize" + _garbage_note(self.transport) \
                 if self._discover_unanswered else timeout.detail
             raise McpTimeout(self.label, f"did not agree on a protocol within {self.connect_timeout_s:g} s ({what})",
                              sent=timeout.sent) from None
@@ -313,7 +313,7 @@ class McpClient:
         if not pending.done.is_set() or timed_out:  # (the HTTP socket's own timeout may come first)
             self._stuck = True
             self._cancel(request_id, pending)
-            note = self._garbage_note()
+            note = _garbage_note(self.transport)
             why = "was cancelled by the caller" if cancel_event is not None and cancel_event.is_set() else \
                 "did not answer in time"
             raise McpTimeout(self.label, f"{why}: {method} (request {request_id}){note}", sent=pending.sent)
@@ -323,12 +323,6 @@ class McpClient:
                 raise error
             raise restated(error, f"{error.detail} (during {method})", sent=pending.sent and error.sent)
         return self._result(method, pending.response or {})
-
-    def _garbage_note(self) -> str:
-        if isinstance(self.transport, StdioTransport) and self.transport.ignored_lines:
-            return (f" (it wrote {self.transport.ignored_lines} line(s) that are not JSON-RPC; first: "
-                    f"{self.transport.first_ignored})")
-        return ""
 
     def _result(self, method: str, response: dict[str, Any]) -> dict[str, Any]:
         if "error" in response:
@@ -491,3 +485,10 @@ def _close_dropped(transport: StdioTransport | HttpTransport) -> None:
     """Close the transport of a client dropped without `close()`, on a thread of its own: closing waits
     for a stdio server to exit, and a finalizer runs wherever the client's last reference went."""
     threading.Thread(target=transport.close, name="mcp-client-dropped", daemon=True).start()
+
+
+def _garbage_note(transport: object) -> str:
+    """What a stdio server wrote that is not JSON-RPC, for the error that says it answered nothing."""
+    if isinstance(transport, StdioTransport) and transport.ignored_lines:
+        return f" (it wrote {transport.ignored_lines} line(s) that are not JSON-RPC; first: {transport.first_ignored})"
+    return ""
