@@ -120,6 +120,21 @@ class PatternRulesTest(unittest.TestCase):
             self.assertIn("a model could make slow", str(refused.exception))
             self.assertIn("backreference", str(refused.exception))
 
+    def test_a_pattern_re_would_run_with_other_captures_than_ecma_is_refused_and_reported(self) -> None:
+        # ^(?:(a)|b){2}\1$: ECMA resets group 1 in the second iteration, re keeps it ("ab" and "aba"
+        # got opposite verdicts). It is valid ECMA-262 that cannot run here, in a spec and from a server.
+        pattern = "^(?:(a)|b){2}\\1$"
+        with self.assertRaises(ValueError) as refused:
+            with_pattern(pattern)
+        self.assertIn("valid ECMA-262 but not supported here", str(refused.exception))
+        [definition] = definitions_from_mcp([{
+            "name": "get_code", "description": DESCRIPTION,
+            "inputSchema": {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}}])
+        [finding] = [finding for finding in lint_catalog([definition]) if finding.rule == "AL001"]
+        self.assertEqual(finding.pointer, "/input_schema")
+        self.assertIn("/properties/code/pattern is valid ECMA-262 but not supported here", finding.message)
+        self.assertIn("ECMA-262 and Python's re keep differently", finding.message)
+
     def test_a_safe_output_pattern_gets_no_pattern_rule(self) -> None:
         tool = with_output_pattern("^(a+)+$")  # runs on the linear-time matcher
         self.assertEqual(self.findings([tool]), [])

@@ -17,14 +17,17 @@ pattern text itself, which may come from an instance).
 Some valid ECMA patterns have no Python equivalent (variable-width
 lookbehind, backreferences inside lookbehind, a group name repeated in
 exclusive alternatives, Unicode properties the standard library cannot
-derive, repetition counts above Python's limit). They raise
-:class:`EcmaRegexUnsupported`, a subclass of :class:`EcmaRegexError`, so
-callers can tell "invalid" from "cannot run here"; :func:`is_ecma_regex`
-answers the syntax question alone (the ``format: regex`` question).
+derive, repetition counts above Python's limit, a backreference that would
+read a capture ECMA resets: ``^(?:(a)|b){2}\\1$``, see ``ecma.captures``).
+They raise :class:`EcmaRegexUnsupported`, a subclass of
+:class:`EcmaRegexError`, so callers can tell "invalid" from "cannot run
+here"; :func:`is_ecma_regex` answers the syntax question alone (the
+``format: regex`` question).
 
-Semantic differences that remain (rare in schemas): captures inside a
-repeated group are not reset at each iteration, an iteration of a quantified
-group may match the empty string where ECMA stops the loop, the ``i``
+Semantic differences that remain (rare in schemas): ``re`` does not reset
+captures inside a repeated group at each iteration, and an iteration of a
+quantified group may match the empty string where ECMA stops the loop: only
+a backreference can observe them, and one that would is refused above; the ``i``
 modifier uses Python's case folding, and ``\\p{Script=...}`` (and
 ``Script_Extensions``) membership is derived from character names, an
 approximation of Scripts.txt, which the standard library lacks; Common and

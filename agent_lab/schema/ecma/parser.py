@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from .captures import reset_sensitive_reference
 from .errors import MAX_CODE_POINT, MAX_GROUP_DEPTH, MAX_NAME_REPEATS, MAX_REPETITION, EcmaRegexError, \
     EcmaRegexUnsupported, Range
 from .ranges import LINE_TERMINATOR_RANGES, WORD_CASELESS_RANGES, class_escape_set, complement_ranges
@@ -374,6 +375,7 @@ class _Parser(_Scanner):
         self.name_scopes: Dict[str, _NameScopes] = {}
         self.alternative_path: List[Tuple[int, int]] = []
         self.disjunctions_seen = 0
+        self.reads_captures = False  # a backreference that can read a capture was seen (see .captures)
 
     # -- pre-scan ------------------------------------------------------------
     def _scan_groups(self) -> Tuple[int, Dict[str, int]]:
@@ -430,6 +432,13 @@ class _Parser(_Scanner):
             if self.peek() == ")":
                 raise self.fail("unmatched closing parenthesis")
             raise self.fail("unexpected character")
+        if self.reads_captures and self.resolve_properties:  # (the syntax question alone needs no run)
+            number = reset_sensitive_reference(root)
+            if number is not None:
+                self.unsupported_reasons.append(
+                    f"a backreference to group {number} reads a capture that ECMA-262 and Python's re keep "
+                    "differently (ECMA resets a repeated group at each iteration and drops an empty iteration; re "
+                    "keeps both)")
         if self.unsupported_reasons:
             raise EcmaRegexUnsupported(self.unsupported_reasons[0])
         return ParsedPattern(self.text, root, self.groups)
@@ -714,6 +723,7 @@ class _Parser(_Scanner):
             self.unsupported_reasons.append("backreferences inside lookbehind")
         if number in self.open_groups or number > self.groups_opened:
             return Backreference(None, "(?:)")
+        self.reads_captures = True
         if python_reference.isdigit():
             return Backreference(number, f"(?({python_reference})\\{python_reference})")
         return Backreference(number, f"(?({python_reference})(?P={python_reference}))")
