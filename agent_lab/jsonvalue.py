@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Tuple
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
+    "EXACT_FLOAT_RANGE",
     "check_json_value",
     "compact_json_encoder",
     "indented_json",
@@ -22,6 +23,7 @@ __all__ = [
     "escape_pointer_token",
     "find_non_json",
     "json_equal",
+    "json_number",
     "json_type",
     "pointer_join",
 ]
@@ -108,12 +110,43 @@ def _subclass_type(value: object) -> Optional[str]:
     return None
 
 
+EXACT_FLOAT_RANGE = 2**53
+"""Floats of smaller magnitude compare with any int as the decimals they are written as; see `json_number`."""
+
+
+def json_number(value: Any) -> Any:
+    """A number as JSON compares it: the decimal it is written as. Use it where a float of magnitude
+    2**53 or more may meet an int (below that, Python's own comparisons already agree).
+
+    JSON has one number type; Python's json gives an int for `100000000000000000000000` and a float
+    for `1e23`, whose binary value is 99999999999999991611392, so `1e23 == 10**23` is False in
+    Python. A float stands for the shortest decimal that reads back as it (its repr, what json.dumps
+    writes and what a parser read it from), so a finite float of magnitude 2**53 or more becomes the
+    int that decimal is (every such float's shortest decimal is an integer); ints, smaller floats and
+    anything else are returned as they are. Two floats compare the same either way (equal floats
+    have one repr; the order of their reprs is theirs); an int and a float below 2**53 too (the
+    float is exact, or no int lies between its binary value and its repr). A float subclass is read
+    as a float, never asked to compare or spell itself.
+    """
+    if issubclass(type(value), float):
+        plain = float.__float__(value)  # (a subclass's own comparisons are never asked)
+        if (plain >= EXACT_FLOAT_RANGE or plain <= -EXACT_FLOAT_RANGE) and plain - plain == 0.0:  # not inf
+            from decimal import Decimal  # only for these large floats
+
+            return int(Decimal(float.__repr__(plain)))
+    return value
+
+
 def json_equal(left: object, right: object) -> bool:
-    """JSON equality: 1 == 1.0, True != 1, arrays and objects compared deeply."""
+    """JSON equality: 1 == 1.0, True != 1, 1e23 == 10**23 (see `json_number`), arrays and objects
+    compared deeply."""
     if left is right:
         return True
     left_type, right_type = json_type(left), json_type(right)
     if left_type in ("integer", "number") and right_type in ("integer", "number"):
+        if left_type == "integer" and right_type == "integer" and issubclass(type(left), float) \
+                is not issubclass(type(right), float):
+            return json_number(left) == json_number(right)  # an int and an integral float: 1e23 vs 10**23
         return left == right
     if left_type != right_type or left_type is None:
         return False

@@ -437,10 +437,13 @@ class UniqueItemsTest(unittest.TestCase):
     def test_json_equality_decides_what_is_a_duplicate(self) -> None:
         validator = Validator({"uniqueItems": True})
         modulus = sys.hash_info.modulus
-        duplicates = ([1, 1.0], [2 ** 70, float(2 ** 70)], [2 ** 61, float(2 ** 61)], [[1, 2], [1.0, 2]],
-                      [{"a": 1, "b": [True]}, {"b": [True], "a": 1.0}], [-0.0, 0], [None, None], ["é", "é"],
-                      [10 ** 400, 10 ** 400], [0.5, 0.5])
-        distinct = ([True, 1], [False, 0], [modulus, 0], [2 * modulus, modulus], [-1, -2], [1e300, 10 ** 300],
+        # A float is the decimal it is written as (json_number): 1e300 is 10**300, while float(2**70),
+        # written 1.1805916207174113e+21, is not 2**70 = 1180591620717411303424.
+        duplicates = ([1, 1.0], [1e300, 10 ** 300], [1e23, 10 ** 23], [2.0 ** 53, 2 ** 53], [1e18, 10 ** 18],
+                      [[1, 2], [1.0, 2]], [{"a": 1, "b": [True]}, {"b": [True], "a": 1.0}], [-0.0, 0],
+                      [None, None], ["é", "é"], [10 ** 400, 10 ** 400], [0.5, 0.5])
+        distinct = ([True, 1], [False, 0], [modulus, 0], [2 * modulus, modulus], [-1, -2],
+                    [2 ** 70, float(2 ** 70)], [2 ** 61, float(2 ** 61)], [1e23, 99999999999999991611392],
                     [[1], [True]], [{"a": 1}, {"a": 1, "b": 1}], ["1", 1], [None, False], [0.5, 0.25],
                     [{}, []], [10 ** 400, 10 ** 400 + 1])
         for items in duplicates:

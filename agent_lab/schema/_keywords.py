@@ -12,9 +12,9 @@ import struct
 import sys
 from functools import lru_cache
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from ..jsonvalue import escape_pointer_token, json_equal, json_type
+from ..jsonvalue import EXACT_FLOAT_RANGE, escape_pointer_token, json_equal, json_number, json_type
 from ._messages import plural, show, show_list, show_number
 from ._nodes import (
     ALL, ARRAY, NOTHING, NUMBER, OBJECT, STRING, Kw, always_true, base_py_type, everything_evaluated, union_of,
@@ -106,10 +106,19 @@ def _type_phrases(phrase: str, integral_floats_are_integers: bool) -> Dict[type,
     return phrases
 
 
+def _large(number: Any) -> bool:
+    """Whether a number needs `json_number` to meet another (magnitude 2**53 or more)."""
+    return number >= EXACT_FLOAT_RANGE or number <= -EXACT_FLOAT_RANGE
+
+
 def membership_test(values: List[Any]) -> Callable[[Any], bool]:
-    """A predicate for "instance equals one of `values`" under JSON equality, hashed where possible."""
+    """A predicate for "instance equals one of `values`" under JSON equality, hashed where possible.
+
+    Numbers are hashed as `json_number` gives them (1e23 as 10**23). Only when one of them is 2**53 or
+    more in magnitude can a float instance need the same (below that no int and float disagree), so
+    only then does the test read a float instance through it."""
     strings = {value for value in values if type(value) is str}
-    numbers = {value for value in values if type(value) in (int, float)}
+    numbers = {json_number(value) for value in values if type(value) in (int, float)}
     booleans = {value for value in values if type(value) is bool}
     has_null = any(value is None for value in values)
     others = [value for value in values if type(value) not in (str, int, float, bool, type(None))]
@@ -136,6 +145,11 @@ def membership_test(values: List[Any]) -> Callable[[Any], bool]:
             return isinstance(instance, str) and str.__str__(instance) in strings
 
         return test_strings
+    if any(_large(number) for number in numbers):
+        exact = test
+
+        def test(instance: Any) -> bool:
+            return json_number(instance) in numbers if type(instance) is float else exact(instance)
     return test
 
 
@@ -204,10 +218,23 @@ def compile_multiple_of(cx, value) -> Kw:
               _simple_collect("multipleOf", f"must be a multiple of {show_number(divisor)}"))
 
 
+def _bound_check(make_check, value) -> Tuple[Callable[[Any], bool], Any]:
+    """(check, limit): the limit as `json_number` gives it (1e23 as 10**23), so a bound compares the
+    decimals a schema and an instance are written as. A limit below 2**53 in magnitude compares with
+    any instance as Python does; a larger one reads float instances through `json_number` too."""
+    limit = json_number(value)
+    check = make_check(limit)
+    if not _large(limit):
+        return check, limit
+    plain = check
+    return (lambda x: plain(json_number(x))), limit
+
+
 def _bound(keyword: str, phrase: str, make_check) -> Callable[..., Kw]:
     def compile_bound(cx, value) -> Kw:
-        return Kw(keyword, NUMBER, make_check(value), _simple_collect(keyword, f"{phrase} {show_number(value)}"),
-                  detail=value)
+        check, limit = _bound_check(make_check, value)
+        return Kw(keyword, NUMBER, check, _simple_collect(keyword, f"{phrase} {show_number(value)}"),
+                  detail=limit)
 
     return compile_bound
 
@@ -223,16 +250,16 @@ def compile_minimum_draft4(cx, value) -> Kw:
     if cx.schema.get("exclusiveMinimum") is not True:
         return compile_minimum(cx, value)
     # detail stays None: the fused leaf shapes know `minimum` as inclusive and must not fuse this one.
-    return Kw("minimum", NUMBER, lambda x: x > value,
-              _simple_collect("minimum", f"must be greater than {show_number(value)}"))
+    check, _limit = _bound_check(lambda limit: lambda x: x > limit, value)
+    return Kw("minimum", NUMBER, check, _simple_collect("minimum", f"must be greater than {show_number(value)}"))
 
 
 def compile_maximum_draft4(cx, value) -> Kw:
     """draft-04's `maximum`, made strict by a sibling `"exclusiveMaximum": true`."""
     if cx.schema.get("exclusiveMaximum") is not True:
         return compile_maximum(cx, value)
-    return Kw("maximum", NUMBER, lambda x: x < value,
-              _simple_collect("maximum", f"must be less than {show_number(value)}"))
+    check, _limit = _bound_check(lambda limit: lambda x: x < limit, value)
+    return Kw("maximum", NUMBER, check, _simple_collect("maximum", f"must be less than {show_number(value)}"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +346,8 @@ def unique_key(value: Any) -> Any:
     if kind is int or kind is float or isinstance(value, (int, float)):
         if isinstance(value, float) and not value.is_integer():
             return ("f", _DOUBLE.pack(value))  # no integer equals it; equal floats have equal bits
-        number = int(value)  # integral floats meet the integers they equal (1.0 and 1)
+        # Integral floats meet the integers they equal (1.0 and 1; 1e23 and 10**23: see json_number).
+        number = int(value) if -EXACT_FLOAT_RANGE < value < EXACT_FLOAT_RANGE else int(json_number(value))
         if -_HASH_MODULUS < number < _HASH_MODULUS:
             return number
         return ("i", number.to_bytes(number.bit_length() // 8 + 1, "little", signed=True))
