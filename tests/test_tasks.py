@@ -259,6 +259,19 @@ class OverrunTest(TaskTestCase):
         self.assertEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": task_id})
         self.assertEqual(len(self.exporter.runs), 1)
 
+    def test_wait_tasks_waits_for_a_handler_that_overran_its_deadline_and_then_finds_it_ended(self) -> None:
+        registry = Registry(late_completion_s=0)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(timeout_ms=100), self.exporter)  # it ignores its deadline
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 2, "request_id": "w-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        self.assertFalse(registry.wait_tasks(1.0))  # past its deadline, the handler still runs: so does the task
+        self.assertIs(registry.task(task_id, actor=ANA).status, TaskState.WORKING)
+        self.exporter.release.set()
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertIs(registry.task(task_id, actor=ANA).status, TaskState.COMPLETED)  # ended means recorded
+
     def test_a_store_that_cannot_keep_a_tasks_receipt_in_time_is_refused_when_the_tool_is_registered(self) -> None:
         registry = Registry(receipts=InMemoryReceiptStore(ttl_s=30, lease_s=60), renew_every_s=20, late_completion_s=0)
         self.addCleanup(registry.close)

@@ -244,6 +244,9 @@ def _complete_late(state: CallState, run: Run) -> None:
         raise_stop_request(exception, in_user_code=False)
         logger.warning("could not store the late result of tool %r: %s", state.tool, type_name(exception))
         state.services.holder.let_go(state.hold)
+    finally:
+        if state.task:  # the run of a task ends with its handler, not at its deadline
+            state.services.tasks.ended()
 
 
 def _job_run(future: concurrent.futures.Future) -> Run:

@@ -139,8 +139,10 @@ class TaskRunner:
         except BaseException as exception:  # noqa: BLE001 - a background thread: log, never raise
             logger.error("a task of %r failed outside the call: %s", state.tool, type(exception).__name__)
             self.services.holder.give_up(hold, "the task's run failed")
+            state.late_pending = False
         finally:
-            self._done()
+            if not state.late_pending:  # else the task still runs: it ends when its late handler does (`ended`)
+                self._done()
 
     def _lost(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
         """How a run that lost its gate ends: interrupted when a reader that found the entry lapsed took
@@ -158,6 +160,11 @@ class TaskRunner:
 
     def _finish(self, hold: Hold, status: TaskState, result: ToolResult) -> None:
         self.services.holder.settle(hold, self.book.final_record(status, result), timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+
+    def ended(self) -> None:
+        """A task whose handler overran its deadline has ended (its late result was stored, or could not
+        be): until then it counts as running, for `wait` and for `MAX_RUNNING_TASKS`."""
+        self._done()
 
     def _done(self) -> None:
         with self._lock:
