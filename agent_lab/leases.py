@@ -119,6 +119,7 @@ class Hold:
     still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet (renewed)
     dropped: bool = False  # settled or let go: no longer held
     keeps: Optional[Tuple[ReceiptKey, str]] = None  # a receipt (and its completer's owner token) kept with the lease
+    task = False  # the entry of an accepted task, not a call's idempotency key (what a log line calls it)
 
     def __init__(self, key: ReceiptKey, fingerprint: str, owner: str, writes: bool, tool: str,
                  renew_at: float = math.inf) -> None:
@@ -189,12 +190,14 @@ class KeyHolder:
             return "idempotency_in_progress" if hold.fingerprint == fingerprint else "idempotency_conflict"
 
     def hold(self, key: ReceiptKey, fingerprint: str, owner: str, *, writes: bool, tool: str,
-             keeps: Optional[Tuple[ReceiptKey, str]] = None) -> Hold:
+             keeps: Optional[Tuple[ReceiptKey, str]] = None, task: bool = False) -> Hold:
         """Hold a key just reserved in the store, and keep its lease renewed until it is settled (and
         the receipt `keeps` names with it, see the module)."""
         hold = Hold(key, fingerprint, owner, writes, tool, time.monotonic() + self._renew_every_s)
         if keeps is not None:
             hold.keeps = keeps
+        if task:
+            hold.task = True
         with self._lock:  # no wake-up: the keeper looks at least every renew_every_s, soon enough
             self._holds[hold.address] = hold
             if self._thread is None or not self._thread.is_alive():  # never started, or died (see `_keep`)
@@ -333,7 +336,11 @@ class KeyHolder:
         hold.unknown_until = time.monotonic() + self._lease_s
         self._wake.notify_all()
         self._settled.notify_all()
-        if hold.still_running:
+        if hold.task:
+            logger.warning("a task of tool %r %s; it reads %s", hold.tool, why,
+                           "working until its handler returns" if hold.still_running else
+                           "failed (task_interrupted, may have run) once its lease lapses")
+        elif hold.still_running:
             logger.warning("a call of tool %r %s; its idempotency key answers outcome_unknown here and stays in "
                            "progress for other processes until the handler returns", hold.tool, why)
         else:

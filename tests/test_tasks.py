@@ -266,7 +266,10 @@ class OverrunTest(TaskTestCase):
         task_id = registry.invoke(ToolCall("export_report", {"rows": 2, "request_id": "w-1"}), actor=ANA,
                                   as_task=True).output["task_id"]
         self.assertTrue(self.exporter.started.wait(WAIT_S))
-        self.assertFalse(registry.wait_tasks(1.0))  # past its deadline, the handler still runs: so does the task
+        with self.assertLogs("agent_lab.leases", "WARNING") as logged:
+            self.assertFalse(registry.wait_tasks(1.0))  # past its deadline, the handler still runs: so does the task
+        self.assertIn("a task of tool 'export_report'", logged.output[0])
+        self.assertIn("it reads working until its handler returns", logged.output[0])
         self.assertIs(registry.task(task_id, actor=ANA).status, TaskState.WORKING)
         self.exporter.release.set()
         self.assertTrue(registry.wait_tasks(WAIT_S))

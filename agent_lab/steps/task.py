@@ -92,7 +92,8 @@ class TaskRunner:
         keeps = (state.receipt_key, state.hold.owner) if state.hold is not None and state.receipt_key is not None \
             else None
         entry = ReceiptKey(actor.tenant, TASK_ENTRY, task_id)
-        hold = self.services.holder.hold(entry, description, owner, writes=True, tool=spec.name, keeps=keeps)
+        hold = self.services.holder.hold(entry, description, owner, writes=True, tool=spec.name, keeps=keeps,
+                                         task=True)
         with self._lock:
             listed = self._accepted.pop((actor.tenant, actor.id), None) or collections.deque(maxlen=LISTED_PER_ACTOR)
             listed.append(task_id)
