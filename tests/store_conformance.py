@@ -32,6 +32,7 @@ FIRST = "hmac-sha256:" + "1" * 64
 SECOND = "hmac-sha256:" + "2" * 64
 RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-1", "note": "Zoë ☎", "tags": ["a", "b"]}}
 OTHER_RECORD = {"ok": True, "outcome": "succeeded", "output": {"followup_id": "F-2"}}
+UNKNOWN_RECORD = {"ok": False, "outcome": "unknown", "error": {"code": "handler_exception"}}
 FINGERPRINT_KEY = b"conformance fingerprint key 0123"
 BUSY_TIMEOUT_S = 0.05  # how long a call may wait on a busy store in the tests
 PATIENCE_S = 30.0  # a hang guard, never a timing assertion
@@ -442,6 +443,79 @@ class ReceiptStoreConformance:
         with self.assertRaises(ValueError):
             self.store.unresolved(limit=0)
 
+    # -- receipts of unknown outcome (complete_unknown) ------------------------------------
+
+    def completed_unknown(self, fingerprint: str = FIRST, *, key: ReceiptKey = KEY) -> str:
+        owner = self.reserve(fingerprint, key=key)
+        self.assertIs(self.store.complete_unknown(key, owner, UNKNOWN_RECORD), True)
+        return owner
+
+    def test_a_receipt_of_unknown_outcome_replays_past_any_ttl_and_is_never_purged(self) -> None:
+        self.completed_unknown()
+        for _ in range(3):
+            self.clock.advance(TTL_S * 10)
+            for index in range(70):  # enough reserves elsewhere for any periodic purge to run
+                self.reserve(key=ReceiptKey(KEY.tenant, KEY.tool, f"other-{self.clock.now}-{index}"),
+                             lapse=Lapse.TAKEOVER)
+            self.store.purge()
+            answer = self.store.reserve(KEY, FIRST)
+            self.assertStatus(answer, ReservationStatus.REPLAY, FIRST)
+            self.assertEqual(answer.record, UNKNOWN_RECORD)
+            self.assertStatus(self.store.reserve(KEY, SECOND), ReservationStatus.CONFLICT, FIRST)
+            self.assertStatus(self.store.lookup(KEY), ReservationStatus.REPLAY, FIRST)
+            self.assertEqual(self.store.unresolved(), [KEY])
+
+    def test_unresolved_lists_receipts_of_unknown_outcome_beside_lapsed_writes(self) -> None:
+        lapsed, replayed = ReceiptKey(KEY.tenant, KEY.tool, "b-lapsed"), ReceiptKey(KEY.tenant, KEY.tool, "a-raised")
+        self.reserve(key=lapsed)
+        self.completed_unknown(key=replayed)
+        self.completed(key=ReceiptKey(KEY.tenant, KEY.tool, "c-done"))
+        self.assertEqual(self.store.unresolved(), [replayed])  # listed at once: nothing will change it
+        self.clock.advance(LEASE_S)
+        self.assertEqual(self.store.unresolved(), [replayed, lapsed])
+        self.assertEqual(self.store.unresolved(limit=1), [replayed])
+
+    def test_resolving_a_receipt_of_unknown_outcome_as_happened_replays_the_given_record_for_the_ttl(self) -> None:
+        owner = self.completed_unknown()
+        self.clock.advance(TTL_S * 3)
+        self.assertFalse(self.store.resolve(KEY, SECOND, record=RECORD))  # other arguments
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=RECORD))
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, RECORD)
+        self.assertEqual(self.store.unresolved(), [])
+        self.assertFalse(self.store.resolve(KEY, FIRST, record=None))  # settled: no longer unknown
+        self.assertIs(self.store.complete_unknown(KEY, owner, UNKNOWN_RECORD), False)  # nor its holder's again
+        self.clock.advance(TTL_S - 1)
+        self.assertEqual(self.store.lookup(KEY).record, RECORD)
+        self.clock.advance(1)  # the resolved receipt's ttl counts from its resolution
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_resolving_a_receipt_of_unknown_outcome_as_not_happened_frees_the_key(self) -> None:
+        self.completed_unknown()
+        self.assertTrue(self.store.resolve(KEY, FIRST, record=None))
+        self.assertIsNone(self.store.lookup(KEY))
+        self.assertEqual(self.store.unresolved(), [])
+        self.reserve(SECOND)
+
+    def test_complete_unknown_is_fenced_and_repeatable_as_complete_is(self) -> None:
+        self.assertFalse(self.store.complete_unknown(KEY, "made-up-owner", UNKNOWN_RECORD))
+        self.assertIsNone(self.store.lookup(KEY))
+        owner = self.reserve()
+        self.assertFalse(self.store.complete_unknown(KEY, "not-the-owner-token", UNKNOWN_RECORD))
+        self.assertIs(self.store.complete_unknown(KEY, owner, UNKNOWN_RECORD), True)
+        self.assertIs(self.store.complete_unknown(KEY, owner, UNKNOWN_RECORD), True)  # its first answer was lost
+        self.assertIs(self.store.complete_unknown(KEY, owner, RECORD), False)  # never another record
+        self.assertIs(self.store.complete(KEY, owner, RECORD), False)
+        self.assertIs(self.store.renew(KEY, owner), False)
+        self.assertIs(self.store.release(KEY, owner), False)
+        self.assertEqual(self.store.reserve(KEY, FIRST).record, UNKNOWN_RECORD)
+
+    def test_a_completed_receipt_is_not_turned_into_one_of_unknown_outcome(self) -> None:
+        owner = self.completed()
+        self.assertIs(self.store.complete_unknown(KEY, owner, UNKNOWN_RECORD), False)
+        self.assertEqual(self.store.unresolved(), [])
+        self.clock.advance(TTL_S)
+        self.assertIsNone(self.store.lookup(KEY))
+
     # -- lookup -------------------------------------------------------------------------------
 
     def test_lookup_of_an_unknown_key_is_none_and_reserves_nothing(self) -> None:
@@ -640,6 +714,16 @@ class DurableStoreConformance:
         self.clock.advance(LEASE_S)
         self.assertIs(reopened.reserve(KEY, FIRST).status, ReservationStatus.UNKNOWN)
         self.assertEqual(reopened.unresolved(), [KEY])
+
+    def test_a_receipt_of_unknown_outcome_is_kept_and_listed_after_a_restart(self) -> None:
+        owner = self.store.reserve(KEY, FIRST).owner
+        self.assertTrue(self.store.complete_unknown(KEY, owner, UNKNOWN_RECORD))
+        reopened = self.reopen()
+        self.clock.advance(TTL_S * 10)
+        self.assertEqual(reopened.reserve(KEY, FIRST).record, UNKNOWN_RECORD)
+        self.assertEqual(reopened.unresolved(), [KEY])
+        self.assertTrue(reopened.resolve(KEY, FIRST, record=None))
+        self.assertIsNone(reopened.lookup(KEY))
 
     def test_an_owner_token_still_completes_after_a_restart(self) -> None:
         owner = self.store.reserve(KEY, FIRST).owner

@@ -209,6 +209,20 @@ class FaultInjectingStoreTest(unittest.TestCase):
         self.assertIs(store.lookup(key).status, ReservationStatus.REPLAY)
         self.assertEqual(plan.refused, {"reserve": 1, "complete": 2})
 
+    def test_a_receipt_of_unknown_outcome_meets_the_same_faults_and_is_kept_until_resolved(self) -> None:
+        plan = FaultPlan()
+        store = FaultInjectingStore(InMemoryReceiptStore(), plan)
+        key = ReceiptKey("acme", "tool", "k-1")
+        owner = store.reserve(key, "f").owner
+        plan.refuse("complete", 1)
+        with self.assertRaises(ReceiptStoreUnavailable):
+            store.complete_unknown(key, owner, {"outcome": "unknown"})
+        self.assertIs(store.lookup(key).status, ReservationStatus.IN_PROGRESS)
+        self.assertTrue(store.complete_unknown(key, owner, {"outcome": "unknown"}))
+        self.assertEqual(store.unresolved(), [key])
+        self.assertTrue(store.resolve(key, "f", record=None))
+        self.assertEqual(plan.refused, {"reserve": 0, "complete": 1})
+
 
 def _lab_without_directory() -> Lab:
     return Lab(name="memory-only", world=lambda: TicketBackend(), surfaces=tickets.surfaces,

@@ -3,10 +3,11 @@
 `FaultInjectingStore` passes every call of the `ReceiptStore` protocol to the store it wraps (memory,
 SQLite or PostgreSQL), except those its `FaultPlan` says to refuse: the next N reservations
 (`{"do": "store_unavailable", "times": N}`) or the next N completions (`{"do": "fail_receipt_writes",
-"times": N}`) raise `ReceiptStoreUnavailable`, exactly what a locked, unreachable or failing store
-raises, and change nothing. The registry then does what it does with such a store: it refuses the call
-before any effect (`receipt_store_unavailable`), or keeps the key and retries the receipt in the
-background, and gives the key up as `unknown` (never free) when the retries fail too.
+"times": N}`; `complete` or `complete_unknown`) raise `ReceiptStoreUnavailable`, exactly what a locked,
+unreachable or failing store raises, and change nothing. The registry then does what it does with such
+a store: it refuses the call before any effect (`receipt_store_unavailable`), or keeps the key and
+retries the receipt in the background, and gives the key up as `unknown` (never free) when the retries
+fail too.
 
 In a crash child (`agent_lab.lab.crash`) the plan's `crash_on_complete` (a function to call first: the
 child's last words to the replay) makes `complete` kill the process with SIGKILL before the receipt is
@@ -83,6 +84,20 @@ class FaultInjectingStore:
             die()
         if self.plan.take("complete"):
             raise ReceiptStoreUnavailable("the receipt could not be written (a fault the case injected)")
+        return self.inner.complete(key, owner, record, timeout_s=timeout_s)
+
+    def complete_unknown(self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *,
+                         timeout_s: Optional[float] = None) -> bool:
+        """A completion like `complete` (the same faults); the inner store's own, or its `complete`
+        when it has none (as the registry falls back)."""
+        if self.plan.crash_on_complete is not None:
+            self.plan.crash_on_complete()
+            die()
+        if self.plan.take("complete"):
+            raise ReceiptStoreUnavailable("the receipt could not be written (a fault the case injected)")
+        complete_unknown = getattr(self.inner, "complete_unknown", None)
+        if callable(complete_unknown):
+            return bool(complete_unknown(key, owner, record, timeout_s=timeout_s))
         return self.inner.complete(key, owner, record, timeout_s=timeout_s)
 
     def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:

@@ -22,6 +22,12 @@ _Address = TypeVar("_Address")
 IN_FLIGHT = "in_flight"
 COMPLETED = "completed"
 
+UNRESOLVED_UNTIL = math.inf
+"""The expiry of a receipt of unknown outcome (``complete_unknown``): never. It replays like any
+receipt, but it is kept, and listed by ``unresolved()``, until the application resolves it: the effect
+may have happened, so its key must not run again on its own once a ttl has passed. No ttl is infinite
+(`check_duration`), so this expiry marks such a receipt in every store without a column of its own."""
+
 
 class Entry(NamedTuple):
     """One stored row. ``owner`` is the owner token of an in-flight reservation, and of the holder that
@@ -50,8 +56,14 @@ class Entry(NamedTuple):
         """A write's reservation whose lease lapsed without a receipt: kept until resolved."""
         return self.state == IN_FLIGHT and self.lapse == _UNKNOWN and not self.expires_at > now
 
+    def is_unresolved(self, now: float) -> bool:
+        """What ``unresolved()`` lists and ``resolve`` settles: a write's lapsed reservation, or a
+        receipt of unknown outcome (kept until resolved: `UNRESOLVED_UNTIL`)."""
+        return self.is_unknown(now) or (self.state == COMPLETED and self.expires_at == UNRESOLVED_UNTIL)
+
     def is_purgeable(self, now: float) -> bool:
-        """Expired and nothing to keep: a receipt past its ttl, a read's lapsed reservation."""
+        """Expired and nothing to keep: a receipt past its ttl, a read's lapsed reservation. (A receipt
+        of unknown outcome never expires.)"""
         return not self.expires_at > now and not self.is_unknown(now)
 
 
@@ -142,8 +154,9 @@ def kept_by(entry: Optional[Entry], owner: str, now: float) -> bool:
 
 
 def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:
-    """Only an unknown key, for the fingerprint it was reserved with, can be resolved."""
-    return entry is not None and entry.is_unknown(now) and entry.fingerprint == fingerprint
+    """Only an unknown key (a write's lapsed reservation, or a receipt of unknown outcome), for the
+    fingerprint it was reserved with, can be resolved."""
+    return entry is not None and entry.is_unresolved(now) and entry.fingerprint == fingerprint
 
 
 def new_owner_token() -> str:

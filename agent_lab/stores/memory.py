@@ -178,6 +178,21 @@ class InMemoryReceiptStore:
         finally:
             lock.release()
 
+    def complete_unknown(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        value = rules.record_value(record)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            entry = self._entries.get(address)
+            if not rules.held_by(entry, owner):
+                return rules.completed_by(entry, owner, value)
+            assert entry is not None
+            self._entries[address] = rules.Entry(entry.fingerprint, rules.COMPLETED, None, rules.UNRESOLVED_UNTIL,
+                                                 owner=owner, record=value)
+            return True
+
     def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
         address = rules.address(key)
@@ -235,7 +250,7 @@ class InMemoryReceiptStore:
         rules.check_limit(limit)
         with self._locked(timeout_s):
             now = self._times()[0]
-            found = sorted(address for address, entry in self._entries.items() if entry.is_unknown(now))
+            found = sorted(address for address, entry in self._entries.items() if entry.is_unresolved(now))
         return [ReceiptKey(*address) for address in found[:limit]]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:

@@ -168,8 +168,11 @@ _MIGRATE_FROM_V1 = (
 _WHERE_KEY = "tenant = :tenant AND tool = :tool AND key = :key"
 # The rules of _rules.py as SQL: fencing (held_by), resolving (may_resolve), purging (is_purgeable).
 _WHERE_HELD_BY = _WHERE_KEY + " AND state = 'in_flight' AND owner = :owner"
-_WHERE_UNKNOWN = (_WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now}"
-                  " AND fingerprint = :fingerprint")
+# A receipt of unknown outcome expires at +infinity (rules.UNRESOLVED_UNTIL): kept until resolved.
+_NEVER = "CAST('Infinity' AS double precision)"
+_IS_UNRESOLVED = ("((state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now})"
+                  f" OR (state = 'completed' AND expires_at = {_NEVER}))")
+_WHERE_UNKNOWN = _WHERE_KEY + " AND " + _IS_UNRESOLVED + " AND fingerprint = :fingerprint"
 _PURGEABLE = "expires_at <= {now} AND NOT (state = 'in_flight' AND lapse = 'unknown')"
 
 # Each conditional statement answers with a row when its condition held (RETURNING), and every row ends
@@ -213,6 +216,10 @@ _SQL = {
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}}"
         " WHERE " + _WHERE_HELD_BY + " RETURNING {clock}"
     ),
+    "complete_unknown": (
+        f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {_NEVER}"
+        " WHERE " + _WHERE_HELD_BY + " RETURNING {clock}"
+    ),
     "completed_by": (
         f"SELECT {{clock}} FROM {_RECEIPTS} WHERE " + _WHERE_KEY + " AND state = 'completed' AND owner = :owner"
         " AND record = :record"
@@ -230,7 +237,7 @@ _SQL = {
     "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN + " RETURNING {clock}",
     "unresolved": (
         f"SELECT COALESCE(full_tenant, tenant), COALESCE(full_tool, tool), COALESCE(full_key, key) FROM {_RECEIPTS}"
-        " WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= {now} ORDER BY 1, 2, 3 LIMIT :limit"
+        " WHERE " + _IS_UNRESOLVED + " ORDER BY 1, 2, 3 LIMIT :limit"
     ),
     # SKIP LOCKED: two workers purging at once split the work instead of waiting for each other.
     "purge_receipts": (
@@ -457,6 +464,14 @@ class PostgresReceiptStore:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
         return self._call(timeout_s, lambda call: call.changed("complete", values)
+                          or call.row("completed_by", values) is not None)
+
+    def complete_unknown(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner, record=rules.record_text(record))
+        return self._call(timeout_s, lambda call: call.changed("complete_unknown", values)
                           or call.row("completed_by", values) is not None)
 
     def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:

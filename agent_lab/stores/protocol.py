@@ -11,6 +11,12 @@ through these operations, each atomic, each bounded by a timeout:
 * ``complete(key, owner, record)`` stores the result record; ``release(key, owner)`` frees the key
   after a refusal or a failure known to have had no effect. Both are *fenced*: they act only for the
   current owner, so a holder that was taken over or resolved meanwhile changes nothing (False).
+* ``complete_unknown(key, owner, record)`` (optional; the stores here have it) stores the record of a
+  write whose outcome is unknown (its handler raised or timed out after it may have taken effect): the
+  key replays it like any receipt, but it never expires and is never purged; ``unresolved()`` lists it
+  and ``resolve`` settles it, as a lapsed reservation. Fenced and repeatable like ``complete``. A store
+  without it gets ``complete`` from the registry: the receipt then expires with the ttl, after which the
+  key runs again.
 * ``keep(key, owner)`` (optional; the stores here have it) keeps a live receipt that ``owner`` completed
   for ``ttl_s`` from now, never shorter: a task's ``accepted`` receipt, while the task's call runs.
   Without it, a tool that may run as a task is refused at ``register``.
@@ -19,7 +25,8 @@ through these operations, each atomic, each bounded by a timeout:
 * ``purge()`` reclaims expired entries (a store may also do so now and then by itself).
 * A reservation whose lease lapsed without a receipt (its holder crashed, or could not store its
   receipt) is ``unknown`` when it was reserved with ``Lapse.UNKNOWN`` (writes: the effect may have
-  happened), and stays so until the application ``resolve``s it; with ``Lapse.TAKEOVER`` (reads: no
+  happened), and stays so until the application ``resolve``s it (so does a receipt stored by
+  ``complete_unknown``); with ``Lapse.TAKEOVER`` (reads: no
   effect to protect) the next caller simply takes the key over.
 
 Every method takes ``timeout_s`` (None: ``STORE_TIMEOUT_S``) and raises ``ReceiptStoreUnavailable`` when
@@ -190,9 +197,10 @@ class ReceiptStore(Protocol):
         record: Optional[Mapping[str, Any]],
         timeout_s: Optional[float] = None,
     ) -> bool:
-        """Settle an ``unknown`` key for ``fingerprint``: with a record, "it happened" (later calls
-        replay the record); with None, "it did not happen" (the key is free). False if the key is not
-        unknown for that fingerprint (still in progress, completed, free or held by other arguments)."""
+        """Settle an ``unknown`` key (a lapsed write reservation, or a receipt of unknown outcome) for
+        ``fingerprint``: with a record, "it happened" (later calls replay the record, kept ``ttl_s`` from
+        now); with None, "it did not happen" (the key is free). False if the key is not unknown for that
+        fingerprint (still in progress, completed, free or held by other arguments)."""
         ...
 
     def lookup(self, key: ReceiptKey, *, timeout_s: Optional[float] = None) -> Optional[Reservation]:
@@ -200,14 +208,15 @@ class ReceiptStore(Protocol):
         ...
 
     def unresolved(self, *, limit: int = 100, timeout_s: Optional[float] = None) -> List[ReceiptKey]:
-        """Up to ``limit`` keys that are ``unknown`` (what crashes left behind), in key order."""
+        """Up to ``limit`` keys that wait for ``resolve``, in key order: ``unknown`` ones (what crashes left
+        behind) and receipts of unknown outcome (``complete_unknown``)."""
         ...
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:
         """Delete up to ``limit`` entries that expired with nothing left to keep (receipts past their ttl,
         reads' lapsed reservations, spent approvals past their retention) and return how many. Never an
-        ``unknown`` key: it waits for ``resolve``. Expired entries already count as absent; this only
-        reclaims their space."""
+        ``unknown`` key nor a receipt of unknown outcome: they wait for ``resolve``. Expired entries
+        already count as absent; this only reclaims their space."""
         ...
 
     def consume_approval(

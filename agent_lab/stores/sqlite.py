@@ -90,7 +90,10 @@ _SAVE_HOLD = "INSERT OR REPLACE INTO store_meta (name, value) VALUES ('clock_hol
 _WHERE_KEY = "tenant = ? AND tool = ? AND key = ?"
 # The fencing rule (rules.held_by) and the resolving rule (rules.may_resolve) as SQL.
 _WHERE_HELD_BY = _WHERE_KEY + " AND state = 'in_flight' AND owner = ?"
-_WHERE_UNKNOWN = _WHERE_KEY + " AND state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ? AND fingerprint = ?"
+# 9e999 is SQLite's +infinity (rules.UNRESOLVED_UNTIL): the expiry of a receipt of unknown outcome.
+_IS_UNRESOLVED = ("((state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ?)"
+                  " OR (state = 'completed' AND expires_at = 9e999))")
+_WHERE_UNKNOWN = _WHERE_KEY + " AND " + _IS_UNRESOLVED + " AND fingerprint = ?"
 
 _SELECT_ENTRY = "SELECT fingerprint, state, record, expires_at, owner, lapse FROM receipts WHERE " + _WHERE_KEY
 # The purge rule (rules.Entry.is_purgeable) as SQL, for the row `receipts` at time `?`.
@@ -120,8 +123,7 @@ _RESOLVE_HAPPENED = (
 )
 _RESOLVE_NOT_HAPPENED = "DELETE FROM receipts WHERE " + _WHERE_UNKNOWN
 _SELECT_UNRESOLVED = (
-    "SELECT tenant, tool, key FROM receipts WHERE state = 'in_flight' AND lapse = 'unknown' AND expires_at <= ?"
-    " ORDER BY tenant, tool, key LIMIT ?"
+    "SELECT tenant, tool, key FROM receipts WHERE " + _IS_UNRESOLVED + " ORDER BY tenant, tool, key LIMIT ?"
 )
 # The sweep: where a chunk ends (its last key; none when fewer rows are left), then one DELETE of the
 # purgeable rows in the chunk's key range. Both walk the primary key; no row reaches Python.
@@ -300,6 +302,20 @@ class SqliteReceiptStore:
         def work(connection: sqlite3.Connection) -> bool:
             expires_at = self._times(connection)[1] + self._ttl_s
             if _changed(connection.execute(_COMPLETE, (text, expires_at, *address, owner))):
+                return True
+            return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
+
+        return self._call(timeout_s, work)
+
+    def complete_unknown(
+        self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
+    ) -> bool:
+        rules.check_owner(owner)
+        text = rules.record_text(record)
+        address = rules.address(key)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            if _changed(connection.execute(_COMPLETE, (text, rules.UNRESOLVED_UNTIL, *address, owner))):
                 return True
             return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
 
