@@ -112,6 +112,7 @@ class Hold:
     late_until: float = math.inf  # monotonic: end of the late-completion window (LATE)
     unknown_until: float = 0.0  # monotonic: when the store's lease has surely lapsed (UNKNOWN)
     pending: Optional[Mapping[str, Any]] = None  # SETTLING: the record to store (None: release the key)
+    pending_unknown: bool = False  # SETTLING: that record is of unknown outcome (`complete_unknown`)
     attempts_left: int = 0
     next_attempt: float = 0.0
     renew_at: float = math.inf  # monotonic: when the keeper renews the store's lease next
@@ -140,6 +141,10 @@ class KeyHolder:
 
     def __init__(self, store: ReceiptStore, *, late_completion_s: float, renew_every_s: Optional[float]) -> None:
         self._store = store
+        # Optional in the protocol: a store of the application's own without it gets `complete` (its
+        # receipt of unknown outcome then expires with the ttl, as before stores had it).
+        complete_unknown = getattr(store, "complete_unknown", None)
+        self._complete_unknown = complete_unknown if callable(complete_unknown) else None
         self._late_completion_s = late_completion_s
         lease_s = getattr(store, "lease_s", None)
         self._lease_s = float(lease_s) if isinstance(lease_s, (int, float)) else 0.0
@@ -213,13 +218,16 @@ class KeyHolder:
                 hold.late_until = time.monotonic() + self._late_completion_s
                 self._wake.notify_all()
 
-    def settle(self, hold: Hold, record: Optional[Mapping[str, Any]], *, timeout_s: float) -> ReceiptNote:
+    def settle(self, hold: Hold, record: Optional[Mapping[str, Any]], *, timeout_s: float,
+               unknown_outcome: bool = False) -> ReceiptNote:
         """Store the call's result record (or, for None, free the key) under the hold's owner token.
+        `unknown_outcome`: the record is of a write whose effect may have happened; the store keeps it
+        until the application resolves it (`complete_unknown`, where the store has it).
 
         Tried once here; if the store fails, the keeper retries in the background and the note says
         PENDING. Never raises for a store failure.
         """
-        note = self._attempt(hold, record, timeout_s)
+        note = self._attempt(hold, record, timeout_s, unknown_outcome=unknown_outcome)
         if note is not None:
             if hold.still_running:
                 with self._lock:
@@ -232,6 +240,7 @@ class KeyHolder:
             if self._holds.get(hold.address) is hold:
                 hold.state = HoldState.SETTLING
                 hold.pending = record
+                hold.pending_unknown = unknown_outcome
                 hold.attempts_left = RECEIPT_RETRY_ATTEMPTS
                 hold.next_attempt = time.monotonic() + RECEIPT_RETRY_PAUSE_S
                 self._wake.notify_all()
@@ -291,7 +300,7 @@ class KeyHolder:
     # -- storing an outcome ------------------------------------------------------------------
 
     def _attempt(self, hold: Hold, record: Optional[Mapping[str, Any]], timeout_s: float, *,
-                 retry: bool = False) -> Optional[ReceiptNote]:
+                 retry: bool = False, unknown_outcome: bool = False) -> Optional[ReceiptNote]:
         """One try at storing the outcome; None when the store failed (its answer is unknown: the change
         may have landed, so a retry must be one the store can recognise, see `complete`)."""
         if self._store_closed:
@@ -301,6 +310,8 @@ class KeyHolder:
         try:
             if record is None:
                 done = self._store.release(hold.key, hold.owner, timeout_s=timeout_s)
+            elif unknown_outcome and self._complete_unknown is not None:
+                done = self._complete_unknown(hold.key, hold.owner, record, timeout_s=timeout_s)
             else:
                 done = self._store.complete(hold.key, hold.owner, record, timeout_s=timeout_s)
         except _PROCESS_EXITS:
@@ -448,7 +459,8 @@ class KeyHolder:
             self._renew(hold)
 
     def _retry(self, hold: Hold) -> None:
-        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S, retry=True) is not None:
+        if self._attempt(hold, hold.pending, RECEIPT_RETRY_TIMEOUT_S, retry=True,
+                         unknown_outcome=hold.pending_unknown) is not None:
             return
         with self._lock:
             hold.attempts_left -= 1

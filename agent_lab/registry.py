@@ -61,11 +61,11 @@ from .steps import STEPS
 from .steps.admit import MAX_CLOSE_NAMES, Catalog, route
 from .steps.conclude import conclude, internal_error, output_result, record, stop_if_requested
 from .steps.details import EXACT_SIZE_FACTOR, MAX_OUTPUT_DEPTH, MAX_REPORTED_VIOLATIONS
-from .steps.idempotency import check_store_covers, resolved_record
+from .steps.idempotency import check_store_covers, resolvable, resolved_record
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
-from .stores import ReceiptKey, ReceiptStore, ReceiptStoreUnavailable, ReservationStatus
+from .stores import ReceiptKey, ReceiptStore, ReceiptStoreUnavailable
 
 if TYPE_CHECKING:  # at run time agent_lab.tasks loads with the first call run as a task
     from .tasks import TaskStatus
@@ -250,7 +250,8 @@ class Registry:
         timeout_s: Optional[float] = None,
     ) -> bool:
         """Settle an idempotency key that answers `outcome_unknown` (its holder died, or its receipt
-        could not be stored), once the application has found out what happened.
+        could not be stored), or replays a write's unknown outcome (its handler raised or timed out),
+        once the application has found out what happened.
 
         `happened=True`: the effect took place and `output` is its result (checked against the tool's
         output schema; its `redact` fields are masked): later calls with the same arguments replay it.
@@ -275,7 +276,7 @@ class Registry:
             return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
         try:
             found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
-            if found is None or found.status is not ReservationStatus.UNKNOWN or found.fingerprint is None:
+            if found is None or found.fingerprint is None or not resolvable(found):
                 return False
             record = resolved_record(result, found.fingerprint)
             return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True

@@ -17,6 +17,7 @@ from agent_lab.errors import Outcome, ToolFailure
 from agent_lab.idempotency import InMemoryReceiptStore, ReceiptKey, SqliteReceiptStore
 from agent_lab.registry import Registry
 
+from store_conformance import FakeClock
 from test_registry_fixtures import GLOBEX_WRITER, WRITER, EffectLog, followup_call, followup_spec, ticket_registry
 
 
@@ -230,6 +231,112 @@ def stop_process(child) -> None:
     if child.is_alive():
         child.terminate()
     child.join(10)
+
+
+class UnknownOutcomeKeptUntilResolvedTest(unittest.TestCase):
+    """A write whose handler raised may have taken effect: its key replays that unknown outcome, is
+    listed by unresolved(), and is settled by resolve_unknown, however long that takes; it never runs
+    again on its own once the store's ttl has passed (the effect would happen twice)."""
+
+    TTL_S = 100.0
+
+    def setUp(self) -> None:
+        logging.disable(logging.CRITICAL)
+        self.addCleanup(logging.disable, logging.NOTSET)
+        self.clock = FakeClock()
+        self.attempts = 0
+        self.failing = True
+
+    def handler(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        self.attempts += 1
+        if self.failing:
+            raise ConnectionResetError("the ticket service hung up after taking the follow-up")
+        return {"followup_id": f"F-{self.attempts}"}
+
+    def stores(self) -> list[tuple[str, Any]]:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        times = dict(ttl_s=self.TTL_S, lease_s=60.0, clock=self.clock, monotonic=self.clock.monotonic)
+        return [("memory", InMemoryReceiptStore(**times)),
+                ("sqlite", SqliteReceiptStore(os.path.join(folder.name, "receipts.db"), **times))]
+
+    def registry_on(self, store: Any) -> Registry:
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        self.addCleanup(store.close)
+        registry.register(followup_spec(), self.handler)
+        return registry
+
+    def raised_once(self, registry: Registry) -> None:
+        first = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((first.outcome, first.error.code), (Outcome.UNKNOWN, "handler_exception"))
+        self.failing = False  # the service is back: a retry that ran would now succeed, a second effect
+
+    def test_the_key_replays_unknown_past_the_ttl_and_is_listed_until_resolved(self) -> None:
+        for name, store in self.stores():
+            with self.subTest(store=name):
+                self.attempts, self.failing = 0, True
+                registry = self.registry_on(store)
+                self.raised_once(registry)
+                key = ReceiptKey(WRITER.tenant, "record_ticket_followup", "act-1")
+                for _ in range(3):
+                    again = registry.invoke(followup_call(), actor=WRITER)
+                    self.assertEqual((again.outcome, again.replayed, again.error.code),
+                                     (Outcome.UNKNOWN, True, "handler_exception"))
+                    self.assertEqual(store.unresolved(), [key])
+                    self.clock.advance(self.TTL_S * 2)
+                    store.purge()
+                self.assertEqual(self.attempts, 1)
+
+    def test_resolve_unknown_settles_it_as_happened(self) -> None:
+        for name, store in self.stores():
+            with self.subTest(store=name):
+                self.attempts, self.failing = 0, True
+                registry = self.registry_on(store)
+                self.raised_once(registry)
+                self.clock.advance(self.TTL_S * 2)
+                self.assertTrue(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                         happened=True, output={"followup_id": "F-1"}))
+                self.assertEqual(store.unresolved(), [])
+                again = registry.invoke(followup_call(), actor=WRITER)
+                self.assertEqual((again.ok, again.replayed, again.output), (True, True, {"followup_id": "F-1"}))
+                self.assertFalse(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                          happened=False))  # settled already
+                self.assertEqual(self.attempts, 1)
+
+    def test_resolve_unknown_settles_it_as_not_happened_and_the_next_call_runs(self) -> None:
+        for name, store in self.stores():
+            with self.subTest(store=name):
+                self.attempts, self.failing = 0, True
+                registry = self.registry_on(store)
+                self.raised_once(registry)
+                self.assertTrue(registry.resolve_unknown("record_ticket_followup", "act-1", tenant=WRITER.tenant,
+                                                         happened=False))
+                self.assertEqual(store.unresolved(), [])
+                again = registry.invoke(followup_call(), actor=WRITER)
+                self.assertEqual((again.ok, again.replayed), (True, False))
+                self.assertEqual(self.attempts, 2)
+
+    def test_a_store_of_ones_own_without_complete_unknown_still_replays_the_unknown_outcome(self) -> None:
+        inner = InMemoryReceiptStore(ttl_s=self.TTL_S, lease_s=60.0, clock=self.clock, monotonic=self.clock.monotonic)
+        store = WithoutCompleteUnknown(inner)
+        registry = self.registry_on(store)
+        self.raised_once(registry)
+        again = registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.outcome, again.replayed), (Outcome.UNKNOWN, True))
+        self.assertEqual(self.attempts, 1)
+
+
+class WithoutCompleteUnknown:
+    """A receipt store written before `complete_unknown` existed: the protocol's methods only."""
+
+    def __init__(self, inner: InMemoryReceiptStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "complete_unknown":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 class SqliteRaceAndRestartTest(unittest.TestCase):

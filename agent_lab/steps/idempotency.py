@@ -6,7 +6,8 @@ arguments is `idempotency_conflict`, a key still running is `idempotency_in_prog
 key in this registry (`agent_lab.leases`) from reservation until its outcome is stored:
 
 * A write whose outcome is unknown (it raised, timed out, or returned broken output) keeps a receipt,
-  so the same key replays "unknown, look it up" instead of repeating the effect.
+  so the same key replays "unknown, look it up" instead of repeating the effect. The store keeps that
+  receipt until `resolve_unknown` settles it (`complete_unknown`), never only for its ttl.
 * A refusal before any effect, and a failure known to have had no effect that a retry could fix,
   release the reservation, so a corrected or later retry with the same key can run.
 * A write whose reservation lapses without a receipt (its process died, or its receipt could not be
@@ -27,7 +28,7 @@ from ..fingerprint import has_lone_surrogate
 from ..leases import RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
 from ..policy import Actor
 from ..spec import TaskSupport
-from ..stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
+from ..stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, Reservation, ReservationStatus
 from .deadline import passed
 from .details import violation_details
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .services import Services
     from .state import CallState
 
-__all__ = ["check_store_covers", "frees_key", "reserve_key", "resolved_record", "settle_receipt", "store_outcome"]
+__all__ = ["check_store_covers", "frees_key", "reserve_key", "resolvable", "resolved_record", "settle_receipt",
+           "store_outcome"]
 
 logger = logging.getLogger("agent_lab.registry")
 
@@ -45,7 +47,7 @@ logger = logging.getLogger("agent_lab.registry")
 _LAPSE_UNKNOWN, _LAPSE_TAKEOVER = Lapse.UNKNOWN, Lapse.TAKEOVER
 _RESERVED, _REPLAY, _CONFLICT, _UNKNOWN = (ReservationStatus.RESERVED, ReservationStatus.REPLAY,
                                            ReservationStatus.CONFLICT, ReservationStatus.UNKNOWN)
-_REJECTED, _FAILED = Outcome.REJECTED, Outcome.FAILED
+_REJECTED, _FAILED, _OUTCOME_UNKNOWN = Outcome.REJECTED, Outcome.FAILED, Outcome.UNKNOWN
 
 
 def reserve_key(state: CallState) -> Optional[ToolResult]:
@@ -173,7 +175,9 @@ def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> 
     """Store `result` as the key's receipt, or release the key, under this call's owner token. The run
     of an accepted task holds the task's entry instead: it is completed with the task's final record
     (never released: the task would vanish), given the background's patience (nobody waits for it)."""
-    assert state.hold is not None
+    hold = state.hold
+    assert hold is not None
+    unknown_outcome = False
     if state.task:
         from ..tasks import TaskBook, TaskState  # loaded with the first task (see Registry), never before
 
@@ -182,7 +186,11 @@ def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> 
         timeout_s = RECEIPT_RETRY_TIMEOUT_S
     else:
         record = None if frees_key(result) else result.to_record()
-    state.receipt_note = state.services.holder.settle(state.hold, record, timeout_s=timeout_s)
+        # A write whose effect may have happened: its receipt is kept, and listed by unresolved(), until
+        # the application resolves it; one that expired with the ttl would let the key run again.
+        unknown_outcome = result.outcome is _OUTCOME_UNKNOWN and hold.writes
+    state.receipt_note = state.services.holder.settle(hold, record, timeout_s=timeout_s,
+                                                      unknown_outcome=unknown_outcome)
 
 
 def frees_key(result: ToolResult) -> bool:
@@ -194,6 +202,17 @@ def frees_key(result: ToolResult) -> bool:
         # call under this key is a corrected one, not a replay of the refusal.
         return result.error.retryable or result.error.code in ("tool_timeout", "invalid_arguments")
     return False
+
+
+def resolvable(found: Reservation) -> bool:
+    """Whether what `lookup` found under a key waits for `resolve_unknown`: a write's lapsed reservation
+    (UNKNOWN), or the receipt of a write's unknown outcome, which replays (REPLAY of a record whose
+    outcome is unknown; the store says whether it keeps it for resolving: one stored by a store without
+    `complete_unknown` is refused there)."""
+    if found.status is _UNKNOWN:
+        return True
+    record = found.record
+    return found.status is _REPLAY and isinstance(record, Mapping) and record.get("outcome") == _OUTCOME_UNKNOWN.value
 
 
 def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
