@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
@@ -44,6 +45,8 @@ from .stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatu
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stores import ReceiptStore
+
+logger = logging.getLogger("agent_lab.registry")
 
 __all__ = [
     "MAX_RUNNING_TASKS",
@@ -141,6 +144,7 @@ class TaskBook:
         self.store = store
         ttl_s = getattr(store, "ttl_s", None)
         self.ttl_s: Optional[float] = float(ttl_s) if isinstance(ttl_s, (int, float)) else None
+        self.keeps_start = callable(getattr(store, "complete_unknown", None))  # see `take_gate`
 
     # -- what the run writes -----------------------------------------------------------------------
 
@@ -158,15 +162,22 @@ class TaskBook:
         raise ReceiptStoreUnavailable("the receipt store did not reserve a new task's entry")
 
     def take_gate(self, tenant: str, task_id: str, side: str, *, timeout_s: float) -> str:
-        """Take the task's gate for `side` (`start` or `cancel`): "won" when it is ours now (or was
-        ours already), "lost" when the other side has it. Raises ReceiptStoreUnavailable."""
+        """Take the task's gate for `side` (`start`, `cancel` or `interrupt`): "won" when it is ours now
+        (or was ours already), "lost" when another side has it. Raises ReceiptStoreUnavailable.
+
+        A `start` is kept until the run ends (`complete_unknown`, then `end_start`), however long that
+        is: a gate that expired while its task's entry stays unknown (its host died) would read as
+        never taken, and a reader would tell the caller "did not run" of a call that may have."""
         key = ReceiptKey(tenant, TASK_GATE, task_id)
+        complete = self.store.complete
+        if side == _START and self.keeps_start:
+            complete = self.store.complete_unknown  # type: ignore[attr-defined] # (keeps_start: it has one)
         give_up = time.monotonic() + min(timeout_s, GATE_WAIT_S)
         while True:
             reservation = self.store.reserve(key, side, lapse=Lapse.TAKEOVER, timeout_s=timeout_s)
             status = reservation.status
             if status is ReservationStatus.RESERVED and isinstance(reservation.owner, str):
-                if self.store.complete(key, reservation.owner, {"gate": side}, timeout_s=timeout_s):
+                if complete(key, reservation.owner, {"gate": side}, timeout_s=timeout_s):
                     return "won"
             elif status is ReservationStatus.REPLAY:
                 return "won"
@@ -175,6 +186,17 @@ class TaskBook:
             if time.monotonic() >= give_up:  # the other side holds it mid-way (two store calls) or the store fails
                 raise ReceiptStoreUnavailable("the task's gate was not settled in time")
             time.sleep(0.02)
+
+    def end_start(self, tenant: str, task_id: str, *, timeout_s: float) -> None:
+        """The run whose task's entry holds its final record lets its `start` expire with it (the
+        receipt's ttl from now). If this fails, the gate stays (listed by `unresolved()`): harmless."""
+        if not self.keeps_start:
+            return
+        try:
+            self.store.resolve(ReceiptKey(tenant, TASK_GATE, task_id), _START, record={"gate": _START},
+                               timeout_s=timeout_s)
+        except (ReceiptStoreUnavailable, OSError) as exception:
+            logger.warning("receipt store could not let a finished task's gate expire: %s", type(exception).__name__)
 
     def gate(self, tenant: str, task_id: str, *, timeout_s: Optional[float] = None) -> Optional[str]:
         """Who took the task's gate: `start`, `cancel`, `interrupt` (a reader found the entry lapsed
@@ -221,9 +243,10 @@ class TaskBook:
             return dataclasses.replace(base, status=TaskState.CANCELLED, message=_MESSAGES[TaskState.CANCELLED],
                                        result=cancelled_result(tool, task_id))
         if found.status is ReservationStatus.UNKNOWN:  # the entry's lease lapsed: its host stopped, or lost the store
-            if gate is None and self.ttl_s is not None and time.time() >= created + self.ttl_s / 2:
-                # The gate is a receipt: a `start` taken at creation may have expired since (the entry,
-                # unknown, never does). Past half the ttl (a margin for the hosts' clocks) nobody can say.
+            if gate is None and not self.keeps_start and self.ttl_s is not None \
+                    and time.time() >= created + self.ttl_s / 2:
+                # A store without complete_unknown keeps a `start` for its ttl only (the entry, unknown, for
+                # ever): past half the ttl (a margin for the hosts' clocks) nobody can say it was not taken.
                 gate = _START
             if gate is None:  # "did not run" only once the run can never start: take the gate from it first
                 won = self.take_gate(tenant, task_id, _INTERRUPT,

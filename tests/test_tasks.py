@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_lab import Actor, Approval, InMemoryReceiptStore, Outcome, Registry, SqliteReceiptStore, ToolCall, ToolSpec
 from agent_lab.adapters import mcp_tool
+from agent_lab.stores import ReceiptKey, ReceiptStoreUnavailable
 from agent_lab.tasks import TASK_ENTRY, TASK_GATE, TaskState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -397,7 +398,67 @@ class CancelTest(TaskTestCase):
         self.assertEqual(len(self.exporter.runs), ran)
 
 
+class LostHostStore:
+    """One host's way to a shared store, which it can lose for good on cue (`lost`): from then on its
+    every call fails, as a killed host's would never come."""
+
+    def __init__(self, inner: InMemoryReceiptStore) -> None:
+        self.inner = inner
+        self.lost = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*arguments: Any, **options: Any) -> Any:
+            if self.lost:
+                raise ReceiptStoreUnavailable("this host lost the store")
+            return attribute(*arguments, **options)
+
+        return call
+
+
 class LapsedEntryTest(TaskTestCase):
+    def test_a_task_whose_host_died_mid_call_reads_may_have_run_however_long_after(self) -> None:
+        # The run's `start` at the gate was a receipt with the store's ttl, the dead host's entry unknown for
+        # ever: read after the ttl, the gate looked never taken, and a reader told the caller "did not run;
+        # call it again" of a call that had taken effect (the rule meant to cover it compared the hosts'
+        # wall clocks: a creating host whose clock led by half the ttl defeated it).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        shared = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        dying, reader = LostHostStore(shared), Registry(receipts=shared, late_completion_s=0)
+        host = Registry(receipts=dying, late_completion_s=0)
+        self.addCleanup(host.close)
+        self.addCleanup(reader.close)
+        self.addCleanup(self.exporter.release.set)
+        for registry in (host, reader):
+            registry.register(export_spec(), self.exporter)
+        task_id = host.invoke(ToolCall("export_report", {"rows": 1, "request_id": "d-1"}), actor=ANA,
+                              as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))  # the effect is under way
+        dying.lost = True  # and its host is gone
+        clock.advance(24 * 3600)  # a day later: the lease lapsed long ago, and any receipt's ttl passed
+        status = reader.task(task_id, actor=ANA)
+        self.assertEqual((status.status, status.result.error.code, status.result.outcome),
+                         (TaskState.FAILED, "task_interrupted", Outcome.UNKNOWN))
+        self.assertIn("may have", status.result.error.message)
+
+    def test_a_running_tasks_start_is_kept_until_it_ends_and_then_expires_with_it(self) -> None:
+        store = InMemoryReceiptStore()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "k-1"}), actor=ANA,
+                                  as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        self.assertIn(ReceiptKey(ANA.tenant, TASK_GATE, task_id), store.unresolved())  # kept while it runs
+        self.exporter.release.set()
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertEqual(store.unresolved(), [])  # ended: nothing left to resolve
+
     def test_a_task_read_as_never_started_never_starts_when_its_host_reaches_the_store_again(self) -> None:
         # What a reader sees of a host that lost the store for longer than the lease (its renewals and
         # its start at the gate held up) is what it sees of a dead one: the entry lapsed, nobody at the

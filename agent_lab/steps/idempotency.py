@@ -178,7 +178,7 @@ def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> 
     hold = state.hold
     assert hold is not None
     unknown_outcome = False
-    if state.task:
+    if state.task is not None:
         from ..tasks import TaskBook, TaskState  # loaded with the first task (see Registry), never before
 
         record: Optional[Mapping[str, Any]] = TaskBook.final_record(

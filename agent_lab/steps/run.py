@@ -245,8 +245,8 @@ def _complete_late(state: CallState, run: Run) -> None:
         logger.warning("could not store the late result of tool %r: %s", state.tool, type_name(exception))
         state.services.holder.let_go(state.hold)
     finally:
-        if state.task:  # the run of a task ends with its handler, not at its deadline
-            state.services.tasks.ended()
+        if state.task is not None:  # the run of a task ends with its handler, not at its deadline
+            state.services.tasks.ended(state)
 
 
 def _job_run(future: concurrent.futures.Future) -> Run:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
 from ..calls import ToolResult
 from ..errors import Outcome
 from ..execution import seconds_left
-from ..leases import RECEIPT_RETRY_TIMEOUT_S
+from ..leases import RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
 from ..stores import ReceiptKey, ReceiptStoreUnavailable
 from ..tasks import (MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result,
                      interrupted_result)
@@ -104,7 +104,7 @@ class TaskRunner:
         run_state.hold = hold  # the run settles the task's entry as a call settles its key (late, too)
         run_state.receipt_key = entry
         run_state.receipt_note = None
-        run_state.task = True
+        run_state.task = task_id
         thread = threading.Thread(target=self._run, args=(run_state, hold, task_id), daemon=True,
                                   name=f"agent-lab-task-{spec.name}")
         try:
@@ -116,6 +116,7 @@ class TaskRunner:
         return state.result(ok=True, outcome=_ACCEPTED, output={"task_id": task_id})
 
     def _run(self, state: CallState, hold: Hold, task_id: str) -> None:
+        started = False
         try:
             spec = state.spec
             assert spec is not None and state.plan is not None
@@ -129,6 +130,7 @@ class TaskRunner:
             if gate != "won":
                 self._finish(hold, TaskState.FAILED, state.refusal("receipt_store_unavailable"))
                 return
+            started = True
             now = time.monotonic()
             state.started_monotonic = state.started = now
             state.call_deadline = now + state.plan.timeout_s  # the tool's own deadline, from the run's start
@@ -143,7 +145,7 @@ class TaskRunner:
             state.late_pending = False
         finally:
             if not state.late_pending:  # else the task still runs: it ends when its late handler does (`ended`)
-                self._done()
+                self._end(state, started)
 
     def _lost(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
         """How a run that lost its gate ends: interrupted when a reader that found the entry lapsed took
@@ -162,10 +164,19 @@ class TaskRunner:
     def _finish(self, hold: Hold, status: TaskState, result: ToolResult) -> None:
         self.services.holder.settle(hold, self.book.final_record(status, result), timeout_s=RECEIPT_RETRY_TIMEOUT_S)
 
-    def ended(self) -> None:
+    def ended(self, state: CallState) -> None:
         """A task whose handler overran its deadline has ended (its late result was stored, or could not
         be): until then it counts as running, for `wait` and for `MAX_RUNNING_TASKS`."""
-        self._done()
+        self._end(state, started=True)
+
+    def _end(self, state: CallState, started: bool) -> None:
+        """The run is over: its `start` at the gate expires with the entry once the entry holds the task's
+        final record (else it stays, as the entry stays unknown: see `TaskBook.take_gate`)."""
+        try:
+            if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
+                self.book.end_start(state.actor.tenant, state.task, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        finally:
+            self._done()
 
     def _done(self) -> None:
         with self._lock:
