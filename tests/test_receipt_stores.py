@@ -156,6 +156,21 @@ class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, D
         self.rebuild_table("approvals", "tenant TEXT, approval_id TEXT, PRIMARY KEY (tenant, approval_id)")
         self.assert_refused("'approvals'", "no column kept_until")
 
+    def test_a_key_compared_other_than_byte_for_byte_is_refused(self):
+        """NOCASE on the key made tenant "ACME" replay tenant "acme"'s receipts (reproduced)."""
+        self.rebuild_table("receipts", "tenant TEXT COLLATE NOCASE, tool TEXT, key TEXT, fingerprint TEXT, state TEXT,"
+                                       " record TEXT, expires_at REAL, owner TEXT, lapse TEXT,"
+                                       " PRIMARY KEY (tenant, tool, key)")
+        self.assert_refused("'receipts'", "key column 'tenant' compares with NOCASE")
+
+    def test_a_table_with_a_trigger_is_refused(self):
+        """A trigger that moved each new reservation aside let two stores reserve one key (reproduced)."""
+        self.store.close()
+        with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as connection:
+            connection.execute("CREATE TRIGGER aside AFTER INSERT ON receipts BEGIN"
+                               " UPDATE receipts SET key = key || '~' WHERE rowid = NEW.rowid; END")
+        self.assert_refused("'receipts'", "trigger ('aside')")
+
     @unittest.skipUnless(hasattr(os, "link"), "hard links")
     def test_a_file_with_a_second_name_is_refused_by_either_name(self):
         """SQLite names the write-ahead log after the path: two names, two logs, two effects for one key."""

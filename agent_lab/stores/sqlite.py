@@ -682,6 +682,27 @@ def _check_tables(connection: sqlite3.Connection, path: str) -> None:
                     f"its primary key is ({', '.join(found_key)}), not ({', '.join(primary_key)}), so "
                     "processes could each take the same key")
             raise ValueError(f"{path!r} is not a receipt store this code can use: table {table!r}: {what}")
+        problem = _primary_key_problem(connection, table)
+        if problem:
+            raise ValueError(f"{path!r} is not a receipt store this code can use: table {table!r}: {problem}")
+
+
+def _primary_key_problem(connection: sqlite3.Connection, table: str) -> str:
+    """What keeps `table`'s rows from being one per key as the statements compare keys, or "": a trigger
+    on it (one that moved each new reservation aside let two stores reserve one key; reproduced), or
+    its primary key under a collation other than BINARY (NOCASE made tenant "ACME" replay the receipts
+    of tenant "acme"; reproduced)."""
+    trigger = connection.execute("SELECT name FROM main.sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
+                                 (table,)).fetchone()
+    if trigger is not None:
+        return f"it has a trigger ({trigger[0]!r}), which could change what the store writes"
+    for _, index, _, origin, _ in connection.execute(f"PRAGMA main.index_list({table})").fetchall():  # a fixed name
+        if origin == "pk":
+            for _, _, column, _, collation, is_key in connection.execute(
+                    "SELECT * FROM pragma_index_xinfo(?)", (index,)).fetchall():
+                if is_key and str(collation).upper() != "BINARY":
+                    return f"its key column {column!r} compares with {str(collation).upper()}, not BINARY"
+    return ""
 
 
 def _settle_anchor(connection: sqlite3.Connection, boot: Optional[str], guard: StepGuard) -> None:
