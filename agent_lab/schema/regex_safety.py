@@ -59,7 +59,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .ecma.errors import Range
 from .ecma.ranges import normalize_ranges
 from .ecma.tree import (Alternation, Assertion, Backreference, CharSet, Concatenation, Group, Lookaround,
-                        ParsedPattern, RegexNode, Repeat)
+                        ParsedPattern, RegexNode, Repeat, children)
 from .ecma_regex import compile_ecma, parse_ecma
 from .linear_regex import LinearRegexUnsupported, build_linear_matcher, caseless_cover, starts_anchored
 
@@ -256,17 +256,7 @@ def _walk(node: RegexNode):
     while stack:
         item = stack.pop()
         yield item
-        stack.extend(_children(item))
-
-
-def _children(node: RegexNode) -> Sequence[RegexNode]:
-    if isinstance(node, Concatenation):
-        return node.items
-    if isinstance(node, Alternation):
-        return node.alternatives
-    if isinstance(node, (Repeat, Group, Lookaround)):
-        return (node.item,)
-    return ()
+        stack.extend(children(item))
 
 
 class _Widths:

@@ -296,26 +296,22 @@ class SqliteReceiptStore:
     def complete(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
-        rules.check_owner(owner)
-        text = rules.record_text(record)
-        address = rules.address(key)
-        def work(connection: sqlite3.Connection) -> bool:
-            expires_at = self._times(connection)[1] + self._ttl_s
-            if _changed(connection.execute(_COMPLETE, (text, expires_at, *address, owner))):
-                return True
-            return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
-
-        return self._call(timeout_s, work)
+        return self._complete(key, owner, record, timeout_s, lambda connection: self._times(connection)[1] + self._ttl_s)
 
     def complete_unknown(
         self, key: ReceiptKey, owner: str, record: Mapping[str, Any], *, timeout_s: Optional[float] = None
     ) -> bool:
+        return self._complete(key, owner, record, timeout_s, lambda connection: rules.UNRESOLVED_UNTIL)
+
+    def _complete(self, key: ReceiptKey, owner: str, record: Mapping[str, Any], timeout_s: Optional[float],
+                  expiry: Callable[[sqlite3.Connection], float]) -> bool:
+        """Store ``owner``'s record until ``expiry`` (or find it stored already: a repeated completion)."""
         rules.check_owner(owner)
         text = rules.record_text(record)
         address = rules.address(key)
 
         def work(connection: sqlite3.Connection) -> bool:
-            if _changed(connection.execute(_COMPLETE, (text, rules.UNRESOLVED_UNTIL, *address, owner))):
+            if _changed(connection.execute(_COMPLETE, (text, expiry(connection), *address, owner))):
                 return True
             return connection.execute(_COMPLETED_BY, (*address, owner, text)).fetchone() is not None
 

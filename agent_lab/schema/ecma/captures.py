@@ -33,24 +33,14 @@ same capture in both), not complete (a refused pattern may have no string that t
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from .tree import Alternation, Backreference, CharSet, Concatenation, Group, Lookaround, RegexNode, Repeat
+from .tree import Alternation, Backreference, CharSet, Concatenation, Group, Lookaround, RegexNode, Repeat, children
 
 __all__ = ["reset_sensitive_reference"]
 
 _Path = Tuple[Tuple[RegexNode, int], ...]
 """From the root down: each ancestor, and the index of the child the path goes on through."""
-
-
-def _children(node: RegexNode) -> Sequence[RegexNode]:
-    if isinstance(node, Concatenation):
-        return node.items
-    if isinstance(node, Alternation):
-        return node.alternatives
-    if isinstance(node, (Repeat, Group, Lookaround)):
-        return (node.item,)
-    return ()
 
 
 def _repeats(node: RegexNode) -> bool:
@@ -117,7 +107,7 @@ class _Captures:
         result = isinstance(node, Repeat) and (node.high is None or node.high > node.low) \
             and self.can_match_empty(node.item)
         if not result:
-            result = any(self.loops_on_empty(child) for child in _children(node))
+            result = any(self.loops_on_empty(child) for child in children(node))
         self._loops[id(node)] = result
         return result
 
@@ -158,7 +148,7 @@ def _paths(root: RegexNode) -> Tuple[Dict[int, _Path], List[Tuple[Backreference,
             continue
         if isinstance(node, Group) and node.number is not None:
             groups[node.number] = path
-        for index, child in enumerate(_children(node)):
+        for index, child in enumerate(children(node)):
             if isinstance(child, _INNER):
                 stack.append((child, path + ((node, index),)))
     return groups, references

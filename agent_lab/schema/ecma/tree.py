@@ -158,6 +158,17 @@ class Backreference(RegexNode):
         self.python = python
 
 
+def children(node: RegexNode) -> Sequence[RegexNode]:
+    """The nodes right under `node`, in pattern order (none under a leaf)."""
+    if isinstance(node, Concatenation):
+        return node.items
+    if isinstance(node, Alternation):
+        return node.alternatives
+    if isinstance(node, (Repeat, Group, Lookaround)):
+        return (node.item,)
+    return ()
+
+
 class ParsedPattern:
     """A parsed pattern: its tree and its capturing groups (number -> Group)."""
 
