@@ -28,7 +28,9 @@ approval_required (after the schema and permission checks passed, so a hidden to
   expired state asks again; a declined confirmation is `approval_declined`.
 - on the handshake era, to a client that declared elicitation, with an `elicitation/create` request (form
   mode, a boolean `confirm`) sent while the call waits; accepted, the call runs once with an Approval for
-  exactly it; declined, it is `approval_declined`.
+  exactly it; declined, it is `approval_declined`. The wait ends, not approved, after CONFIRM_WAIT_S or
+  as soon as nobody can answer it: the call is cancelled, its HTTP stream closes, its session ends, or
+  stdin ends (the call's slot is freed at once, not held by a client that has gone).
 - else, as before, the `approval_required` tool error carrying the approval request a host can show.
 An approval never grants a permission: the registry checks permission before approval, whatever it holds.
 """
@@ -248,7 +250,10 @@ class _Round:
 
 
 class _Waiter:
-    def __init__(self) -> None:
+    """One confirmation asked of the client, for the call of request `call`."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
         self.event = threading.Event()
         self.message: Any = None
 
@@ -262,6 +267,7 @@ class _GatewayServer(_Server):
         self.rounds: dict[Any, _Round] = {}
         self.waiting: dict[str, _Waiter] = {}
         self.waiting_lock = threading.Lock()
+        self.input_ended = False  # (under waiting_lock) nobody can answer a confirmation any more
         self.asked = itertools.count(1)
 
     # the request's extra params reach the worker through `rounds`, keyed by the request id
@@ -300,13 +306,30 @@ class _GatewayServer(_Server):
         waiter.message = message
         waiter.event.set()
 
+    def abandon(self, request_id: Any) -> None:
+        """Nobody can take the call's answer: its confirmation wait, if any, ends (not approved)."""
+        super().abandon(request_id)
+        with self.waiting_lock:
+            for waiter in self.waiting.values():
+                if waiter.call == request_id:
+                    waiter.event.set()
+
+    def close(self) -> None:
+        """Nobody can answer a confirmation any more (stdin ended, the session ended): every wait ends,
+        not approved, before the pool is shut down (which waits for the calls)."""
+        with self.waiting_lock:
+            self.input_ended = True
+            for waiter in self.waiting.values():
+                waiter.event.set()
+        super().close()
+
     def call_response(self, request_id: _RequestId, call: ToolCall,
                       shape: Callable[[Mapping[str, Any]], dict[str, Any]],
                       deadline: float | None = None) -> dict[str, Any]:
         with self.in_flight_lock:
             round_ = self.rounds.pop(request_id, None) or _Round(self.session.era, {})
         try:
-            result, asking = self.run_with_confirmation(call, round_, deadline)
+            result, asking = self.run_with_confirmation(request_id, call, round_, deadline)
             if asking is not None:
                 return _result(request_id, self.input_required(call, asking))
             if result.error is not None and result.error.code == "tool_not_found":
@@ -317,7 +340,7 @@ class _GatewayServer(_Server):
                          describe_exception(exc, show_message=False))
             return _error(request_id, INTERNAL_ERROR, "Internal error")
 
-    def run_with_confirmation(self, call: ToolCall, round_: _Round,
+    def run_with_confirmation(self, request_id: _RequestId, call: ToolCall, round_: _Round,
                               deadline: float | None) -> tuple[ToolResult, _Confirmation | None]:
         """The call's result, or (on 2026-07-28) the confirmation to ask the client for instead."""
         modern = round_.era == "modern"
@@ -338,7 +361,7 @@ class _GatewayServer(_Server):
         confirmation = self.confirmation_for(call)
         if modern:
             return result, confirmation
-        answer = self.elicit(call, confirmation)
+        answer = self.elicit(request_id, call, confirmation)
         if answer is True:
             fresh = time.monotonic() + self.registry.spec(call.name).timeout_ms / 1000.0  # the user's time is not the tool's
             return self.registry.invoke(call, actor=self.actor, approval=self.approval_of(confirmation),
@@ -417,18 +440,26 @@ class _GatewayServer(_Server):
         shaped["requestState"] = self.seal.seal(confirmation)
         return shaped
 
-    def elicit(self, call: ToolCall, confirmation: _Confirmation) -> bool | None:
-        """Ask the user (elicitation/create) and wait: True confirmed, False declined, None no answer."""
-        request_id = f"agent-lab-confirm-{next(self.asked)}"
-        waiter = _Waiter()
-        with self.waiting_lock:
-            self.waiting[request_id] = waiter
-        self.writer.send({"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create",
-                          "params": self.confirmation_request(call)})
-        if not waiter.event.wait(CONFIRM_WAIT_S):
+    def elicit(self, request_id: _RequestId, call: ToolCall, confirmation: _Confirmation) -> bool | None:
+        """Ask the user (elicitation/create) and wait: True confirmed, False declined, None no answer (in
+        CONFIRM_WAIT_S, or before the request was abandoned or the input ended: never an approval)."""
+        with self.in_flight_lock:
+            tracker = self.in_flight.get(request_id)
+        asked = f"agent-lab-confirm-{next(self.asked)}"
+        waiter = _Waiter(request_id)
+        with self.waiting_lock:  # `abandon` and `close` set their flag, then wake the waiters under this lock
+            if self.input_ended or (tracker is not None and tracker.abandoned.is_set()):
+                return None
+            self.waiting[asked] = waiter
+        try:
+            self.writer.send({"jsonrpc": "2.0", "id": asked, "method": "elicitation/create",
+                              "params": self.confirmation_request(call)})
+            waiter.event.wait(CONFIRM_WAIT_S)
+        finally:
             with self.waiting_lock:
-                self.waiting.pop(request_id, None)
-            return None
+                self.waiting.pop(asked, None)
+        if tracker is not None and tracker.abandoned.is_set():
+            return None  # an answer that came as the client went is not taken: nobody would see the call's result
         message = waiter.message
         if not isinstance(message, Mapping) or not isinstance(message.get("result"), Mapping):
             return None

@@ -276,6 +276,7 @@ class _Server(_ToolCallPath):
         self.run_slots = threading.BoundedSemaphore(max_workers)
         self.in_flight: dict[_RequestId, _InFlight] = {}
         self.in_flight_lock = threading.Lock()
+        self.closing = False  # the session ends: no new call or wait is accepted (`abandon_all`)
         self.tasks = TaskAnswers(registry, actor)  # long calls as tasks (`agent_lab.mcp_tasks`)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -428,13 +429,15 @@ class _Server(_ToolCallPath):
             logger.debug("ignored notification %.80r", request.method)
 
     def cancel(self, request_id: Any) -> None:
-        """Marks an in-flight tools/call as cancelled: it gets no response (it may still finish its work)."""
+        """Marks an in-flight tools/call (or tasks/result) as cancelled: it gets no response (a call may
+        still finish its work), and what it waits for (a task, the user's confirmation) it waits for no more."""
         if not _valid_id(request_id):
             return
         with self.in_flight_lock:
             call = self.in_flight.get(request_id)
         if call is not None:
             call.cancelled.set()
+            self.abandon(request_id)
             logger.info("request %r cancelled by the client", request_id)
 
     # -- requests --------------------------------------------------------------------------------
@@ -601,9 +604,12 @@ class _Server(_ToolCallPath):
 
     # -- stopping --------------------------------------------------------------------------------
 
+    drains_tasks = True  # whether close() waits for the registry's running tasks (the process stops)
+
     def close(self) -> None:
         self.pool.shutdown(wait=True)
-        self.tasks.drain()  # a graceful stop lets running tasks record their results
+        if self.drains_tasks:
+            self.tasks.drain()  # a graceful stop lets running tasks record their results
 
 
 def _refuse_constant(name: str) -> Any:

@@ -58,10 +58,15 @@ class _Held:
 
 @dataclass
 class _InFlight:
-    """A tools/call running on the pool; `cancelled` suppresses its response."""
+    """A tools/call (or a waiting tasks/result) on the pool; `cancelled` suppresses its response.
+
+    `abandoned`: nobody can take its answer any more (the client cancelled it, its HTTP stream closed,
+    its session ended). A wait for the client or for a task then ends at once (a tasks/result with no
+    answer, a confirmation as not approved), where a running call runs on to its end."""
 
     cancelled: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None  # time.monotonic() at arrival plus the tool's timeout (None: unknown tool)
+    abandoned: threading.Event = field(default_factory=threading.Event)
 
 
 class _ToolCallPath:
@@ -85,6 +90,7 @@ class _ToolCallPath:
     run_slots: threading.BoundedSemaphore
     in_flight: dict[_RequestId, _InFlight]
     in_flight_lock: threading.Lock
+    closing: bool  # set (under in_flight_lock) once the session ends: nothing new is accepted
     tasks: TaskAnswers
 
     # -- tools/call ------------------------------------------------------------------------------
@@ -102,6 +108,8 @@ class _ToolCallPath:
                 raise _ProtocolError(
                     INVALID_REQUEST, "Invalid Request: this id is already in use by a running request"
                 )
+            if self.closing:
+                raise _ProtocolError(SERVER_BUSY, _ENDING)
             busy = self.backlog.take(held)  # bounded memory, whatever a client sends (or fails to read)
             if busy is not None:
                 raise _ProtocolError(SERVER_BUSY, busy)
@@ -223,7 +231,8 @@ class _ToolCallPath:
 
     def answer_tasks(self, request: _Request, *, in_batch: bool,
                      shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> Any:
-        """A tasks/ request: answered at once, or (`tasks/result`, which waits for the task to end) on the pool."""
+        """A tasks/ request: answered at once, or (`tasks/result`, which waits for the task to end) on the
+        pool, held in the backlog and in flight like a call, so a cancel (or a vanished client) ends it."""
         era = self.session.era or "handshake"
         try:
             if not self.tasks.waits(request.method, era):
@@ -232,25 +241,71 @@ class _ToolCallPath:
                 raise TaskRequestError(INVALID_REQUEST, "Invalid Request: tasks/result must not be part of a batch")
         except TaskRequestError as refused:
             raise _ProtocolError(refused.code, refused.message, refused.data) from None
+        request_id: _RequestId = request.id  # type: ignore[assignment]
+        tracker = _InFlight()
         held = self.reading
-        busy = self.backlog.take(held)
-        if busy is not None:
-            raise _ProtocolError(SERVER_BUSY, busy)
-        future = self.pool.submit(self.wait_task_result, request, held)
+        with self.in_flight_lock:
+            if request_id in self.in_flight:
+                raise _ProtocolError(INVALID_REQUEST, "Invalid Request: this id is already in use by a running request")
+            if self.closing:
+                raise _ProtocolError(SERVER_BUSY, _ENDING)
+            busy = self.backlog.take(held)
+            if busy is not None:
+                raise _ProtocolError(SERVER_BUSY, busy)
+            self.in_flight[request_id] = tracker
+        try:
+            future = self.submit_wait(self.wait_task_result, request, tracker, held)
+        except BaseException:
+            with self.in_flight_lock:
+                self.in_flight.pop(request_id, None)
+            self.backlog.give_back(held)
+            raise
         future.add_done_callback(functools.partial(self.send_finished, held))
         return None
 
-    def wait_task_result(self, request: _Request, held: _Held) -> str:
+    def submit_wait(self, wait: Callable[..., str | None], *args: Any) -> concurrent.futures.Future:
+        """Where a tasks/result waits: this server's pool (the HTTP transport waits on one pool shared by
+        every session, with a cap of its own)."""
+        return self.pool.submit(wait, *args)
+
+    def wait_task_result(self, request: _Request, tracker: _InFlight, held: _Held) -> str | None:
+        """The encoded answer of a tasks/result once its task has ended; None (no answer) once the request
+        is abandoned first."""
         try:
-            response = _result(request.id, self.tasks.result(request.params))
-        except TaskRequestError as refused:
-            response = _error(request.id, refused.code, refused.message, refused.data)
-        except BaseException as exc:  # noqa: BLE001 - on a worker thread: the request is still answered
-            logger.error("tasks/result failed: %s", describe_exception(exc, show_message=False))
-            response = _error(request.id, INTERNAL_ERROR, "Internal error")
+            try:
+                answered = self.tasks.result(request.params, stop=tracker.abandoned)
+                if answered is None:
+                    return None
+                response = _result(request.id, answered)
+            except TaskRequestError as refused:
+                response = _error(request.id, refused.code, refused.message, refused.data)
+            except BaseException as exc:  # noqa: BLE001 - on a worker thread: the request is still answered
+                logger.error("tasks/result failed: %s", describe_exception(exc, show_message=False))
+                response = _error(request.id, INTERNAL_ERROR, "Internal error")
+        finally:
+            with self.in_flight_lock:
+                self.in_flight.pop(request.id, None)  # type: ignore[arg-type]
+        if tracker.cancelled.is_set():
+            return None
         answer = _encoded(response)
         self.backlog.hold_answers(held, len(answer) + 1)
         return answer
+
+    def abandon(self, request_id: Any) -> None:
+        """Nobody can take this request's answer any more (see `_InFlight.abandoned`): its waits end; a
+        running call runs on. The gateway also ends the call's confirmation wait (it overrides this)."""
+        with self.in_flight_lock:
+            tracker = self.in_flight.get(request_id)
+        if tracker is not None:
+            tracker.abandoned.set()
+
+    def abandon_all(self) -> None:
+        """The session ends: nothing new is accepted and every request in flight is abandoned."""
+        with self.in_flight_lock:
+            self.closing = True
+            ending = list(self.in_flight)
+        for request_id in ending:
+            self.abandon(request_id)
 
     def approval(self, call: ToolCall) -> Approval | None:
         """The application's approval for exactly this call; an approval source that fails grants none
@@ -273,6 +328,9 @@ class _ToolCallPath:
             logger.error("the approval source failed; the call has no approval: %s",
                          describe_exception(exc, show_message=show_message))
             return None
+
+
+_ENDING = "Server busy: the session is ending; open a new one"
 
 
 def _settle(item: Any) -> Any:

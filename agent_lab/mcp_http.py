@@ -32,7 +32,10 @@ What a client (or a web page) cannot make it do, checked before anything is read
   flight a request is 503 (answers to the server's own questions are always taken); past
   `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
   tool calls not yet finished (all sessions; a call whose client left runs to its end) a call is refused
-  "server busy" and never runs; `http.server` bounds the header count and line size; a request's head
+  "server busy" and never runs; past `max_result_waits` tasks/result requests waiting (all sessions, on
+  one pool of that many threads) one is refused "server busy", and a wait whose client left (its stream
+  closed, its session ended, or cancelled) ends at once, as does a call's wait for its user's
+  confirmation, which then is not approved; `http.server` bounds the header count and line size; a request's head
   and body must arrive within `read_timeout_s`, and each answer or event must be taken within it too
   (a watchdog shuts the socket down: a client trickling bytes cannot hold its thread); each socket
   operation times out after `socket_timeout_s`. Sessions are at most `max_sessions`: the one idle
@@ -41,6 +44,7 @@ What a client (or a web page) cannot make it do, checked before anything is read
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import hmac
 import logging
@@ -57,6 +61,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import __version__
 from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, SERVER_BUSY, ApprovalSource, _Held, _ProtocolError, _Server
 from .mcp_http_exchange import HEADER_MISMATCH, _Channel, _Handler
+from .mcp_tasks import TaskAnswers, TaskOwners
 from .policy import Actor
 
 __all__ = [
@@ -92,6 +97,7 @@ class HttpLimits:
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
     max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
+    max_result_waits: int = 32  # tasks/result waiting for their task, every session together (one thread each)
     read_timeout_s: float = 30.0  # a request's head and body must arrive within this
     socket_timeout_s: float = 30.0  # one socket read or write
     session_idle_s: float = 1800.0  # a session unused this long ends
@@ -153,16 +159,56 @@ def _allowed_origin(origin: str, allowed: frozenset[str]) -> bool:
 # -- routing answers to the POST that waits for them ------------------------------------------------
 
 
+class _ResultWaits:
+    """Where every session's tasks/result waits: at most `limit` at once, on one pool of `limit` threads
+    (a session's own pool would keep every thread it ever grew until the session ends)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.slots = threading.BoundedSemaphore(limit)
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limit, thread_name_prefix="mcp-task-result")
+
+    def submit(self, wait: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        if not self.slots.acquire(blocking=False):
+            raise _ProtocolError(SERVER_BUSY, f"Server busy: {self.limit} tasks/result requests are waiting; "
+                                 "poll tasks/get, or retry later")
+        try:
+            future = self.pool.submit(wait, *args)
+        except BaseException:
+            self.slots.release()
+            raise
+        future.add_done_callback(lambda _: self.slots.release())
+        return future
+
+
 class _HttpDispatch(_Server):
     """The stdio dispatcher, answering through a _Channel: a call's own messages reach its exchange, a
-    cancelled call's exchange ends, and each request's held bytes are its own (thread-local)."""
+    cancelled call's exchange ends, and each request's held bytes are its own (thread-local). Its tasks
+    are its own (`TaskOwners`), and its tasks/result requests wait on the server's `_ResultWaits`."""
 
     writer: Any
 
-    def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, **options: Any) -> None:
+    def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, result_waits: _ResultWaits,
+                 task_owners: TaskOwners, **options: Any) -> None:
         self._local = threading.local()
         self.call_slots = call_slots
+        self.result_waits = result_waits
         super().__init__(*args, **options)
+        self.tasks = TaskAnswers(self.registry, self.actor, owners=task_owners, scope=secrets.token_hex(12))
+        # A session's end waits for its calls, not for every task of the registry: one thread per ended
+        # session waited out the longest task (200 sessions deleted during one 18 s task: 207 threads).
+        # The server's own stop drains them once (`McpHttpServer.close`, through the stateless dispatcher).
+        self.drains_tasks = False
+
+    def submit_wait(self, wait: Callable[..., str | None], *args: Any) -> concurrent.futures.Future:
+        return self.result_waits.submit(wait, *args)
+
+    def close(self) -> None:
+        """The session has ended (or the server stops): its waits end now, its tasks are no longer its own."""
+        self.abandon_all()
+        if self.tasks.owners is not None:
+            self.tasks.owners.release(self.tasks.scope)
+        super().close()
 
     def start_call(self, request: Any, *, in_batch: bool, shape: Any) -> Any:
         """A call holds one of the server's call slots until its worker ends (a waiting confirmation
@@ -343,9 +389,13 @@ class McpHttpServer:
                                             max_workers=max_workers, **dict(dispatcher_options or {}))
         self.call_slots = threading.BoundedSemaphore(self.limits.max_pending_calls)
         self.options["call_slots"] = self.call_slots
+        self.result_waits = _ResultWaits(self.limits.max_result_waits)
+        self.options["result_waits"] = self.result_waits
+        self.options["task_owners"] = TaskOwners()
         self.modern_channel = _Channel()
         self.modern = self.dispatcher(registry, writer=self.modern_channel, **self.options)
         self.modern.session.era = "modern"  # locked: an unenveloped initialize can never turn it handshake-era
+        self.modern.drains_tasks = True  # closed last, when the server stops
         self.bound_host = host
         self.sessions: dict[str, _Session] = {}
         self.sessions_lock = threading.Lock()
@@ -354,6 +404,7 @@ class McpHttpServer:
             self.httpd = _HttpServer((host, port), self)
         except OSError as error:
             self.modern.close()
+            self.result_waits.pool.shutdown(wait=False)
             raise HttpServeError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
         self._thread: threading.Thread | None = None
         self.watchdog.thread.start()
@@ -385,6 +436,7 @@ class McpHttpServer:
         for session in ending:
             session.dispatch.close()
         self.modern.close()
+        self.result_waits.pool.shutdown(wait=True)  # every wait was abandoned by its session's close
 
     def __enter__(self) -> McpHttpServer:
         return self.start()

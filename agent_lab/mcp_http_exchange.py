@@ -560,7 +560,13 @@ class _Handler(BaseHTTPRequestHandler):
     def stream(self, dispatch: Any, exchange: Any, internal: str, *, modern: bool) -> None:
         """Wait for the call's answer: JSON when it comes first, else an event stream carrying what the
         server sends first (an elicitation) and then the answer. A vanished client stops the wait; on
-        2026-07-28 that is the call's cancellation."""
+        2026-07-28 that is the call's cancellation, and on either era the request is abandoned: what it
+        waits for (a task's end, the user's confirmation) it waits for no more (a running call runs on)."""
+        if not self.relay(dispatch, exchange, internal, modern=modern):
+            dispatch.abandon(internal)
+
+    def relay(self, dispatch: Any, exchange: Any, internal: str, *, modern: bool) -> bool:
+        """`stream`'s loop; True once the answer is written (or the request was cancelled)."""
         streaming = False
         last_write = time.monotonic()
         while True:
@@ -571,10 +577,10 @@ class _Handler(BaseHTTPRequestHandler):
                     if modern:
                         dispatch.cancel_exchange(internal)
                     self.close_connection = True
-                    return
+                    return False
                 if streaming and time.monotonic() - last_write >= self.app.limits.sse_ping_s:
                     if not self.write_event(None):
-                        return
+                        return False
                     last_write = time.monotonic()
                 continue
             if item is _ENDED:
@@ -584,14 +590,14 @@ class _Handler(BaseHTTPRequestHandler):
                 item = _restore_id(item, internal, exchange.original_id)
                 if not streaming:
                     self.reply(self.status_of(item, modern), item)
-                    return
+                    return True
             if not streaming:
                 if not self.start_stream():
-                    return
+                    return False
                 streaming = True
             if not self.write_event(item) or final:
                 self.close_connection = True
-                return
+                return final
             last_write = time.monotonic()
 
     def start_stream(self) -> bool:

@@ -22,6 +22,12 @@ A cancel that comes after the call started does not pretend: the task stays `wor
 stands. The state lives in the registry's receipt store (`agent_lab.tasks`), so a task accepted by a
 gateway before a restart is read by the restarted one from a shared store (`--receipts sqlite:PATH`).
 
+Over Streamable HTTP the server has one actor for every session, so tasks are also confined to the
+session (or the stateless side) they were handed to (`TaskOwners`): another session's task answers as
+an unknown id does, and tasks/list lists the session's own. A task no live session of this process holds
+(accepted before a restart, or by a session that has ended) is read by its id, as the id is all a client
+keeps across a restart. Over stdio there is one session: nothing more is confined.
+
 This module depends on neither the server nor the gateway: it answers plain results or raises
 `TaskRequestError`, which the server turns into the JSON-RPC error.
 """
@@ -29,6 +35,7 @@ This module depends on neither the server nor the gateway: it answers plain resu
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
@@ -38,7 +45,7 @@ from .errors import Outcome
 from .policy import Actor
 from .tasks import TaskState, TaskStatus
 
-__all__ = ["POLL_INTERVAL_MS", "TASKS_EXTENSION", "TaskAnswers", "TaskCall", "TaskRequestError"]
+__all__ = ["POLL_INTERVAL_MS", "TASKS_EXTENSION", "TaskAnswers", "TaskCall", "TaskOwners", "TaskRequestError"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -48,6 +55,10 @@ POLL_INTERVAL_MS = 500
 RESULT_WAIT_SLACK_S = 30.0
 """`tasks/result` waits for a task to end at most its tool's timeout plus this; then it answers an error
 telling the client to poll `tasks/get` (a task whose host died is reported failed once its lease lapses)."""
+
+MAX_TASKS_HELD = 1000
+"""Tasks one HTTP session (or the stateless side) is known to hold; past it its oldest are forgotten (the
+registry lists an actor's latest 1000 too)."""
 
 METHOD_NOT_FOUND, INVALID_PARAMS = -32601, -32602
 _TOO_LATE = ("The call had started when the cancel came: it runs to its end and its effect stands; "
@@ -78,12 +89,59 @@ def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-class TaskAnswers:
-    """The task half of one MCP server: which calls run as tasks, and the answers of the tasks/ methods."""
+class TaskOwners:
+    """Which scope (an HTTP session, or the stateless side) was handed which task, for one HTTP server:
+    a scope sees the tasks it holds and those no scope holds; tasks/list shows only those it holds. A
+    scope's tasks are forgotten when it ends (at most MAX_TASKS_HELD each, the oldest forgotten first)."""
 
-    def __init__(self, registry: Any, actor: Actor) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, None]] = {}  # scope -> its task ids, oldest first
+        self._holders: dict[str, set[str]] = {}  # task id -> the scopes holding it
+
+    def hand(self, scope: str, task_id: str) -> None:
+        with self._lock:
+            held = self._held.setdefault(scope, {})
+            held.pop(task_id, None)
+            held[task_id] = None
+            self._holders.setdefault(task_id, set()).add(scope)
+            while len(held) > MAX_TASKS_HELD:
+                self._drop(scope, next(iter(held)))
+
+    def holds(self, scope: str, task_id: str) -> bool:
+        with self._lock:
+            return task_id in self._held.get(scope, ())
+
+    def sees(self, scope: str, task_id: str) -> bool:
+        with self._lock:
+            holders = self._holders.get(task_id)
+            return holders is None or scope in holders
+
+    def release(self, scope: str) -> None:
+        """The scope has ended: it holds nothing any more."""
+        with self._lock:
+            for task_id in list(self._held.get(scope, ())):
+                self._drop(scope, task_id)
+            self._held.pop(scope, None)
+
+    def _drop(self, scope: str, task_id: str) -> None:
+        self._held[scope].pop(task_id, None)
+        holders = self._holders.get(task_id)
+        if holders is not None:
+            holders.discard(scope)
+            if not holders:
+                del self._holders[task_id]
+
+
+class TaskAnswers:
+    """The task half of one MCP server: which calls run as tasks, and the answers of the tasks/ methods.
+    With `owners`, confined to the tasks handed to `scope` (see `TaskOwners`)."""
+
+    def __init__(self, registry: Any, actor: Actor, *, owners: Optional[TaskOwners] = None, scope: str = "") -> None:
         self.registry = registry
         self.actor = actor
+        self.owners = owners
+        self.scope = scope
 
     # -- capabilities and tools/call -----------------------------------------------------------------
 
@@ -151,6 +209,8 @@ class TaskAnswers:
     def created(self, result: ToolResult, era: str, server_meta: Mapping[str, Any]) -> dict[str, Any]:
         """The CreateTaskResult for an `accepted` result."""
         task_id = result.output["task_id"] if isinstance(result.output, Mapping) else ""
+        if task_id and self.owners is not None:
+            self.owners.hand(self.scope, task_id)  # before it reaches the client: only this scope sees it
         status = self._read(task_id) if task_id else None
         if status is None:  # just accepted: it is working (the store may be slow to answer a second time)
             now = time.time()
@@ -186,14 +246,17 @@ class TaskAnswers:
             return self._view(status, message=_TOO_LATE if status.cancel == "too_late" else None)
         if method == "tasks/list":
             statuses = self.registry.tasks(actor=self.actor)
+            if self.owners is not None:
+                statuses = [status for status in statuses if self.owners.holds(self.scope, status.task_id)]
             return {"tasks": [self._view(status) for status in reversed(statuses[-100:])]}
         raise TaskRequestError(METHOD_NOT_FOUND, "Method not found")
 
     def waits(self, method: str, era: str) -> bool:
         return method == "tasks/result" and era != "modern"
 
-    def result(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`tasks/result`: wait until the task is terminal, then its CallToolResult (blocks: call it off the reader)."""
+    def result(self, params: Mapping[str, Any], stop: Optional[threading.Event] = None) -> Optional[dict[str, Any]]:
+        """`tasks/result`: wait until the task is terminal, then its CallToolResult (blocks: call it off the
+        reader); None once `stop` is set first (nobody takes the answer any more)."""
         status = self._known(params)
         try:
             timeout_s = self.registry.spec(status.tool).timeout_ms / 1000.0
@@ -203,7 +266,11 @@ class TaskAnswers:
         while not status.status.terminal:
             if time.monotonic() >= give_up:
                 raise TaskRequestError(INVALID_PARAMS, "Invalid params: the task is still working; poll tasks/get")
-            time.sleep(POLL_INTERVAL_MS / 1000.0 / 5)
+            pause = POLL_INTERVAL_MS / 1000.0 / 5
+            if stop is None:
+                time.sleep(pause)
+            elif stop.wait(pause):
+                return None
             status = self._known(params)
         assert status.result is not None
         rendered = render_mcp_result(status.result)
@@ -220,9 +287,13 @@ class TaskAnswers:
 
     def _read(self, task_id: str) -> Optional[TaskStatus]:
         try:
-            return self.registry.task(task_id, actor=self.actor)
+            status = self.registry.task(task_id, actor=self.actor)
         except Exception as error:  # noqa: BLE001 - the store did not answer: the client may retry
             raise TaskRequestError(-32603, "Internal error: the task store did not answer; retry later") from error
+        return status if self._visible(task_id) else None  # read anyway: another's task costs what no task does
+
+    def _visible(self, task_id: str) -> bool:
+        return self.owners is None or self.owners.sees(self.scope, task_id)
 
     def _known(self, params: Mapping[str, Any]) -> TaskStatus:
         status = self._read(self._task_id(params))
@@ -232,6 +303,9 @@ class TaskAnswers:
 
     def _cancel(self, params: Mapping[str, Any]) -> TaskStatus:
         task_id = self._task_id(params)
+        if not self._visible(task_id):  # another scope's task: never cancelled, answered as unknown
+            self._read(task_id)
+            raise TaskRequestError(INVALID_PARAMS, "Invalid params: no task with that id")
         try:
             status = self.registry.cancel_task(task_id, actor=self.actor)
         except Exception as error:  # noqa: BLE001

@@ -228,6 +228,38 @@ class HandshakeEraApprovalTest(unittest.TestCase):
         self.assertEqual(tool_error(self.pipe.receive())["code"], "approval_declined")
         self.assertEqual(self.runs, [])
 
+    def test_a_call_cancelled_while_its_user_is_asked_stops_waiting_and_frees_its_run_slot(self) -> None:
+        self.initialize({"elicitation": {}})
+        asked = []
+        for number in range(4):  # as many as the run slots: each waits for its user's answer
+            self.pipe.send({"jsonrpc": "2.0", "id": f"call-{number}", "method": "tools/call",
+                            "params": {"name": "transfer", "arguments": dict(TRANSFER, request_id=f"t-{number}")}})
+            asked.append(self.pipe.receive())
+        for number in range(4):
+            self.pipe.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": f"call-{number}"}})
+        self.pipe.send({"jsonrpc": "2.0", "id": "next", "method": "tools/call",
+                        "params": {"name": "report", "arguments": {"topic": "q3"}}})
+        following = self.pipe.receive()  # (on the old code, no run slot for CONFIRM_WAIT_S: nothing within WAIT_S)
+        self.assertEqual(following["method"], "elicitation/create")
+        self.assertIn("report", following["params"]["message"])
+        for question in asked:  # answers that come after the cancel approve nothing
+            self.pipe.send({"jsonrpc": "2.0", "id": question["id"], "result": ACCEPT["confirm"]})
+        self.pipe.send({"jsonrpc": "2.0", "id": following["id"], "result": {"action": "decline"}})
+        self.assertEqual(self.pipe.receive()["id"], "next")
+        self.assertEqual(self.runs, [])
+
+    def test_the_end_of_input_ends_a_wait_for_the_users_answer_as_not_approved(self) -> None:
+        self.initialize({"elicitation": {}})
+        self.start_transfer()
+        self.assertEqual(self.pipe.receive()["method"], "elicitation/create")
+        self.pipe.to_server.close()  # the client is gone: nobody can answer
+        answer = self.pipe.receive()  # (on the old code, after CONFIRM_WAIT_S: nothing within WAIT_S)
+        self.assertEqual(answer["id"], "call-1")
+        self.assertEqual(tool_error(answer)["code"], "approval_required")
+        self.pipe.threads[0].join(WAIT_S)
+        self.assertFalse(self.pipe.threads[0].is_alive())  # the server has stopped
+        self.assertEqual(self.runs, [])
+
     def test_without_the_elicitation_capability_the_approval_required_error_is_answered(self) -> None:
         self.initialize({})
         self.start_transfer()

@@ -14,12 +14,13 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import unittest
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from agent_lab import Actor
+from agent_lab import Actor, ToolSpec
 from agent_lab.mcp import INVALID_PARAMS, PARSE_ERROR, SERVER_BUSY
 from agent_lab.mcp_http import HEADER_MISMATCH, HttpLimits, McpHttpServer, gateway_http_server
 from tests.test_mcp_server import ACTOR, WAIT_S, build_registry
@@ -89,6 +90,15 @@ class HttpCase(unittest.TestCase):
     def call(self, session: str, name: str, arguments: dict[str, Any], request_id: Any = 2) -> Answer:
         return self.post({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                           "params": {"name": name, "arguments": arguments}}, {"Mcp-Session-Id": session})
+
+    def open_post(self, message: Any, session: str) -> socket.socket:
+        """A POST sent on a socket of its own, left open: the test reads from it, or hangs up."""
+        body = json.dumps(message).encode()
+        sock = socket.create_connection((self.host, self.port), timeout=WAIT_S)
+        sock.sendall(("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json",
+                                    "Accept: application/json, text/event-stream", f"Content-Length: {len(body)}",
+                                    f"Mcp-Session-Id: {session}"]) + "\r\n\r\n").encode() + body)
+        return sock
 
     def modern_call(self, name: str, arguments: dict[str, Any], *, request_id: Any = 5,
                     headers: dict[str, str] | None = None, **extra: Any) -> Answer:
@@ -544,6 +554,196 @@ class GatewayOverHttpTest(HttpCase):
         unknown = self.call(session, "no_such_tool", {}).message["error"]
         self.assertEqual((hidden["code"], hidden["message"]), (unknown["code"], unknown["message"]))
         self.assertEqual(self.runs, [])
+
+
+def task_registry(gate: threading.Event) -> Any:
+    """`export` runs as a task until `gate` opens; `export_now` as one that ends at once."""
+    from agent_lab.registry import Registry
+
+    registry = Registry()
+    for name, handler in (("export", lambda arguments: gate.wait(WAIT_S) and {"exported": 1}),
+                          ("export_now", lambda arguments: {"exported": 1})):
+        registry.register(ToolSpec(
+            name=name, description="Exports a report.", effect="write", idempotency_key="request_id",
+            required_permission="notes.write", task_support="optional", timeout_ms=int(WAIT_S * 1000),
+            input_schema={"type": "object", "properties": {"request_id": {"type": "string"}}, "required": ["request_id"]}),
+            handler)
+    return registry
+
+
+class TaskCase(HttpCase):
+    def make_server(self) -> McpHttpServer:
+        return McpHttpServer(task_registry(self.gate), actor=ACTOR, **self.server_options)
+
+    def start_task(self, session: str, name: str = "export", key: str = "k-1") -> str:
+        answer = self.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": name, "arguments": {"request_id": key}, "task": {}}}, {"Mcp-Session-Id": session})
+        return str(answer.message["result"]["task"]["taskId"])
+
+    def tasks(self, session: str, method: str, task_id: str | None = None, request_id: Any = 3) -> Any:
+        params = {} if task_id is None else {"taskId": task_id}
+        return self.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
+                         {"Mcp-Session-Id": session}).message
+
+    def until_not_busy(self, send: Any) -> Any:
+        """`send()`'s answer once it is not "server busy" (a hang guard of WAIT_S, never a timing)."""
+        give_up = time.monotonic() + WAIT_S
+        answer = send()
+        while answer.get("error", {}).get("code") == SERVER_BUSY and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+            answer = send()
+        return answer
+
+
+class TaskSessionsTest(TaskCase):
+    """Over HTTP every session calls as the server's one actor: a session's tasks are its own all the same."""
+
+    def test_another_sessions_task_is_answered_as_an_unknown_id_and_never_cancelled(self) -> None:
+        owner, other = self.open_session(), self.open_session()
+        task_id = self.start_task(owner)
+        no_such = "task-" + "0" * 32
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            with self.subTest(method):
+                self.assertEqual(self.tasks(other, method, task_id)["error"],
+                                 self.tasks(other, method, no_such)["error"])  # no id can be probed
+        self.assertEqual(self.tasks(other, "tasks/list")["result"]["tasks"], [])
+        stateless = self.post({"jsonrpc": "2.0", "id": 4, "method": "tasks/get",
+                               "params": {"taskId": task_id, "_meta": MODERN_META}},
+                              {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get"}).message
+        self.assertEqual(stateless["error"]["message"], "Invalid params: no task with that id")
+        self.assertEqual([task["taskId"] for task in self.tasks(owner, "tasks/list")["result"]["tasks"]], [task_id])
+        self.assertEqual(self.tasks(owner, "tasks/get", task_id)["result"]["status"], "working")  # not cancelled
+        self.gate.set()
+        self.assertEqual(self.tasks(owner, "tasks/result", task_id)["result"]["structuredContent"], {"exported": 1})
+
+    def test_a_task_whose_session_ended_is_read_by_its_id_as_after_a_restart(self) -> None:
+        owner = self.open_session()
+        task_id = self.start_task(owner, "export_now")
+        self.assertEqual(self.post(None, {"Mcp-Session-Id": owner}, method="DELETE").status, 204)
+        later = self.open_session()
+        self.assertEqual(self.tasks(later, "tasks/result", task_id)["result"]["structuredContent"], {"exported": 1})
+        self.assertEqual(self.tasks(later, "tasks/list")["result"]["tasks"], [])  # listed: its own tasks only
+
+    def test_an_ended_session_holds_no_thread_while_a_task_runs(self) -> None:
+        # Each ended session's pool was shut down on a thread that then waited for every running task of
+        # the registry: 200 sessions deleted during one 18 s task held 207 threads until it ended.
+        owner = self.open_session()
+        running = self.start_task(owner)
+        for _ in range(5):
+            self.assertEqual(self.post(None, {"Mcp-Session-Id": self.open_session()}, method="DELETE").status, 204)
+        closing = [each for each in threading.enumerate() if each.name == "mcp-http-close"]
+        for thread in closing:
+            thread.join(WAIT_S)  # (on the old code, until the task ended: the gate opens only at cleanup)
+            self.assertFalse(thread.is_alive())
+        self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")
+
+
+
+class ResultWaitsTest(TaskCase):
+    """A tasks/result holds a place of `max_result_waits` (every session together) only while its client
+    can still take the answer."""
+
+    def make_server(self) -> McpHttpServer:
+        return McpHttpServer(task_registry(self.gate), actor=ACTOR, limits=HttpLimits(max_result_waits=1))
+
+    def test_a_tasks_result_nobody_can_take_any_more_frees_its_place_at_once(self) -> None:
+        owner = self.open_session()
+        running = self.start_task(owner)
+        done = self.start_task(owner, "export_now", key="k-2")
+
+        def hang_up(session: str, sock: socket.socket) -> None:
+            sock.close()
+
+        def delete(session: str, sock: socket.socket) -> None:
+            self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
+
+        def cancel(session: str, sock: socket.socket) -> None:
+            self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "wait"}},
+                      {"Mcp-Session-Id": session})
+
+        for leave in (hang_up, delete, cancel):
+            with self.subTest(leave.__name__):
+                session = self.open_session()
+                self.tasks(session, "tasks/list")  # (the tasks are the owner's: read by id after its end only)
+                sock = self.open_post({"jsonrpc": "2.0", "id": "wait", "method": "tasks/result",
+                                       "params": {"taskId": running}}, owner)
+                give_up = time.monotonic() + WAIT_S  # a hang guard
+                while self.server.sessions[owner].channel.internal_for("wait") is None and time.monotonic() < give_up:
+                    threading.Event().wait(0.01)
+                busy = self.tasks(owner, "tasks/result", done, request_id="second")
+                self.assertEqual(busy["error"]["code"], SERVER_BUSY)  # the one place is the waiting one's
+                self.assertIn("tasks/result", busy["error"]["message"])
+                leave(owner, sock)
+                if leave is delete:
+                    owner = session  # the tasks of an ended session are read by their id
+                # (on the old code: no cap, and a wait whose client left held on until its task ended)
+                answer = self.until_not_busy(lambda: self.tasks(owner, "tasks/result", done, request_id="second"))
+                self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
+                sock.close()
+        self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")  # the task runs on
+
+
+class GatewayConfirmationLeftTest(HttpCase):
+    """A call waiting for its user's confirmation holds one of the server's call slots (here the only one):
+    once nobody can answer (the stream closed, the session ended, the call cancelled) the wait ends at
+    once, not approved, and the slot is free for the next call."""
+
+    def make_server(self) -> McpHttpServer:
+        from tests.test_gateway import ACTOR as GATEWAY_ACTOR
+        from tests.test_gateway import build_registry as gateway_registry
+
+        self.runs: list[str] = []
+        return gateway_http_server(gateway_registry(self.runs), actor=GATEWAY_ACTOR,
+                                   limits=HttpLimits(max_pending_calls=1))
+
+    def ask(self, session: str) -> tuple[socket.socket, Any]:
+        """A transfer (it needs approval) on its own socket, read until its elicitation arrives."""
+        sock = self.open_post({"jsonrpc": "2.0", "id": "t", "method": "tools/call", "params": {
+            "name": "transfer", "arguments": {"account": "acc-1", "amount": 40, "request_id": "t-1"}}}, session)
+        received = b""
+        while b"\n\n" not in received.partition(b"data: ")[2]:
+            chunk = sock.recv(65536)
+            self.assertTrue(chunk, received)
+            received += chunk
+        return sock, json.loads(received.partition(b"data: ")[2].partition(b"\n")[0])
+
+    def next_call(self) -> Any:
+        """A call from another session once the slot is free (busy while the confirmation wait holds it:
+        on the old code for CONFIRM_WAIT_S, 300 s; a hang guard of WAIT_S, never a timing)."""
+        session = self.open_session()
+        give_up = time.monotonic() + WAIT_S
+        answer = self.call(session, "report", {"topic": "q3"}).message
+        while answer.get("error", {}).get("code") == SERVER_BUSY and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+            answer = self.call(session, "report", {"topic": "q3"}).message
+        return answer
+
+    def test_a_confirmation_nobody_can_answer_ends_not_approved_and_frees_the_call_slot(self) -> None:
+        def hang_up(session: str, sock: socket.socket, asked: Any) -> None:
+            sock.close()
+
+        def delete(session: str, sock: socket.socket, asked: Any) -> None:
+            self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
+
+        def cancel(session: str, sock: socket.socket, asked: Any) -> None:
+            self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "t"}},
+                      {"Mcp-Session-Id": session})
+
+        for leave in (hang_up, delete, cancel):
+            with self.subTest(leave.__name__):
+                session = self.open_session({"elicitation": {}})
+                sock, asked = self.ask(session)
+                self.assertEqual(asked["method"], "elicitation/create")
+                self.assertEqual(self.call(self.open_session(), "report", {"topic": "q3"}).message["error"]["code"],
+                                 SERVER_BUSY)  # the one call slot is the transfer's
+                leave(session, sock, asked)
+                answer = self.next_call()
+                self.assertEqual(json.loads(answer["result"]["content"][0]["text"])["error"]["code"],
+                                 "approval_required")
+                yes = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+                self.post(yes, {"Mcp-Session-Id": session})  # too late: nobody waits for it any more
+                sock.close()
+                self.assertEqual(self.runs, [])  # the transfer never ran
 
 
 def read_event(response: http.client.HTTPResponse) -> Any:
