@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
@@ -45,8 +44,6 @@ from .stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatu
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stores import ReceiptStore
-
-logger = logging.getLogger("agent_lab.registry")
 
 __all__ = [
     "MAX_RUNNING_TASKS",
@@ -189,14 +186,11 @@ class TaskBook:
 
     def end_start(self, tenant: str, task_id: str, *, timeout_s: float) -> None:
         """The run whose task's entry holds its final record lets its `start` expire with it (the
-        receipt's ttl from now). If this fails, the gate stays (listed by `unresolved()`): harmless."""
-        if not self.keeps_start:
-            return
-        try:
+        receipt's ttl from now). Raises ReceiptStoreUnavailable; then the gate stays (listed by
+        `unresolved()`): harmless."""
+        if self.keeps_start:
             self.store.resolve(ReceiptKey(tenant, TASK_GATE, task_id), _START, record={"gate": _START},
                                timeout_s=timeout_s)
-        except (ReceiptStoreUnavailable, OSError) as exception:
-            logger.warning("receipt store could not let a finished task's gate expire: %s", type(exception).__name__)
 
     def gate(self, tenant: str, task_id: str, *, timeout_s: Optional[float] = None) -> Optional[str]:
         """Who took the task's gate: `start`, `cancel`, `interrupt` (a reader found the entry lapsed

@@ -175,6 +175,8 @@ class TaskRunner:
         try:
             if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
                 self.book.end_start(state.actor.tenant, state.task, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
+            logger.warning("receipt store could not let a finished task's gate expire: %s", type(exception).__name__)
         finally:
             self._done()
 
