@@ -41,6 +41,7 @@ from .calls import ToolResult
 from .errors import NextAction, Outcome, ToolError
 from .fingerprint import canonical_json
 from .stores import Lapse, ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
+from .stores._rules import TASK_GATE_TOOL
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stores import ReceiptStore
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 TASK_ENTRY = "agent_lab/task"
-TASK_GATE = "agent_lab/task-gate"
+TASK_GATE = TASK_GATE_TOOL
 """The `ReceiptKey.tool` of a task's entry and of its gate. A `/` is never in a tool's name, so no
 tool's receipts can meet them."""
 

@@ -299,6 +299,28 @@ class ReceiptStoreConformance:
         self.assertIs(self.store.keep(KEY, owner), False)  # expired: it may have been read as free already
         self.assertIsNone(self.store.lookup(KEY))
 
+    def test_keep_until_resolved_turns_a_holders_receipt_into_one_that_waits_for_resolve(self) -> None:
+        # A write task that ended with its outcome unknown: its key's `accepted` receipt replays until the
+        # application resolves it, as a plain write's receipt of unknown outcome does.
+        owner = self.completed()
+        self.assertIs(self.store.keep(KEY, "not-the-owner", until_resolved=True), False)
+        self.assertIs(self.store.keep(KEY, owner, until_resolved=True), True)
+        self.clock.advance(10 * TTL_S)
+        self.assertEqual(self.store.purge(), 0)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+        self.assertEqual(self.store.unresolved(), [KEY])
+        self.assertIs(self.store.resolve(KEY, FIRST, record=None), True)
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_a_tasks_gate_is_never_listed_as_unresolved(self) -> None:
+        # A started task's gate is kept until its run ends; a hand that resolved it would let a reader say
+        # "did not run" of a task whose host died mid-call.
+        gate = ReceiptKey(KEY.tenant, "agent_lab/task-gate", "task-1")
+        owner = self.reserve("start", key=gate)
+        self.assertTrue(self.store.complete_unknown(gate, owner, {"gate": "start"}))
+        self.assertEqual(self.store.unresolved(), [])
+        self.assertStatus(self.store.lookup(gate), ReservationStatus.REPLAY, "start")
+
     # -- renew --------------------------------------------------------------------------------
 
     def test_renewing_keeps_a_long_call_in_progress_past_its_first_lease(self) -> None:

@@ -446,18 +446,48 @@ class LapsedEntryTest(TaskTestCase):
                          (TaskState.FAILED, "task_interrupted", Outcome.UNKNOWN))
         self.assertIn("may have", status.result.error.message)
 
-    def test_a_running_tasks_start_is_kept_until_it_ends_and_then_expires_with_it(self) -> None:
-        store = InMemoryReceiptStore()
-        registry = Registry(receipts=store)
+    def test_a_started_tasks_gate_is_never_listed_as_unresolved_and_expires_with_the_task(self) -> None:
+        # Listed, it invited a hand to resolve it; resolved, a reader said "did not run" of a task whose
+        # host died mid-call (reproduced by review).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        store = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        registry = Registry(receipts=store, late_completion_s=0)
         self.addCleanup(registry.close)
         registry.register(export_spec(), self.exporter)
         task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "k-1"}), actor=ANA,
                                   as_task=True).output["task_id"]
         self.assertTrue(self.exporter.started.wait(WAIT_S))
-        self.assertIn(ReceiptKey(ANA.tenant, TASK_GATE, task_id), store.unresolved())  # kept while it runs
+        gate = ReceiptKey(ANA.tenant, TASK_GATE, task_id)
+        self.assertEqual(store.lookup(gate).fingerprint, "start")
+        self.assertEqual(store.unresolved(), [])
         self.exporter.release.set()
         self.assertTrue(registry.wait_tasks(WAIT_S))
-        self.assertEqual(store.unresolved(), [])  # ended: nothing left to resolve
+        clock.advance(61)
+        self.assertIsNone(store.lookup(gate))  # ended: it expired with the task's receipts
+
+    def test_a_write_task_whose_outcome_is_unknown_keeps_its_key_until_it_is_resolved(self) -> None:
+        # Its key's `accepted` receipt expired with the ttl, and the same key started the effect again
+        # (reproduced by review: 2 effects), while a plain write's unknown receipt is kept until resolved.
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        store = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        registry = Registry(receipts=store, late_completion_s=0)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        self.exporter.release.set()
+        call = ToolCall("export_report", {"rows": -1, "request_id": "u-1"})  # the export raises: it may have run
+        task_id = registry.invoke(call, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertEqual(registry.task(task_id, actor=ANA).result.outcome, Outcome.UNKNOWN)
+        clock.advance(24 * 3600)
+        self.assertEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertEqual(len(self.exporter.runs), 1)
+        self.assertIn(ReceiptKey(ANA.tenant, "export_report", "u-1"), store.unresolved())
+        self.assertTrue(registry.resolve_unknown("export_report", "u-1", tenant=ANA.tenant, happened=False))
+        self.assertNotEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": task_id})
 
     def test_a_task_read_as_never_started_never_starts_when_its_host_reaches_the_store_again(self) -> None:
         # What a reader sees of a host that lost the store for longer than the lease (its renewals and

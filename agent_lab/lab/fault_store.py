@@ -100,9 +100,14 @@ class FaultInjectingStore:
             return bool(complete_unknown(key, owner, record, timeout_s=timeout_s))
         return self.inner.complete(key, owner, record, timeout_s=timeout_s)
 
-    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None,
+             until_resolved: bool = False) -> bool:
         keep = getattr(self.inner, "keep", None)
-        return bool(keep(key, owner, timeout_s=timeout_s)) if callable(keep) else False
+        if not callable(keep):
+            return False
+        if until_resolved:
+            return bool(keep(key, owner, timeout_s=timeout_s, until_resolved=True))
+        return bool(keep(key, owner, timeout_s=timeout_s))
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         return self.inner.release(key, owner, timeout_s=timeout_s)

@@ -184,6 +184,7 @@ def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> 
         record: Optional[Mapping[str, Any]] = TaskBook.final_record(
             TaskState.COMPLETED if result.ok else TaskState.FAILED, result)
         timeout_s = RECEIPT_RETRY_TIMEOUT_S
+        state.task_unknown = result.outcome is _OUTCOME_UNKNOWN  # its key is kept until resolved (steps/task.py)
     else:
         record = None if frees_key(result) else result.to_record()
         # A write whose effect may have happened: its receipt is kept, and listed by unresolved(), until
@@ -204,15 +205,19 @@ def frees_key(result: ToolResult) -> bool:
     return False
 
 
+_RESOLVABLE_OUTCOMES = (Outcome.UNKNOWN.value, Outcome.ACCEPTED.value)
+
+
 def resolvable(found: Reservation) -> bool:
     """Whether what `lookup` found under a key waits for `resolve_unknown`: a write's lapsed reservation
     (UNKNOWN), or the receipt of a write's unknown outcome, which replays (REPLAY of a record whose
-    outcome is unknown; the store says whether it keeps it for resolving: one stored by a store without
-    `complete_unknown` is refused there)."""
+    outcome is unknown, or the `accepted` of a write task that ended so; the store says whether it keeps
+    it for resolving: one stored by a store without `complete_unknown`, or a task's that ended otherwise,
+    is refused there)."""
     if found.status is _UNKNOWN:
         return True
     record = found.record
-    return found.status is _REPLAY and isinstance(record, Mapping) and record.get("outcome") == _OUTCOME_UNKNOWN.value
+    return found.status is _REPLAY and isinstance(record, Mapping) and record.get("outcome") in _RESOLVABLE_OUTCOMES
 
 
 def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:

@@ -58,6 +58,7 @@ class CallState:
     hold: Optional[Hold] = None  # this call holds an idempotency reservation (its owner token is in it)
     late_pending = False  # a late handler will complete the reservation itself
     task: Optional[str] = None  # the run of an accepted task (its id): `hold` is its entry, completed with its record
+    task_unknown = False  # that task ended with its outcome unknown
     finished_late = False  # the handler and the check of what it handed back ended past the deadline
     receipt_result: Optional[ToolResult] = None  # the key's receipt, when it is not the call's result (overran)
     receipt_note: Optional[ReceiptNote] = None  # what became of the receipt, for the audit record

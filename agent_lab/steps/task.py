@@ -173,12 +173,31 @@ class TaskRunner:
         """The run is over: its `start` at the gate expires with the entry once the entry holds the task's
         final record (else it stays, as the entry stays unknown: see `TaskBook.take_gate`)."""
         try:
+            if started and state.task_unknown and state.spec is not None and state.spec.writes:
+                self._keep_key_until_resolved(state)
             if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
                 self.book.end_start(state.actor.tenant, state.task, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
         except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
-            logger.warning("receipt store could not let a finished task's gate expire: %s", type(exception).__name__)
+            logger.warning("receipt store failed at the end of a task of %r: %s", state.tool, type(exception).__name__)
         finally:
             self._done()
+
+    def _keep_key_until_resolved(self, state: CallState) -> None:
+        """A write task that ended with its outcome unknown keeps its key's `accepted` receipt until the
+        application resolves it, as a plain write's receipt of unknown outcome is kept: one that expired
+        with the ttl would let the same key start the effect again. The caller may still be completing
+        that receipt (a handler that failed at once), so it is asked again for a while."""
+        keeps = state.hold.keeps if state.hold is not None else None
+        keep = getattr(self.services.receipts, "keep", None)
+        if keeps is None or not callable(keep):
+            return
+        give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
+        while not keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S, until_resolved=True):
+            if time.monotonic() >= give_up:  # never completed (its caller's store call failed): it lapses unknown
+                logger.warning("the key of a task of %r that ended with its outcome unknown could not be kept "
+                               "until resolved; it expires with the store's ttl", state.tool)
+                return
+            time.sleep(0.02)
 
     def _done(self) -> None:
         with self._lock:

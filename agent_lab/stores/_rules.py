@@ -23,6 +23,10 @@ IN_FLIGHT = "in_flight"
 COMPLETED = "completed"
 
 UNRESOLVED_UNTIL = math.inf
+TASK_GATE_TOOL = "agent_lab/task-gate"
+"""The tool part of a task's gate key (`agent_lab.tasks`). A started task's `start` is kept until its run
+ends, as an unresolved receipt would be, but `unresolved()` never lists it: it is the run's own, and a
+hand that resolved it would let a reader say "did not run" of a task whose host died mid-call."""
 """The expiry of a receipt of unknown outcome (``complete_unknown``): never. It replays like any
 receipt, but it is kept, and listed by ``unresolved()``, until the application resolves it: the effect
 may have happened, so its key must not run again on its own once a ttl has passed. No ttl is infinite

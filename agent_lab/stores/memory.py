@@ -193,7 +193,8 @@ class InMemoryReceiptStore:
                                                  owner=owner, record=value)
             return True
 
-    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None,
+             until_resolved: bool = False) -> bool:
         rules.check_owner(owner)
         address = rules.address(key)
         with self._locked(timeout_s):
@@ -202,7 +203,8 @@ class InMemoryReceiptStore:
             if not rules.kept_by(entry, owner, now):
                 return False
             assert entry is not None
-            self._entries[address] = entry._replace(expires_at=max(entry.expires_at, stamp + self._ttl_s))
+            until = rules.UNRESOLVED_UNTIL if until_resolved else stamp + self._ttl_s
+            self._entries[address] = entry._replace(expires_at=max(entry.expires_at, until))
             return True
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
@@ -250,7 +252,8 @@ class InMemoryReceiptStore:
         rules.check_limit(limit)
         with self._locked(timeout_s):
             now = self._times()[0]
-            found = sorted(address for address, entry in self._entries.items() if entry.is_unresolved(now))
+            found = sorted(address for address, entry in self._entries.items()
+                           if entry.is_unresolved(now) and address[1] != rules.TASK_GATE_TOOL)
         return [ReceiptKey(*address) for address in found[:limit]]
 
     def purge(self, *, limit: int = PURGE_LIMIT, timeout_s: Optional[float] = None) -> int:

@@ -229,6 +229,10 @@ _SQL = {
         f"UPDATE {_RECEIPTS} SET expires_at = GREATEST(expires_at, {{stamp}} + {{ttl}}) WHERE " + _WHERE_KEY
         + " AND state = 'completed' AND owner = :owner AND expires_at > {now} RETURNING {clock}"
     ),
+    "keep_until_resolved": (
+        f"UPDATE {_RECEIPTS} SET expires_at = {_NEVER} WHERE " + _WHERE_KEY
+        + " AND state = 'completed' AND owner = :owner AND expires_at > {now} RETURNING {clock}"
+    ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY + " RETURNING {clock}",
     "resolve_happened": (
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
@@ -237,7 +241,7 @@ _SQL = {
     "resolve_not_happened": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_UNKNOWN + " RETURNING {clock}",
     "unresolved": (
         f"SELECT COALESCE(full_tenant, tenant), COALESCE(full_tool, tool), COALESCE(full_key, key) FROM {_RECEIPTS}"
-        " WHERE " + _IS_UNRESOLVED + " ORDER BY 1, 2, 3 LIMIT :limit"
+        " WHERE " + _IS_UNRESOLVED + f" AND tool <> '{rules.TASK_GATE_TOOL}' ORDER BY 1, 2, 3 LIMIT :limit"
     ),
     # SKIP LOCKED: two workers purging at once split the work instead of waiting for each other.
     "purge_receipts": (
@@ -474,10 +478,12 @@ class PostgresReceiptStore:
         return self._call(timeout_s, lambda call: call.changed("complete_unknown", values)
                           or call.row("completed_by", values) is not None)
 
-    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None,
+             until_resolved: bool = False) -> bool:
         rules.check_owner(owner)
         values = self._values(rules.address(key), owner=owner)
-        return self._call(timeout_s, lambda call: call.changed("keep", values))
+        statement = "keep_until_resolved" if until_resolved else "keep"
+        return self._call(timeout_s, lambda call: call.changed(statement, values))
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)

@@ -123,7 +123,8 @@ _RESOLVE_HAPPENED = (
 )
 _RESOLVE_NOT_HAPPENED = "DELETE FROM receipts WHERE " + _WHERE_UNKNOWN
 _SELECT_UNRESOLVED = (
-    "SELECT tenant, tool, key FROM receipts WHERE " + _IS_UNRESOLVED + " ORDER BY tenant, tool, key LIMIT ?"
+    "SELECT tenant, tool, key FROM receipts WHERE " + _IS_UNRESOLVED + f" AND tool <> '{rules.TASK_GATE_TOOL}'"
+    " ORDER BY tenant, tool, key LIMIT ?"
 )
 # The sweep: where a chunk ends (its last key; none when fewer rows are left), then one DELETE of the
 # purgeable rows in the chunk's key range. Both walk the primary key; no row reaches Python.
@@ -317,13 +318,15 @@ class SqliteReceiptStore:
 
         return self._call(timeout_s, work)
 
-    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+    def keep(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None,
+             until_resolved: bool = False) -> bool:
         rules.check_owner(owner)
         address = rules.address(key)
 
         def work(connection: sqlite3.Connection) -> bool:
             now, stamp = self._times(connection)
-            return _changed(connection.execute(_KEEP, (stamp + self._ttl_s, *address, owner, now)))
+            until = rules.UNRESOLVED_UNTIL if until_resolved else stamp + self._ttl_s
+            return _changed(connection.execute(_KEEP, (until, *address, owner, now)))
 
         return self._call(timeout_s, work)
 
