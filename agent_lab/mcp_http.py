@@ -61,7 +61,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import __version__
 from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, SERVER_BUSY, ApprovalSource, _Held, _ProtocolError, _Server
 from .mcp_http_exchange import HEADER_MISMATCH, _Channel, _Handler
-from .mcp_tasks import TaskAnswers, TaskOwners
+from .mcp_tasks import TaskAnswers, TaskOwners, TaskScope
 from .policy import Actor
 
 __all__ = [
@@ -194,7 +194,7 @@ class _HttpDispatch(_Server):
         self.call_slots = call_slots
         self.result_waits = result_waits
         super().__init__(*args, **options)
-        self.tasks = TaskAnswers(self.registry, self.actor, owners=task_owners, scope=secrets.token_hex(12))
+        self.tasks = TaskAnswers(self.registry, self.actor, owners=task_owners, scope=TaskScope())
         # A session's end waits for its calls, not for every task of the registry: one thread per ended
         # session waited out the longest task (200 sessions deleted during one 18 s task: 207 threads).
         # The server's own stop drains them once (`McpHttpServer.close`, through the stateless dispatcher).

@@ -45,7 +45,7 @@ from .errors import Outcome
 from .policy import Actor
 from .tasks import TaskState, TaskStatus
 
-__all__ = ["POLL_INTERVAL_MS", "TASKS_EXTENSION", "TaskAnswers", "TaskCall", "TaskOwners", "TaskRequestError"]
+__all__ = ["POLL_INTERVAL_MS", "TASKS_EXTENSION", "TaskAnswers", "TaskCall", "TaskOwners", "TaskRequestError", "TaskScope"]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -89,18 +89,32 @@ def _iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+class TaskScope:
+    """One holder of tasks (an HTTP session, or the stateless side), compared by identity. Once released
+    it is `ended` and is handed nothing more: a call accepted after its session ended held its task in a
+    scope nobody would release again (memory for ever, and a task no live session could read)."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+
 class TaskOwners:
     """Which scope (an HTTP session, or the stateless side) was handed which task, for one HTTP server:
     a scope sees the tasks it holds and those no scope holds; tasks/list shows only those it holds. A
-    scope's tasks are forgotten when it ends (at most MAX_TASKS_HELD each, the oldest forgotten first)."""
+    scope's tasks are forgotten when it ends (at most MAX_TASKS_HELD each, the oldest forgotten first),
+    and a task handed to it after then is held by no scope."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[str, dict[str, None]] = {}  # scope -> its task ids, oldest first
-        self._holders: dict[str, set[str]] = {}  # task id -> the scopes holding it
+        self._held: dict[TaskScope, dict[str, None]] = {}  # scope -> its task ids, oldest first
+        self._holders: dict[str, set[TaskScope]] = {}  # task id -> the scopes holding it
 
-    def hand(self, scope: str, task_id: str) -> None:
+    def hand(self, scope: TaskScope, task_id: str) -> None:
         with self._lock:
+            if scope.ended:
+                return
             held = self._held.setdefault(scope, {})
             held.pop(task_id, None)
             held[task_id] = None
@@ -108,23 +122,24 @@ class TaskOwners:
             while len(held) > MAX_TASKS_HELD:
                 self._drop(scope, next(iter(held)))
 
-    def holds(self, scope: str, task_id: str) -> bool:
+    def holds(self, scope: TaskScope, task_id: str) -> bool:
         with self._lock:
             return task_id in self._held.get(scope, ())
 
-    def sees(self, scope: str, task_id: str) -> bool:
+    def sees(self, scope: TaskScope, task_id: str) -> bool:
         with self._lock:
             holders = self._holders.get(task_id)
             return holders is None or scope in holders
 
-    def release(self, scope: str) -> None:
-        """The scope has ended: it holds nothing any more."""
+    def release(self, scope: TaskScope) -> None:
+        """The scope has ended: it holds nothing any more, nor will."""
         with self._lock:
+            scope.ended = True
             for task_id in list(self._held.get(scope, ())):
                 self._drop(scope, task_id)
             self._held.pop(scope, None)
 
-    def _drop(self, scope: str, task_id: str) -> None:
+    def _drop(self, scope: TaskScope, task_id: str) -> None:
         self._held[scope].pop(task_id, None)
         holders = self._holders.get(task_id)
         if holders is not None:
@@ -137,11 +152,12 @@ class TaskAnswers:
     """The task half of one MCP server: which calls run as tasks, and the answers of the tasks/ methods.
     With `owners`, confined to the tasks handed to `scope` (see `TaskOwners`)."""
 
-    def __init__(self, registry: Any, actor: Actor, *, owners: Optional[TaskOwners] = None, scope: str = "") -> None:
+    def __init__(self, registry: Any, actor: Actor, *, owners: Optional[TaskOwners] = None,
+                 scope: Optional[TaskScope] = None) -> None:
         self.registry = registry
         self.actor = actor
         self.owners = owners
-        self.scope = scope
+        self.scope = scope if scope is not None else TaskScope()
 
     # -- capabilities and tools/call -----------------------------------------------------------------
 

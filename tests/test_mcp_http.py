@@ -639,6 +639,33 @@ class TaskSessionsTest(TaskCase):
 
 
 
+class TaskAfterSessionEndTest(TaskCase):
+    """A task call accepted after its session ended is held by no session: read by its id from any."""
+
+    server_options = {"max_workers": 1}
+
+    def test_a_task_call_that_ends_after_its_session_did_is_read_by_its_id(self) -> None:
+        # Its end handed the task to the ended session, which nobody releases again: held for ever (memory)
+        # and by no live session, so read by its id it answered -32602 (reproduced by review).
+        session = self.open_session()
+        blocking = self.open_post({"jsonrpc": "2.0", "id": "sync", "method": "tools/call",
+                                   "params": {"name": "export", "arguments": {"request_id": "s-1"}}}, session)
+        queued = self.open_post({"jsonrpc": "2.0", "id": "t", "method": "tools/call", "params": {
+            "name": "export_now", "arguments": {"request_id": "q-1"}, "task": {}}}, session)
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while self.server.sessions[session].channel.internal_for("t") is None and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+        self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
+        self.gate.set()  # the session's one run slot frees: the queued task call runs, after the session's end
+        for thread in [each for each in threading.enumerate() if each.name == "mcp-http-close"]:
+            thread.join(WAIT_S)  # the session's close waits for its calls
+        [task] = [status for status in self.server.registry.tasks(actor=ACTOR) if status.tool == "export_now"]
+        later = self.open_session()
+        self.assertEqual(self.tasks(later, "tasks/result", task.task_id)["result"]["structuredContent"], {"exported": 1})
+        blocking.close()
+        queued.close()
+
+
 class ResultWaitsTest(TaskCase):
     """A tasks/result holds a place of `max_result_waits` (every session together) only while its client
     can still take the answer."""
