@@ -51,6 +51,7 @@ logger = logging.getLogger("agent_lab.mcp")
 HEADER_MISMATCH = -32020  # 2026-07-28: a routing header that disagrees with the body
 REQUEST_CANCELLED = -32800  # the answer to a request the client cancelled while its POST was still open
 POLL_S = 0.25  # how often a waiting exchange looks for a vanished client
+DRAIN_BYTES = 1 << 20  # at most this much a waiting exchange reads and drops from its client a look
 LINGER_S = 1.0  # how long a refused request's unread body is drained after the answer
 LINGER_BYTES = 1024 * 1024  # and how much of it
 SESSION_HEADER = "Mcp-Session-Id"
@@ -544,6 +545,7 @@ class _Handler(BaseHTTPRequestHandler):
                         opening.dispatch.close()
                 if response is not None:
                     line = _restore_id(_encoded(response), internal, original)
+                    channel.close(internal)  # before the answer: a client may reuse the id once it has it
                     self.reply(self.status_of(line, modern), line, headers)
                     return
                 self.stream(dispatch, exchange, internal, modern=modern)
@@ -588,7 +590,9 @@ class _Handler(BaseHTTPRequestHandler):
             final = _INTERNAL_ID.match(item) is not None and _INTERNAL_ID.match(item).group(1) == internal  # type: ignore[union-attr]
             if final:
                 item = _restore_id(item, internal, exchange.original_id)
+                dispatch.writer.close(internal)  # before the answer: a client may reuse the id once it has it
                 if not streaming:
+                    self.client_gone()  # drops what it sent meanwhile (a POST is never pipelined), then closes
                     self.reply(self.status_of(item, modern), item)
                     return True
             if not streaming:
@@ -628,11 +632,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.app.watchdog.disarm(self.connection)
 
     def client_gone(self) -> bool:
-        """The client closed its side (a readable socket with nothing to read)."""
+        """The client closed its side (a readable socket with nothing left to read). A waiting request
+        expects nothing more from its client, so what it sends meanwhile is read and dropped, and the
+        connection ends with this answer: a peek saw only a byte sent before hanging up, never the end
+        behind it, and the wait held its places until its task ended (reproduced by review: 32 waits so
+        left made every request 503). A client that keeps sending is alive (at most DRAIN_BYTES a look)."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if not readable:
-                return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            drained = 0
+            while drained < DRAIN_BYTES:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if not readable:
+                    return False
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    return True
+                drained += len(chunk)
+                self.close_connection = True  # what was dropped may have been a request: none is read after
+            return False
         except (OSError, ValueError):
             return True

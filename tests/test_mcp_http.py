@@ -585,6 +585,18 @@ class TaskCase(HttpCase):
         return self.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
                          {"Mcp-Session-Id": session}).message
 
+    def answered(self, sock: socket.socket) -> Any:
+        """The JSON answer on a socket (read until the server closes it or the body is whole)."""
+        received = b""
+        while True:
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            if length and len(body) >= int(length[0]):
+                return head, json.loads(body)
+            chunk = sock.recv(65536)
+            self.assertTrue(chunk, received)
+            received += chunk
+
     def until_not_busy(self, send: Any) -> Any:
         """`send()`'s answer once it is not "server busy" (a hang guard of WAIT_S, never a timing)."""
         give_up = time.monotonic() + WAIT_S
@@ -668,7 +680,8 @@ class TaskAfterSessionEndTest(TaskCase):
 
 class ResultWaitsTest(TaskCase):
     """A tasks/result holds a place of `max_result_waits` (every session together) only while its client
-    can still take the answer."""
+    can still take the answer, whatever that client sent before it left. A client that sends more bytes
+    while it waits is still answered, on a connection that then ends."""
 
     def make_server(self) -> McpHttpServer:
         return McpHttpServer(task_registry(self.gate), actor=ACTOR, limits=HttpLimits(max_result_waits=1))
@@ -681,6 +694,10 @@ class ResultWaitsTest(TaskCase):
         def hang_up(session: str, sock: socket.socket) -> None:
             sock.close()
 
+        def send_a_byte_and_hang_up(session: str, sock: socket.socket) -> None:
+            sock.sendall(b"x")  # (on the old code the byte hid the end of the stream behind it)
+            sock.close()
+
         def delete(session: str, sock: socket.socket) -> None:
             self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
 
@@ -688,7 +705,7 @@ class ResultWaitsTest(TaskCase):
             self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "wait"}},
                       {"Mcp-Session-Id": session})
 
-        for leave in (hang_up, delete, cancel):
+        for leave in (hang_up, send_a_byte_and_hang_up, delete, cancel):
             with self.subTest(leave.__name__):
                 session = self.open_session()
                 self.tasks(session, "tasks/list")  # (the tasks are the owner's: read by id after its end only)
@@ -708,6 +725,23 @@ class ResultWaitsTest(TaskCase):
                 self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
                 sock.close()
         self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")  # the task runs on
+
+    def test_a_client_that_sends_while_it_waits_is_answered_and_its_connection_then_ends(self) -> None:
+        session = self.open_session()
+        running = self.start_task(session)
+        sock = self.open_post({"jsonrpc": "2.0", "id": "w", "method": "tasks/result", "params": {"taskId": running}},
+                              session)
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while self.server.sessions[session].channel.internal_for("w") is None and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+        sock.sendall(b"GET /mcp HTTP/1.1\r\n")  # read and dropped: a waiting request expects nothing more
+        self.assertEqual(self.tasks(session, "tasks/get", running)["result"]["status"], "working")
+        self.gate.set()
+        head, answer = self.answered(sock)
+        self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
+        self.assertIn(b"Connection: close", head)
+        self.assertEqual(sock.recv(65536), b"")  # nothing it sent is answered as a request
+        sock.close()
 
 
 class GatewayConfirmationLeftTest(HttpCase):
@@ -749,6 +783,10 @@ class GatewayConfirmationLeftTest(HttpCase):
         def hang_up(session: str, sock: socket.socket, asked: Any) -> None:
             sock.close()
 
+        def send_a_byte_and_hang_up(session: str, sock: socket.socket, asked: Any) -> None:
+            sock.sendall(b"x")  # (on the old code held until a keep-alive write failed, twice sse_ping_s)
+            sock.close()
+
         def delete(session: str, sock: socket.socket, asked: Any) -> None:
             self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
 
@@ -756,7 +794,7 @@ class GatewayConfirmationLeftTest(HttpCase):
             self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "t"}},
                       {"Mcp-Session-Id": session})
 
-        for leave in (hang_up, delete, cancel):
+        for leave in (hang_up, send_a_byte_and_hang_up, delete, cancel):
             with self.subTest(leave.__name__):
                 session = self.open_session({"elicitation": {}})
                 sock, asked = self.ask(session)
