@@ -33,7 +33,8 @@ What a client (or a web page) cannot make it do, checked before anything is read
   `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
   tool calls not yet finished (all sessions; a call whose client left runs to its end) a call is refused
   "server busy" and never runs; past `max_result_waits` tasks/result requests waiting (all sessions, on
-  one pool of that many threads) one is refused "server busy", and a wait whose client left (its stream
+  one pool of that many threads, well under `max_in_flight`), or `max_result_waits_per_session` of one
+  session's, one is refused "server busy", and a wait whose client left (its stream
   closed, its session ended, or cancelled) ends at once, as does a call's wait for its user's
   confirmation, which then is not approved; `http.server` bounds the header count and line size; a request's head
   and body must arrive within `read_timeout_s`, and each answer or event must be taken within it too
@@ -97,7 +98,10 @@ class HttpLimits:
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
     max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
-    max_result_waits: int = 32  # tasks/result waiting for their task, every session together (one thread each)
+    # tasks/result waiting for their task (one thread each), every session together and one session: well
+    # under max_in_flight, and shared, so waits never leave short requests (tasks/get) without room
+    max_result_waits: int = 16
+    max_result_waits_per_session: int = 4
     read_timeout_s: float = 30.0  # a request's head and body must arrive within this
     socket_timeout_s: float = 30.0  # one socket read or write
     session_idle_s: float = 1800.0  # a session unused this long ends
@@ -161,23 +165,41 @@ def _allowed_origin(origin: str, allowed: frozenset[str]) -> bool:
 
 class _ResultWaits:
     """Where every session's tasks/result waits: at most `limit` at once, on one pool of `limit` threads
-    (a session's own pool would keep every thread it ever grew until the session ends)."""
+    (a session's own pool would keep every thread it ever grew until the session ends), and at most
+    `per_session` of them one session's (`share`): one client's 32 waits took every in-flight slot, and
+    every other client, its tasks/get included, was answered 503 (reproduced by review)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_session: int) -> None:
         self.limit = limit
+        self.per_session = per_session
         self.slots = threading.BoundedSemaphore(limit)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limit, thread_name_prefix="mcp-task-result")
 
-    def submit(self, wait: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+    def share(self) -> threading.BoundedSemaphore:
+        """One session's places."""
+        return threading.BoundedSemaphore(self.per_session)
+
+    def submit(self, share: threading.BoundedSemaphore, wait: Callable[..., Any],
+               *args: Any) -> concurrent.futures.Future:
+        if not share.acquire(blocking=False):
+            raise _ProtocolError(SERVER_BUSY, f"Server busy: this session has {self.per_session} tasks/result "
+                                 "requests waiting; poll tasks/get, or retry later")
         if not self.slots.acquire(blocking=False):
+            share.release()
             raise _ProtocolError(SERVER_BUSY, f"Server busy: {self.limit} tasks/result requests are waiting; "
                                  "poll tasks/get, or retry later")
         try:
             future = self.pool.submit(wait, *args)
         except BaseException:
             self.slots.release()
+            share.release()
             raise
-        future.add_done_callback(lambda _: self.slots.release())
+
+        def release(_: concurrent.futures.Future) -> None:
+            self.slots.release()
+            share.release()
+
+        future.add_done_callback(release)
         return future
 
 
@@ -193,6 +215,7 @@ class _HttpDispatch(_Server):
         self._local = threading.local()
         self.call_slots = call_slots
         self.result_waits = result_waits
+        self.result_share = result_waits.share()
         super().__init__(*args, **options)
         self.tasks = TaskAnswers(self.registry, self.actor, owners=task_owners, scope=TaskScope())
         # A session's end waits for its calls, not for every task of the registry: one thread per ended
@@ -201,7 +224,7 @@ class _HttpDispatch(_Server):
         self.drains_tasks = False
 
     def submit_wait(self, wait: Callable[..., str | None], *args: Any) -> concurrent.futures.Future:
-        return self.result_waits.submit(wait, *args)
+        return self.result_waits.submit(self.result_share, wait, *args)
 
     def close(self) -> None:
         """The session has ended (or the server stops): its waits end now, its tasks are no longer its own."""
@@ -389,7 +412,7 @@ class McpHttpServer:
                                             max_workers=max_workers, **dict(dispatcher_options or {}))
         self.call_slots = threading.BoundedSemaphore(self.limits.max_pending_calls)
         self.options["call_slots"] = self.call_slots
-        self.result_waits = _ResultWaits(self.limits.max_result_waits)
+        self.result_waits = _ResultWaits(self.limits.max_result_waits, self.limits.max_result_waits_per_session)
         self.options["result_waits"] = self.result_waits
         self.options["task_owners"] = TaskOwners()
         self.modern_channel = _Channel()

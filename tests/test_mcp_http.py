@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -742,6 +743,51 @@ class ResultWaitsTest(TaskCase):
         self.assertIn(b"Connection: close", head)
         self.assertEqual(sock.recv(65536), b"")  # nothing it sent is answered as a request
         sock.close()
+
+
+class ResultWaitSharesTest(TaskCase):
+    """With the default limits, tasks/result waits never take the whole server: one session holds at most
+    max_result_waits_per_session of them, all sessions max_result_waits, and either way the others' short
+    requests (the tasks/get a busy answer points to) still have in-flight room."""
+
+    def wait_on(self, session: str, task_id: str, request_id: str) -> socket.socket:
+        return self.open_post({"jsonrpc": "2.0", "id": request_id, "method": "tasks/result",
+                               "params": {"taskId": task_id}}, session)
+
+    def test_one_session_holds_a_few_waits_and_every_session_together_leaves_room(self) -> None:
+        limits = HttpLimits()
+        self.assertLess(limits.max_result_waits, limits.max_in_flight)
+        sessions = [self.open_session() for _ in range(limits.max_result_waits // limits.max_result_waits_per_session)]
+        running = {session: self.start_task(session, key=f"k-{n}") for n, session in enumerate(sessions)}
+        first = sessions[0]
+        waiting = [self.wait_on(first, running[first], f"w{n}") for n in range(32)]  # one session tries 32
+        refused = 0
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while refused < 32 - limits.max_result_waits_per_session and time.monotonic() < give_up:
+            readable, _, _ = select.select(waiting, [], [], 0.1)
+            for sock in readable:
+                _, answer = self.answered(sock)
+                self.assertEqual(answer["error"]["code"], SERVER_BUSY)
+                self.assertIn("poll tasks/get", answer["error"]["message"])
+                waiting.remove(sock)
+                sock.close()
+                refused += 1
+        self.assertEqual(len(waiting), limits.max_result_waits_per_session)  # (old code: all 32 waited)
+        for session in sessions[1:]:  # the others fill the server's places
+            for n in range(limits.max_result_waits_per_session):
+                waiting.append(self.wait_on(session, running[session], f"w{n}"))
+        give_up = time.monotonic() + WAIT_S  # a hang guard: until every place is taken
+        while self.server.result_waits.slots._value and time.monotonic() < give_up:  # type: ignore[attr-defined]
+            threading.Event().wait(0.01)
+        other = self.open_session()
+        own = self.start_task(other, "export_now", key="k-other")
+        busy = self.tasks(other, "tasks/result", own)
+        self.assertEqual(busy["error"]["code"], SERVER_BUSY)  # every place is taken ...
+        self.assertEqual(self.tasks(other, "tasks/get", own)["result"]["status"], "completed")  # ... not the server
+        self.gate.set()
+        for sock in waiting:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"exported": 1})
+            sock.close()
 
 
 class GatewayConfirmationLeftTest(HttpCase):
