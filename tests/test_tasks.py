@@ -446,9 +446,9 @@ class LapsedEntryTest(TaskTestCase):
                          (TaskState.FAILED, "task_interrupted", Outcome.UNKNOWN))
         self.assertIn("may have", status.result.error.message)
 
-    def test_a_started_tasks_gate_is_never_listed_as_unresolved_and_expires_with_the_task(self) -> None:
-        # Listed, it invited a hand to resolve it; resolved, a reader said "did not run" of a task whose
-        # host died mid-call (reproduced by review).
+    def on_a_clock_moved_by_hand(self) -> tuple:
+        """(clock, store, registry): the export tool's registry on an in-memory store (ttl 60 s, lease
+        30 s) whose time the test moves."""
         from store_conformance import FakeClock
 
         clock = FakeClock()
@@ -456,6 +456,12 @@ class LapsedEntryTest(TaskTestCase):
         registry = Registry(receipts=store, late_completion_s=0)
         self.addCleanup(registry.close)
         registry.register(export_spec(), self.exporter)
+        return clock, store, registry
+
+    def test_a_started_tasks_gate_is_never_listed_as_unresolved_and_expires_with_the_task(self) -> None:
+        # Listed, it invited a hand to resolve it; resolved, a reader said "did not run" of a task whose
+        # host died mid-call (reproduced by review).
+        clock, store, registry = self.on_a_clock_moved_by_hand()
         task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "k-1"}), actor=ANA,
                                   as_task=True).output["task_id"]
         self.assertTrue(self.exporter.started.wait(WAIT_S))
@@ -470,13 +476,7 @@ class LapsedEntryTest(TaskTestCase):
     def test_a_write_task_whose_outcome_is_unknown_keeps_its_key_until_it_is_resolved(self) -> None:
         # Its key's `accepted` receipt expired with the ttl, and the same key started the effect again
         # (reproduced by review: 2 effects), while a plain write's unknown receipt is kept until resolved.
-        from store_conformance import FakeClock
-
-        clock = FakeClock()
-        store = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
-        registry = Registry(receipts=store, late_completion_s=0)
-        self.addCleanup(registry.close)
-        registry.register(export_spec(), self.exporter)
+        clock, store, registry = self.on_a_clock_moved_by_hand()
         self.exporter.release.set()
         call = ToolCall("export_report", {"rows": -1, "request_id": "u-1"})  # the export raises: it may have run
         task_id = registry.invoke(call, actor=ANA, as_task=True).output["task_id"]
