@@ -419,6 +419,25 @@ class LostHostStore:
         return call
 
 
+class KeepFailsOnceStore(InMemoryReceiptStore):
+    """A store whose first keep-until-resolved fails, as a store that is briefly out of reach does."""
+
+    failed = False
+
+    def keep(self, key: Any, owner: str, *, timeout_s: Any = None, until_resolved: bool = False) -> bool:
+        if until_resolved and not self.failed:
+            self.failed = True
+            raise ReceiptStoreUnavailable("the store did not answer in time")
+        return super().keep(key, owner, timeout_s=timeout_s, until_resolved=until_resolved)
+
+
+class OlderKeepStore(InMemoryReceiptStore):
+    """A store of one's own whose keep() predates until_resolved."""
+
+    def keep(self, key: Any, owner: str, *, timeout_s: Any = None) -> bool:  # type: ignore[override]
+        return super().keep(key, owner, timeout_s=timeout_s)
+
+
 class LapsedEntryTest(TaskTestCase):
     def test_a_task_whose_host_died_mid_call_reads_may_have_run_however_long_after(self) -> None:
         # The run's `start` at the gate was a receipt with the store's ttl, the dead host's entry unknown for
@@ -488,6 +507,23 @@ class LapsedEntryTest(TaskTestCase):
         self.assertIn(ReceiptKey(ANA.tenant, "export_report", "u-1"), store.unresolved())
         self.assertTrue(registry.resolve_unknown("export_report", "u-1", tenant=ANA.tenant, happened=False))
         self.assertNotEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": task_id})
+
+    def test_a_store_that_fails_once_at_the_tasks_end_still_keeps_its_key_until_resolved(self) -> None:
+        store = KeepFailsOnceStore()
+        registry = Registry(receipts=store, late_completion_s=0)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), self.exporter)
+        self.exporter.release.set()
+        registry.invoke(ToolCall("export_report", {"rows": -1, "request_id": "f-1"}), actor=ANA, as_task=True)
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertIn(ReceiptKey(ANA.tenant, "export_report", "f-1"), store.unresolved())
+
+    def test_a_store_whose_keep_cannot_keep_a_key_until_resolved_is_refused_for_a_write_task(self) -> None:
+        registry = Registry(receipts=OlderKeepStore(), late_completion_s=0)
+        self.addCleanup(registry.close)
+        with self.assertRaisesRegex(ValueError, "takes no until_resolved"):
+            registry.register(export_spec(), self.exporter)
+        registry.register(export_spec(task_support="forbidden"), self.exporter)  # without tasks it is fine
 
     def test_a_task_read_as_never_started_never_starts_when_its_host_reaches_the_store_again(self) -> None:
         # What a reader sees of a host that lost the store for longer than the lease (its renewals and

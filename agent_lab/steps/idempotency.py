@@ -245,9 +245,16 @@ def check_store_covers(spec: ToolSpec, services: Services) -> None:
         # A task's key keeps its `accepted` receipt from acceptance on, kept alive (`keep`) with each
         # renewal of the task's lease while its call runs: one that expired while the task still ran
         # would let the same key start a second run beside it.
-        if not callable(getattr(receipts, "keep", None)):
+        keep = getattr(receipts, "keep", None)
+        if not callable(keep):
             raise ValueError(f"tool {spec.name!r}: the receipt store has no keep() to hold a task's accepted "
                              f"receipt while its call runs; run the tool without tasks, or give the store keep()")
+        if spec.writes and not _takes_keyword(keep, "until_resolved"):
+            # A write task that ends with its outcome unknown keeps its key until resolved (steps/task.py):
+            # a keep() without it would let the key expire with the ttl, and the effect run again.
+            raise ValueError(f"tool {spec.name!r}: the receipt store's keep() takes no until_resolved, which a "
+                             f"write task needs to keep its key once its outcome is unknown; run the tool without "
+                             f"tasks, or give keep() that keyword")
         if isinstance(ttl_s, (int, float)) and ttl_s < needed_s:
             raise ValueError(f"tool {spec.name!r}: the receipt store's ttl_s ({ttl_s:g} s) is shorter than the "
                              f"run of a task of the tool ({needed_s:g} s); give the store a longer ttl_s")
@@ -265,3 +272,17 @@ def check_store_covers(spec: ToolSpec, services: Services) -> None:
             f"timeout_ms ({spec.timeout_ms:g} ms){window}, {needed_s:g} s in all; give the store a longer "
             f"lease_s, or the tool a shorter timeout_ms"
         )
+
+
+def _takes_keyword(function: Any, name: str) -> bool:
+    """Whether `function` accepts the keyword argument `name` (False when its signature cannot be read)."""
+    import inspect  # only at register, for a task tool
+
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    found = parameters.get(name)
+    if found is not None:
+        return found.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())

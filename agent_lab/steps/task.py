@@ -175,12 +175,15 @@ class TaskRunner:
         try:
             if started and state.task_unknown and state.spec is not None and state.spec.writes:
                 self._keep_key_until_resolved(state)
-            if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
-                self.book.end_start(state.actor.tenant, state.task, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
-        except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
-            logger.warning("receipt store failed at the end of a task of %r: %s", state.tool, type(exception).__name__)
         finally:
-            self._done()
+            try:
+                if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
+                    self.book.end_start(state.actor.tenant, state.task, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+            except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
+                logger.warning("receipt store failed to let the gate of a task of %r expire: %s", state.tool,
+                               type(exception).__name__)
+            finally:
+                self._done()
 
     def _keep_key_until_resolved(self, state: CallState) -> None:
         """A write task that ended with its outcome unknown keeps its key's `accepted` receipt until the
@@ -192,12 +195,21 @@ class TaskRunner:
         if keeps is None or not callable(keep):
             return
         give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
-        while not keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S, until_resolved=True):
+        while True:
+            try:
+                if keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S, until_resolved=True):
+                    return
+            except (ReceiptStoreUnavailable, OSError):  # a store that failed once may answer the next time
+                pass
+            except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
+                logger.warning("the receipt store's keep failed for a task of %r: %s", state.tool,
+                               type(exception).__name__)
+                return
             if time.monotonic() >= give_up:  # never completed (its caller's store call failed): it lapses unknown
                 logger.warning("the key of a task of %r that ended with its outcome unknown could not be kept "
                                "until resolved; it expires with the store's ttl", state.tool)
                 return
-            time.sleep(0.02)
+            time.sleep(0.05)
 
     def _done(self) -> None:
         with self._lock:

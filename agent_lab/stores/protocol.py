@@ -21,7 +21,8 @@ through these operations, each atomic, each bounded by a timeout:
   for ``ttl_s`` from now, never shorter: a task's ``accepted`` receipt, while the task's call runs.
   Without it, a tool that may run as a task is refused at ``register``. ``keep(key, owner,
   until_resolved=True)`` keeps it as a receipt of unknown outcome (see ``complete_unknown``): a write
-  task's ``accepted`` receipt once the task ended with its outcome unknown.
+  task's ``accepted`` receipt once the task ended with its outcome unknown. A store whose ``keep`` does
+  not take ``until_resolved`` is refused for write tools that may run as tasks.
 * ``unresolved()`` never lists a task's gate (tool ``agent_lab/task-gate``): it is the task run's own.
 * ``consume_approval(tenant, approval_id, ...)`` spends a single-use approval: the ledger of spent
   approvals lives in the same store as the receipts, so every host sharing it sees one use.
