@@ -90,7 +90,10 @@ class RedactedPinTest(unittest.TestCase):
             for column, record in connection.execute("SELECT fingerprint, record FROM receipts"):
                 seen.update((column, json.loads(record)["fingerprint"]))
         connection.close()
-        self.assertNotIn(PIN, json.dumps([refused.to_model(), done.to_model(), repr(done)]))
+        shown = json.dumps([refused.to_model(), done.to_model(), repr(done)])
+        for random_hex in (*(seen - {None}), refused.call_id, done.call_id):  # may hold any four digits by chance
+            shown = shown.replace(random_hex, "")
+        self.assertNotIn(PIN, shown)
         self.assertEqual(len(seen - {None}), 1)  # one call, one fingerprint, shown in all those places
         return seen
 
