@@ -316,14 +316,19 @@ class CancelHalfWayStore(GateHeldStore):
 
 
 class CancelTest(TaskTestCase):
-    def test_a_cancel_before_the_call_started_stops_it_and_the_tool_never_runs(self) -> None:
-        store = GateHeldStore()
+    def held_at_the_gate(self, store: GateHeldStore, request_id: str) -> tuple:
+        """(registry, task id): an export accepted as a task on `store`, its run held at the gate."""
         registry = Registry(receipts=store)
         self.addCleanup(registry.close)
         registry.register(export_spec(), self.exporter)
-        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "c-1"}), actor=ANA,
+        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": request_id}), actor=ANA,
                                   as_task=True).output["task_id"]
         self.assertTrue(store.at_gate.wait(WAIT_S))
+        return registry, task_id
+
+    def test_a_cancel_before_the_call_started_stops_it_and_the_tool_never_runs(self) -> None:
+        store = GateHeldStore()
+        registry, task_id = self.held_at_the_gate(store, "c-1")
         cancelled = registry.cancel_task(task_id, actor=ANA)
         self.assertEqual(cancelled.cancel, "cancelled")
         self.assertIs(cancelled.status, TaskState.CANCELLED)
@@ -357,12 +362,7 @@ class CancelTest(TaskTestCase):
 
     def test_a_run_that_loses_the_gate_to_a_cancel_half_way_ends_cancelled_as_its_cancel_said(self) -> None:
         store = CancelHalfWayStore()
-        registry = Registry(receipts=store)
-        self.addCleanup(registry.close)
-        registry.register(export_spec(), self.exporter)
-        task_id = registry.invoke(ToolCall("export_report", {"rows": 1, "request_id": "h-1"}), actor=ANA,
-                                  as_task=True).output["task_id"]
-        self.assertTrue(store.at_gate.wait(WAIT_S))
+        registry, task_id = self.held_at_the_gate(store, "h-1")
         answers = []
         canceller = threading.Thread(target=lambda: answers.append(registry.cancel_task(task_id, actor=ANA)))
         canceller.start()
