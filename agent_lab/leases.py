@@ -17,7 +17,8 @@ A call that reserved an idempotency key holds it until its outcome reaches the s
 * a hold may keep a receipt alive beside its own lease (``keeps``: an accepted task's entry keeps the
   key's ``accepted`` receipt, see `agent_lab.steps.task`): each renewal also ``keep``s that receipt for
   the store's ttl from then, so the key replays the task for as long as its call may run, past any
-  deadline, and for the ttl after; if the process dies, the receipt expires a ttl after the last keep;
+  deadline, and for the ttl after; a write task's is kept until resolved anyway (its run lets it
+  expire when it ends), so a process that dies leaves it held, never free;
 * storing the outcome (``complete`` or ``release``) that fails is retried by the keeper a bounded number
   of times; if it never succeeds the key stays ``unknown``, never free. Here in-process until the store's
   lease has surely lapsed, after that in the store itself (a lapsed write reservation is unknown there).

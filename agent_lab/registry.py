@@ -61,7 +61,7 @@ from .steps import STEPS
 from .steps.admit import MAX_CLOSE_NAMES, Catalog, route
 from .steps.conclude import conclude, internal_error, output_result, record, stop_if_requested
 from .steps.details import EXACT_SIZE_FACTOR, MAX_OUTPUT_DEPTH, MAX_REPORTED_VIOLATIONS
-from .steps.idempotency import check_store_covers, resolvable, resolved_record
+from .steps.idempotency import check_store_covers, resolvable, resolved_record, task_of
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
@@ -260,7 +260,8 @@ class Registry:
         settled, free), and when the store did not answer within `timeout_s` (unreachable, locked, or
         its commit unconfirmed: a resolution whose answer was lost may still have landed, so look the
         key up before resolving it again). Never raises for a store failure. Say "did not happen" only
-        when you know: a handler still running somewhere would then take effect a second time.
+        when you know: a handler still running somewhere would then take effect a second time. A write
+        task's key (kept from its acceptance): False while the task may run (`TaskRunner.may_run`).
         """
         spec = self.spec(tool)
         receipt_key = ReceiptKey(tenant, spec.name, key)
@@ -278,6 +279,9 @@ class Registry:
             found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
             if found is None or found.fingerprint is None or not resolvable(found):
                 return False
+            task_id = task_of(found.record)
+            if task_id is not None and self._services.tasks.may_run(tenant, task_id, timeout_s):
+                return False  # resolved while its task runs, the key would start a second run
             record = resolved_record(result, found.fingerprint)
             return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
         except (ReceiptStoreUnavailable, OSError) as exception:

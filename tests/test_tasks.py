@@ -486,7 +486,7 @@ class LapsedEntryTest(TaskTestCase):
         self.assertTrue(self.exporter.started.wait(WAIT_S))
         gate = ReceiptKey(ANA.tenant, TASK_GATE, task_id)
         self.assertEqual(store.lookup(gate).fingerprint, "start")
-        self.assertEqual(store.unresolved(), [])
+        self.assertNotIn(gate, store.unresolved())
         self.exporter.release.set()
         self.assertTrue(registry.wait_tasks(WAIT_S))
         clock.advance(61)
@@ -550,6 +550,179 @@ class LapsedEntryTest(TaskTestCase):
         self.assertEqual(self.exporter.runs, [])  # so it never runs: what the reader was told stays true
         final = registry.task(task_id, actor=ANA)
         self.assertEqual((final.status, final.result.outcome), (TaskState.FAILED, Outcome.REJECTED))
+
+
+class DiesAtNoticeStore(LostHostStore):
+    """A `LostHostStore` that also keeps its run at the task's gate until the test lets it through (its
+    `start` is then sent as the store comes back)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.at_gate = threading.Event()
+        self.let_through = threading.Event()
+
+    def reserve(self, key: Any, fingerprint: str, **options: Any) -> Any:
+        if key.tool == TASK_GATE and fingerprint == "start":
+            self.at_gate.set()
+            self.let_through.wait(WAIT_S)
+        elif self.lost:
+            raise ReceiptStoreUnavailable("this host lost the store")
+        return self.inner.reserve(key, fingerprint, **options)
+
+
+class NoCompleteUnknownStore:
+    """A store of one's own with keep(until_resolved) but no complete_unknown."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryReceiptStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "complete_unknown":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class KeyAfterTheHostDiedTest(TaskTestCase):
+    """One key, one effect, even when the host running a write task dies before the task ends."""
+
+    KEY = ReceiptKey(ANA.tenant, "export_report", "x-1")
+    CALL = ToolCall("export_report", {"rows": 1, "request_id": "x-1"})
+
+    def two_hosts(self, host_store: Any, shared: Any) -> tuple:
+        """(host, other): registries with the export tool, the first on `host_store` (its way to
+        `shared`), the second on `shared` itself."""
+        host, other = Registry(receipts=host_store, late_completion_s=0), Registry(receipts=shared, late_completion_s=0)
+        self.addCleanup(host.close)
+        self.addCleanup(other.close)
+        self.addCleanup(self.exporter.release.set)  # (first: the dead host's handler returns to nothing)
+        for registry in (host, other):
+            registry.register(export_spec(), self.exporter)
+        return host, other
+
+    def on_one_sqlite_file(self, clock: Any) -> tuple:
+        """(dying, shared): two stores on one SQLite file (ttl 60 s, lease 30 s) on `clock`, the first
+        wrapped so that its host can die."""
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        path = os.path.join(directory.name, "receipts.sqlite3")
+        stores = [SqliteReceiptStore(path, ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+                  for _ in range(2)]
+        for store in stores:
+            self.addCleanup(store.close)
+        return LostHostStore(stores[0]), stores[1]  # type: ignore[arg-type]
+
+    def test_a_write_task_whose_host_died_mid_call_keeps_its_key_however_long_after(self) -> None:
+        # Its key's `accepted` receipt was kept for the ttl from each renewal of its task's lease: a host
+        # that died mid-call renewed it no more, and a ttl later the same key, sent to another host,
+        # started the effect a second time (reproduced: 2 effects for one key).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        dying, shared = self.on_one_sqlite_file(clock)
+        host, other = self.two_hosts(dying, shared)
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))  # the effect is under way
+        dying.lost = True  # and its host is gone
+        clock.advance(24 * 3600)  # a day later: every lease and every ttl passed
+        retry = other.invoke(self.CALL, actor=ANA, as_task=True)
+        self.assertEqual((retry.output, retry.replayed), ({"task_id": task_id}, True))  # the same task, never a run
+        self.assertEqual(len(self.exporter.runs), 1)
+        status = other.task(task_id, actor=ANA)
+        self.assertEqual((status.status, status.result.outcome), (TaskState.FAILED, Outcome.UNKNOWN))
+        self.assertIn(self.KEY, shared.unresolved())  # waiting for the application, as a plain write's would
+        self.assertTrue(other.resolve_unknown("export_report", "x-1", tenant=ANA.tenant, happened=True,
+                                              output={"exported": 1}))
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"exported": 1})
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_key_whose_task_still_runs_is_never_resolved(self) -> None:
+        # Kept until resolved from its acceptance, the key is listed while its call runs: a hand that said
+        # "did not happen" then would let the same key start a second run beside the first.
+        shared = InMemoryReceiptStore(ttl_s=60, lease_s=30)
+        host, other = self.two_hosts(shared, shared)
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        self.assertIn(self.KEY, shared.unresolved())
+        for registry in (other, host):  # another host sees its lease live; its own host holds it
+            self.assertFalse(registry.resolve_unknown("export_report", "x-1", tenant=ANA.tenant, happened=False))
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.exporter.release.set()
+        self.assertTrue(host.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+        self.assertNotIn(self.KEY, shared.unresolved())  # ended: a receipt like any, kept for the ttl
+
+    def test_a_key_resolved_as_not_happened_never_lets_its_task_start_later(self) -> None:
+        # A host that accepted the task and lost the store at its gate reads, elsewhere, as one that died
+        # before its call started: its key is kept (nobody can tell from the key), and a hand resolves it
+        # "did not happen". The gate is taken first, so the host, back, never starts the call.
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        shared = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        cut_off = DiesAtNoticeStore(shared)
+        host, other = self.two_hosts(cut_off, shared)
+        self.exporter.release.set()
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(cut_off.at_gate.wait(WAIT_S))
+        cut_off.lost = True
+        clock.advance(24 * 3600)
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertTrue(other.resolve_unknown("export_report", "x-1", tenant=ANA.tenant, happened=False))
+        cut_off.lost = False
+        cut_off.let_through.set()  # the host reaches the store again
+        self.assertTrue(host.wait_tasks(WAIT_S))
+        self.assertEqual(self.exporter.runs, [])
+        again = other.invoke(self.CALL, actor=ANA, as_task=True)  # the key is free: the call runs, once
+        self.assertNotEqual(again.output, {"task_id": task_id})
+        self.assertTrue(other.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_write_task_that_ended_lets_its_key_expire_with_the_ttl(self) -> None:
+        # Completed, failed with no effect, or cancelled before its call started: its key replays the task
+        # for the ttl, then is free, as before it was kept until its run ended.
+        from agent_lab import ToolFailure
+        from store_conformance import FakeClock
+
+        def refuse(arguments: dict) -> dict:
+            if arguments["rows"] == 0:
+                raise ToolFailure("conflict", "Nothing to export.")
+            return self.exporter(arguments)
+
+        clock = FakeClock()
+        store = GateHeldStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        store.let_through.set()
+        registry = Registry(receipts=store, late_completion_s=0)
+        self.addCleanup(registry.close)
+        registry.register(export_spec(), refuse)
+        self.exporter.release.set()
+        calls = {"done": ToolCall("export_report", {"rows": 2, "request_id": "e-1"}),
+                 "failed": ToolCall("export_report", {"rows": 0, "request_id": "e-2"})}
+        ended = {name: registry.invoke(call, actor=ANA, as_task=True).output["task_id"] for name, call in calls.items()}
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        store.let_through.clear()
+        store.at_gate.clear()
+        calls["cancelled"] = ToolCall("export_report", {"rows": 3, "request_id": "e-3"})
+        ended["cancelled"] = registry.invoke(calls["cancelled"], actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(store.at_gate.wait(WAIT_S))
+        self.assertEqual(registry.cancel_task(ended["cancelled"], actor=ANA).cancel, "cancelled")
+        store.let_through.set()
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+        self.assertEqual([registry.task(ended[name], actor=ANA).status for name in calls],
+                         [TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED])
+        self.assertEqual(store.unresolved(), [])
+        for name, call in calls.items():
+            self.assertEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": ended[name]})
+        clock.advance(61)
+        for name, call in calls.items():  # free: a new task each
+            self.assertNotEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": ended[name]})
+        self.assertTrue(registry.wait_tasks(WAIT_S))
+
+    def test_a_store_without_complete_unknown_is_refused_for_a_write_task(self) -> None:
+        registry = Registry(receipts=NoCompleteUnknownStore(), late_completion_s=0)  # type: ignore[arg-type]
+        self.addCleanup(registry.close)
+        with self.assertRaisesRegex(ValueError, "no complete_unknown"):
+            registry.register(export_spec(), self.exporter)
+        registry.register(export_spec(task_support="forbidden"), self.exporter)  # without tasks it is fine
 
 
 class IsolationTest(TaskTestCase):

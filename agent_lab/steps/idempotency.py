@@ -48,6 +48,7 @@ _LAPSE_UNKNOWN, _LAPSE_TAKEOVER = Lapse.UNKNOWN, Lapse.TAKEOVER
 _RESERVED, _REPLAY, _CONFLICT, _UNKNOWN = (ReservationStatus.RESERVED, ReservationStatus.REPLAY,
                                            ReservationStatus.CONFLICT, ReservationStatus.UNKNOWN)
 _REJECTED, _FAILED, _OUTCOME_UNKNOWN = Outcome.REJECTED, Outcome.FAILED, Outcome.UNKNOWN
+_ACCEPTED = Outcome.ACCEPTED
 
 
 def reserve_key(state: CallState) -> Optional[ToolResult]:
@@ -188,8 +189,11 @@ def store_outcome(state: CallState, result: ToolResult, *, timeout_s: float) -> 
     else:
         record = None if frees_key(result) else result.to_record()
         # A write whose effect may have happened: its receipt is kept, and listed by unresolved(), until
-        # the application resolves it; one that expired with the ttl would let the key run again.
-        unknown_outcome = result.outcome is _OUTCOME_UNKNOWN and hold.writes
+        # the application resolves it; one that expired with the ttl would let the key run again. So is a
+        # write task's `accepted`: its run may take effect from now on, and a host that dies mid-call never
+        # ends it; the run's normal end lets it expire with the ttl (steps/task.py).
+        outcome = result.outcome
+        unknown_outcome = (outcome is _OUTCOME_UNKNOWN or outcome is _ACCEPTED) and hold.writes
     state.receipt_note = state.services.holder.settle(hold, record, timeout_s=timeout_s,
                                                       unknown_outcome=unknown_outcome)
 
@@ -218,6 +222,15 @@ def resolvable(found: Reservation) -> bool:
         return True
     record = found.record
     return found.status is _REPLAY and isinstance(record, Mapping) and record.get("outcome") in _RESOLVABLE_OUTCOMES
+
+
+def task_of(record: Any) -> Optional[str]:
+    """The task id a key's receipt names, when it is a task's `accepted` (else None)."""
+    if not isinstance(record, Mapping) or record.get("outcome") != _ACCEPTED.value:
+        return None
+    output = record.get("output")
+    task_id = output.get("task_id") if isinstance(output, Mapping) else None
+    return task_id if isinstance(task_id, str) and task_id.startswith("task-") else None
 
 
 def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
@@ -249,6 +262,12 @@ def check_store_covers(spec: ToolSpec, services: Services) -> None:
         if not callable(keep):
             raise ValueError(f"tool {spec.name!r}: the receipt store has no keep() to hold a task's accepted "
                              f"receipt while its call runs; run the tool without tasks, or give the store keep()")
+        if spec.writes and not callable(getattr(receipts, "complete_unknown", None)):
+            # A write task's `accepted` is kept until its run ends (steps/task.py): completed with the ttl,
+            # it expired a ttl after a dead host's last renewal, and the key ran the effect again.
+            raise ValueError(f"tool {spec.name!r}: the receipt store has no complete_unknown() to keep a write "
+                             f"task's key while its call may run, also after its host died; run the tool without "
+                             f"tasks, or give the store complete_unknown()")
         if spec.writes and not _takes_keyword(keep, "until_resolved"):
             # A write task that ends with its outcome unknown keeps its key until resolved (steps/task.py):
             # a keep() without it would let the key expire with the ttl, and the effect run again.

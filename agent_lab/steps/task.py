@@ -15,7 +15,10 @@ and see it interrupted if this process dies; and a write whose handler overruns 
 the entry as a late write keeps its key, renewed until the handler returns, whose real result then
 ends the task. Each renewal also keeps the key's `accepted` receipt for the store's ttl: its ttl ran
 from acceptance, so a handler still running past it left the key free, and the same key started a
-second run beside the first.
+second run beside the first. A write task's `accepted` is kept until resolved from the start
+(`store_outcome`): a host that died mid-call renews nothing, and its receipt expired a ttl after the
+last renewal, when the same key started the effect again. The run's end lets it expire with the ttl
+(`_let_key_expire`), unless the outcome is unknown.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from ..calls import ToolResult
 from ..errors import Outcome
 from ..execution import seconds_left
 from ..leases import RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
-from ..stores import ReceiptKey, ReceiptStoreUnavailable
+from ..stores import ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
 from ..tasks import (MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result,
                      interrupted_result)
 from .conclude import conclude, internal_error, record
+from .idempotency import task_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..leases import Hold
@@ -171,10 +175,15 @@ class TaskRunner:
 
     def _end(self, state: CallState, started: bool) -> None:
         """The run is over: its `start` at the gate expires with the entry once the entry holds the task's
-        final record (else it stays, as the entry stays unknown: see `TaskBook.take_gate`)."""
+        final record (else it stays, as the entry stays unknown: see `TaskBook.take_gate`). So does a write
+        task's key, kept until resolved from its acceptance (`store_outcome`), unless the task ended with
+        its outcome unknown: then it stays until the application resolves it."""
         try:
-            if started and state.task_unknown and state.spec is not None and state.spec.writes:
-                self._keep_key_until_resolved(state)
+            if state.spec is not None and state.spec.writes:
+                if started and state.task_unknown:
+                    self._keep_key_until_resolved(state)
+                elif not started or state.receipt_note is ReceiptNote.STORED:
+                    self._let_key_expire(state)
         finally:
             try:
                 if started and state.task is not None and state.receipt_note is ReceiptNote.STORED:
@@ -211,6 +220,39 @@ class TaskRunner:
                 return
             time.sleep(0.05)
 
+    def _let_key_expire(self, state: CallState) -> None:
+        """A write task that ended with a known outcome (or never started) lets its key's `accepted`,
+        kept until resolved while the run could take effect, expire with the ttl from now, as every
+        receipt does. The caller may still be completing that receipt (a run that ended at once), so it is
+        looked for again for a while; one never found stays until resolved (listed by `unresolved()`):
+        safe, and `Registry.resolve_unknown` settles it."""
+        keeps = state.hold.keeps if state.hold is not None else None
+        if keeps is None:
+            return
+        store, key = self.services.receipts, keeps[0]
+        give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
+        while True:
+            try:
+                found = store.lookup(key, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+                if found is not None and found.status is ReservationStatus.REPLAY:
+                    if task_of(found.record) == state.task and isinstance(found.fingerprint, str):
+                        # Settled as "happened" with its own record: replayed as before, for the ttl from now.
+                        store.resolve(key, found.fingerprint, record=found.record, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+                    return  # (False: kept with the ttl already, or resolved by a hand meanwhile)
+                if found is None or found.status is not ReservationStatus.IN_PROGRESS:
+                    return  # not this task's receipt (any more)
+            except (ReceiptStoreUnavailable, OSError):  # a store that failed once may answer the next time
+                pass
+            except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
+                logger.warning("the receipt store failed to let the key of a task of %r expire: %s", state.tool,
+                               type(exception).__name__)
+                return
+            if time.monotonic() >= give_up:
+                logger.warning("the key of a task of %r that ended could not be let expire; it is kept until "
+                               "resolved", state.tool)
+                return
+            time.sleep(0.05)
+
     def _done(self) -> None:
         with self._lock:
             self._running -= 1
@@ -237,6 +279,24 @@ class TaskRunner:
     def status(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
                timeout_s: Optional[float]) -> Optional[TaskStatus]:
         return self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s)
+
+    def may_run(self, tenant: str, task_id: str, timeout_s: Optional[float]) -> bool:
+        """Whether the call of a task may be running still, or start yet, so that its key must not be
+        resolved: this registry holds its entry (running, late, or storing its end), or the entry's lease
+        is live (a host runs it). A lapsed entry whose gate nobody took has its gate taken first, as a
+        reader does (`interrupt`): a host that only lost the store never starts it when it is back.
+        Raises ReceiptStoreUnavailable."""
+        entry = ReceiptKey(tenant, TASK_ENTRY, task_id)
+        if any(hold.key == entry for hold in self.services.holder.holds()):
+            return True
+        found = self.book.store.lookup(entry, timeout_s=timeout_s)
+        if found is not None and found.status is ReservationStatus.IN_PROGRESS:
+            return True
+        if found is not None and found.status is ReservationStatus.UNKNOWN \
+                and self.book.gate(tenant, task_id, timeout_s=timeout_s) is None:
+            self.book.take_gate(tenant, task_id, "interrupt",
+                                timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
+        return False
 
     def cancel(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
                timeout_s: Optional[float]) -> Optional[TaskStatus]:

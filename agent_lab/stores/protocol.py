@@ -18,7 +18,9 @@ through these operations, each atomic, each bounded by a timeout:
   without it gets ``complete`` from the registry: the receipt then expires with the ttl, after which the
   key runs again.
 * ``keep(key, owner)`` (optional; the stores here have it) keeps a live receipt that ``owner`` completed
-  for ``ttl_s`` from now, never shorter: a task's ``accepted`` receipt, while the task's call runs.
+  for ``ttl_s`` from now, never shorter: a task's ``accepted`` receipt, while the task's call runs (a
+  write task's is stored with ``complete_unknown``, kept until its run ends: a store without it is
+  refused for write tools that may run as tasks).
   Without it, a tool that may run as a task is refused at ``register``. ``keep(key, owner,
   until_resolved=True)`` keeps it as a receipt of unknown outcome (see ``complete_unknown``): a write
   task's ``accepted`` receipt once the task ended with its outcome unknown. A store whose ``keep`` does
