@@ -333,6 +333,21 @@ class HandlerContainmentTest(unittest.TestCase):
                                 max_output_bytes=1000)
         self.assertEqual(dict(kept.error.details), {"ticket": "T-1"})
 
+    def test_a_tool_failure_code_longer_than_the_output_budget_is_an_internal_error(self) -> None:
+        # A message is cut to the budget and details over it are dropped, but a code of 20 MB reached the
+        # model, the receipt and the audit record whole. A code is a name (cut, it would name another):
+        # one longer than the budget is the handler's bug.
+        audit = MemoryAuditSink()
+        self.registry = Registry(audit=audit)
+        self.addCleanup(self.registry.close)
+        result = self.invoke_with(raising(ToolFailure("x" * 1001, "Gone.", category="not_found")),
+                                  max_output_bytes=1000)
+        self.assertEqual((result.error.code, result.outcome), ("internal_error", Outcome.FAILED))
+        self.assertLess(len(json.dumps(result.to_model())), 1000)
+        self.assertNotIn("x" * 1001, json.dumps(audit.records, default=str))
+        kept = self.invoke_with(raising(ToolFailure("x" * 1000, "Gone.", category="not_found")), max_output_bytes=1000)
+        self.assertEqual(kept.error.code, "x" * 1000)
+
     def test_a_tool_failure_message_is_cut_to_the_output_budget(self) -> None:
         result = self.invoke_with(raising(ToolFailure("conflict", "x" * 5000)), max_output_bytes=1000)
         self.assertEqual(len(result.error.message), 1000)

@@ -208,7 +208,8 @@ def _safe_failure(error: ToolError, state: CallState) -> ToolError:
     later on the caller's thread (the code, to decide whether the key is freed; the fields, to write the
     receipt and the audit record) then runs no code of the handler's, and is bounded, since details over
     the tool's output budget are dropped (logged) and a message is cut to that many characters. A code
-    that is not text makes the failure a bug of the handler: contained as `internal_error`.
+    that is not text, or is longer than the budget, makes the failure a bug of the handler: contained
+    as `internal_error` (a code of 20 MB reached the model, the receipt and the audit record as it was).
 
     For a tool with redacted fields, members of the details named in `spec.redact` are masked here
     already (so the error is safe even in a repr), and the call's own redacted argument values are
@@ -221,6 +222,8 @@ def _safe_failure(error: ToolError, state: CallState) -> ToolError:
     code = error.code
     if not issubclass(type(code), str) or not str.__len__(code):
         raise TypeError("a ToolFailure's code must be text")
+    if str.__len__(code) > budget:  # a code is a name: cut, it would name another; over the budget, a bug
+        raise TypeError("a ToolFailure's code must be shorter than the tool's output budget")
     code = str.__str__(code)
     category, next_action = Category(error.category), NextAction(error.next_action)
     retryable = error.retryable is True
