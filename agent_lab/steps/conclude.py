@@ -223,7 +223,7 @@ def _safe_failure(error: ToolError, state: CallState) -> ToolError:
     if not issubclass(type(code), str) or not str.__len__(code):
         raise TypeError("a ToolFailure's code must be text")
     if str.__len__(code) > budget:  # a code is a name: cut, it would name another; over the budget, a bug
-        raise TypeError("a ToolFailure's code must be shorter than the tool's output budget")
+        raise TypeError("a ToolFailure's code must be no longer than the tool's output budget")
     code = str.__str__(code)
     category, next_action = Category(error.category), NextAction(error.next_action)
     retryable = error.retryable is True
