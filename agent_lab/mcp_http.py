@@ -61,7 +61,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import __version__
 from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, SERVER_BUSY, ApprovalSource, _Held, _ProtocolError, _Server
-from .mcp_http_exchange import HEADER_MISMATCH, _Channel, _Handler
+from .mcp_http_answers import _Channel
+from .mcp_http_exchange import HEADER_MISMATCH, _Handler
 from .mcp_tasks import TaskAnswers, TaskOwners, TaskScope
 from .policy import Actor
 

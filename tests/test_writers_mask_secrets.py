@@ -86,10 +86,10 @@ WRITERS: dict[str, tuple[str, str]] = {
     "mcp.py:_LineWriter.send_line": (MODEL_VIEW, "MCP responses (send and send_batch encode them): "
                                                  "ToolResult.to_model(), redacted by the registry"),
     "mcp.py:_protocol_stream": (MODEL_VIEW, "opens the MCP protocol stream"),
-    "mcp_http_exchange.py:_Handler.reply": (MODEL_VIEW, "MCP over HTTP: the dispatcher's encoded answers "
+    "mcp_http_answers.py:_Answering.reply": (MODEL_VIEW, "MCP over HTTP: the dispatcher's encoded answers "
                                                         "(ToolResult.to_model(), redacted by the registry) and "
                                                         "fixed refusal texts; never the bearer token"),
-    "mcp_http_exchange.py:_Handler.write_event": (MODEL_VIEW, "MCP over HTTP: the same answers as events, and a "
+    "mcp_http_answers.py:_Answering.write_event": (MODEL_VIEW, "MCP over HTTP: the same answers as events, and a "
                                                               "gateway's confirmation request (redacted arguments)"),
     "cli.py:_serve_over_http": (NO_RUN_SECRET, "the URL serve-mcp --http listens on, and a warning naming the host"),
     "modeleval/loopback.py:LoopbackModelServer._handler_class.Handler._serve": (
@@ -110,7 +110,7 @@ LOGGING_MODULES: dict[str, tuple[str, str]] = {
                  "mcp_messages.py", "stores/postgres.py",
                  "integrations/_session.py", "integrations/langchain.py", "mcp_client/pending.py",
                  "mcp_client/session.py", "mcp_client/stdio.py", "mcp_client/surfaces.py", "mcp_client/surface_build.py",
-                 "gateway.py", "mcp_http.py", "mcp_http_exchange.py")
+                 "gateway.py", "mcp_http.py", "mcp_http_exchange.py", "mcp_http_answers.py")
 }
 # write_files calls whose mask is NO_SECRETS on purpose.
 UNMASKED_FILES = {"modeleval/runner.py:evaluate_model": "the cassette (see WRITERS)"}
