@@ -11,6 +11,7 @@ and how a connection ends so that its last answer is read.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import logging
@@ -35,7 +36,8 @@ logger = logging.getLogger("agent_lab.mcp")
 HEADER_MISMATCH = -32020  # 2026-07-28: a routing header that disagrees with the body
 REQUEST_CANCELLED = -32800  # the answer to a request the client cancelled while its POST was still open
 POLL_S = 0.25  # how often a waiting exchange looks for a vanished client
-DRAIN_BYTES = 1 << 20  # at most this much a waiting exchange reads and drops from its client a look
+DRAIN_BYTES = 1 << 20  # at most this much a waiting exchange reads from its client a look
+HELD_BYTES = 1 << 20  # what a waiting request keeps of the requests pipelined behind it, to answer after it
 LINGER_S = 1.0  # how long a refused request's unread body is drained after the answer
 LINGER_BYTES = 1024 * 1024  # and how much of it
 _INTERNAL_ID = re.compile(r'^\{"jsonrpc":"2\.0","id":"(h-[0-9]+)"')
@@ -133,14 +135,45 @@ def _error_code(line: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+class _Unread(io.RawIOBase):
+    """The connection's bytes as its requests are read: first those a waiting request read ahead (requests
+    the client pipelined behind it), then the socket's."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.source = connection.makefile("rb", buffering=0)
+        self.held = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if not self.held:
+            return self.source.readinto(buffer)
+        count = min(len(buffer), len(self.held))
+        buffer[:count] = self.held[:count]
+        del self.held[:count]
+        return count
+
+    def close(self) -> None:
+        self.source.close()
+        super().close()
+
+
 class _Answering(BaseHTTPRequestHandler):
     """The connection's side of an answer: written whole, or relayed as events while the request waits."""
 
     server: Any
+    unread: _Unread
 
     @property
     def app(self) -> McpHttpServer:
         return self.server.app
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # (unused yet) read through `unread`, which a waiting request may hold bytes for
+        self.unread = _Unread(self.connection)
+        self.rfile = io.BufferedReader(self.unread)
 
     unread_body = False
 
@@ -228,7 +261,7 @@ class _Answering(BaseHTTPRequestHandler):
                 item = _restore_id(item, internal, exchange.original_id)
                 dispatch.writer.close(internal)  # before the answer: a client may reuse the id once it has it
                 if not streaming:
-                    self.client_gone()  # drops what it sent meanwhile (a POST is never pipelined), then closes
+                    self.client_gone()  # holds what it sent meanwhile (a pipelined request: answered next)
                     self.reply(self.status_of(item, modern), item)
                     return True
             if not streaming:
@@ -268,22 +301,35 @@ class _Answering(BaseHTTPRequestHandler):
             self.app.watchdog.disarm(self.connection)
 
     def client_gone(self) -> bool:
-        """The client closed its side (a readable socket with nothing left to read). A waiting request
-        expects nothing more from its client, so what it sends meanwhile is read and dropped, and the
-        connection ends with this answer: a peek saw only a byte sent before hanging up, never the end
-        behind it, and the wait held its places until its task ended (reproduced by review: 32 waits so
-        left made every request 503). A client that keeps sending is alive (at most DRAIN_BYTES a look)."""
+        """The client closed its side (a readable socket with nothing left to read). Whether it has is seen
+        only past what it sent before (a peek saw a byte sent before hanging up, never the end behind it,
+        and the wait held its places until its task ended: reproduced by review), so that is read, and
+        kept (`hold`). A client that keeps sending is alive (at most DRAIN_BYTES a look)."""
         try:
-            drained = 0
-            while drained < DRAIN_BYTES:
+            looked = 0
+            while looked < DRAIN_BYTES:
                 readable, _, _ = select.select([self.connection], [], [], 0)
                 if not readable:
                     return False
                 chunk = self.connection.recv(65536)
                 if not chunk:
                     return True
-                drained += len(chunk)
-                self.close_connection = True  # what was dropped may have been a request: none is read after
+                looked += len(chunk)
+                self.hold(chunk)
             return False
         except (OSError, ValueError):
             return True
+
+    def hold(self, chunk: bytes) -> None:
+        """Keep what the client sent behind the waiting request: HTTP/1.1 lets it pipeline requests, which
+        are read and answered after this one (they were read and dropped, and the connection ended: a
+        client never had their answers). Past HELD_BYTES, or once this connection ends with its answer
+        (an event stream, a client that said close), nothing more is kept: the answer says `Connection:
+        close`, and an HTTP/1.1 client sends again what was not answered."""
+        held = self.unread.held
+        if self.close_connection or len(held) + len(chunk) > HELD_BYTES:
+            held.clear()
+            self.close_connection = True
+            self.unread_body = True  # a lingering close: what it sends meanwhile must not reset the answer
+            return
+        held += chunk

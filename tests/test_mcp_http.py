@@ -24,6 +24,7 @@ from typing import Any
 from agent_lab import Actor, ToolSpec
 from agent_lab.mcp import INVALID_PARAMS, PARSE_ERROR, SERVER_BUSY
 from agent_lab.mcp_http import HEADER_MISMATCH, HttpLimits, McpHttpServer, gateway_http_server
+from agent_lab.mcp_http_answers import HELD_BYTES
 from tests.test_mcp_server import ACTOR, WAIT_S, build_registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -94,12 +95,16 @@ class HttpCase(unittest.TestCase):
 
     def open_post(self, message: Any, session: str) -> socket.socket:
         """A POST sent on a socket of its own, left open: the test reads from it, or hangs up."""
-        body = json.dumps(message).encode()
         sock = socket.create_connection((self.host, self.port), timeout=WAIT_S)
-        sock.sendall(("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json",
-                                    "Accept: application/json, text/event-stream", f"Content-Length: {len(body)}",
-                                    f"Mcp-Session-Id: {session}"]) + "\r\n\r\n").encode() + body)
+        sock.sendall(self.request_bytes(message, session))
         return sock
+
+    def request_bytes(self, message: Any, session: str) -> bytes:
+        """One POST of `message` in the session, as a client writes it on its connection."""
+        body = json.dumps(message).encode()
+        return ("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json",
+                              "Accept: application/json, text/event-stream", f"Content-Length: {len(body)}",
+                              f"Mcp-Session-Id: {session}"]) + "\r\n\r\n").encode() + body
 
     def modern_call(self, name: str, arguments: dict[str, Any], *, request_id: Any = 5,
                     headers: dict[str, str] | None = None, **extra: Any) -> Answer:
@@ -573,6 +578,10 @@ def task_registry(gate: threading.Event) -> Any:
 
 
 class TaskCase(HttpCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.unread: dict[socket.socket, bytes] = {}  # what `answered` read past an answer
+
     def make_server(self) -> McpHttpServer:
         return McpHttpServer(task_registry(self.gate), actor=ACTOR, **self.server_options)
 
@@ -587,13 +596,14 @@ class TaskCase(HttpCase):
                          {"Mcp-Session-Id": session}).message
 
     def answered(self, sock: socket.socket) -> Any:
-        """The JSON answer on a socket (read until the server closes it or the body is whole)."""
-        received = b""
+        """The next JSON answer on a socket, (head, message); what follows it is kept for the next call."""
+        received = self.unread.pop(sock, b"")
         while True:
             head, _, body = received.partition(b"\r\n\r\n")
             length = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
             if length and len(body) >= int(length[0]):
-                return head, json.loads(body)
+                self.unread[sock] = body[int(length[0]):]
+                return head, json.loads(body[:int(length[0])])
             chunk = sock.recv(65536)
             self.assertTrue(chunk, received)
             received += chunk
@@ -681,8 +691,9 @@ class TaskAfterSessionEndTest(TaskCase):
 
 class ResultWaitsTest(TaskCase):
     """A tasks/result holds a place of `max_result_waits` (every session together) only while its client
-    can still take the answer, whatever that client sent before it left. A client that sends more bytes
-    while it waits is still answered, on a connection that then ends."""
+    can still take the answer, whatever that client sent before it left. Requests a client pipelines behind
+    a waiting one are answered after it, up to HELD_BYTES of them; past that the answer says the connection
+    ends, so the client can send them again."""
 
     def make_server(self) -> McpHttpServer:
         return McpHttpServer(task_registry(self.gate), actor=ACTOR, limits=HttpLimits(max_result_waits=1))
@@ -727,21 +738,42 @@ class ResultWaitsTest(TaskCase):
                 sock.close()
         self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")  # the task runs on
 
-    def test_a_client_that_sends_while_it_waits_is_answered_and_its_connection_then_ends(self) -> None:
-        session = self.open_session()
-        running = self.start_task(session)
-        sock = self.open_post({"jsonrpc": "2.0", "id": "w", "method": "tasks/result", "params": {"taskId": running}},
+    def wait_for_task(self, session: str, task_id: str) -> socket.socket:
+        """A tasks/result ("w") on a socket of its own, once it waits."""
+        sock = self.open_post({"jsonrpc": "2.0", "id": "w", "method": "tasks/result", "params": {"taskId": task_id}},
                               session)
         give_up = time.monotonic() + WAIT_S  # a hang guard
         while self.server.sessions[session].channel.internal_for("w") is None and time.monotonic() < give_up:
             threading.Event().wait(0.01)
-        sock.sendall(b"GET /mcp HTTP/1.1\r\n")  # read and dropped: a waiting request expects nothing more
+        return sock
+
+    def test_a_request_pipelined_behind_a_waiting_one_is_answered_after_it(self) -> None:
+        # HTTP/1.1 lets a client pipeline: the ping sent behind the wait was read and dropped, and the
+        # connection ended after the wait's answer, the ping never answered (reproduced by review).
+        session = self.open_session()
+        running = self.start_task(session)
+        sock = self.wait_for_task(session, running)
+        sock.sendall(self.request_bytes({"jsonrpc": "2.0", "id": "next", "method": "ping"}, session))
         self.assertEqual(self.tasks(session, "tasks/get", running)["result"]["status"], "working")
         self.gate.set()
         head, answer = self.answered(sock)
         self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
-        self.assertIn(b"Connection: close", head)
-        self.assertEqual(sock.recv(65536), b"")  # nothing it sent is answered as a request
+        self.assertNotIn(b"Connection: close", head)
+        self.assertEqual(self.answered(sock)[1], {"jsonrpc": "2.0", "id": "next", "result": {}})
+        sock.close()
+
+    def test_past_what_is_kept_the_answer_says_connection_close_and_the_connection_ends(self) -> None:
+        session = self.open_session()
+        running = self.start_task(session)
+        sock = self.wait_for_task(session, running)
+        too_much = {"jsonrpc": "2.0", "id": "big", "method": "ping", "params": {"pad": "x" * (HELD_BYTES + 1)}}
+        sock.sendall(self.request_bytes(too_much, session))  # read as the request waits, and not kept
+        self.assertEqual(self.tasks(session, "tasks/get", running)["result"]["status"], "working")
+        self.gate.set()
+        head, answer = self.answered(sock)
+        self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
+        self.assertIn(b"Connection: close", head)  # the client can tell its ping was not answered
+        self.assertEqual(sock.recv(65536), b"")
         sock.close()
 
 
