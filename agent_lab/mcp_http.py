@@ -34,7 +34,7 @@ What a client (or a web page) cannot make it do, checked before anything is read
   tool calls not yet finished (all sessions; a call whose client left runs to its end) a call is refused
   "server busy" and never runs; past `max_result_waits` tasks/result requests waiting (all sessions, on
   one pool of that many threads, well under `max_in_flight`), or `max_result_waits_per_session` of one
-  session's, one is refused "server busy", and a wait whose client left (its stream
+  session's, one is refused "server busy" (one whose task has ended takes no place), and a wait whose client left (its stream
   closed, its session ended, or cancelled) ends at once, as does a call's wait for its user's
   confirmation, which then is not approved; `http.server` bounds the header count and line size; a request's head
   and body must arrive within `read_timeout_s`, and each answer or event must be taken within it too
@@ -224,8 +224,14 @@ class _HttpDispatch(_Server):
         # The server's own stop drains them once (`McpHttpServer.close`, through the stateless dispatcher).
         self.drains_tasks = False
 
-    def submit_wait(self, wait: Callable[..., str | None], *args: Any) -> concurrent.futures.Future:
-        return self.result_waits.submit(self.result_share, wait, *args)
+    def submit_wait(self, wait: Callable[..., str | None], request: Any, *args: Any) -> concurrent.futures.Future:
+        """A tasks/result whose task has ended needs no wait: it is answered here, taking no place (with
+        every place taken it was answered "server busy", reproduced by review)."""
+        if not self.tasks.ended(request.params):
+            return self.result_waits.submit(self.result_share, wait, request, *args)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result(wait(request, *args))
+        return future
 
     def close(self) -> None:
         """The session has ended (or the server stops): its waits end now, its tasks are no longer its own."""

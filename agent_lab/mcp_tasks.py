@@ -270,6 +270,14 @@ class TaskAnswers:
     def waits(self, method: str, era: str) -> bool:
         return method == "tasks/result" and era != "modern"
 
+    def ended(self, params: Mapping[str, Any]) -> bool:
+        """Whether `result` answers at once: the task has ended, or it is no task of this scope's (an
+        error), or the store did not answer (an error too)."""
+        try:
+            return self._known(params).status.terminal
+        except TaskRequestError:
+            return True
+
     def result(self, params: Mapping[str, Any], stop: Optional[threading.Event] = None) -> Optional[dict[str, Any]]:
         """`tasks/result`: wait until the task is terminal, then its CallToolResult (blocks: call it off the
         reader); None once `stop` is set first (nobody takes the answer any more)."""

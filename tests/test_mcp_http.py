@@ -700,8 +700,7 @@ class ResultWaitsTest(TaskCase):
 
     def test_a_tasks_result_nobody_can_take_any_more_frees_its_place_at_once(self) -> None:
         owner = self.open_session()
-        running = self.start_task(owner)
-        done = self.start_task(owner, "export_now", key="k-2")
+        running, other = self.start_task(owner), self.start_task(owner, key="k-2")
 
         def hang_up(session: str, sock: socket.socket) -> None:
             sock.close()
@@ -714,29 +713,43 @@ class ResultWaitsTest(TaskCase):
             self.assertEqual(self.post(None, {"Mcp-Session-Id": session}, method="DELETE").status, 204)
 
         def cancel(session: str, sock: socket.socket) -> None:
-            self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "wait"}},
+            self.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w"}},
                       {"Mcp-Session-Id": session})
 
         for leave in (hang_up, send_a_byte_and_hang_up, delete, cancel):
             with self.subTest(leave.__name__):
                 session = self.open_session()
                 self.tasks(session, "tasks/list")  # (the tasks are the owner's: read by id after its end only)
-                sock = self.open_post({"jsonrpc": "2.0", "id": "wait", "method": "tasks/result",
-                                       "params": {"taskId": running}}, owner)
-                give_up = time.monotonic() + WAIT_S  # a hang guard
-                while self.server.sessions[owner].channel.internal_for("wait") is None and time.monotonic() < give_up:
-                    threading.Event().wait(0.01)
-                busy = self.tasks(owner, "tasks/result", done, request_id="second")
+                sock = self.wait_for_task(owner, running)
+                busy = self.tasks(owner, "tasks/result", other, request_id="second")
                 self.assertEqual(busy["error"]["code"], SERVER_BUSY)  # the one place is the waiting one's
                 self.assertIn("tasks/result", busy["error"]["message"])
                 leave(owner, sock)
                 if leave is delete:
                     owner = session  # the tasks of an ended session are read by their id
                 # (on the old code: no cap, and a wait whose client left held on until its task ended)
-                answer = self.until_not_busy(lambda: self.tasks(owner, "tasks/result", done, request_id="second"))
-                self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
+                give_up = time.monotonic() + WAIT_S  # a hang guard
+                while self.server.result_waits.slots._value == 0 and time.monotonic() < give_up:  # type: ignore[attr-defined]
+                    threading.Event().wait(0.01)
+                self.assertEqual(self.server.result_waits.slots._value, 1)  # type: ignore[attr-defined]
                 sock.close()
         self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")  # the task runs on
+
+    def test_a_task_that_has_ended_is_answered_with_every_place_taken(self) -> None:
+        # An ended task needs no wait: its tasks/result was answered "server busy" (reproduced by review).
+        owner = self.open_session()
+        running, other = self.start_task(owner), self.start_task(owner, key="k-2")
+        done = self.start_task(owner, "export_now", key="k-3")
+        give_up = time.monotonic() + WAIT_S  # a hang guard: until its run has recorded its end
+        while self.tasks(owner, "tasks/get", done)["result"]["status"] != "completed" and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+        sock = self.wait_for_task(owner, running)
+        self.assertEqual(self.tasks(owner, "tasks/result", other, request_id="second")["error"]["code"], SERVER_BUSY)
+        answer = self.tasks(owner, "tasks/result", done, request_id="third")
+        self.assertEqual(answer["result"]["structuredContent"], {"exported": 1})
+        unknown = self.tasks(owner, "tasks/result", "task-" + "0" * 32, request_id="fourth")
+        self.assertEqual(unknown["error"]["code"], INVALID_PARAMS)
+        sock.close()
 
     def wait_for_task(self, session: str, task_id: str) -> socket.socket:
         """A tasks/result ("w") on a socket of its own, once it waits."""
