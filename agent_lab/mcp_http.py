@@ -31,7 +31,8 @@ What a client (or a web page) cannot make it do, checked before anything is read
 - hold memory or threads: a body over `max_body_bytes` is 413 unread; past `max_in_flight` requests in
   flight a request is 503 (answers to the server's own questions are always taken); past
   `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
-  tool calls not yet finished (all sessions; a call whose client left runs to its end) a call is refused
+  tool calls not yet finished (all sessions; a call whose client left runs to its end), or
+  `max_pending_calls_per_session` of one session's (the stateless side is one), a call is refused
   "server busy" and never runs; past `max_result_waits` tasks/result requests waiting (all sessions, on
   one pool of that many threads, well under `max_in_flight`), or `max_result_waits_per_session` of one
   session's, one is refused "server busy" (one whose task has ended takes no place), and a wait whose client left (its stream
@@ -99,6 +100,9 @@ class HttpLimits:
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
     max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
+    # and one session's (the stateless side counts as one): with the per-session waits below, well under
+    # max_in_flight, so one client's calls never leave another's requests (initialize) without room
+    max_pending_calls_per_session: int = 8
     # tasks/result waiting for their task (one thread each), every session together and one session: well
     # under max_in_flight, and shared, so waits never leave short requests (tasks/get) without room
     max_result_waits: int = 16
@@ -211,10 +215,12 @@ class _HttpDispatch(_Server):
 
     writer: Any
 
-    def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, result_waits: _ResultWaits,
-                 task_owners: TaskOwners, **options: Any) -> None:
+    def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, calls_per_session: int,
+                 result_waits: _ResultWaits, task_owners: TaskOwners, **options: Any) -> None:
         self._local = threading.local()
         self.call_slots = call_slots
+        self.calls_per_session = calls_per_session
+        self.call_share = threading.BoundedSemaphore(calls_per_session)
         self.result_waits = result_waits
         self.result_share = result_waits.share()
         super().__init__(*args, **options)
@@ -241,14 +247,21 @@ class _HttpDispatch(_Server):
         super().close()
 
     def start_call(self, request: Any, *, in_batch: bool, shape: Any) -> Any:
-        """A call holds one of the server's call slots until its worker ends (a waiting confirmation
-        included), so clients that start calls and go away cannot pile up threads."""
+        """A call holds one of the server's call slots and one of its session's until its worker ends (a
+        waiting confirmation included), so clients that start calls and go away cannot pile up threads,
+        and one session's calls cannot take every request in flight: one session's 32 calls waiting on
+        a slow handler left every other client 503, initialize included (reproduced by review)."""
+        if not self.call_share.acquire(blocking=False):
+            raise _ProtocolError(SERVER_BUSY, f"Server busy: this session has {self.calls_per_session} tool calls "
+                                 "pending; retry later")
         if not self.call_slots.acquire(blocking=False):
+            self.call_share.release()
             raise _ProtocolError(SERVER_BUSY, "Server busy: too many tool calls are pending; retry later")
         try:
             return super().start_call(request, in_batch=in_batch, shape=shape)
         except BaseException:
             self.call_slots.release()
+            self.call_share.release()
             raise
 
     @property
@@ -269,6 +282,7 @@ class _HttpDispatch(_Server):
         finally:
             self.writer.local.request_id = None
             self.call_slots.release()
+            self.call_share.release()
 
     def cancel(self, request_id: Any) -> None:
         """notifications/cancelled names the client's id: the call running under it is cancelled."""
@@ -419,6 +433,7 @@ class McpHttpServer:
                                             max_workers=max_workers, **dict(dispatcher_options or {}))
         self.call_slots = threading.BoundedSemaphore(self.limits.max_pending_calls)
         self.options["call_slots"] = self.call_slots
+        self.options["calls_per_session"] = self.limits.max_pending_calls_per_session
         self.result_waits = _ResultWaits(self.limits.max_result_waits, self.limits.max_result_waits_per_session)
         self.options["result_waits"] = self.result_waits
         self.options["task_owners"] = TaskOwners()

@@ -60,6 +60,7 @@ class HttpCase(unittest.TestCase):
         self.addCleanup(self.gate.set)  # runs first: a slow call still waiting ends before the server closes
         parts = urllib.parse.urlsplit(self.server.url)
         self.host, self.port, self.path = parts.hostname, parts.port, parts.path
+        self.unread: dict[socket.socket, bytes] = {}  # what `answered` read past an answer
 
     def make_server(self) -> McpHttpServer:
         return McpHttpServer(build_registry(gate=self.gate), actor=ACTOR, **self.server_options)
@@ -105,6 +106,19 @@ class HttpCase(unittest.TestCase):
         return ("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json",
                               "Accept: application/json, text/event-stream", f"Content-Length: {len(body)}",
                               f"Mcp-Session-Id: {session}"]) + "\r\n\r\n").encode() + body
+
+    def answered(self, sock: socket.socket) -> Any:
+        """The next JSON answer on a socket, (head, message); what follows it is kept for the next call."""
+        received = self.unread.pop(sock, b"")
+        while True:
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            if length and len(body) >= int(length[0]):
+                self.unread[sock] = body[int(length[0]):]
+                return head, json.loads(body[:int(length[0])])
+            chunk = sock.recv(65536)
+            self.assertTrue(chunk, received)
+            received += chunk
 
     def modern_call(self, name: str, arguments: dict[str, Any], *, request_id: Any = 5,
                     headers: dict[str, str] | None = None, **extra: Any) -> Answer:
@@ -481,6 +495,42 @@ class AttackTest(HttpCase):
             threading.Event().wait(0.01)
 
 
+class CallSharesTest(HttpCase):
+    """With the default limits one session's tool calls never take the whole server: past its share of
+    pending calls more are refused "server busy" at once, and other clients are still served."""
+
+    def test_one_sessions_waiting_calls_leave_room_for_every_other_client(self) -> None:
+        # Calls held an in-flight slot each while they waited, capped only by max_pending_calls (64, over
+        # max_in_flight's 32): one session's 32 slow calls left every other client 503, initialize included.
+        limits = HttpLimits()
+        self.assertLess(limits.max_pending_calls_per_session + limits.max_result_waits_per_session,
+                        limits.max_in_flight)
+        greedy = self.open_session()
+        waiting = [self.open_post({"jsonrpc": "2.0", "id": f"c{n}", "method": "tools/call",
+                                   "params": {"name": "slow", "arguments": {}}}, greedy)
+                   for n in range(limits.max_in_flight)]
+        refused = 0
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while refused < limits.max_in_flight - limits.max_pending_calls_per_session and time.monotonic() < give_up:
+            readable, _, _ = select.select(waiting, [], [], 0.1)
+            for sock in readable:
+                _, answer = self.answered(sock)
+                self.assertEqual(answer["error"]["code"], SERVER_BUSY)
+                self.assertIn("this session", answer["error"]["message"])
+                waiting.remove(sock)
+                sock.close()
+                refused += 1
+        self.assertEqual(len(waiting), limits.max_pending_calls_per_session)  # (old code: all 32 waited)
+        other = self.open_session()  # (old code: 503)
+        self.assertEqual(self.call(other, "notes.get", {"id": "n-1"}).message["result"]["structuredContent"],
+                         {"id": "n-1", "text": "hello"})
+        self.gate.set()
+        for sock in waiting:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"done": True})
+            sock.close()
+        self.assertIn("result", self.call(greedy, "slow", {}).message)  # its places came back as its calls ended
+
+
 class SessionCapTest(HttpCase):
     server_options = {"limits": HttpLimits(max_sessions=2)}
 
@@ -578,10 +628,6 @@ def task_registry(gate: threading.Event) -> Any:
 
 
 class TaskCase(HttpCase):
-    def setUp(self) -> None:
-        super().setUp()
-        self.unread: dict[socket.socket, bytes] = {}  # what `answered` read past an answer
-
     def make_server(self) -> McpHttpServer:
         return McpHttpServer(task_registry(self.gate), actor=ACTOR, **self.server_options)
 
@@ -594,19 +640,6 @@ class TaskCase(HttpCase):
         params = {} if task_id is None else {"taskId": task_id}
         return self.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
                          {"Mcp-Session-Id": session}).message
-
-    def answered(self, sock: socket.socket) -> Any:
-        """The next JSON answer on a socket, (head, message); what follows it is kept for the next call."""
-        received = self.unread.pop(sock, b"")
-        while True:
-            head, _, body = received.partition(b"\r\n\r\n")
-            length = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
-            if length and len(body) >= int(length[0]):
-                self.unread[sock] = body[int(length[0]):]
-                return head, json.loads(body[:int(length[0])])
-            chunk = sock.recv(65536)
-            self.assertTrue(chunk, received)
-            received += chunk
 
     def until_not_busy(self, send: Any) -> Any:
         """`send()`'s answer once it is not "server busy" (a hang guard of WAIT_S, never a timing)."""
