@@ -270,7 +270,8 @@ class _Server(_ToolCallPath):
         self.server_info = dict(server_info)
         self.session = _Session()
         # One waiting thread per pending call (bounded by MAX_PENDING_CALLS); `run_slots` bounds how many run.
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=MAX_PENDING_CALLS, thread_name_prefix="mcp-call")
+        self.pool: concurrent.futures.Executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=MAX_PENDING_CALLS, thread_name_prefix="mcp-call")
         self.backlog = _Backlog()
         self.reading = _Held(0)  # the line the reader is handling (touched by the reader thread only)
         self.run_slots = threading.BoundedSemaphore(max_workers)

@@ -84,7 +84,7 @@ class _ToolCallPath:
     approvals: ApprovalSource | None
     server_info: dict[str, str]
     session: _Session
-    pool: concurrent.futures.ThreadPoolExecutor
+    pool: concurrent.futures.Executor
     backlog: _Backlog
     reading: _Held
     run_slots: threading.BoundedSemaphore

@@ -531,6 +531,35 @@ class CallSharesTest(HttpCase):
         self.assertIn("result", self.call(greedy, "slow", {}).message)  # its places came back as its calls ended
 
 
+class CallThreadsTest(HttpCase):
+    def test_a_sessions_call_threads_end_with_its_calls_not_with_the_session(self) -> None:
+        # A session's thread pool kept every thread it grew until the session ended (30 minutes idle):
+        # 8 sessions that ran 4 calls each held 32 idle threads (reproduced by review).
+        session = self.open_session()
+        before = set(threading.enumerate())
+        calls = [self.open_post({"jsonrpc": "2.0", "id": f"c{n}", "method": "tools/call",
+                                 "params": {"name": "slow", "arguments": {}}}, session) for n in range(4)]
+
+        def running() -> list[threading.Thread]:
+            return [each for each in set(threading.enumerate()) - before if each.name.startswith("mcp-call")]
+
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while len(running()) < 4 and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+        ran = running()
+        self.assertEqual(len(ran), 4)
+        self.gate.set()
+        for sock in calls:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"done": True})
+            sock.close()
+        give_up = time.monotonic() + WAIT_S
+        for thread in ran:
+            thread.join(max(0.0, give_up - time.monotonic()))
+            self.assertFalse(thread.is_alive())  # (old code: alive until the session ends)
+        self.assertIn(session, self.server.sessions)
+        self.assertIn("result", self.call(session, "notes.get", {"id": "n-1"}).message)
+
+
 class SessionCapTest(HttpCase):
     server_options = {"limits": HttpLimits(max_sessions=2)}
 
