@@ -310,16 +310,20 @@ class Registry:
         so from any registry sharing it, also after a restart: working, completed or failed with its
         final `result`, cancelled, or failed with `task_interrupted` when its host stopped first. None
         for an id that names no task of this actor: unknown, expired, another actor's or another
-        tenant's task all answer alike. Raises ReceiptStoreUnavailable when the store does not answer
-        within `timeout_s`."""
-        return self._services.tasks.status(actor.tenant, actor.id, task_id, self._redact_of_task, timeout_s)
+        tenant's task, and one of a tool the actor may not call now (its permission was taken away, or
+        no such tool is registered here), all answer alike: a task's result is its tool's output, and
+        the tool is hidden from the actor as a retry of its call is. Raises ReceiptStoreUnavailable
+        when the store does not answer within `timeout_s`."""
+        return self._services.tasks.status(actor.tenant, actor.id, task_id, self._redact_of_task,
+                                           self._task_visible_to(actor), timeout_s)
 
     def cancel_task(self, task_id: str, *, actor: Actor, timeout_s: Optional[float] = None) -> Optional[TaskStatus]:
         """Cancel a task of `actor`'s. Its `cancel` says what happened: `cancelled` (its call had not
         started and never will), `too_late` (it had started: it runs to its end and its effect stands;
         poll `task` for the result) or `ended` (it was over already; `status` says how). None for an
         id that names no task of this actor, as in `task`. Raises ReceiptStoreUnavailable."""
-        return self._services.tasks.cancel(actor.tenant, actor.id, task_id, self._redact_of_task, timeout_s)
+        return self._services.tasks.cancel(actor.tenant, actor.id, task_id, self._redact_of_task,
+                                           self._task_visible_to(actor), timeout_s)
 
     def tasks(self, *, actor: Actor, timeout_s: Optional[float] = None) -> list[TaskStatus]:
         """The statuses of the tasks this registry accepted for `actor` (its latest 1000), oldest first.
@@ -332,6 +336,15 @@ class Registry:
         """Wait until no task runs in this registry (a graceful stop lets them record their results);
         False when `timeout_s` ran out first."""
         return bool(self._services.tasks.wait(timeout_s))
+
+    def _task_visible_to(self, actor: Actor) -> Callable[[str], bool]:
+        """Whether `actor` may see a task of `tool`: the tool is registered and the actor may call it now,
+        as the route step decides for a call (a tool it may not call answers like an unknown one)."""
+        def visible(tool: str) -> bool:
+            plan = self._catalog.tools.get(tool)
+            return plan is not None and isinstance(actor, Actor) and actor.may(plan.permission)
+
+        return visible
 
     def _redact_of_task(self, tool: str) -> frozenset:
         try:

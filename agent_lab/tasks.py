@@ -211,10 +211,11 @@ class TaskBook:
 
     def status(self, tenant: str, actor_id: str, task_id: str, *,
                redact: Callable[[str], frozenset] = lambda tool: frozenset(),
+               visible: Callable[[str], bool] = lambda tool: True,
                timeout_s: Optional[float] = None) -> Optional[TaskStatus]:
         """The task's status as `actor_id` of `tenant` may see it; None for a task that does not exist,
-        expired, or is another actor's (all alike). `redact(tool)`: the fields its results mask.
-        Raises ReceiptStoreUnavailable."""
+        expired, is another actor's, or is of a tool `visible(tool)` says the actor may not call now
+        (all alike). `redact(tool)`: the fields its results mask. Raises ReceiptStoreUnavailable."""
         if not isinstance(task_id, str) or not task_id.startswith("task-") or len(task_id) > 64 \
                 or not task_id.isascii() or "\x00" in task_id:
             return None
@@ -225,6 +226,8 @@ class TaskBook:
         if description is None or description.get("actor") != actor_id:
             return None
         tool, created, writes = str(description["tool"]), float(description["created"]), bool(description["writes"])
+        if not visible(tool):  # its tool is hidden from the actor now: its task too (and no gate is taken)
+            return None
         base = TaskStatus(task_id, TaskState.WORKING, tool, created, created, _MESSAGES[TaskState.WORKING],
                           ttl_s=self.ttl_s)
         if found.status is ReservationStatus.REPLAY and isinstance(found.record, Mapping):

@@ -738,6 +738,20 @@ class IsolationTest(TaskTestCase):
         self.exporter.release.set()
         self.assertIs(wait_ended(self.registry, task_id).status, TaskState.COMPLETED)  # the strangers' cancels did nothing
 
+    def test_an_actor_whose_permission_was_taken_away_reads_its_tasks_of_that_tool_like_unknown_ones(self) -> None:
+        # A task's result is its tool's output: once the tool is hidden from the actor (a retry of the very
+        # call answers tool_not_found), its tasks are too, as they are to a stranger (the revoked actor could
+        # read the finished export, its tool's name, list it and cancel it).
+        task_id = self.start().output["task_id"]
+        revoked = Actor(id=ANA.id, tenant=ANA.tenant, permissions=set())
+        self.assertIsNone(self.registry.cancel_task(task_id, actor=revoked))
+        self.exporter.release.set()
+        self.assertIs(wait_ended(self.registry, task_id).status, TaskState.COMPLETED)  # its cancel did nothing
+        self.assertEqual(self.start(actor=revoked).error.code, "tool_not_found")
+        self.assertIsNone(self.registry.task(task_id, actor=revoked))
+        self.assertEqual(self.registry.tasks(actor=revoked), [])
+        self.assertEqual(self.registry.task(task_id, actor=ANA).result.output, {"exported": 3})  # given back, seen again
+
     def test_a_guessed_key_of_another_tenant_starts_its_own_task(self) -> None:
         mine = self.start(key="shared-key").output["task_id"]
         theirs = self.start(key="shared-key", actor=GLOBEX_ANA).output["task_id"]

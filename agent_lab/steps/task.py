@@ -276,9 +276,9 @@ class TaskRunner:
 
     # -- reading and cancelling ------------------------------------------------------------------
 
-    def status(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
+    def status(self, tenant: str, actor_id: str, task_id: Any, redact: Any, visible: Any,
                timeout_s: Optional[float]) -> Optional[TaskStatus]:
-        return self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s)
+        return self.book.status(tenant, actor_id, task_id, redact=redact, visible=visible, timeout_s=timeout_s)
 
     def may_run(self, tenant: str, task_id: str, timeout_s: Optional[float]) -> bool:
         """Whether the call of a task may be running still, or start yet, so that its key must not be
@@ -298,17 +298,18 @@ class TaskRunner:
                                 timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
         return False
 
-    def cancel(self, tenant: str, actor_id: str, task_id: Any, redact: Any,
+    def cancel(self, tenant: str, actor_id: str, task_id: Any, redact: Any, visible: Any,
                timeout_s: Optional[float]) -> Optional[TaskStatus]:
         """Cancel a task that has not started; say what happened instead when it had (see TaskStatus.cancel)."""
         import dataclasses
 
-        current = self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s)
+        current = self.book.status(tenant, actor_id, task_id, redact=redact, visible=visible, timeout_s=timeout_s)
         if current is None:
             return None
         if current.status.terminal:
             return dataclasses.replace(current, cancel="ended")
         side = self.book.take_gate(tenant, task_id, "cancel",
                                    timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
-        after = self.book.status(tenant, actor_id, task_id, redact=redact, timeout_s=timeout_s) or current
+        after = self.book.status(tenant, actor_id, task_id, redact=redact, visible=visible, timeout_s=timeout_s) \
+            or current
         return dataclasses.replace(after, cancel="cancelled" if side == "won" else "too_late")
