@@ -161,7 +161,36 @@ class SqliteReceiptStoreTest(ClockStepConformance, DurableApprovalConformance, D
         self.rebuild_table("receipts", "tenant TEXT COLLATE NOCASE, tool TEXT, key TEXT, fingerprint TEXT, state TEXT,"
                                        " record TEXT, expires_at REAL, owner TEXT, lapse TEXT,"
                                        " PRIMARY KEY (tenant, tool, key)")
-        self.assert_refused("'receipts'", "key column 'tenant' compares with NOCASE")
+        self.assert_refused("'receipts'", "compares with NOCASE, not BINARY")
+
+    def test_a_key_compared_other_than_byte_for_byte_beside_or_despite_a_binary_primary_key_is_refused(self):
+        """The check read only the primary key's collation: a NOCASE column under a `COLLATE BINARY` key
+        (the statements' `tenant = ?` folds case) answered tenant "acme" from tenant "ACME"'s receipt, and
+        a unique index on the key with NOCASE let tenant "ACME"'s reservation REPLACE tenant "acme"'s
+        receipt, so acme's key ran again (both reproduced)."""
+        columns = ("tenant TEXT {}, tool TEXT, key TEXT, fingerprint TEXT, state TEXT, record TEXT, expires_at REAL,"
+                   " owner TEXT, lapse TEXT, PRIMARY KEY (tenant {}, tool, key)")
+        for collation in ("NOCASE", "RTRIM", '"nocase"'):
+            with self.subTest(column=collation):
+                self.use_new_storage()
+                self.store = self.make_store(self.clock)
+                self.rebuild_table("receipts", columns.format(f"COLLATE {collation}", "COLLATE BINARY"))
+                self.assert_refused("'receipts'", "compares with " + collation.strip('"').upper() + ", not BINARY")
+        for index in ("tenant COLLATE NOCASE, tool, key", "tool, key"):  # one tenant's key would replace another's
+            with self.subTest(unique_index=index):
+                self.use_new_storage()
+                self.store = self.make_store(self.clock)
+                self.store.close()
+                with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as connection:
+                    connection.execute(f"CREATE UNIQUE INDEX folded ON receipts ({index})")
+                self.assert_refused("'receipts'", "unique index ('folded')")
+        self.use_new_storage()
+        self.store = self.make_store(self.clock)
+        self.store.close()
+        with contextlib.closing(sqlite3.connect(self.path, isolation_level=None)) as connection:
+            connection.execute("CREATE INDEX by_expiry ON receipts (expires_at)")  # changes no key: opens
+        self.store = self.make_store(self.clock)
+        self.assertEqual(self.store.reserve(KEY, FIRST).status, ReservationStatus.RESERVED)
 
     def test_a_table_with_a_trigger_is_refused(self):
         """A trigger that moved each new reservation aside let two stores reserve one key (reproduced)."""

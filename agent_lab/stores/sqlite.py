@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -686,16 +687,30 @@ def _check_tables(connection: sqlite3.Connection, path: str) -> None:
             raise ValueError(f"{path!r} is not a receipt store this code can use: table {table!r}: {problem}")
 
 
+_COLLATE = re.compile(r"\bCOLLATE\s*[\"'`\[]?(\w*)", re.IGNORECASE)
+
+
 def _primary_key_problem(connection: sqlite3.Connection, table: str) -> str:
     """What keeps `table`'s rows from being one per key as the statements compare keys, or "": a trigger
-    on it (one that moved each new reservation aside let two stores reserve one key; reproduced), or
-    its primary key under a collation other than BINARY (NOCASE made tenant "ACME" replay the receipts
-    of tenant "acme"; reproduced)."""
+    on it (one that moved each new reservation aside let two stores reserve one key; reproduced), its
+    primary key under a collation other than BINARY (NOCASE made tenant "ACME" replay the receipts of
+    tenant "acme"; reproduced), a column declared with one (the statements' `tenant = ?` compares with
+    the column's collation, whatever the key's: a NOCASE column under a `COLLATE BINARY` key answered
+    tenant "acme" from tenant "ACME"'s receipt; reproduced), or a unique index beside the primary key
+    (under one on the key with NOCASE, tenant "ACME"'s reservation REPLACEd tenant "acme"'s receipt and
+    acme's key ran again; reproduced). The table's SQL is the hand-edited part: ours has no COLLATE."""
     trigger = connection.execute("SELECT name FROM main.sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
                                  (table,)).fetchone()
     if trigger is not None:
         return f"it has a trigger ({trigger[0]!r}), which could change what the store writes"
-    for _, index, _, origin, _ in connection.execute(f"PRAGMA main.index_list({table})").fetchall():  # a fixed name
+    row = connection.execute("SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    for collation in _COLLATE.findall(str(row[0] if row is not None else "")):
+        if collation.upper() != "BINARY":
+            return f"a column compares with {collation.upper() or 'another collation'}, not BINARY"
+    for _, index, unique, origin, _ in connection.execute(f"PRAGMA main.index_list({table})").fetchall():  # a fixed name
+        if unique and origin != "pk":
+            return (f"it has a unique index ({index!r}) beside its primary key, under which a write to one key "
+                    "could replace another's row")
         if origin == "pk":
             for _, _, column, _, collation, is_key in connection.execute(
                     "SELECT * FROM pragma_index_xinfo(?)", (index,)).fetchall():
