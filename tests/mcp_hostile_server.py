@@ -22,6 +22,10 @@ since no real server hangs, floods, lies or dies on cue. Modes:
   poisoned       lists hostile tool definitions (remote $ref, bad names, twice-listed names, deep schemas)
   chatty         well-behaved, but writes 4 MiB to stderr first
   notebook       only echo and append_note, both with an outputSchema (a lab whose gate can pass)
+  deaf           well-behaved, but after append_note of the note "hold" it stops reading its stdin until
+                 DIR/release exists
+  ping-flood     tools/call sends 20,000 ping requests before its answer, then stops reading its stdin
+                 until DIR/release exists
 
 In every mode, a file DIR/echo-description.txt, when there is one, is echo's description, read at each
 tools/list: a rug pull a test makes between two runs of the same server (as a release would).
@@ -121,8 +125,20 @@ def tools() -> list[dict]:
     ]
 
 
+def deaf_until_released() -> None:
+    """Read nothing more until the test says so (the client's writes fill the pipe meanwhile)."""
+    while WORLD and not os.path.exists(os.path.join(WORLD, "release")):
+        time.sleep(0.02)
+
+
 def call(request_id: object, params: dict) -> None:
     name, arguments = params.get("name"), params.get("arguments") or {}
+    if MODE == "ping-flood":
+        for number in range(20_000):
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": f"ping-{number}", "method": "ping"}) + "\n")
+        result(request_id, {"content": [{"type": "text", "text": "pinged"}]})
+        deaf_until_released()
+        return
     if MODE == "hang":
         return
     if MODE == "flood":
@@ -144,6 +160,8 @@ def call(request_id: object, params: dict) -> None:
             with open(os.path.join(WORLD, "notes.jsonl"), "a", encoding="utf-8") as notes:
                 notes.write(json.dumps(arguments, sort_keys=True) + "\n")
         result(request_id, {"content": [{"type": "text", "text": "noted"}], "structuredContent": {"noted": True}})
+        if MODE == "deaf" and arguments.get("note") == "hold":
+            deaf_until_released()
     elif name == "slow":
         time.sleep(float(arguments.get("seconds", 1)))
         result(request_id, {"content": [{"type": "text", "text": "done"}]})

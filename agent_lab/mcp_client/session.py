@@ -105,8 +105,9 @@ class McpClient:
         self._when_dropped: weakref.finalize | None = None  # closes the transport of a client dropped open
         self._stuck = False  # a request went unanswered: closing gives the server no grace
         self._discover_unanswered = False
-        # Over HTTP each reply to a server's request is a POST on a thread of its own: a server that sends
-        # thousands and never reads the replies would hold as many threads and sockets in this process.
+        # A server's requests (ping, ...) are answered with at most this many replies not yet written: over
+        # HTTP each is a POST on a thread of its own, over stdio a line queued for a server that may never
+        # read its stdin; a server sending thousands would hold as many threads, or as much memory, here.
         self._replies = threading.BoundedSemaphore(MAX_SERVER_REQUEST_REPLIES)
 
     def __repr__(self) -> str:
@@ -360,8 +361,8 @@ class McpClient:
             logger.debug("mcp client: could not send %s: %s", method, error)
 
     def _cancel(self, request_id: int, pending: Pending) -> None:
-        self.transport.abort(pending.handle)
-        if self.transport.cancels_by_notification or self.era == "handshake":
+        self.transport.abort(pending.handle)  # one not yet on its way is withdrawn: never sent, nothing to cancel
+        if pending.sent and (self.transport.cancels_by_notification or self.era == "handshake"):
             self.notify("notifications/cancelled", {"requestId": request_id, "reason": "timed out or cancelled"})
 
     # -- what the transport hands over -----------------------------------------------------------
@@ -382,22 +383,18 @@ class McpClient:
         else:  # this client offers no capabilities: no sampling, elicitation or roots to answer with
             reply = {"jsonrpc": "2.0", "id": message["id"],
                      "error": {"code": METHOD_NOT_FOUND_CODE, "message": "Method not found"}}
+        if not self._replies.acquire(blocking=False):  # MAX_SERVER_REQUEST_REPLIES still in flight
+            logger.debug("mcp client: %s sent requests faster than it takes replies; one left unanswered", self.label)
+            return
         try:
             if isinstance(self.transport, HttpTransport):
-                if not self._replies.acquire(blocking=False):  # MAX_SERVER_REQUEST_REPLIES still in flight
-                    logger.debug("mcp client: %s sent requests faster than it takes replies; one left unanswered",
-                                 self.label)
-                    return
-                try:
-                    self.transport.send(reply, deadline=time.monotonic() + self.timeout_s,
-                                        on_finished=self._replies.release)
-                except BaseException:
-                    self._replies.release()
-                    raise
+                self.transport.send(reply, deadline=time.monotonic() + self.timeout_s, on_finished=self._replies.release)
             else:
-                self.transport.send(reply)
-        except McpError:
-            pass
+                self.transport.send(reply, on_written=self._replies.release)
+        except BaseException as error:
+            self._replies.release()
+            if not isinstance(error, McpError):
+                raise
 
     def _fail(self, request_id: Any, error: McpError) -> None:
         self._requests.fail(request_id, error)

@@ -52,13 +52,39 @@ READ_CHUNK = 64 * 1024
 
 
 class Outgoing:
-    """One message handed to the writer; `started` is set once its first byte may have reached the pipe."""
+    """One message handed to the writer; `started` is set once its first byte may have reached the pipe.
 
-    __slots__ = ("data", "started")
+    A message given up before then (`withdraw`) is never written: a request whose caller was told it was
+    not sent (a timed-out call queued behind a server that stopped reading) must not reach the server
+    later, or a retry under the same idempotency key would be its second effect."""
 
-    def __init__(self, data: bytes) -> None:
+    __slots__ = ("data", "started", "withdrawn", "lock", "on_written")
+
+    def __init__(self, data: bytes, on_written: Callable[[], None] | None = None) -> None:
         self.data = data
         self.started = threading.Event()
+        self.withdrawn = False
+        self.lock = threading.Lock()
+        self.on_written = on_written  # called once the writer is done with it (written, dropped or withdrawn)
+
+    def take(self) -> bool:
+        """For the writer: True (and `started` set) unless it was withdrawn first."""
+        with self.lock:
+            if not self.withdrawn:
+                self.started.set()
+            return not self.withdrawn
+
+    def withdraw(self) -> bool:
+        """Never write it, unless its writing has started; True when it will never be written."""
+        with self.lock:
+            if not self.started.is_set():
+                self.withdrawn = True
+            return self.withdrawn
+
+    def done(self) -> None:
+        callback, self.on_written = self.on_written, None
+        if callback is not None:
+            callback()
 
 
 class StdioTransport:
@@ -120,16 +146,21 @@ class StdioTransport:
 
     # -- moving messages -------------------------------------------------------------------------
 
-    def send(self, message: Any) -> Outgoing:
-        """Queue one message; McpConnectionError (sent=False) when the server is already gone."""
+    def send(self, message: Any, *, on_written: Callable[[], None] | None = None) -> Outgoing:
+        """Queue one message; McpConnectionError (sent=False) when the server is already gone.
+        `on_written` is called once the writer is done with it (not when this raises)."""
         if self._gone.is_set() or self._process is None:
             raise McpConnectionError(self.label, f"is not running{self._exit_note()}", sent=False)
-        outgoing = Outgoing(encode_message(message))
+        outgoing = Outgoing(encode_message(message), on_written)
         self._outbox.put(outgoing)
         return outgoing
 
     def abort(self, handle: Any) -> None:
-        """stdio has no per-request stream: cancellation is the session's notifications/cancelled."""
+        """A request given up before its first byte was written is withdrawn: it is never written, so
+        its `sent` stays false for good. One already on its way is cancelled by the session's
+        notifications/cancelled (stdio has no per-request stream to close)."""
+        if isinstance(handle, Outgoing):
+            handle.withdraw()
 
     def _write_stdin(self) -> None:
         process = self._process
@@ -138,12 +169,15 @@ class StdioTransport:
             outgoing = self._outbox.get()
             if outgoing is None:
                 break
-            outgoing.started.set()
             try:
+                if not outgoing.take():
+                    continue  # given up before it left: never written
                 process.stdin.write(outgoing.data)
                 process.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
                 break  # the reader sees the end of stdout and reports how the server ended
+            finally:
+                outgoing.done()
         try:
             process.stdin.close()
         except (BrokenPipeError, OSError, ValueError):

@@ -209,7 +209,10 @@ class HttpTransport:
                 return
             exchange.connection = connection
         connection.connect()  # a refused connection: the request certainly never left
-        exchange.started.set()
+        with exchange.lock:  # given up while connecting: its caller was told it was not sent, so it never is
+            if exchange.aborted:
+                return
+            exchange.started.set()
         connection.request("POST", self._target, body=body, headers=self._headers(message, extra))
         response = connection.getresponse()
         request_id = exchange.request_id

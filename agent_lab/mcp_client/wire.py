@@ -54,7 +54,7 @@ MAX_STDERR_BYTES = 64 * 1024  # the tail of a stdio server's stderr kept for err
 MAX_LIST_PAGES = 100  # tools/list pages followed before the listing counts as endless
 MAX_TOOLS = 10_000  # tools one server may list
 MAX_QUOTED_CHARS = 200  # server text quoted in one of our error messages
-MAX_SERVER_REQUEST_REPLIES = 8  # replies to the server's own requests (ping, ...) in flight at once over HTTP
+MAX_SERVER_REQUEST_REPLIES = 8  # replies to the server's own requests (ping, ...) not yet written, at once
 MAX_IGNORED_LINES = 1_000  # stdout lines that are not JSON-RPC before a stdio server counts as broken
 
 

@@ -1,0 +1,166 @@
+"""The MCP client against an upstream that stops reading, floods requests of its own, or stalls a listing.
+
+Each test states a promise that did not hold on main (9b92a30):
+- a tools/call queued behind a message the server had not read yet, and given up at its deadline, was
+  reported as never sent (`unavailable`, which frees its idempotency key) and then written anyway once
+  the server read again: a retry under the same key was its second effect;
+- a server that sends ping requests and never reads its stdin had every reply queued in the client's
+  process (700 MB after 8 s of pings);
+- over Streamable HTTP, a call given up while its connection was still being made was reported as never
+  sent, and was posted anyway once the connection was made.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from agent_lab import Actor, Registry, ToolCall
+from agent_lab.mcp_client import McpTimeout, connect, import_tools
+from agent_lab.mcp_client.wire import MAX_SERVER_REQUEST_REPLIES
+from agent_lab.stores.memory import InMemoryReceiptStore
+
+HERE = Path(__file__).resolve().parent
+ACTOR = Actor(id="agent-1", tenant="acme", permissions={"notes:write"})
+
+
+class _Upstream(unittest.TestCase):
+    def upstream(self, mode: str) -> tuple[Any, str]:
+        world = tempfile.TemporaryDirectory()
+        self.addCleanup(world.cleanup)
+        client = connect(f"{sys.executable} {HERE / 'mcp_hostile_server.py'} {mode} {world.name}", timeout_s=10)
+        self.addCleanup(client.close)
+        self.addCleanup(self.release, world.name)  # (cleanups run last first: released before it is closed)
+        return client, world.name
+
+    @staticmethod
+    def release(world: str) -> None:
+        Path(world, "release").touch()
+
+    @staticmethod
+    def notes(world: str) -> str:
+        path = Path(world, "notes.jsonl")
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+class AnUnsentCallIsNeverSentLaterTest(_Upstream):
+    def test_a_call_reported_never_sent_never_reaches_the_server_later(self) -> None:
+        client, world = self.upstream("deaf")
+        client.call_tool("append_note", {"note": "hold", "request_id": "h"})  # the server now reads nothing
+        bulk = client.transport.send({"jsonrpc": "2.0", "method": "notifications/message",
+                                      "params": {"level": "info", "data": "x" * (1 << 20)}})
+        self.assertTrue(bulk.started.wait(10))  # the writer is stuck in it: the pipe is full
+        with self.assertRaises(McpTimeout) as given_up:
+            client.call_tool("append_note", {"note": "effect-K", "request_id": "K"}, timeout_s=0.2)
+        self.assertFalse(given_up.exception.sent)  # what lets a retry run under the same key
+        self.release(world)
+        client.call_tool("echo", {"text": "after"})  # answered once the server has read all that came before
+        self.assertNotIn("effect-K", self.notes(world))
+
+    def test_a_keyed_write_given_up_unsent_and_retried_has_one_effect(self) -> None:
+        client, world = self.upstream("deaf")
+        policy = {"tools": {"append_note": {"permission": "notes:write", "effect": "write", "approval": "never",
+                                            "idempotency_key": "request_id", "timeout_ms": 200,
+                                            "max_input_bytes": 1 << 21}}}
+        store = InMemoryReceiptStore()
+        registry = Registry(receipts=store)
+        self.addCleanup(registry.close)
+        import_tools(client, policy=policy).register(registry)
+        held = registry.invoke(ToolCall("append_note", {"note": "hold", "request_id": "h"}), actor=ACTOR)
+        self.assertTrue(held.ok, held.to_model())
+        bulk = client.transport.send({"jsonrpc": "2.0", "method": "notifications/message",
+                                      "params": {"level": "info", "data": "x" * (1 << 20)}})
+        self.assertTrue(bulk.started.wait(10))
+        call = ToolCall("append_note", {"note": "effect-K", "request_id": "K"})
+        registry.invoke(call, actor=ACTOR)
+        self.release(world)
+        registry.close(wait=True)  # the given-up handler has settled the key
+        retry = Registry(receipts=store)  # the same receipts, in a fresh registry
+        self.addCleanup(retry.close)
+        import_tools(client, policy=policy).register(retry)
+        self.assertTrue(retry.invoke(call, actor=ACTOR).ok)  # it never reached the server: now it runs, once
+        client.call_tool("echo", {"text": "after"})
+        self.assertEqual(self.notes(world).count("effect-K"), 1)
+
+
+class ServerRequestsHoldBoundedMemoryTest(_Upstream):
+    def test_pings_of_a_server_that_never_reads_queue_a_bounded_number_of_replies(self) -> None:
+        client, _ = self.upstream("ping-flood")
+        result = client.call_tool("echo", {"text": "x"})  # answered after its 20,000 pings, all read by then
+        self.assertEqual(result["content"][0]["text"], "pinged")
+        queued = client.transport._outbox.qsize()  # replies written by nobody: the server reads nothing
+        self.assertLessEqual(queued, MAX_SERVER_REQUEST_REPLIES)
+
+
+class _Counting(BaseHTTPRequestHandler):
+    """A stateless-enough Streamable HTTP server that counts the tools/call requests it receives."""
+
+    calls: list[str] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            self.send_response(202)
+            self.end_headers()
+            return
+        if method == "initialize":
+            answer: dict[str, Any] = {"result": {"protocolVersion": message["params"]["protocolVersion"],
+                                                 "capabilities": {"tools": {}}, "serverInfo": {"name": "counting"}}}
+        elif method == "tools/call":
+            self.calls.append(message["params"]["arguments"]["note"])
+            answer = {"result": {"content": [{"type": "text", "text": "noted"}]}}
+        else:
+            answer = {"error": {"code": -32601, "message": "Method not found"}}
+        data = json.dumps({"jsonrpc": "2.0", "id": request_id, **answer}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class AnUnsentHttpCallIsNeverSentLaterTest(unittest.TestCase):
+    def test_a_call_given_up_while_connecting_is_never_posted(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        _Counting.calls = []
+        client = connect(f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout_s=10)
+        self.addCleanup(client.close)
+        connecting, closed = threading.Event(), threading.Event()
+        plain = client.transport._connection
+
+        def slow_to_connect(timeout: float) -> Any:  # a connection still being made at the call's deadline
+            connection = plain(timeout)
+            connect_now, close_now = connection.connect, connection.close
+
+            def connect_late() -> None:
+                connecting.wait(10)
+                connect_now()
+
+            def close() -> None:
+                close_now()
+                closed.set()
+
+            connection.connect, connection.close = connect_late, close
+            return connection
+
+        client.transport._connection = slow_to_connect  # type: ignore[method-assign]
+        with self.assertRaises(McpTimeout) as given_up:
+            client.call_tool("append_note", {"note": "effect-K"}, timeout_s=0.2)
+        self.assertFalse(given_up.exception.sent)
+        connecting.set()  # the connection is made after all
+        self.assertTrue(closed.wait(10))  # and its exchange is over
+        self.assertEqual(_Counting.calls, [])
