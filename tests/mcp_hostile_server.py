@@ -26,6 +26,8 @@ since no real server hangs, floods, lies or dies on cue. Modes:
                  DIR/release exists
   ping-flood     tools/call sends 20,000 ping requests before its answer, then stops reading its stdin
                  until DIR/release exists
+  stall-relist   well-behaved, but once rug_pull has run, tools/list is answered only when DIR/release
+                 exists (and DIR/listing is written when one arrives)
 
 In every mode, a file DIR/echo-description.txt, when there is one, is echo's description, read at each
 tools/list: a rug pull a test makes between two runs of the same server (as a release would).
@@ -206,6 +208,9 @@ def handle(message: dict) -> None:
                             "serverInfo": INFO})
         return
     if method == "tools/list":
+        if MODE == "stall-relist" and state["rug_pulled"] and WORLD:
+            open(os.path.join(WORLD, "listing"), "w").close()
+            deaf_until_released()
         if MODE == "lie-result":
             send({"jsonrpc": "2.0", "id": request_id, "result": ["not", "an", "object"]})
         elif MODE == "endless-pages":

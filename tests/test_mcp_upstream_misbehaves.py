@@ -6,6 +6,7 @@ Each test states a promise that did not hold on main (9b92a30):
   the server read again: a retry under the same key was its second effect;
 - a server that sends ping requests and never reads its stdin had every reply queued in the client's
   process (700 MB after 8 s of pings);
+- a call run inline waited for another call's re-listing of a stalled server past its own deadline;
 - over Streamable HTTP, a call given up while its connection was still being made was reported as never
   sent, and was posted anyway once the connection was made.
 """
@@ -96,6 +97,39 @@ class ServerRequestsHoldBoundedMemoryTest(_Upstream):
         self.assertEqual(result["content"][0]["text"], "pinged")
         queued = client.transport._outbox.qsize()  # replies written by nobody: the server reads nothing
         self.assertLessEqual(queued, MAX_SERVER_REQUEST_REPLIES)
+
+
+class AStalledListingHoldsNoOtherCallTest(_Upstream):
+    def test_an_inline_call_answers_while_another_calls_listing_is_stalled(self) -> None:
+        client, world = self.upstream("stall-relist")
+        policy = {"tools": {
+            "echo": {"permission": "notes:write", "effect": "read", "approval": "never", "timeout_ms": 200,
+                     "execution": "inline"},
+            "slow": {"permission": "notes:write", "effect": "read", "approval": "never", "timeout_ms": 60_000},
+            "rug_pull": {"permission": "notes:write", "effect": "read", "approval": "never"}}}
+        registry = Registry()
+        self.addCleanup(registry.close)
+        import_tools(client, policy=policy).register(registry)
+        registry.invoke(ToolCall("rug_pull", {}), actor=ACTOR)  # the server says its tools changed
+        holder = threading.Thread(target=registry.invoke, args=(ToolCall("slow", {"seconds": 0}),),
+                                  kwargs={"actor": ACTOR}, daemon=True)
+        holder.start()
+        for _ in range(500):  # the holder's listing has reached the server, which does not answer it
+            if Path(world, "listing").exists():
+                break
+            threading.Event().wait(0.02)
+        answered: list[Any] = []
+        inline = threading.Thread(target=lambda: answered.append(
+            registry.invoke(ToolCall("echo", {"text": "hi"}), actor=ACTOR)), daemon=True)
+        inline.start()
+        inline.join(20)  # far past its 200 ms; the stalled listing waits for the release
+        self.assertTrue(answered, "the inline call waited on another call's stalled listing")
+        self.assertEqual(answered[0].error.code, "tool_timeout")
+        self.assertTrue(holder.is_alive())  # it was answered while the other listing was still stalled
+
+
+if __name__ == "__main__":
+    unittest.main()
 
 
 class _Counting(BaseHTTPRequestHandler):

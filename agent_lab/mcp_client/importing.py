@@ -67,7 +67,7 @@ from ..registry import Registry
 from ..spec import TOOL_NAME_PATTERN, ToolSpec
 from .session import McpClient
 from .tool_policy import PolicyError, ToolPolicy, as_policy
-from .wire import McpError, McpRemoteError, quote_server_text
+from .wire import McpError, McpRemoteError, McpTimeout, quote_server_text
 
 __all__ = [
     "ImportedTool",
@@ -347,39 +347,49 @@ class _DefinitionWatch:
         self.current[name] = digest
 
     def changes(self, name: str, deadline: float) -> tuple[Change, ...] | None:
-        """None while the tool is as imported; else its changes (empty: it is gone, or listed twice)."""
-        with self.lock:
-            if self.client.tools_changed:
-                try:
-                    listed = self.client.list_tools(timeout_s=max(0.001, deadline - time.monotonic()))
-                except McpError:
-                    self.client.tools_changed = True  # still unknown: the next call lists again
-                    raise
-                current: dict[str, str] = {}
-                contracts: dict[str, Mapping[str, Any]] = {}
-                for tool in listed:
-                    listed_name = tool.get("name")
-                    if not isinstance(listed_name, str):
-                        continue
-                    if listed_name in current:  # listed twice: which one a call reaches is unknown
-                        current[listed_name] = _GONE
-                        continue
-                    try:
-                        contracts[listed_name] = contract_from_mcp(tool)
-                        current[listed_name] = contract_hash(contracts[listed_name])
-                    except RecursionError:
-                        current[listed_name] = _GONE
-                self.current, self.listed = current, contracts
-            digest, contract = self.imported[name]
-            now = self.current.get(name, _GONE)
-            if now == digest:
-                return None
-            if now == _GONE:
-                return ()
+        """None while the tool is as imported; else its changes (empty: it is gone, or listed twice).
+        The watch is waited for within `deadline` too: another call's listing (under a longer deadline, of
+        a server that stalls it) must not hold this one past its own (McpTimeout, the call not sent)."""
+        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise McpTimeout(self.client.label, "did not list its tools again in time (another call was listing "
+                             "them)", sent=False)
+        try:
+            return self._changes(name, deadline)
+        finally:
+            self.lock.release()
+
+    def _changes(self, name: str, deadline: float) -> tuple[Change, ...] | None:
+        if self.client.tools_changed:
             try:
-                return compare_contracts(contract, self.listed[name]) or ()
-            except RecursionError:
-                return ()
+                listed = self.client.list_tools(timeout_s=max(0.001, deadline - time.monotonic()))
+            except McpError:
+                self.client.tools_changed = True  # still unknown: the next call lists again
+                raise
+            current: dict[str, str] = {}
+            contracts: dict[str, Mapping[str, Any]] = {}
+            for tool in listed:
+                listed_name = tool.get("name")
+                if not isinstance(listed_name, str):
+                    continue
+                if listed_name in current:  # listed twice: which one a call reaches is unknown
+                    current[listed_name] = _GONE
+                    continue
+                try:
+                    contracts[listed_name] = contract_from_mcp(tool)
+                    current[listed_name] = contract_hash(contracts[listed_name])
+                except RecursionError:
+                    current[listed_name] = _GONE
+            self.current, self.listed = current, contracts
+        digest, contract = self.imported[name]
+        now = self.current.get(name, _GONE)
+        if now == digest:
+            return None
+        if now == _GONE:
+            return ()
+        try:
+            return compare_contracts(contract, self.listed[name]) or ()
+        except RecursionError:
+            return ()
 
 
 def _changed_refusal(name: str, changes: tuple[Change, ...]) -> ToolFailure:
