@@ -198,3 +198,39 @@ class AnUnsentHttpCallIsNeverSentLaterTest(unittest.TestCase):
         connecting.set()  # the connection is made after all
         self.assertTrue(closed.wait(10))  # and its exchange is over
         self.assertEqual(_Counting.calls, [])
+
+
+class _TrickledDelete(_Counting):
+    """A handshake-era session (Mcp-Session-Id) whose DELETE is answered one header line at a time,
+    for as long as the test lets it."""
+
+    release = threading.Event()
+
+    def end_headers(self) -> None:
+        if self.command == "POST":
+            self.send_header("Mcp-Session-Id", "session-1")
+        super().end_headers()
+
+    def do_DELETE(self) -> None:  # noqa: N802 - the http.server name
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        self.wfile.flush()
+        while not self.release.wait(0.5):
+            self.wfile.write(b"X-Slow: a\r\n")
+            self.wfile.flush()
+
+
+class ClosingAnHttpUpstreamEndsTest(unittest.TestCase):
+    def test_close_ends_though_the_server_answers_its_delete_a_line_at_a_time(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _TrickledDelete)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        _TrickledDelete.release.clear()
+        self.addCleanup(_TrickledDelete.release.set)
+        client = connect(f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout_s=10)
+        self.assertEqual(client.transport.session_id, "session-1")
+        closing = threading.Thread(target=client.close, daemon=True)
+        closing.start()
+        closing.join(30)  # far past CLOSE_TIMEOUT_S; the server trickles until the test ends
+        self.assertFalse(closing.is_alive(), "close() waited for a server answering its DELETE a line at a time")

@@ -307,18 +307,41 @@ class HttpTransport:
     # -- ending ----------------------------------------------------------------------------------
 
     def close(self, *, grace_s: float = CLOSE_TIMEOUT_S) -> None:
-        """End a handshake-era session with DELETE (best effort: a server may not allow it)."""
+        """End a handshake-era session with DELETE (best effort: a server may not allow it), within
+        `grace_s` (at most CLOSE_TIMEOUT_S) in all: the socket's timeout bounds each read only, and a
+        server that answers a byte at a time would otherwise hold the closing caller (a gateway's
+        shutdown) for as long as it likes. Past it the connection is shut down and left."""
         if self.session_id is None:
             return
+        wait_s = max(0.1, min(grace_s, CLOSE_TIMEOUT_S))
+        exchange = Exchange(None)
+        headers = self._headers({}, {})
+        thread = threading.Thread(target=self._delete, args=(exchange, headers, wait_s), name="mcp-client-delete",
+                                  daemon=True)
+        thread.start()
+        thread.join(wait_s)
+        if thread.is_alive():
+            exchange.abort()
+        self.session_id = None
+
+    def _delete(self, exchange: Exchange, headers: dict[str, str], timeout: float) -> None:
         try:
-            connection = self._connection(max(0.1, min(grace_s, CLOSE_TIMEOUT_S)))
-            headers = self._headers({}, {})
+            connection = self._connection(timeout)
+            with exchange.lock:
+                if exchange.aborted:
+                    return
+                exchange.connection = connection
+            connection.connect()
+            with exchange.lock:  # given up while connecting: abort() found no socket to shut down
+                if exchange.aborted:
+                    return
             connection.request("DELETE", self._target, headers=headers)
             connection.getresponse().read1(READ_CHUNK)
-            connection.close()
         except Exception:  # noqa: BLE001 - the server may be gone already
             pass
-        self.session_id = None
+        finally:
+            if exchange.connection is not None:
+                exchange.connection.close()
 
 
 def _answers(message: Any, request_id: Any) -> bool:
