@@ -14,7 +14,9 @@ Three figures, over interleaved rounds (printed, never asserted):
   cases against the same base run: what the cases added since (fault cases run crash children) cost.
   Without `--against` both are skipped.
 
-Each figure is printed with its target and whether its median met it ("met" or "MISSED").
+Each figure is printed with its target and whether its median met it ("met" or "MISSED"). Only the CPU
+figure has one (issue 21's, which replaced the wall targets of issue 11: the fault cases since added
+run crash children, so the wall time is theirs more than the gate's).
 
 Every child gets the same environment: bytecode is cached under one temporary PYTHONPYCACHEPREFIX
 (a checkout may be read-only, and PYTHONDONTWRITEBYTECODE is dropped) and each command runs once
@@ -42,7 +44,6 @@ CHECKOUT = Path(__file__).resolve().parents[2]  # the directory holding run_lab.
 DEFAULT_ROUNDS = 5
 MIN_ROUNDS = 5  # fewer rounds say too little on a shared machine: --rounds below this is raised to it
 CPU_TARGET = "<= 0.6"  # tool-eval CPU against the 1251b3d reference (issue 21)
-WALL_TARGET = "<= 1.5"
 LONGEST_CANDIDATES = 3  # cases re-timed alone each round (the slowest of the first pass)
 SHIPPED_CASES = Path("datasets") / "tool-cases.jsonl"
 
@@ -166,9 +167,10 @@ def _measure(ours: _Runner, base: _Runner | None, scratch: Path, rounds: int) ->
     cpu = _figures.interleave(measurements, rounds)
 
     verdicts = [
-        _figures.report("gate.wall_s", unit="s", ours=walls["ours"], target=WALL_TARGET,
+        # No wall targets: issue 11's (1.5 s, 1.5x the longest case) were replaced by issue 21's CPU target.
+        _figures.report("gate.wall_s", unit="s", ours=walls["ours"],
                         note="run_lab.py tool-eval on the shipped cases, child process, start-up included"),
-        _figures.report("gate.wall_vs_longest_case", unit="s", ours=walls["ours"], peer=longest, target=WALL_TARGET,
+        _figures.report("gate.wall_vs_longest_case", unit="s", ours=walls["ours"], peer=longest,
                         note="peer: the slowest single case run alone the same way (tool-eval --cases ONE.jsonl)"),
     ]
     rows = [("tool-eval wall", f"{_median(walls['ours']):.3f} s", _span(walls["ours"])),
