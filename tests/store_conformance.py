@@ -312,6 +312,38 @@ class ReceiptStoreConformance:
         self.assertIs(self.store.resolve(KEY, FIRST, record=None), True)
         self.assertIsNone(self.store.lookup(KEY))
 
+    def test_let_expire_gives_its_holders_kept_receipt_the_ttl_from_now(self) -> None:
+        # A write task that ended: its key's `accepted`, kept until resolved while its call could run,
+        # replays for the ttl from the run's end, then the key is free.
+        owner = self.reserve()
+        self.assertTrue(self.store.complete_unknown(KEY, owner, RECORD))
+        self.clock.advance(10 * TTL_S)
+        self.assertIs(self.store.let_expire(KEY, "not-the-owner"), False)
+        self.assertIs(self.store.let_expire(KEY, owner), True)
+        self.assertEqual(self.store.unresolved(), [])
+        self.clock.advance(TTL_S - 1)
+        self.assertStatus(self.store.reserve(KEY, FIRST), ReservationStatus.REPLAY, FIRST)
+        self.assertIs(self.store.let_expire(KEY, owner), False)  # once: it expires as any receipt does
+        self.clock.advance(1)
+        self.assertIsNone(self.store.lookup(KEY))
+
+    def test_let_expire_never_acts_on_a_receipt_its_holder_no_longer_holds(self) -> None:
+        # Resolved "did not happen" and reserved again by another call, the key is that call's: the first
+        # holder letting it expire would end the second's receipt of unknown outcome with the ttl.
+        first = self.reserve()
+        self.assertTrue(self.store.complete_unknown(KEY, first, RECORD))
+        self.assertIs(self.store.resolve(KEY, FIRST, record=None), True)
+        second = self.reserve()
+        self.assertTrue(self.store.complete_unknown(KEY, second, OTHER_RECORD))
+        self.assertIs(self.store.let_expire(KEY, first), False)
+        self.clock.advance(10 * TTL_S)
+        self.assertEqual(self.store.unresolved(), [KEY])
+        self.assertEqual(self.store.lookup(KEY).record, OTHER_RECORD)
+        in_flight = self.reserve(key=OTHER_KEY)
+        self.assertIs(self.store.let_expire(OTHER_KEY, in_flight), False)  # a reservation is not a receipt
+        completed = self.completed(key=ReceiptKey(KEY.tenant, KEY.tool, "action-3"))
+        self.assertIs(self.store.let_expire(ReceiptKey(KEY.tenant, KEY.tool, "action-3"), completed), False)
+
     def test_a_tasks_gate_is_never_listed_as_unresolved(self) -> None:
         # A started task's gate is kept until its run ends; a hand that resolved it would let a reader say
         # "did not run" of a task whose host died mid-call.

@@ -582,6 +582,42 @@ class NoCompleteUnknownStore:
         return getattr(self.inner, name)
 
 
+class SettleHeldStore(GateHeldStore):
+    """A `GateHeldStore` on which the first store call a task's run makes to settle its key's `accepted`
+    (whichever it is) waits until the test lets it through: the run descheduled right before it."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.at_settle = threading.Event()
+        self.settle = threading.Event()
+
+    def held(self, key: Any) -> None:
+        if key.tool == "export_report" and threading.current_thread().name.startswith("agent-lab-task") \
+                and not self.at_settle.is_set():
+            self.at_settle.set()
+            self.settle.wait(WAIT_S)
+
+    def resolve(self, key: Any, fingerprint: str, **options: Any) -> Any:
+        self.held(key)
+        return super().resolve(key, fingerprint, **options)
+
+    def let_expire(self, key: Any, owner: str, **options: Any) -> Any:
+        self.held(key)
+        return super().let_expire(key, owner, **options)
+
+
+class NoLetExpireStore:
+    """A store of one's own with complete_unknown and keep(until_resolved) but no let_expire."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryReceiptStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "let_expire":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 class KeyAfterTheHostDiedTest(TaskTestCase):
     """One key, one effect, even when the host running a write task dies before the task ends."""
 
@@ -717,12 +753,50 @@ class KeyAfterTheHostDiedTest(TaskTestCase):
             self.assertNotEqual(registry.invoke(call, actor=ANA, as_task=True).output, {"task_id": ended[name]})
         self.assertTrue(registry.wait_tasks(WAIT_S))
 
+    def test_a_task_that_ended_never_lets_a_later_task_of_its_key_expire(self) -> None:
+        # A cancelled task's run let its key expire by resolving what a lookup found. Between the two, its
+        # key was resolved "did not happen" (true: the tool never ran) and the same key accepted a new task
+        # elsewhere: the old run's resolve settled the new task's `accepted` (same fingerprint, kept until
+        # resolved) with the old record and the ttl. The new task's host died mid-call, and a ttl later the
+        # same key ran the effect again (reproduced: 2 effects, on memory, SQLite, PostgreSQL, the fault store).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        shared = SettleHeldStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        dying = LostHostStore(shared)
+        host, other = self.two_hosts(shared, dying)
+        first = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(shared.at_gate.wait(WAIT_S))
+        self.assertEqual(other.cancel_task(first, actor=ANA).cancel, "cancelled")
+        shared.let_through.set()
+        self.assertTrue(shared.at_settle.wait(WAIT_S))  # the run ended cancelled; about to let its key expire
+        self.assertIs(other.task(first, actor=ANA).status, TaskState.CANCELLED)
+        self.assertTrue(other.resolve_unknown("export_report", "x-1", tenant=ANA.tenant, happened=False))
+        second = other.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(self.exporter.started.wait(WAIT_S))  # the effect is under way
+        dying.lost = True  # and its host is gone
+        shared.settle.set()
+        self.assertTrue(host.wait_tasks(WAIT_S))  # the cancelled task's run has ended
+        clock.advance(24 * 3600)
+        retry = host.invoke(self.CALL, actor=ANA, as_task=True)
+        self.assertEqual((retry.output, retry.replayed), ({"task_id": second}, True))  # the same task, never a run
+        self.assertEqual(len(self.exporter.runs), 1)
+        self.assertIn(self.KEY, shared.unresolved())
+
     def test_a_store_without_complete_unknown_is_refused_for_a_write_task(self) -> None:
         registry = Registry(receipts=NoCompleteUnknownStore(), late_completion_s=0)  # type: ignore[arg-type]
         self.addCleanup(registry.close)
         with self.assertRaisesRegex(ValueError, "no complete_unknown"):
             registry.register(export_spec(), self.exporter)
         registry.register(export_spec(task_support="forbidden"), self.exporter)  # without tasks it is fine
+
+    def test_a_store_without_let_expire_is_refused_for_a_write_task(self) -> None:
+        registry = Registry(receipts=NoLetExpireStore(), late_completion_s=0)  # type: ignore[arg-type]
+        self.addCleanup(registry.close)
+        with self.assertRaisesRegex(ValueError, "no let_expire"):
+            registry.register(export_spec(), self.exporter)
+        registry.register(export_spec(task_support="forbidden"), self.exporter)  # without tasks it is fine
+        registry.register(export_spec(name="read_report", effect="read"), self.exporter)  # a read task is fine
 
 
 class IsolationTest(TaskTestCase):

@@ -109,6 +109,10 @@ class FaultInjectingStore:
             return bool(keep(key, owner, timeout_s=timeout_s, until_resolved=True))
         return bool(keep(key, owner, timeout_s=timeout_s))
 
+    def let_expire(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        let_expire = getattr(self.inner, "let_expire", None)
+        return bool(let_expire(key, owner, timeout_s=timeout_s)) if callable(let_expire) else False
+
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         return self.inner.release(key, owner, timeout_s=timeout_s)
 

@@ -268,6 +268,12 @@ def check_store_covers(spec: ToolSpec, services: Services) -> None:
             raise ValueError(f"tool {spec.name!r}: the receipt store has no complete_unknown() to keep a write "
                              f"task's key while its call may run, also after its host died; run the tool without "
                              f"tasks, or give the store complete_unknown()")
+        if spec.writes and not callable(getattr(receipts, "let_expire", None)):
+            # A write task's `accepted` is let expire, when its run ends, under its owner token: resolving
+            # what a lookup found could settle another task's `accepted` under the same key (steps/task.py).
+            raise ValueError(f"tool {spec.name!r}: the receipt store has no let_expire() to let a write task's "
+                             f"key expire when its run ends; run the tool without tasks, or give the store "
+                             f"let_expire()")
         if spec.writes and not _takes_keyword(keep, "until_resolved"):
             # A write task that ends with its outcome unknown keeps its key until resolved (steps/task.py):
             # a keep() without it would let the key expire with the ttl, and the effect run again.

@@ -38,7 +38,6 @@ from ..stores import ReceiptKey, ReceiptStoreUnavailable, ReservationStatus
 from ..tasks import (MAX_RUNNING_TASKS, TASK_ENTRY, TaskBook, TaskState, TaskStatus, cancelled_result,
                      interrupted_result)
 from .conclude import conclude, internal_error, record
-from .idempotency import task_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..leases import Hold
@@ -224,23 +223,26 @@ class TaskRunner:
         """A write task that ended with a known outcome (or never started) lets its key's `accepted`,
         kept until resolved while the run could take effect, expire with the ttl from now, as every
         receipt does. The caller may still be completing that receipt (a run that ended at once), so it is
-        looked for again for a while; one never found stays until resolved (listed by `unresolved()`):
-        safe, and `Registry.resolve_unknown` settles it."""
+        asked again for a while; one never let expire stays until resolved (listed by `unresolved()`):
+        safe, and `Registry.resolve_unknown` settles it.
+
+        Under its completer's owner token (`store.let_expire`), never by resolving what a lookup found: a
+        task that ended cancelled, resolved "did not happen" by a hand meanwhile and accepted again under
+        the same key, had that new task's `accepted` (same fingerprint, kept until resolved) settled with the
+        old record and the ttl, and the key ran the effect a third time once it expired."""
         keeps = state.hold.keeps if state.hold is not None else None
-        if keeps is None:
+        let_expire = getattr(self.services.receipts, "let_expire", None)
+        if keeps is None or not callable(let_expire):  # (refused for write task tools: check_store_covers)
             return
-        store, key = self.services.receipts, keeps[0]
+        store, (key, owner) = self.services.receipts, keeps
         give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
         while True:
             try:
+                if let_expire(key, owner, timeout_s=RECEIPT_RETRY_TIMEOUT_S):
+                    return
                 found = store.lookup(key, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
-                if found is not None and found.status is ReservationStatus.REPLAY:
-                    if task_of(found.record) == state.task and isinstance(found.fingerprint, str):
-                        # Settled as "happened" with its own record: replayed as before, for the ttl from now.
-                        store.resolve(key, found.fingerprint, record=found.record, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
-                    return  # (False: kept with the ttl already, or resolved by a hand meanwhile)
                 if found is None or found.status is not ReservationStatus.IN_PROGRESS:
-                    return  # not this task's receipt (any more)
+                    return  # let expire already (an answer lost), resolved, or not this task's receipt (any more)
             except (ReceiptStoreUnavailable, OSError):  # a store that failed once may answer the next time
                 pass
             except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise

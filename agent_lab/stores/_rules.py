@@ -157,6 +157,13 @@ def kept_by(entry: Optional[Entry], owner: str, now: float) -> bool:
         and entry.expires_at > now
 
 
+def expires_by(entry: Optional[Entry], owner: str) -> bool:
+    """Only a receipt kept until resolved that ``owner`` completed may be let expire (``let_expire``): one
+    resolved meanwhile, and then reserved again by another call, is that call's, whatever it replays."""
+    return entry is not None and entry.state == COMPLETED and entry.owner is not None and entry.owner == owner \
+        and entry.expires_at == UNRESOLVED_UNTIL
+
+
 def may_resolve(entry: Optional[Entry], fingerprint: str, now: float) -> bool:
     """Only an unknown key (a write's lapsed reservation, or a receipt of unknown outcome), for the
     fingerprint it was reserved with, can be resolved."""

@@ -207,6 +207,17 @@ class InMemoryReceiptStore:
             self._entries[address] = entry._replace(expires_at=max(entry.expires_at, until))
             return True
 
+    def let_expire(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+        with self._locked(timeout_s):
+            entry = self._entries.get(address)
+            if not rules.expires_by(entry, owner):
+                return False
+            assert entry is not None
+            self._entries[address] = entry._replace(expires_at=self._times()[1] + self._ttl_s)
+            return True
+
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)
         address = rules.address(key)

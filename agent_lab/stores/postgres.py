@@ -233,6 +233,11 @@ _SQL = {
         f"UPDATE {_RECEIPTS} SET expires_at = {_NEVER} WHERE " + _WHERE_KEY
         + " AND state = 'completed' AND owner = :owner AND expires_at > {now} RETURNING {clock}"
     ),
+    # rules.expires_by: a receipt kept until resolved that its owner completed.
+    "let_expire": (
+        f"UPDATE {_RECEIPTS} SET expires_at = {{stamp}} + {{ttl}} WHERE " + _WHERE_KEY
+        + f" AND state = 'completed' AND owner = :owner AND expires_at = {_NEVER} RETURNING {{clock}}"
+    ),
     "release": f"DELETE FROM {_RECEIPTS} WHERE " + _WHERE_HELD_BY + " RETURNING {clock}",
     "resolve_happened": (
         f"UPDATE {_RECEIPTS} SET state = 'completed', record = :record, expires_at = {{stamp}} + {{ttl}},"
@@ -484,6 +489,11 @@ class PostgresReceiptStore:
         values = self._values(rules.address(key), owner=owner)
         statement = "keep_until_resolved" if until_resolved else "keep"
         return self._call(timeout_s, lambda call: call.changed(statement, values))
+
+    def let_expire(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        values = self._values(rules.address(key), owner=owner)
+        return self._call(timeout_s, lambda call: call.changed("let_expire", values))
 
     def release(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
         rules.check_owner(owner)

@@ -25,6 +25,10 @@ through these operations, each atomic, each bounded by a timeout:
   until_resolved=True)`` keeps it as a receipt of unknown outcome (see ``complete_unknown``): a write
   task's ``accepted`` receipt once the task ended with its outcome unknown. A store whose ``keep`` does
   not take ``until_resolved`` is refused for write tools that may run as tasks.
+* ``let_expire(key, owner)`` (optional; the stores here have it) lets a receipt of unknown outcome that
+  ``owner`` completed expire ``ttl_s`` from now, as a receipt completed now; False for anyone else's (one
+  resolved, and maybe reserved again by another call since). A write task's ``accepted`` when its run
+  ends with its outcome known. A store without it is refused for write tools that may run as tasks.
 * ``unresolved()`` never lists a task's gate (tool ``agent_lab/task-gate``): it is the task run's own.
 * ``consume_approval(tenant, approval_id, ...)`` spends a single-use approval: the ledger of spent
   approvals lives in the same store as the receipts, so every host sharing it sees one use.

@@ -118,6 +118,9 @@ _COMPLETED_BY = "SELECT 1 FROM receipts WHERE " + _WHERE_KEY + " AND state = 'co
 # rules.kept_by: a live receipt its owner completed; never shortened.
 _KEEP = ("UPDATE receipts SET expires_at = MAX(expires_at, ?) WHERE " + _WHERE_KEY
          + " AND state = 'completed' AND owner = ? AND expires_at > ?")
+# rules.expires_by: a receipt kept until resolved that its owner completed.
+_LET_EXPIRE = ("UPDATE receipts SET expires_at = ? WHERE " + _WHERE_KEY
+               + " AND state = 'completed' AND owner = ? AND expires_at = 9e999")
 _RELEASE = "DELETE FROM receipts WHERE " + _WHERE_HELD_BY
 _RESOLVE_HAPPENED = (
     "UPDATE receipts SET state = 'completed', record = ?, expires_at = ?, owner = NULL WHERE " + _WHERE_UNKNOWN
@@ -328,6 +331,16 @@ class SqliteReceiptStore:
             now, stamp = self._times(connection)
             until = rules.UNRESOLVED_UNTIL if until_resolved else stamp + self._ttl_s
             return _changed(connection.execute(_KEEP, (until, *address, owner, now)))
+
+        return self._call(timeout_s, work)
+
+    def let_expire(self, key: ReceiptKey, owner: str, *, timeout_s: Optional[float] = None) -> bool:
+        rules.check_owner(owner)
+        address = rules.address(key)
+
+        def work(connection: sqlite3.Connection) -> bool:
+            stamp = self._times(connection)[1]
+            return _changed(connection.execute(_LET_EXPIRE, (stamp + self._ttl_s, *address, owner)))
 
         return self._call(timeout_s, work)
 
