@@ -606,6 +606,25 @@ class SettleHeldStore(GateHeldStore):
         return super().let_expire(key, owner, **options)
 
 
+class InterruptLateStore:
+    """Another host's way to `inner`, on which a reader's `interrupt` at a task's gate waits until the
+    test lets it through (it saw nobody at the gate, and goes to take it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.at_interrupt = threading.Event()
+        self.go = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def reserve(self, key: Any, fingerprint: str, **options: Any) -> Any:
+        if key.tool == TASK_GATE and fingerprint == "interrupt":
+            self.at_interrupt.set()
+            self.go.wait(WAIT_S)
+        return self.inner.reserve(key, fingerprint, **options)
+
+
 class NoLetExpireStore:
     """A store of one's own with complete_unknown and keep(until_resolved) but no let_expire."""
 
@@ -711,6 +730,37 @@ class KeyAfterTheHostDiedTest(TaskTestCase):
         again = other.invoke(self.CALL, actor=ANA, as_task=True)  # the key is free: the call runs, once
         self.assertNotEqual(again.output, {"task_id": task_id})
         self.assertTrue(other.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_key_is_never_resolved_when_its_task_starts_as_its_gate_is_taken(self) -> None:
+        # resolve_unknown found the task's entry lapsed and nobody at the gate, and went to take it; its host,
+        # back just then, took it first and started the call. The lost gate was ignored: the key was resolved
+        # "did not happen" (true when asked) while the call ran, and the same key ran it again (reproduced
+        # by review: 2 effects).
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        shared = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        cut_off, late = DiesAtNoticeStore(shared), InterruptLateStore(shared)
+        host, other = self.two_hosts(cut_off, late)
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(cut_off.at_gate.wait(WAIT_S))
+        cut_off.lost = True
+        clock.advance(61)  # the entry lapsed, nobody at the gate
+        answers: list = []
+        resolving = threading.Thread(target=lambda: answers.append(
+            other.resolve_unknown("export_report", "x-1", tenant=ANA.tenant, happened=False)))
+        resolving.start()
+        self.assertTrue(late.at_interrupt.wait(WAIT_S))
+        cut_off.lost = False
+        cut_off.let_through.set()  # the host is back and starts the call
+        self.assertTrue(self.exporter.started.wait(WAIT_S))
+        late.go.set()
+        resolving.join(WAIT_S)
+        self.assertEqual(answers, [False])
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.exporter.release.set()
+        self.assertTrue(host.wait_tasks(WAIT_S))
         self.assertEqual(len(self.exporter.runs), 1)
 
     def test_a_write_task_that_ended_lets_its_key_expire_with_the_ttl(self) -> None:

@@ -286,7 +286,9 @@ class TaskRunner:
         """Whether the call of a task may be running still, or start yet, so that its key must not be
         resolved: this registry holds its entry (running, late, or storing its end), or the entry's lease
         is live (a host runs it). A lapsed entry whose gate nobody took has its gate taken first, as a
-        reader does (`interrupt`): a host that only lost the store never starts it when it is back.
+        reader does (`interrupt`): a host that only lost the store never starts it when it is back. A
+        gate lost to the run meanwhile (the host came back just then) means it may be running: until it
+        was ignored, the key was resolved while the call started, and the same key ran it again.
         Raises ReceiptStoreUnavailable."""
         entry = ReceiptKey(tenant, TASK_ENTRY, task_id)
         if any(hold.key == entry for hold in self.services.holder.holds()):
@@ -296,8 +298,8 @@ class TaskRunner:
             return True
         if found is not None and found.status is ReservationStatus.UNKNOWN \
                 and self.book.gate(tenant, task_id, timeout_s=timeout_s) is None:
-            self.book.take_gate(tenant, task_id, "interrupt",
-                                timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
+            return self.book.take_gate(tenant, task_id, "interrupt",
+                                       timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s) != "won"
         return False
 
     def cancel(self, tenant: str, actor_id: str, task_id: Any, redact: Any, visible: Any,
