@@ -191,6 +191,135 @@ class PostgresStoreTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "schema version"):
             self.open()
 
+    # Each a change to the tables the store made, as a DBA's schema tool or a hand edit could make it:
+    # (statements run in the store's schema, phrases the refusal names).
+    CHANGED_SHAPES = {
+        "tenant under a case-insensitive collation": (
+            ("CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+             "ALTER TABLE agent_lab_receipts ALTER COLUMN tenant TYPE text COLLATE ci"),
+            ("agent_lab_receipts'", "column tenant compares with the collation", "ci (nondeterministic)")),
+        "owner token under a case-insensitive collation": (
+            ("CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+             "ALTER TABLE agent_lab_receipts ALTER COLUMN owner TYPE text COLLATE ci"),
+            ("agent_lab_receipts'", "column owner compares with the collation")),
+        "tenant of type citext": (
+            ("ALTER TABLE agent_lab_approvals ALTER COLUMN tenant TYPE {citext}",),
+            ("agent_lab_approvals'", "column tenant is citext, not text")),
+        "key of type varchar": (
+            ("ALTER TABLE agent_lab_receipts ALTER COLUMN key TYPE varchar(600)",),
+            ("agent_lab_receipts'", "column key is character varying(600), not text")),
+        "expiry of type real": (
+            ("ALTER TABLE agent_lab_receipts ALTER COLUMN expires_at TYPE real",),
+            ("agent_lab_receipts'", "column expires_at is real, not double precision")),
+        "a column missing": (
+            ("ALTER TABLE agent_lab_receipts DROP COLUMN lapse",),
+            ("agent_lab_receipts'", "no column lapse")),
+        "no primary key": (
+            ("ALTER TABLE agent_lab_approvals DROP CONSTRAINT agent_lab_approvals_pkey",),
+            ("agent_lab_approvals'", "primary key is (), not (tenant, approval_id)")),
+        "primary key in another order": (
+            ("ALTER TABLE agent_lab_receipts DROP CONSTRAINT agent_lab_receipts_pkey",
+             "ALTER TABLE agent_lab_receipts ADD PRIMARY KEY (key, tool, tenant)"),
+            ("agent_lab_receipts'", "primary key is (key, tool, tenant), not (tenant, tool, key)")),
+        "a unique index beside the key": (
+            ("CREATE UNIQUE INDEX folded ON agent_lab_receipts (tool, key)",),
+            ("agent_lab_receipts'", "unique index ('folded')")),
+        "a unique constraint beside the key": (
+            ("ALTER TABLE agent_lab_store_meta ADD CONSTRAINT one_value UNIQUE (value)",),
+            ("agent_lab_store_meta'", "unique index ('one_value')")),
+        "a trigger moving each reservation aside": (
+            ("CREATE TABLE aside (LIKE agent_lab_receipts)",
+             "CREATE FUNCTION move_aside() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO aside"
+             " SELECT NEW.*; DELETE FROM agent_lab_receipts WHERE ctid = NEW.ctid; RETURN NULL; END $$",
+             "CREATE TRIGGER aside AFTER INSERT ON agent_lab_receipts FOR EACH ROW EXECUTE FUNCTION move_aside()"),
+            ("agent_lab_receipts'", "trigger ('aside')")),
+        "a rule": (
+            ("CREATE RULE kept AS ON DELETE TO agent_lab_receipts DO INSTEAD NOTHING",),
+            ("agent_lab_receipts'", "rule ('kept')")),
+        "a child table": (
+            ("CREATE TABLE more_receipts () INHERITS (agent_lab_receipts)",),
+            ("agent_lab_receipts'", "child table ('more_receipts')")),
+        "an unlogged table": (
+            ("ALTER TABLE agent_lab_receipts SET UNLOGGED",),
+            ("agent_lab_receipts'", "UNLOGGED")),
+        "a view": (
+            ("DROP TABLE agent_lab_approvals",
+             "CREATE VIEW agent_lab_approvals AS SELECT 't'::text AS tenant, 'a'::text AS approval_id,"
+             " 0::double precision AS kept_until"),
+            ("agent_lab_approvals'", "a view, not an ordinary table")),
+        "a table dropped": (
+            ("DROP TABLE agent_lab_approvals",),
+            ("agent_lab_approvals'", "no such table")),
+    }
+
+    def in_schema(self, schema, *statements):
+        with self.database.admin() as connection:
+            connection.execute(f"SET search_path = {schema}")
+            for statement in statements:
+                connection.execute(statement)
+
+    def citext(self, schema):
+        """The citext type, its extension created in `schema` (dropped with it) unless already there."""
+        with self.database.admin() as connection:
+            if not connection.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'citext'").fetchone():
+                self.skipTest("the server has no citext extension")
+            found = connection.execute("SELECT CAST(extnamespace AS regnamespace) FROM pg_extension"
+                                       " WHERE extname = 'citext'").fetchone()
+            if found is None:
+                connection.execute(f"CREATE EXTENSION citext SCHEMA {schema}")
+            return f"{found[0] if found else schema}.citext"
+
+    def test_tables_not_of_the_shape_the_statements_rely_on_are_refused_when_opened(self):
+        """CREATE TABLE IF NOT EXISTS keeps whatever table it finds: a tenant column under a
+        case-insensitive collation (or of type citext) made tenant ACME replay tenant acme's receipt, and
+        a trigger moving each new reservation aside ran one key twice (both reproduced). Each is refused
+        when a store opens, naming the table and what is wrong."""
+        for shape, (statements, phrases) in self.CHANGED_SHAPES.items():
+            with self.subTest(shape=shape):
+                schema = self.database.new_schema()
+                self.open(schema).close()
+                self.in_schema(schema, *(statement.format(citext=self.citext(schema) if "{citext}" in statement
+                                                          else None) for statement in statements))
+                with self.assertRaises(ValueError) as caught:
+                    self.open(schema)
+                for phrase in ("not a receipt store this code can use", f"'{schema}.", *phrases):
+                    self.assertIn(phrase, str(caught.exception))
+
+    def test_a_case_insensitive_table_made_before_the_first_store_is_refused_and_nothing_is_created(self):
+        """The review's reproducer: the table made beforehand, so the store's first opening creates the
+        others and then refuses it, in one transaction: it leaves nothing behind."""
+        self.in_schema(self.schema, "CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2',"
+                                    " deterministic = false)",
+                       """CREATE TABLE agent_lab_receipts (tenant text COLLATE ci NOT NULL, tool text NOT NULL,
+                       key text NOT NULL, fingerprint text NOT NULL, state text NOT NULL, record text,
+                       expires_at double precision NOT NULL, owner text, lapse text NOT NULL, full_tenant text,
+                       full_tool text, full_key text, PRIMARY KEY (tenant, tool, key))""")
+        with self.assertRaisesRegex(ValueError, "agent_lab_receipts'.*column tenant .*ci"):
+            self.open()
+        with self.database.admin() as connection:
+            tables = connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,))
+            self.assertEqual([row[0] for row in tables.fetchall()], ["agent_lab_receipts"])
+
+    def test_tables_made_by_hand_in_the_stores_shape_open_under_the_database_default_collation(self):
+        """Without COLLATE a column takes the database's default collation, which PostgreSQL keeps
+        deterministic (equal only when the bytes are): such tables, a plain index and a foreign key
+        referencing the receipts (whose triggers are PostgreSQL's own) are used as they are."""
+        self.in_schema(self.schema,
+                       "CREATE TABLE agent_lab_store_meta (name text PRIMARY KEY, value text NOT NULL)",
+                       """CREATE TABLE agent_lab_receipts (tenant text NOT NULL, tool text NOT NULL,
+                       key text NOT NULL, fingerprint text NOT NULL, state text NOT NULL, record text,
+                       expires_at double precision NOT NULL, owner text, lapse text NOT NULL, full_tenant text,
+                       full_tool text, full_key text, PRIMARY KEY (tenant, tool, key))""",
+                       "CREATE INDEX by_owner ON agent_lab_receipts (owner)",
+                       "CREATE TABLE agent_lab_approvals (tenant text, approval_id text, kept_until double precision,"
+                       " PRIMARY KEY (tenant, approval_id))",
+                       "CREATE TABLE audit_links (tenant text, tool text, key text, FOREIGN KEY (tenant, tool, key)"
+                       " REFERENCES agent_lab_receipts ON DELETE CASCADE)")
+        store = self.open()
+        owner = store.reserve(KEY, FIRST).owner
+        self.assertTrue(store.complete(KEY, owner, RECORD))
+        self.assertEqual(self.open().reserve(KEY, FIRST).record, RECORD)
+
     # The tables as version 1 of the store created them (agent-lab before long keys were digested).
     VERSION_1_TABLES = (
         """CREATE TABLE agent_lab_store_meta (name text COLLATE "C" PRIMARY KEY, value text NOT NULL)""",

@@ -25,6 +25,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ..fingerprint import check_fingerprint_key, fingerprint_key_id, new_fingerprint_key
+from . import _postgres_shape as shape
 from . import _rules as rules
 from ._clock import StepGuard, system_monotonic
 from .protocol import (
@@ -151,6 +152,18 @@ _CREATE = (
     f"CREATE INDEX IF NOT EXISTS {_APPROVALS}_by_retention ON {_APPROVALS} (kept_until)",
 )
 
+# What the statements rely on in each table: refused when opened otherwise (see _postgres_shape.problem).
+_SHAPES: Dict[str, shape.TableShape] = {
+    _META: (("name",), {"name": shape.TEXT, "value": shape.TEXT}),
+    _RECEIPTS: (("tenant", "tool", "key"), {
+        **{column: shape.TEXT for column in ("tenant", "tool", "key", "fingerprint", "state", "record", "owner",
+                                             "lapse", "full_tenant", "full_tool", "full_key")},
+        "expires_at": shape.FLOAT}),
+    _APPROVALS: (("tenant", "approval_id"),
+                 {"tenant": shape.TEXT, "approval_id": shape.TEXT, "kept_until": shape.FLOAT}),
+}
+_ADDED_IN_V2 = ("full_tenant", "full_tool", "full_key")
+
 _MIGRATE_FROM_V1 = (
     # The whole text of a part stored as a digest, then every row of version 1 whose part is stored as a
     # digest from now on (long, or starting with the prefix), then the checks that keep it so.
@@ -272,13 +285,13 @@ _SQL = {
         f" WHERE {_APPROVALS}.kept_until <= {{now}} RETURNING {{clock}}"
     ),
     "caller_lags": "SELECT CAST(:caller_now AS double precision) < {now} - {ttl}",
-    "meta_exists": f"SELECT to_regclass('{_META}') IS NOT NULL",
+    "table_shapes": shape.sql(tuple(_SHAPES)),
     "select_meta": f"SELECT name, value FROM {_META}",
     "insert_meta": f"INSERT INTO {_META} (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING",
     "update_meta": f"UPDATE {_META} SET value = :value WHERE name = :name",
     "set_up_lock": f"SELECT pg_advisory_xact_lock({_SET_UP_LOCK})",
 }
-_READS = frozenset({"timeouts", "select_entry", "completed_by", "unresolved", "meta_exists", "select_meta",
+_READS = frozenset({"timeouts", "select_entry", "completed_by", "unresolved", "table_shapes", "select_meta",
                     "caller_lags"})
 """The statements that change nothing: a call whose connection fails before it sent any other statement
 may run again on a new connection (see `_call_until`)."""
@@ -692,21 +705,25 @@ class PostgresReceiptStore:
 
 
 def _set_up(call: "_Call", given_key: Optional[bytes]) -> bytes:
-    """Create the tables if needed and settle the fingerprint key, in one call. The common
-    case (tables there, key stored) only reads; otherwise an advisory lock makes workers starting at
-    once take turns, so none meets another's half-created table or writes a second key."""
-    exists = call.row("meta_exists", {})
-    if exists is not None and exists[0]:
+    """Create the tables if needed, check their shape and settle the fingerprint key, in one call. The
+    common case (tables there, key stored) only reads, two statements; otherwise an advisory lock makes
+    workers starting at once take turns, so none meets another's half-created table or writes a second
+    key. Tables that are there but not of the shape the statements rely on are refused (ValueError)."""
+    shapes = call.rows("table_shapes", {})
+    if shape.exists(shapes, _META):
         meta = call.meta()
         if meta.get(_VERSION_ROW) == str(POSTGRES_SCHEMA_VERSION):
             key, new_rows = _settle_fingerprint_key(meta, given_key)
             if not new_rows:
+                _check_shapes(shapes)
                 return key
     call.row("set_up_lock", {})
     for statement in _CREATE:
         call.execute_sql(statement)
     meta = call.meta()
     stored_version = meta.get(_VERSION_ROW)
+    # Before any migration: a refusal rolls the whole set-up back, so nothing is changed.
+    _check_shapes(call.rows("table_shapes", {}), optional=_ADDED_IN_V2 if stored_version == "1" else ())
     if stored_version == "1":  # migrated in this transaction: every worker sees version 1 or 2 whole
         for statement in _MIGRATE_FROM_V1:
             call.execute_sql(statement)
@@ -720,6 +737,12 @@ def _set_up(call: "_Call", given_key: Optional[bytes]) -> bytes:
     for name, value in new_rows:
         call.execute("insert_meta", {"name": name, "value": value})
     return key
+
+
+def _check_shapes(rows: Sequence[Sequence[Any]], *, optional: Sequence[str] = ()) -> None:
+    problem = shape.problem(rows, _SHAPES, optional=optional)
+    if problem:
+        raise ValueError(f"the receipt database is not a receipt store this code can use: {problem}")
 
 
 class _Call:
