@@ -8,7 +8,10 @@ Each test states a promise that did not hold on main (9b92a30):
   process (700 MB after 8 s of pings);
 - a call run inline waited for another call's re-listing of a stalled server past its own deadline;
 - over Streamable HTTP, a call given up while its connection was still being made was reported as never
-  sent, and was posted anyway once the connection was made.
+  sent, and was posted anyway once the connection was made;
+- a client closed (a gateway's shutdown) while a call waited reported it never sent whatever it had done:
+  one already in a stdio server's pipe, or posted, ran once the server read it, and one still queued or
+  connecting was written or posted anyway during the close (on main at 995c822).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab import Actor, Registry, ToolCall
-from agent_lab.mcp_client import McpTimeout, connect, import_tools
+from agent_lab.mcp_client import McpError, McpTimeout, connect, import_tools
 from agent_lab.mcp_client.wire import MAX_SERVER_REQUEST_REPLIES
 from agent_lab.stores.memory import InMemoryReceiptStore
 
@@ -132,6 +135,65 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class ClosingTheClientMidCallTest(_Upstream):
+    """A client closed while a call waits (ServerRegistry.close: a gateway's shutdown) says of the call what
+    the call did: one reported not sent frees its idempotency key, and a registry retries it."""
+
+    def call_while_closing(self, client: Any, world: str, *, queued: bool) -> tuple[McpError, threading.Thread]:
+        if queued:  # the writer is stuck in a message the deaf server has not read: the call waits behind it
+            bulk = client.transport.send({"jsonrpc": "2.0", "method": "notifications/message",
+                                          "params": {"level": "info", "data": "x" * (1 << 20)}})
+            self.assertTrue(bulk.started.wait(10))
+        handed, handles, send = threading.Event(), [], client.transport.send
+
+        def recording(message: Any, **options: Any) -> Any:
+            handle = send(message, **options)
+            if message.get("method") == "tools/call":
+                handles.append(handle)
+                handed.set()
+            return handle
+
+        client.transport.send = recording
+        failed: list[McpError] = []
+
+        def call() -> None:
+            try:
+                client.call_tool("append_note", {"note": "effect-K", "request_id": "K"})
+            except McpError as error:
+                failed.append(error)
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        self.assertTrue(handed.wait(10))
+        if queued:
+            self.assertFalse(handles[0].started.is_set())
+        else:
+            self.assertTrue(handles[0].started.wait(10))  # in the server's pipe, which it reads later
+        closing = threading.Thread(target=client.close, daemon=True)
+        closing.start()
+        caller.join(10)
+        self.assertEqual(len(failed), 1)
+        return failed[0], closing
+
+    def test_a_call_in_the_servers_pipe_when_the_client_closes_is_not_reported_unsent(self) -> None:
+        client, world = self.upstream("deaf")
+        client.call_tool("append_note", {"note": "hold", "request_id": "h"})  # the server now reads nothing
+        error, closing = self.call_while_closing(client, world, queued=False)
+        self.assertTrue(error.sent)  # the server reads it in close's grace and runs it: its outcome is unknown
+        self.release(world)
+        closing.join(30)
+
+    def test_a_call_queued_when_the_client_closes_is_never_written(self) -> None:
+        client, world = self.upstream("deaf")
+        client.call_tool("append_note", {"note": "hold", "request_id": "h"})
+        error, closing = self.call_while_closing(client, world, queued=True)
+        self.assertFalse(error.sent)
+        self.release(world)  # the server reads again while the client closes: what is queued is not written
+        closing.join(30)
+        self.assertFalse(closing.is_alive())
+        self.assertNotIn("effect-K", self.notes(world))
+
+
 class _Counting(BaseHTTPRequestHandler):
     """A stateless-enough Streamable HTTP server that counts the tools/call requests it receives."""
 
@@ -163,6 +225,33 @@ class _Counting(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _slow_to_connect(client: Any) -> tuple[threading.Event, threading.Event, threading.Event]:
+    """Make each of `client`'s HTTP connections wait to be made until the first event is set; the
+    second is set once an exchange's connection is closed (its exchange is over), the third once one
+    waits to be made."""
+    connecting, closed, waiting = threading.Event(), threading.Event(), threading.Event()
+    plain = client.transport._connection
+
+    def slow_to_connect(timeout: float) -> Any:  # a connection still being made at the call's deadline
+        connection = plain(timeout)
+        connect_now, close_now = connection.connect, connection.close
+
+        def connect_late() -> None:
+            waiting.set()
+            connecting.wait(10)
+            connect_now()
+
+        def close() -> None:
+            close_now()
+            closed.set()
+
+        connection.connect, connection.close = connect_late, close
+        return connection
+
+    client.transport._connection = slow_to_connect
+    return connecting, closed, waiting
+
+
 class AnUnsentHttpCallIsNeverSentLaterTest(unittest.TestCase):
     def test_a_call_given_up_while_connecting_is_never_posted(self) -> None:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
@@ -173,30 +262,40 @@ class AnUnsentHttpCallIsNeverSentLaterTest(unittest.TestCase):
         _Counting.calls = []
         client = connect(f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout_s=10)
         self.addCleanup(client.close)
-        connecting, closed = threading.Event(), threading.Event()
-        plain = client.transport._connection
-
-        def slow_to_connect(timeout: float) -> Any:  # a connection still being made at the call's deadline
-            connection = plain(timeout)
-            connect_now, close_now = connection.connect, connection.close
-
-            def connect_late() -> None:
-                connecting.wait(10)
-                connect_now()
-
-            def close() -> None:
-                close_now()
-                closed.set()
-
-            connection.connect, connection.close = connect_late, close
-            return connection
-
-        client.transport._connection = slow_to_connect  # type: ignore[method-assign]
+        connecting, closed, _ = _slow_to_connect(client)
         with self.assertRaises(McpTimeout) as given_up:
             client.call_tool("append_note", {"note": "effect-K"}, timeout_s=0.2)
         self.assertFalse(given_up.exception.sent)
         connecting.set()  # the connection is made after all
         self.assertTrue(closed.wait(10))  # and its exchange is over
+        self.assertEqual(_Counting.calls, [])
+
+    def test_a_call_connecting_when_the_client_closes_is_never_posted(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        _Counting.calls = []
+        client = connect(f"http://127.0.0.1:{server.server_address[1]}/mcp", timeout_s=10)
+        connecting, closed, waiting = _slow_to_connect(client)
+        failed: list[McpError] = []
+
+        def call() -> None:
+            try:
+                client.call_tool("append_note", {"note": "effect-K"})
+            except McpError as error:
+                failed.append(error)
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        self.assertTrue(waiting.wait(10))
+        client.close()  # a gateway's shutdown, while the call's connection is being made
+        caller.join(10)
+        self.assertEqual(len(failed), 1)
+        self.assertFalse(failed[0].sent)
+        connecting.set()  # the connection is made after all
+        self.assertTrue(closed.wait(10))
         self.assertEqual(_Counting.calls, [])
 
 

@@ -161,7 +161,10 @@ class McpClient:
     def close(self) -> None:
         """Fail what is pending, end the session and stop the server (stdio). Safe to call twice."""
         stuck = self._stuck or self._requests.broken is not None
-        self._lost(McpConnectionError(self.label, "the client closed the connection", sent=False))
+        # Not sent=False: a request already on its way may reach the server (a stdio server reads its pipe
+        # in the grace below, an HTTP exchange has posted), so each waiting one says what its own handle
+        # does (_await withdraws one not yet on its way); a request opened after this is refused unsent.
+        self._lost(McpConnectionError(self.label, "the client closed the connection"))
         if self._opened:
             self._opened = False
             if self._when_dropped is not None:
@@ -322,6 +325,9 @@ class McpClient:
             error = pending.error
             if isinstance(error, McpRemoteError):
                 raise error
+            # Withdrawn before `sent` is read, as at a timeout: one still queued or connecting when the
+            # connection was lost or closed is then never sent later, so its "not sent" holds for good.
+            self.transport.abort(pending.handle)
             raise restated(error, f"{error.detail} (during {method})", sent=pending.sent and error.sent)
         return self._result(method, pending.response or {})
 
