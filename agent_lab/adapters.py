@@ -408,9 +408,10 @@ class _NullStripper:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
         self._validators: dict[str, Any] = {}
-        # (id of a part of the arguments, schema pointer, depth) -> that part stripped; the arguments
-        # outlive the stripper, so an id is never reused for another part while it is in here.
-        self._stripped: dict[tuple[int, str, int], Any] = {}
+        # (id of a part of the arguments, schema pointer, depth) -> (that part, stripped). The part is kept
+        # so that its id is never another's during the walk: arguments that are not decoded JSON (a list
+        # whose iteration makes its items anew) would free one part and hand its id to the next.
+        self._stripped: dict[tuple[int, str, int], tuple[Any, Any]] = {}
 
     def resolve(self, schema: Any, pointer: str) -> tuple[Any, str]:
         """Follow local $ref chains ("#/..."), a bounded number of times."""
@@ -435,8 +436,8 @@ class _NullStripper:
             return value
         key = (id(value), pointer, depth)
         if key not in self._stripped:
-            self._stripped[key] = self._strip_container(value, schema, pointer, depth)
-        return self._stripped[key]
+            self._stripped[key] = (value, self._strip_container(value, schema, pointer, depth))
+        return self._stripped[key][1]
 
     def _strip_container(self, value: Any, schema: Mapping[str, Any], pointer: str, depth: int) -> Any:
         if isinstance(value, dict):

@@ -447,6 +447,26 @@ class StripStrictNullsTest(unittest.TestCase):
         self.assertNotIn("null", json.dumps(stripped))
         self.assertLessEqual(len(tries), 2 * depth)  # each level's two branches, once
 
+    def test_each_part_is_stripped_as_itself_though_its_items_are_made_as_they_are_read(self):
+        # Arguments that are not decoded JSON: a list that makes its items anew each time it is read. The
+        # memo of stripped parts, keyed by id, let the second list's item (freed the first's id) be
+        # answered with the first's stripped copy: "b" came back as "a"'s value.
+        item = {"type": "object", "properties": {"v": {"type": "string"}, "w": {"type": "string"}}}
+        schema = {"type": "object", "properties": {"a": {"type": "array", "items": item},
+                                                   "b": {"$ref": "#/properties/a"}}}
+
+        class MadeWhenRead(list):
+            def __init__(self, make):
+                super().__init__([0])
+                self.make = make
+
+            def __iter__(self):
+                yield self.make()
+
+        arguments = {"a": MadeWhenRead(lambda: {"v": "first"}),
+                     "b": MadeWhenRead(lambda: {"v": None, "w": "second"})}
+        self.assertEqual(strip_strict_nulls(arguments, schema), {"a": [{"v": "first"}], "b": [{"w": "second"}]})
+
     def test_the_candidate_accepts_the_same_calls_strictly_once_nulls_are_stripped(self):
         from agent_lab.lab.candidate import candidate_specs
 
