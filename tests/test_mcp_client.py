@@ -30,7 +30,7 @@ from agent_lab.mcp_client import (
     connect,
     parse_server,
 )
-from agent_lab.mcp_client.stdio import MAX_STDERR_BYTES
+from agent_lab.mcp_client.stdio import MAX_STDERR_BYTES, Outgoing, StdioTransport
 from agent_lab.mcp_client.wire import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 
 HERE = Path(__file__).resolve().parent
@@ -264,6 +264,39 @@ class OwnServerTest(unittest.TestCase):
         for thread in threads:
             thread.join(CONNECT_TIMEOUT_S)
             self.assertFalse(thread.is_alive(), f"{thread.name} still runs for a dropped client")
+
+class _PipeTakingAFewBytes:
+    """A server's unbuffered stdin (a raw FileIO) whose writes take at most 7 bytes, as one interrupted by
+    a signal does: what reached the server is in `received`."""
+
+    def __init__(self) -> None:
+        self.received = bytearray()
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        taken = bytes(data[:7])
+        self.received += taken
+        return len(taken)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class StdinWriterTest(unittest.TestCase):
+    def test_a_message_the_pipe_takes_in_parts_reaches_the_server_whole(self) -> None:
+        transport = StdioTransport(parse_server("server-that-is-never-started"), label="s", max_message_bytes=1 << 20)
+        pipe = _PipeTakingAFewBytes()
+        transport._process = type("Process", (), {"stdin": pipe})()  # type: ignore[assignment]
+        message = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"record_note"}}\n'
+        transport._outbox.put(Outgoing(message))
+        transport._outbox.put(None)
+        transport._write_stdin()
+        self.assertEqual(bytes(pipe.received), message)
+        self.assertTrue(pipe.closed)
+
 
 class AddressTest(unittest.TestCase):
     def test_command_lines_and_urls(self) -> None:

@@ -172,8 +172,7 @@ class StdioTransport:
             try:
                 if not outgoing.take():
                     continue  # given up before it left: never written
-                process.stdin.write(outgoing.data)
-                process.stdin.flush()
+                _write_all(process.stdin, outgoing.data)
             except (BrokenPipeError, OSError, ValueError):
                 break  # the reader sees the end of stdout and reports how the server ended
             finally:
@@ -346,3 +345,14 @@ class StdioTransport:
                 process.send_signal(sig)
         except (ProcessLookupError, PermissionError, OSError):
             pass
+
+
+def _write_all(pipe: Any, data: bytes) -> None:
+    """Write every byte of `data` to an unbuffered pipe (`bufsize=0`: a raw FileIO, whose `write` may
+    take only part of it, e.g. when a signal arrives mid-write; a message cut short would be lost)."""
+    view = memoryview(data)
+    while view:
+        written = pipe.write(view)
+        if written is None:  # a non-blocking pipe that is full: not how the server's stdin is opened
+            raise OSError("the server's stdin would block")
+        view = view[written:]
