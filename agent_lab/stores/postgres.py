@@ -301,6 +301,16 @@ _monotonic = time.monotonic  # a module global, so that tests can move a call's 
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([a-z_]+)\b")
 
 
+def _watchdog_can_cut(connection: Any) -> bool:
+    """Whether the store's calls autocommit: only when the watchdog can cut a call at its deadline (see
+    "Deadlines" above), which needs the driver's cancel() and a settable autocommit. Warns when it cannot."""
+    if _canceller(connection) is None:
+        logger.warning("the receipt database driver's connections have no cancel(): a call still running "
+                       "at its deadline (a COMMIT waiting for a synchronous standby) cannot be cut there")
+        return False
+    return isinstance(getattr(connection, "autocommit", None), bool)
+
+
 class PostgresReceiptStore:
     """Receipts, reservations and spent approvals in PostgreSQL, shared by every worker on every host.
 
@@ -408,12 +418,7 @@ class PostgresReceiptStore:
         try:
             first = self._pool.checkout(deadline)
             self._pool.checkin(first)
-            can_cancel = _canceller(first.connection) is not None
-            if not can_cancel:
-                logger.warning("the receipt database driver's connections have no cancel(): a call still running "
-                               "at its deadline (a COMMIT waiting for a synchronous standby) cannot be cut there")
-            # Autocommit when the watchdog can cut a call at its deadline (see "Deadlines" above).
-            self._transactions = not (can_cancel and isinstance(getattr(first.connection, "autocommit", None), bool))
+            self._transactions = not _watchdog_can_cut(first.connection)
             driver = sys.modules.get(type(first.connection).__module__.partition(".")[0])
             self._errors: Tuple[Type[BaseException], ...] = _driver_errors(driver)
             self._statements = _render_all(paramstyle or _driver_paramstyle(driver), clock is not None,
