@@ -63,6 +63,7 @@ __all__ = [
     "run_sync",
     "run_sync_for",
     "seconds_left",
+    "small_flat",
 ]
 
 logger = logging.getLogger("agent_lab.execution")
@@ -719,6 +720,33 @@ def measured_copy(value: Any, max_depth: int, budget: Optional[int] = None,
 
 _FLAT_FAST_ITEMS = 64
 """`measured_copy` copies a dict of at most this many scalar members in one loop."""
+
+
+def small_flat(value: Any, max_characters: int) -> bool:
+    """Whether `value` is a value `measured_copy` takes in its one loop, with at most `max_characters`
+    characters of keys and strings: a dict (exactly) of at most `_FLAT_FAST_ITEMS` members, each a str
+    key and a str, an int within `MEASURED_INT_LIMIT`, a finite float, a bool or None. Reading it runs
+    no code of the handler's, and copying, measuring and validating it costs little whatever the tool's
+    budget: `ainvoke` checks such an output on the caller's loop (see `agent_lab.steps.run`)."""
+    if type(value) is not dict or dict.__len__(value) > _FLAT_FAST_ITEMS:
+        return False
+    characters = 0
+    for key, item in dict.items(value):
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is str:
+            characters += len(item)
+        elif kind is int:
+            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif not (kind is bool or item is None):
+            return False
+        characters += len(key)
+    return characters <= max_characters
 
 
 def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:

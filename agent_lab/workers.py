@@ -27,7 +27,7 @@ import queue
 import threading
 from typing import Any, Callable, Optional
 
-__all__ = ["BoundedExecutor", "IDLE_S"]
+__all__ = ["BoundedExecutor", "IDLE_S", "run_detached"]
 
 _copy_context = contextvars.copy_context
 
@@ -128,6 +128,28 @@ def _forget_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def run_detached(function: Callable[..., Any], /, *arguments: Any) -> concurrent.futures.Future:
+    """Run `function(*arguments)` on a thread of the reservoir (an idle one, or a new one: never waiting
+    for one), in a copy of the caller's context as `BoundedExecutor.submit` does; its future is running
+    from the start, so nobody can call the job off (`cancel()` is False). For a short job no registry's
+    pool should bound or delay: the check of what an async handler `ainvoke` awaited hands back (see
+    `agent_lab.steps.run`). RuntimeError at interpreter exit (or when no thread can be started)."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()
+    context_run = _copy_context().run
+
+    def job() -> None:
+        try:
+            result = context_run(function, *arguments)
+        except BaseException as exception:  # noqa: BLE001 - the future carries it, as a pool's does
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+
+    _shared().run(job)
+    return future
 
 
 class BoundedExecutor:

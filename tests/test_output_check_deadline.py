@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sys
+import threading
 import time
 import unittest
 from typing import Any
 
 from agent_lab.calls import ToolCall
-from agent_lab.errors import NextAction, Outcome
+from agent_lab.errors import NextAction, Outcome, ToolFailure
 from agent_lab.registry import Registry
 from agent_lab.spec import ToolSpec
 
@@ -70,8 +71,9 @@ class holding_the_lock:
 
 def read_spec(**options: Any) -> ToolSpec:
     options.setdefault("timeout_ms", 200)
-    return ToolSpec(name="lookup", description="A read.", input_schema={"type": "object"},
-                    output_schema={"type": "object"}, **options)
+    options.setdefault("name", "lookup")
+    return ToolSpec(description="A read.", input_schema={"type": "object"}, output_schema={"type": "object"},
+                    **options)
 
 
 class OutputCheckCountsAgainstTheDeadlineTest(unittest.TestCase):
@@ -159,6 +161,155 @@ class OutputCheckCountsAgainstTheDeadlineTest(unittest.TestCase):
                 self.assertTrue(again.replayed)
                 self.assertEqual((again.error.code, again.outcome), ("invalid_tool_output", Outcome.UNKNOWN))
                 self.assertEqual(len(effects.effects), number + 1)  # the replay ran nothing
+
+class HeldCheck:
+    """Handler code that the output check runs (a tzinfo's `utcoffset`, a str's `__hash__`), held until
+    the test lets it go: `ended` is set once it returns. A check that holds its caller is let go only by
+    HOLD_S running out, after which the answer comes, so `ended` set at the answer means the caller was
+    held by the check; unset, the caller was answered while the check still ran."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.ended = threading.Event()
+
+    def hold(self) -> None:
+        self.release.wait(HOLD_S)
+        self.ended.set()
+
+    def output(self, **members: Any) -> dict:
+        """An output with a datetime whose tzinfo's `utcoffset()` (what writing it as RFC 3339 calls) is held."""
+        held = self
+
+        class HeldZone(datetime.tzinfo):
+            def utcoffset(self, moment: object) -> datetime.timedelta:
+                held.hold()
+                return datetime.timedelta(0)
+
+        return {**members, "at": datetime.datetime(2026, 8, 4, 9, 30, tzinfo=HeldZone())}
+
+
+HOLD_S = 5.0
+
+
+class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
+    """Under `ainvoke` the caller of an async handler is answered by the deadline whatever the handler
+    hands back: the check of an output that is not a small flat dict runs on the worker pool, as a sync
+    handler's does, so it never holds the caller's loop; a write's real result, checked late, is still
+    its key's receipt."""
+
+    def setUp(self) -> None:
+        self.registry = Registry()
+        self.addCleanup(self.registry.close)
+        self.check = HeldCheck()
+        self.addCleanup(self.check.release.set)
+
+    def test_a_read_is_answered_at_its_deadline_while_the_check_of_its_output_still_runs(self) -> None:
+        async def handler(arguments, ctx):
+            return self.check.output(rows=[1, 2])
+
+        self.registry.register(read_spec(), handler)
+        result = asyncio.run(self.registry.ainvoke(ToolCall("lookup", {}), actor=READER))
+        answered_while_checking = not self.check.ended.is_set()
+        self.assertEqual((result.error.code if result.error else None, result.outcome), ("tool_timeout", Outcome.FAILED))
+        self.assertTrue(answered_while_checking)
+
+    def test_a_write_answered_while_its_check_runs_replays_the_checked_result_and_runs_once(self) -> None:
+        effects = EffectLog()
+
+        async def write(arguments, ctx):
+            return self.check.output(**effects.record_followup(arguments))
+
+        self.registry.register(followup_spec(timeout_ms=200), write)
+        first = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
+        answered_while_checking = not self.check.ended.is_set()
+        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        self.assertEqual(first.error.next_action, NextAction.LOOKUP_STATUS)
+        self.assertTrue(answered_while_checking)
+        self.check.release.set()
+        self.assertTrue(self.registry.wait_settled(GENEROUS_S))
+        again = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
+        self.assertEqual((again.replayed, again.ok, again.output), (True, True, {
+            "followup_id": "F-1", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
+        self.assertEqual(len(effects.effects), 1)
+
+    def test_a_tool_failure_is_answered_at_its_deadline_while_its_check_runs(self) -> None:
+        held = self.check
+
+        class HeldCategory(str):
+            def __hash__(self) -> int:  # what reading the category as a Category calls
+                held.hold()
+                return str.__hash__(self)
+
+        async def handler(arguments, ctx):
+            failure = ToolFailure("quota_spent", "The quota is spent.", category="dependency")
+            object.__setattr__(failure.error, "category", HeldCategory("dependency"))
+            raise failure
+
+        self.registry.register(read_spec(), handler)
+        result = asyncio.run(self.registry.ainvoke(ToolCall("lookup", {}), actor=READER))
+        answered_while_checking = not self.check.ended.is_set()
+        self.assertEqual((result.error.code if result.error else None, result.outcome), ("tool_timeout", Outcome.FAILED))
+        self.assertTrue(answered_while_checking)
+
+    def test_an_output_is_checked_whether_or_not_a_worker_of_the_pool_is_free(self) -> None:
+        # The check never waits for the pool: sync handlers holding every worker delay no async call.
+        registry = self.registry_with_its_one_worker_busy()
+        for name, output in (("flat", {"ticket_id": "T-1001", "status": "open", "age_days": 3, "owner": None}),
+                             ("nested", {"ticket_id": "T-1001", "tags": ["callback", "vip"]})):
+            async def lookup(arguments, ctx, output=output):
+                return output
+
+            registry.register(read_spec(name=f"lookup_{name}", timeout_ms=5_000), lookup)
+            with self.subTest(output=name):
+                result = asyncio.run(registry.ainvoke(ToolCall(f"lookup_{name}", {}), actor=READER))
+                self.assertEqual((result.ok, result.output), (True, output))
+
+    def test_only_an_output_that_is_not_small_and_flat_is_handed_to_another_thread(self) -> None:
+        # The common output, a small flat dict, pays no hop: it is checked on the caller's loop.
+        from agent_lab.steps import run as run_step
+
+        handed_off = []
+
+        def counting(function, *arguments):
+            handed_off.append(function)
+            return run_detached(function, *arguments)
+
+        run_detached = run_step.run_detached
+        self.addCleanup(setattr, run_step, "run_detached", run_detached)
+        run_step.run_detached = counting
+        outputs = {"flat": {"ticket_id": "T-1001", "status": "open", "age_days": 3, "score": 0.5, "owner": None},
+                   "nested": {"ticket_id": "T-1001", "tags": ["callback"]},
+                   "long": {"note": "x" * 2_000}}
+        for name, output in outputs.items():
+            async def lookup(arguments, ctx, output=output):
+                return output
+
+            self.registry.register(read_spec(name=f"lookup_{name}", timeout_ms=5_000), lookup)
+            handed_off.clear()
+            with self.subTest(output=name):
+                result = asyncio.run(self.registry.ainvoke(ToolCall(f"lookup_{name}", {}), actor=READER))
+                self.assertEqual((result.ok, result.output), (True, output))
+                self.assertEqual(len(handed_off), 0 if name == "flat" else 1)
+
+    def registry_with_its_one_worker_busy(self) -> Registry:
+        registry = Registry(max_workers=1)
+        self.addCleanup(registry.close)
+        busy, done = threading.Event(), threading.Event()
+
+        def hog(arguments):
+            busy.set()
+            done.wait(HOLD_S)
+            return {}
+
+        registry.register(ToolSpec(name="hog", description="Holds its worker.", input_schema={"type": "object"},
+                                   timeout_ms=HOLD_S * 1000), hog)
+        caller = threading.Thread(target=registry.invoke, args=(ToolCall("hog", {}),), kwargs={"actor": READER})
+        caller.start()
+        self.addCleanup(caller.join)
+        self.addCleanup(done.set)  # (cleanups run last first: the worker is let go, then its caller joined)
+        self.assertTrue(busy.wait(GENEROUS_S))
+        return registry
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,7 +4,10 @@ event loop, and decide what a run that overran its deadline means.
 * A sync handler runs on the registry's worker pool, so the caller can stop waiting at the deadline;
   a tool declared `execution="inline"` (or a `Registry(run_inline=True)`) runs on the caller's thread.
 * An async handler runs on the registry's loop thread under `invoke`, on the caller's loop under
-  `ainvoke`; it is cancelled at its deadline, and for a write the receipt then says "unknown".
+  `ainvoke`; it is cancelled at its deadline, and for a write the receipt then says "unknown". Under
+  `ainvoke` what it hands back is checked on a thread of its own (a small flat output on the caller's
+  loop), so the caller is answered at the deadline however long the check takes, and a write's result,
+  checked late, becomes its receipt.
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
   effect either way). Past the window the key answers `outcome_unknown` here, but its lease is renewed
@@ -19,9 +22,12 @@ import logging
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..context import CallContext
-from ..execution import ContextMode, Handler, PoolClosed, Run, RunKind, run_async, run_sync_for, seconds_left, type_name
+from ..errors import Category, NextAction, ToolError
+from ..execution import (ContextMode, Handler, PoolClosed, Run, RunKind, run_async, run_sync_for, seconds_left,
+                         small_flat, type_name)
 from ..interrupts import raise_stop_request
 from ..leases import RECEIPT_RETRY_TIMEOUT_S
+from ..workers import run_detached
 from .conclude import check_output, check_run, internal_error, run_failure
 from .idempotency import store_outcome
 
@@ -132,14 +138,80 @@ class _LateAsyncWrite:
 
 
 async def aexecute_awaited(state: CallState) -> Run:
-    """An async handler under `ainvoke`: awaited on the caller's loop, cancelled at its deadline; what it
-    returns is checked here, not in conclude: the check counts against the deadline."""
+    """An async handler under `ainvoke`: awaited on the caller's loop, cancelled at its deadline. What it
+    hands back is checked within the deadline too (see `_acheck`): a small flat output on the caller's
+    loop, anything else on a thread of its own, while the caller waits at most until the deadline."""
     state.step = "execute"
     handler = state.handler
     assert handler is not None
     ctx = context(state)
-    run = check_run(state, await run_async(handler, state.arguments, ctx))
+    run = await run_async(handler, state.arguments, ctx)
+    if not _quick_to_check(run):
+        return await _acheck(state, ctx, run)
+    run = check_run(state, run)
     return overran(state, ctx, run) if state.finished_late else run
+
+
+INLINE_CHECK_CHARACTERS = 1024
+"""`ainvoke` checks on the caller's loop an async handler's output that is a flat dict (`small_flat`) with at
+most this many characters of keys and strings (and a ToolFailure's details and text within the same); it
+hands anything else to a thread of its own (`_acheck`)."""
+
+_RETURNED, _FAILED = RunKind.RETURNED, RunKind.FAILED
+
+
+def _quick_to_check(run: Run) -> bool:
+    """Whether checking what the handler handed back (`check_run`) costs little whatever the tool's budget
+    and runs no code of the handler's: a small flat output (`small_flat`), a ToolFailure of plain text, enum
+    members and small flat details, or nothing handed back at all (it raised, or never ran)."""
+    kind = run.kind
+    if kind is _RETURNED:
+        return small_flat(run.output, INLINE_CHECK_CHARACTERS)
+    if kind is not _FAILED:
+        return True
+    error = run.error
+    return (type(error) is ToolError and type(error.code) is str and type(error.message) is str
+            and type(error.category) is Category and type(error.next_action) is NextAction
+            and len(error.code) + len(error.message) <= INLINE_CHECK_CHARACTERS
+            and small_flat(error.details, INLINE_CHECK_CHARACTERS))
+
+
+async def _acheck(state: CallState, ctx: CallContext, run: Run) -> Run:
+    """Check what an async handler handed back on a thread of the process's reservoir (`run_detached`),
+    the caller waiting at most until the deadline: a check that ends late is a timeout (`overran`), and
+    one still running then is left to end on its own, a write's real result then becoming its key's
+    receipt (`_settle`), as for a sync write that overruns on the pool: one effect, which the same key
+    replays.
+
+    Why a thread, and not a walk that reads the clock every so often: the check runs code of the
+    handler's that no clock read can interrupt (the JSON form of a dataclass, a pydantic model, a
+    datetime's tzinfo), and its parts past the walk (`json_size`, the C encoder, and the output
+    validator) would each need a stop of their own; on another thread the caller stops waiting at the
+    deadline whatever the check does, the way `invoke` and the sync paths already bound it. Why not the
+    registry's worker pool: busy sync handlers would then delay, or time out, async calls whose handler
+    ended in time (`invoke` runs their checks on the tools' loop, never on the pool). The common small
+    flat output never pays the hop (tens of microseconds): its check is bounded by
+    `INLINE_CHECK_CHARACTERS`, not by the tool's budget, and runs no handler code."""
+    import asyncio
+    try:
+        future = run_detached(_check_job, state, run)
+    except RuntimeError:  # the interpreter is exiting: no thread starts, so it is checked here
+        run = _check_job(state, run)
+        return overran(state, ctx, run) if state.finished_late else run
+    try:
+        await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(state.call_deadline))
+    except asyncio.CancelledError:
+        state.interrupted_run = _settle(state, ctx, future)  # the caller, cancelled: as at the deadline
+        raise
+    return _settle(state, ctx, future)
+
+
+def _check_job(state: CallState, run: Run) -> Run:
+    """The check of what an async handler handed back, on a thread of its own (see `_run_and_check`)."""
+    try:
+        return check_run(state, run)
+    except BaseException as exception:  # noqa: BLE001 - off the caller's thread: never its stop request
+        return tuple.__new__(Run, (RunKind.RAISED, None, None, type_name(exception), internal_error(state)))
 
 
 async def aexecute_inline(state: CallState) -> Run:
