@@ -63,7 +63,7 @@ __all__ = [
     "run_sync",
     "run_sync_for",
     "seconds_left",
-    "small_flat",
+    "small_plain",
 ]
 
 logger = logging.getLogger("agent_lab.execution")
@@ -722,31 +722,70 @@ _FLAT_FAST_ITEMS = 64
 """`measured_copy` copies a dict of at most this many scalar members in one loop."""
 
 
-def small_flat(value: Any, max_characters: int) -> bool:
-    """Whether `value` is a value `measured_copy` takes in its one loop, with at most `max_characters`
-    characters of keys and strings: a dict (exactly) of at most `_FLAT_FAST_ITEMS` members, each a str
-    key and a str, an int within `MEASURED_INT_LIMIT`, a finite float, a bool or None. Reading it runs
-    no code of the handler's, and copying, measuring and validating it costs little whatever the tool's
-    budget: `ainvoke` checks such an output on the caller's loop (see `agent_lab.steps.run`)."""
-    if type(value) is not dict or dict.__len__(value) > _FLAT_FAST_ITEMS:
-        return False
-    characters = 0
-    for key, item in dict.items(value):
-        if type(key) is not str:
+def small_plain(value: Any, max_values: int, max_characters: int) -> bool:
+    """Whether `value` is plain JSON of the exact types, within `max_values` values (a container counts
+    one, and one more for each member, as in `_measured`) and `max_characters` characters of keys and
+    strings: dicts and lists exactly (no subclass), str keys, and strs, ints within `MEASURED_INT_LIMIT`,
+    finite floats, bools and None. Reading it runs no code of the handler's, and copying, measuring and
+    validating it costs little whatever the tool's budget: `ainvoke` checks such an output on the
+    caller's loop (see `agent_lab.steps.run`). Gives up at the first value over either bound, so it
+    costs little too."""
+    left = [max_values, max_characters]
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _small_plain(value, left)
+    if kind is str:
+        return len(value) <= max_characters
+    if kind is int:
+        return -MEASURED_INT_LIMIT <= value <= MEASURED_INT_LIMIT
+    if kind is float:
+        return math.isfinite(value)
+    return kind is bool or value is None
+
+
+def _small_plain(value: Any, left: list[int]) -> bool:
+    """`small_plain` of a dict or a list (exactly); `left`: the values and characters still allowed.
+    Scalar members are looked at inline, as in `_measured`; a nested container is one call deeper
+    (no deeper than `max_values` calls)."""
+    if type(value) is dict:
+        left[0] -= dict.__len__(value) + 1
+        if left[0] < 0:
             return False
-        kind = type(item)
-        if kind is str:
-            characters += len(item)
-        elif kind is int:
-            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+        characters = 0
+        for key, item in dict.items(value):
+            if type(key) is not str:
                 return False
-        elif kind is float:
-            if not math.isfinite(item):
+            characters += len(key)
+            kind = type(item)
+            if kind is str:
+                characters += len(item)
+            elif kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    return False
+            elif kind is float:
+                if not math.isfinite(item):
+                    return False
+            elif not (kind is bool or item is None or ((kind is dict or kind is list) and _small_plain(item, left))):
                 return False
-        elif not (kind is bool or item is None):
+    else:
+        left[0] -= list.__len__(value) + 1
+        if left[0] < 0:
             return False
-        characters += len(key)
-    return characters <= max_characters
+        characters = 0
+        for item in list.__iter__(value):
+            kind = type(item)
+            if kind is str:
+                characters += len(item)
+            elif kind is int:
+                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
+                    return False
+            elif kind is float:
+                if not math.isfinite(item):
+                    return False
+            elif not (kind is bool or item is None or ((kind is dict or kind is list) and _small_plain(item, left))):
+                return False
+    left[1] -= characters
+    return left[1] >= 0
 
 
 def _measured(value: Any, depth_left: int, state: list[Any], limit: float, deep_at: int) -> Any:

@@ -11,7 +11,7 @@ import json
 import random
 import unittest
 
-from agent_lab.execution import OverBudget, measured_json_copy, plain_json_snapshot
+from agent_lab.execution import OverBudget, measured_json_copy, plain_json_snapshot, small_plain
 from agent_lab.fingerprint import canonical_json
 
 
@@ -87,6 +87,35 @@ class MeasuredCopyTest(unittest.TestCase):
         for value in ({"n": 2**64}, {"m": Mapping(a=1)}, json.loads("[" * 40 + "]" * 40)):
             with self.subTest(value=str(value)[:30]):
                 self.assertIsNone(measured_json_copy(value, 64)[2])
+
+
+class SmallPlainTest(unittest.TestCase):
+    """`small_plain` admits what `ainvoke` checks on the caller's loop: plain JSON of exact types only (no
+    object whose reading could run code), within a count of values and characters."""
+
+    def test_what_it_admits_is_plain_json_within_its_bounds(self) -> None:
+        rng = random.Random(12)
+        admitted = 0
+        for _ in range(3000):
+            value = hostile_value(rng)
+            if not small_plain(value, 16, 40):
+                continue
+            admitted += 1
+            copy, plain, _ = measured_json_copy(value, 64)
+            self.assertTrue(plain, value)
+            self.assertEqual(copy, value)
+            self.assertIsNotNone(exact_size(value))
+        self.assertGreater(admitted, 100)
+
+    def test_a_subclass_anywhere_or_a_bound_passed_is_refused(self) -> None:
+        for value in ({"a": Mapping()}, Mapping(), {Keyish("k"): 1}, [Count(1)], {"a": ["x", Keyish("y")]},
+                      {"n": 2**64}, [float("nan")], {"t": (1, 2)}, {"x": "y" * 41}, list(range(16)),
+                      [[[[]]]] * 4):
+            with self.subTest(value=repr(value)[:40]):
+                self.assertFalse(small_plain(value, 16, 40))
+        for value in ({"x": "y" * 39}, list(range(15)), [[]] * 4, "text", 7, None):
+            with self.subTest(value=repr(value)[:40]):
+                self.assertTrue(small_plain(value, 16, 40))
 
 
 if __name__ == "__main__":

@@ -193,9 +193,9 @@ HOLD_S = 5.0
 
 class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
     """Under `ainvoke` the caller of an async handler is answered by the deadline whatever the handler
-    hands back: the check of an output that is not a small flat dict runs on the worker pool, as a sync
-    handler's does, so it never holds the caller's loop; a write's real result, checked late, is still
-    its key's receipt."""
+    hands back: the check of an output that is not small plain JSON runs on a thread of its own, as a
+    sync handler's runs on its worker, so it never holds the caller's loop; a write's real result,
+    checked late, is still its key's receipt."""
 
     def setUp(self) -> None:
         self.registry = Registry()
@@ -254,8 +254,8 @@ class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
     def test_an_output_is_checked_whether_or_not_a_worker_of_the_pool_is_free(self) -> None:
         # The check never waits for the pool: sync handlers holding every worker delay no async call.
         registry = self.registry_with_its_one_worker_busy()
-        for name, output in (("flat", {"ticket_id": "T-1001", "status": "open", "age_days": 3, "owner": None}),
-                             ("nested", {"ticket_id": "T-1001", "tags": ["callback", "vip"]})):
+        for name, output in (("small", {"ticket_id": "T-1001", "status": "open", "age_days": 3, "owner": None}),
+                             ("large", {"ticket_ids": [f"T-{n}" for n in range(500)]})):
             async def lookup(arguments, ctx, output=output):
                 return output
 
@@ -264,8 +264,8 @@ class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
                 result = asyncio.run(registry.ainvoke(ToolCall(f"lookup_{name}", {}), actor=READER))
                 self.assertEqual((result.ok, result.output), (True, output))
 
-    def test_only_an_output_that_is_not_small_and_flat_is_handed_to_another_thread(self) -> None:
-        # The common output, a small flat dict, pays no hop: it is checked on the caller's loop.
+    def test_only_an_output_that_is_not_small_plain_json_is_handed_to_another_thread(self) -> None:
+        # The common output, small plain JSON, pays no hop: it is checked on the caller's loop.
         from agent_lab.steps import run as run_step
 
         handed_off = []
@@ -277,19 +277,25 @@ class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
         run_detached = run_step.run_detached
         self.addCleanup(setattr, run_step, "run_detached", run_detached)
         run_step.run_detached = counting
-        outputs = {"flat": {"ticket_id": "T-1001", "status": "open", "age_days": 3, "score": 0.5, "owner": None},
-                   "nested": {"ticket_id": "T-1001", "tags": ["callback"]},
-                   "long": {"note": "x" * 2_000}}
-        for name, output in outputs.items():
+        moment = datetime.datetime(2026, 8, 4, 9, 30, tzinfo=datetime.timezone.utc)
+        outputs = {  # name: (output, handed off, what the caller gets)
+            "flat": ({"ticket_id": "T-1001", "status": "open", "age_days": 3, "score": 0.5, "owner": None}, 0, None),
+            "nested": ({"tickets": [{"id": f"T-{n}", "tags": ["vip"]} for n in range(10)]}, 0, None),
+            "long": ({"note": "x" * 2_000}, 1, None),
+            "many": ({"ids": list(range(500))}, 1, None),
+            "not plain": ({"at": moment}, 1, {"at": "2026-08-04T09:30:00+00:00"}),
+        }
+        for name, (output, hops, answer) in outputs.items():
             async def lookup(arguments, ctx, output=output):
                 return output
 
-            self.registry.register(read_spec(name=f"lookup_{name}", timeout_ms=5_000), lookup)
+            self.registry.register(read_spec(name=f"lookup_{name.replace(' ', '_')}", timeout_ms=5_000), lookup)
             handed_off.clear()
             with self.subTest(output=name):
-                result = asyncio.run(self.registry.ainvoke(ToolCall(f"lookup_{name}", {}), actor=READER))
-                self.assertEqual((result.ok, result.output), (True, output))
-                self.assertEqual(len(handed_off), 0 if name == "flat" else 1)
+                result = asyncio.run(self.registry.ainvoke(ToolCall(f"lookup_{name.replace(' ', '_')}", {}),
+                                                           actor=READER))
+                self.assertEqual((result.ok, result.output), (True, answer or output))
+                self.assertEqual(len(handed_off), hops)
 
     def registry_with_its_one_worker_busy(self) -> Registry:
         registry = Registry(max_workers=1)

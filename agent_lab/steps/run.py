@@ -5,7 +5,7 @@ event loop, and decide what a run that overran its deadline means.
   a tool declared `execution="inline"` (or a `Registry(run_inline=True)`) runs on the caller's thread.
 * An async handler runs on the registry's loop thread under `invoke`, on the caller's loop under
   `ainvoke`; it is cancelled at its deadline, and for a write the receipt then says "unknown". Under
-  `ainvoke` what it hands back is checked on a thread of its own (a small flat output on the caller's
+  `ainvoke` what it hands back is checked on a thread of its own (a small plain output on the caller's
   loop), so the caller is answered at the deadline however long the check takes, and a write's result,
   checked late, becomes its receipt.
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..context import CallContext
 from ..errors import Category, NextAction, ToolError
 from ..execution import (ContextMode, Handler, PoolClosed, Run, RunKind, run_async, run_sync_for, seconds_left,
-                         small_flat, type_name)
+                         small_plain, type_name)
 from ..interrupts import raise_stop_request
 from ..leases import RECEIPT_RETRY_TIMEOUT_S
 from ..workers import run_detached
@@ -139,7 +139,7 @@ class _LateAsyncWrite:
 
 async def aexecute_awaited(state: CallState) -> Run:
     """An async handler under `ainvoke`: awaited on the caller's loop, cancelled at its deadline. What it
-    hands back is checked within the deadline too (see `_acheck`): a small flat output on the caller's
+    hands back is checked within the deadline too (see `_acheck`): a small plain output on the caller's
     loop, anything else on a thread of its own, while the caller waits at most until the deadline."""
     state.step = "execute"
     handler = state.handler
@@ -152,28 +152,31 @@ async def aexecute_awaited(state: CallState) -> Run:
     return overran(state, ctx, run) if state.finished_late else run
 
 
+INLINE_CHECK_VALUES = 128
 INLINE_CHECK_CHARACTERS = 1024
-"""`ainvoke` checks on the caller's loop an async handler's output that is a flat dict (`small_flat`) with at
-most this many characters of keys and strings (and a ToolFailure's details and text within the same); it
-hands anything else to a thread of its own (`_acheck`)."""
+"""`ainvoke` checks on the caller's loop an async handler's output that is plain JSON of at most this many
+values and characters of keys and strings (`small_plain`), and a ToolFailure as small; it hands anything
+else to a thread of its own (`_acheck`). Such a check takes tens of microseconds at most, whatever the
+tool's budget; the hop would cost about a hundred."""
 
 _RETURNED, _FAILED = RunKind.RETURNED, RunKind.FAILED
 
 
 def _quick_to_check(run: Run) -> bool:
     """Whether checking what the handler handed back (`check_run`) costs little whatever the tool's budget
-    and runs no code of the handler's: a small flat output (`small_flat`), a ToolFailure of plain text, enum
-    members and small flat details, or nothing handed back at all (it raised, or never ran)."""
+    and runs no code of the handler's: a small plain output (`small_plain`), a ToolFailure of plain text,
+    enum members and small plain details, or nothing handed back at all (it raised, or never ran)."""
     kind = run.kind
     if kind is _RETURNED:
-        return small_flat(run.output, INLINE_CHECK_CHARACTERS)
+        return small_plain(run.output, INLINE_CHECK_VALUES, INLINE_CHECK_CHARACTERS)
     if kind is not _FAILED:
         return True
     error = run.error
     return (type(error) is ToolError and type(error.code) is str and type(error.message) is str
             and type(error.category) is Category and type(error.next_action) is NextAction
             and len(error.code) + len(error.message) <= INLINE_CHECK_CHARACTERS
-            and small_flat(error.details, INLINE_CHECK_CHARACTERS))
+            and type(error.details) is dict
+            and small_plain(error.details, INLINE_CHECK_VALUES, INLINE_CHECK_CHARACTERS))
 
 
 async def _acheck(state: CallState, ctx: CallContext, run: Run) -> Run:
@@ -190,8 +193,9 @@ async def _acheck(state: CallState, ctx: CallContext, run: Run) -> Run:
     deadline whatever the check does, the way `invoke` and the sync paths already bound it. Why not the
     registry's worker pool: busy sync handlers would then delay, or time out, async calls whose handler
     ended in time (`invoke` runs their checks on the tools' loop, never on the pool). The common small
-    flat output never pays the hop (tens of microseconds): its check is bounded by
-    `INLINE_CHECK_CHARACTERS`, not by the tool's budget, and runs no handler code."""
+    plain output never pays the hop (about a hundred microseconds): its check is bounded by
+    `INLINE_CHECK_VALUES` and `INLINE_CHECK_CHARACTERS`, not by the tool's budget, and runs no handler
+    code (`_quick_to_check`)."""
     import asyncio
     try:
         future = run_detached(_check_job, state, run)
