@@ -55,11 +55,6 @@ def _read_json(body: bytes) -> tuple[Any, str | None]:
         return None, "Parse error: the body is not valid JSON"
 
 
-def _busy_error() -> dict[str, Any]:
-    return _error(None, SERVER_BUSY, "Server busy: too many requests in flight; retry later")
-
-
-
 def _modern_request(message: Any) -> bool:
     """A request carrying the 2026-07-28 envelope (older clients never send its reserved key)."""
     params = message.get("params") if isinstance(message, dict) else None
