@@ -29,7 +29,9 @@ What a client (or a web page) cannot make it do, checked before anything is read
   hashed before a constant-time compare (neither content nor length leaks through timing); the token is
   never logged, echoed or put in an answer.
 - hold memory or threads: a body over `max_body_bytes` is 413 unread; past `max_in_flight` requests in
-  flight a request is 503 (answers to the server's own questions are always taken); past
+  flight a request is 503 (answers to the server's own questions are always taken), and past
+  `max_waiting` (below it) requests that wait (tool calls, tasks/result waiting for its task; all
+  sessions) one more is refused "server busy", so what never waits is always served; past
   `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
   tool calls not yet finished (all sessions; a call whose client left runs to its end), or
   `max_pending_calls_per_session` of one session's (the stateless side is one), a call is refused
@@ -97,6 +99,10 @@ class HttpLimits:
 
     max_body_bytes: int = MAX_MESSAGE_BYTES  # one POST body (413 over it, unread)
     max_in_flight: int = 32  # requests being answered at once (503 past it)
+    # requests waiting for something while in flight (a tools/call, a tasks/result whose task runs), every
+    # session together: below max_in_flight, so what never waits (initialize, ping, tasks/get,
+    # tasks/cancel) always has room. None: three quarters of max_in_flight (24)
+    max_waiting: int | None = None
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
     max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
@@ -111,6 +117,22 @@ class HttpLimits:
     socket_timeout_s: float = 30.0  # one socket read or write
     session_idle_s: float = 1800.0  # a session unused this long ends
     sse_ping_s: float = 15.0  # a comment line keeps an event stream alive behind proxies
+
+    def __post_init__(self) -> None:
+        for name in ("max_in_flight", "max_waiting"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"HttpLimits.{name} must be an integer, not {type(value).__name__}")
+        if self.max_waiting is None:
+            object.__setattr__(self, "max_waiting", self.max_in_flight * 3 // 4)
+        if not 1 <= self.waiting_places < self.max_in_flight:
+            raise ValueError(f"HttpLimits.max_waiting ({self.max_waiting}) must be at least 1 and below max_in_flight "
+                             f"({self.max_in_flight}): requests that wait must leave room for those that never do")
+
+    @property
+    def waiting_places(self) -> int:
+        """max_waiting, resolved (the type checker's view of it)."""
+        return self.max_waiting if self.max_waiting is not None else self.max_in_flight * 3 // 4
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -168,15 +190,44 @@ def _allowed_origin(origin: str, allowed: frozenset[str]) -> bool:
 # -- routing answers to the POST that waits for them ------------------------------------------------
 
 
+class _WaitPlaces:
+    """The in-flight slots requests that wait may hold, every session together (`HttpLimits.max_waiting`,
+    below `max_in_flight`). Each session's calls and waits had a share, but nothing bounded the shares
+    together: 4 sessions of 8 slow calls held all 32 slots, and a new client's initialize, another's
+    ping, tasks/get and tasks/cancel were 503 (reproduced by review). A request takes its place on its
+    connection's thread when the dispatcher finds that it will wait (a call submitted, a tasks/result
+    whose task runs), and gives it back with its in-flight slot (`give_back`), once answered or its
+    client gone; a call whose client left runs on, on its call slot, in no slot of these."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.slots = threading.BoundedSemaphore(limit)
+        self.local = threading.local()  # one request at a time on a connection's thread
+
+    def take(self, what: str) -> None:
+        if getattr(self.local, "held", False):
+            return
+        if not self.slots.acquire(blocking=False):
+            raise _ProtocolError(SERVER_BUSY, f"Server busy: {self.limit} requests are waiting (tool calls and "
+                                 f"tasks/result); {what}")
+        self.local.held = True
+
+    def give_back(self) -> None:
+        if getattr(self.local, "held", False):
+            self.local.held = False
+            self.slots.release()
+
+
 class _ResultWaits:
     """Where every session's tasks/result waits: at most `limit` at once, on one pool of `limit` threads
     (a session's own pool would keep every thread it ever grew until the session ends), and at most
     `per_session` of them one session's (`share`): one client's 32 waits took every in-flight slot, and
     every other client, its tasks/get included, was answered 503 (reproduced by review)."""
 
-    def __init__(self, limit: int, per_session: int) -> None:
+    def __init__(self, limit: int, per_session: int, places: _WaitPlaces) -> None:
         self.limit = limit
         self.per_session = per_session
+        self.places = places
         self.slots = threading.BoundedSemaphore(limit)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limit, thread_name_prefix="mcp-task-result")
 
@@ -194,6 +245,7 @@ class _ResultWaits:
             raise _ProtocolError(SERVER_BUSY, f"Server busy: {self.limit} tasks/result requests are waiting; "
                                  "poll tasks/get, or retry later")
         try:
+            self.places.take("poll tasks/get, or retry later")
             future = self.pool.submit(wait, *args)
         except BaseException:
             self.slots.release()
@@ -313,6 +365,7 @@ class _HttpDispatch(_Server):
             self.call_share.release()
             raise _ProtocolError(SERVER_BUSY, "Server busy: too many tool calls are pending; retry later")
         try:
+            self.result_waits.places.take("retry later")
             return super().start_call(request, in_batch=in_batch, shape=shape)
         except BaseException:
             self.call_slots.release()
@@ -489,7 +542,9 @@ class McpHttpServer:
         self.call_slots = threading.BoundedSemaphore(self.limits.max_pending_calls)
         self.options["call_slots"] = self.call_slots
         self.options["calls_per_session"] = self.limits.max_pending_calls_per_session
-        self.result_waits = _ResultWaits(self.limits.max_result_waits, self.limits.max_result_waits_per_session)
+        self.wait_places = _WaitPlaces(self.limits.waiting_places)
+        self.result_waits = _ResultWaits(self.limits.max_result_waits, self.limits.max_result_waits_per_session,
+                                         self.wait_places)
         self.options["result_waits"] = self.result_waits
         self.options["task_owners"] = TaskOwners()
         self.modern_channel = _Channel()

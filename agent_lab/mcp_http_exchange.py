@@ -381,4 +381,5 @@ class _Handler(_Answering):
             finally:
                 channel.close(internal)
         finally:
+            self.app.wait_places.give_back()  # the place a waiting request took (`_WaitPlaces`), if any
             self.app.in_flight.release()

@@ -372,7 +372,7 @@ class OwnClientTest(HttpCase):
 
 
 class LimitsTest(HttpCase):
-    server_options = {"limits": HttpLimits(max_body_bytes=2048, max_in_flight=1, max_connections=4,
+    server_options = {"limits": HttpLimits(max_body_bytes=2048, max_in_flight=2, max_waiting=1, max_connections=4,
                                            read_timeout_s=0.5)}
 
     def test_an_oversized_body_is_413_unread_and_the_server_goes_on(self) -> None:
@@ -407,10 +407,19 @@ class LimitsTest(HttpCase):
         caller.start()
         while not self.server.modern_channel.busy():
             caller.join(0.01)
-        refused = self.modern_call("notes.get", {"id": "n-1"})
-        self.assertEqual(refused.status, 503)
-        self.assertEqual(refused.message["error"]["code"], SERVER_BUSY)
-        self.assertEqual(refused.headers["Retry-After"], "1")
+        # the slow call holds the one place of a request that waits: another call is refused, not 503
+        waiting = self.modern_call("notes.get", {"id": "n-1"})
+        self.assertEqual((waiting.status, waiting.message["error"]["code"]), (200, SERVER_BUSY))
+        self.assertEqual(self.post(INITIALIZE).status, 200)  # the other slot is for what never waits
+        # (a request being answered; once the initialize's handler has let go of its slot, a hang guard)
+        self.assertTrue(self.server.in_flight.acquire(timeout=WAIT_S))
+        try:
+            refused = self.post(INITIALIZE)
+            self.assertEqual(refused.status, 503)
+            self.assertEqual(refused.message["error"]["code"], SERVER_BUSY)
+            self.assertEqual(refused.headers["Retry-After"], "1")
+        finally:
+            self.server.in_flight.release()
         self.gate.set()
         caller.join(WAIT_S)
         self.assertEqual(answers[0].status, 200)
@@ -895,6 +904,61 @@ class ResultWaitSharesTest(TaskCase):
         for sock in waiting:
             self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"exported": 1})
             sock.close()
+
+
+class WaitingPlacesTest(TaskCase):
+    """With the default limits requests that wait (tool calls, tasks/result waiting for a task) never hold
+    every in-flight slot together, however many sessions send them: past max_waiting they are refused
+    "server busy", and what never waits (initialize, ping, tasks/get, tasks/cancel) is still served."""
+
+    def test_waiting_requests_of_many_sessions_leave_room_for_those_that_never_wait(self) -> None:
+        # Each session's calls were within its share (8), but nothing bounded the shares together:
+        # 4 sessions x 8 slow calls held all 32 in-flight slots, and a new client's initialize, another
+        # session's ping, tasks/get and tasks/cancel were 503 (reproduced by review).
+        limits = HttpLimits()
+        self.assertEqual((limits.max_in_flight, limits.max_waiting), (32, 24))
+        owner = self.open_session()
+        running = self.start_task(owner)
+        sessions = [self.open_session() for _ in range(limits.max_in_flight // limits.max_pending_calls_per_session)]
+        waiting = [self.open_post({"jsonrpc": "2.0", "id": f"c{n}", "method": "tools/call", "params": {
+            "name": "export", "arguments": {"request_id": f"{session}-{n}"}}}, session)
+            for session in sessions for n in range(limits.max_pending_calls_per_session)]
+        refused = 0
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while refused < limits.max_in_flight - limits.waiting_places and time.monotonic() < give_up:
+            readable, _, _ = select.select(waiting, [], [], 0.1)
+            for sock in readable:
+                _, answer = self.answered(sock)
+                self.assertEqual(answer["error"]["code"], SERVER_BUSY)
+                self.assertIn("requests are waiting", answer["error"]["message"])
+                waiting.remove(sock)
+                sock.close()
+                refused += 1
+        self.assertEqual(len(waiting), limits.waiting_places)  # (old code: all 32 waited)
+        self.assertEqual(self.post(INITIALIZE).status, 200)  # (old code: 503, as for each below)
+        self.assertEqual(self.tasks(owner, "ping"), {"jsonrpc": "2.0", "id": 3, "result": {}})
+        self.assertEqual(self.tasks(owner, "tasks/get", running)["result"]["status"], "working")
+        busy = self.tasks(owner, "tasks/result", running)  # a wait: no place left for it
+        self.assertEqual(busy["error"]["code"], SERVER_BUSY)
+        self.assertIn("poll tasks/get", busy["error"]["message"])
+        self.assertIn("result", self.tasks(owner, "tasks/cancel", running))
+        self.gate.set()
+        for sock in waiting:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"exported": 1})
+            sock.close()
+        self.assertIn("result", self.until_not_busy(  # the places came back as the requests were answered
+            lambda: self.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                "name": "export_now", "arguments": {"request_id": "after"}}}, {"Mcp-Session-Id": owner}).message))
+
+    def test_max_waiting_must_leave_room_below_max_in_flight(self) -> None:
+        self.assertEqual(HttpLimits(max_in_flight=8).max_waiting, 6)
+        self.assertEqual(HttpLimits(max_in_flight=8, max_waiting=7).max_waiting, 7)
+        for bad in ({"max_in_flight": 8, "max_waiting": 8}, {"max_in_flight": 8, "max_waiting": 0},
+                    {"max_in_flight": 1}):
+            with self.subTest(bad), self.assertRaisesRegex(ValueError, "below max_in_flight"):
+                HttpLimits(**bad)
+        with self.assertRaises(TypeError):
+            HttpLimits(max_waiting=True)
 
 
 class GatewayConfirmationLeftTest(HttpCase):
