@@ -213,11 +213,12 @@ class _Backlog:
     def take(self, held: _Held) -> str | None:
         """Hold one more call of `held`'s line; None when done, else why not (the busy message)."""
         with self._lock:
-            if self.calls >= MAX_PENDING_CALLS:
-                return f"Server busy: {MAX_PENDING_CALLS} tools/call requests are pending; retry later"
+            max_calls, max_bytes = self.bounds()
+            if self.calls >= max_calls:
+                return f"Server busy: {max_calls} tools/call requests are pending; retry later"
             extra = 0 if held.charged else held.size
-            if self.bytes + extra > MAX_HELD_BYTES:
-                return (f"Server busy: the pending tools/call requests hold {MAX_HELD_BYTES} bytes or more "
+            if self.bytes + extra > max_bytes:
+                return (f"Server busy: the pending tools/call requests hold {max_bytes} bytes or more "
                         "(the client may not be reading its answers); retry later")
             self.calls += 1
             self.bytes += extra
@@ -229,7 +230,11 @@ class _Backlog:
 
     def full(self) -> bool:
         """The held lines and answers reach MAX_HELD_BYTES: no call should start making another answer."""
-        return self.bytes >= MAX_HELD_BYTES
+        return self.bytes >= self.bounds()[1]
+
+    def bounds(self) -> tuple[int, int]:
+        """How many calls, and bytes, it holds at most (read when used; the HTTP stateless side has none)."""
+        return MAX_PENDING_CALLS, MAX_HELD_BYTES
 
     def hold_answers(self, held: _Held, size: int) -> None:
         """A batch of `held`'s line waits for its running calls with `size` bytes of answers made already:

@@ -34,7 +34,7 @@ What a client (or a web page) cannot make it do, checked before anything is read
   sessions) one more is refused "server busy", so what never waits is always served; past
   `max_connections` open connections a new one is answered 503 and closed; past `max_pending_calls`
   tool calls not yet finished (all sessions; a call whose client left runs to its end), or
-  `max_pending_calls_per_session` of one session's (the stateless side is one), a call is refused
+  `max_pending_calls_per_session` of one session's (a 2026-07-28 client's unit is its connection), a call is refused
   "server busy" and never runs; past `max_result_waits` tasks/result requests waiting (all sessions, on
   one pool of that many threads, well under `max_in_flight`), or `max_result_waits_per_session` of one
   session's, one is refused "server busy" (one whose task has ended takes no place), and a wait whose client left (its stream
@@ -55,6 +55,7 @@ import logging
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -63,7 +64,16 @@ from http.server import ThreadingHTTPServer
 from typing import Any, Callable, Mapping, Sequence
 
 from . import __version__
-from .mcp import DEFAULT_MAX_WORKERS, MAX_MESSAGE_BYTES, SERVER_BUSY, ApprovalSource, _Held, _ProtocolError, _Server
+from .mcp import (
+    DEFAULT_MAX_WORKERS,
+    MAX_MESSAGE_BYTES,
+    SERVER_BUSY,
+    ApprovalSource,
+    _Backlog,
+    _Held,
+    _ProtocolError,
+    _Server,
+)
 from .mcp_http_answers import _Channel
 from .mcp_http_exchange import HEADER_MISMATCH, _Handler
 from .mcp_tasks import TaskAnswers, TaskOwners, TaskScope
@@ -106,7 +116,7 @@ class HttpLimits:
     max_connections: int = 64  # open connections, each a thread (503 and closed past it)
     max_sessions: int = 64  # handshake-era sessions (the longest idle one makes room)
     max_pending_calls: int = 64  # tools/call accepted and not yet finished, every session together
-    # and one session's (the stateless side counts as one): with the per-session waits below, well under
+    # and one session's (a 2026-07-28 connection carries one at a time): with the waits below, well under
     # max_in_flight, so one client's calls never leave another's requests (initialize) without room
     max_pending_calls_per_session: int = 8
     # tasks/result waiting for their task (one thread each), every session together and one session: well
@@ -218,6 +228,27 @@ class _WaitPlaces:
             self.slots.release()
 
 
+class _Unshared:
+    """A share of a 2026-07-28 client's: its connection, which carries one request at a time, so there is
+    nothing to count (the server-wide caps bound them all; see `McpHttpServer.__init__`)."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+
+class _ConnectionBacklog(_Backlog):
+    """The stateless side's backlog, as if each connection were a session of one request: its one line (at
+    most max_body_bytes) never fills a session's backlog, so it is counted and never refused. Shared by
+    every 2026-07-28 client, the bounds of one session's (MAX_HELD_BYTES) let one client's two 4 MiB
+    calls make every other's call busy; what all of them hold is bounded by max_pending_calls."""
+
+    def bounds(self) -> tuple[int, int]:
+        return sys.maxsize, sys.maxsize
+
+
 class _ResultWaits:
     """Where every session's tasks/result waits: at most `limit` at once, on one pool of `limit` threads
     (a session's own pool would keep every thread it ever grew until the session ends), and at most
@@ -231,11 +262,11 @@ class _ResultWaits:
         self.slots = threading.BoundedSemaphore(limit)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=limit, thread_name_prefix="mcp-task-result")
 
-    def share(self) -> threading.BoundedSemaphore:
-        """One session's places."""
-        return threading.BoundedSemaphore(self.per_session)
+    def share(self, *, shared: bool = True) -> threading.BoundedSemaphore | _Unshared:
+        """One session's places (`shared=False`: the stateless side's, counted by connection)."""
+        return threading.BoundedSemaphore(self.per_session) if shared else _Unshared()
 
-    def submit(self, share: threading.BoundedSemaphore, wait: Callable[..., Any],
+    def submit(self, share: threading.BoundedSemaphore | _Unshared, wait: Callable[..., Any],
                *args: Any) -> concurrent.futures.Future:
         if not share.acquire(blocking=False):
             raise _ProtocolError(SERVER_BUSY, f"Server busy: this session has {self.per_session} tasks/result "
@@ -321,16 +352,19 @@ class _HttpDispatch(_Server):
     writer: Any
 
     def __init__(self, *args: Any, call_slots: threading.BoundedSemaphore, calls_per_session: int,
-                 result_waits: _ResultWaits, task_owners: TaskOwners, **options: Any) -> None:
+                 result_waits: _ResultWaits, task_owners: TaskOwners, shared: bool = True, **options: Any) -> None:
         self._local = threading.local()
         self.call_slots = call_slots
         self.calls_per_session = calls_per_session
-        self.call_share = threading.BoundedSemaphore(calls_per_session)
+        self.call_share = threading.BoundedSemaphore(calls_per_session) if shared else _Unshared()
         self.result_waits = result_waits
-        self.result_share = result_waits.share()
+        self.result_share = result_waits.share(shared=shared)
         super().__init__(*args, **options)
         self.pool.shutdown(wait=False)  # (it has no thread yet)
         self.pool = _CallThreads()
+        if not shared:  # the stateless side: a session of one request per connection (`McpHttpServer`)
+            self.run_slots = _Unshared()  # type: ignore[assignment]
+            self.backlog = _ConnectionBacklog()
         self.tasks = TaskAnswers(self.registry, self.actor, owners=task_owners, scope=TaskScope())
         # A session's end waits for its calls, not for every task of the registry: one thread per ended
         # session waited out the longest task (200 sessions deleted during one 18 s task: 207 threads).
@@ -548,7 +582,12 @@ class McpHttpServer:
         self.options["result_waits"] = self.result_waits
         self.options["task_owners"] = TaskOwners()
         self.modern_channel = _Channel()
-        self.modern = self.dispatcher(registry, writer=self.modern_channel, **self.options)
+        # Every 2026-07-28 client shares one dispatcher, and counted as one session (its shares of calls and
+        # waits, its 4 run slots, its backlog) one client's calls left every other one's busy, or queued
+        # until their deadline (reproduced by review). Its unit is its connection, which carries one request
+        # at a time and so needs no count: the stateless side is bounded by the server-wide caps
+        # (max_connections, max_pending_calls, max_result_waits, max_waiting), as many sessions together are.
+        self.modern = self.dispatcher(registry, writer=self.modern_channel, shared=False, **self.options)
         self.modern.session.era = "modern"  # locked: an unenveloped initialize can never turn it handshake-era
         self.modern.drains_tasks = True  # closed last, when the server stops
         self.bound_host = host

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_lab import Actor, ToolSpec
-from agent_lab.mcp import INVALID_PARAMS, PARSE_ERROR, SERVER_BUSY
+from agent_lab.mcp import DEFAULT_MAX_WORKERS, INVALID_PARAMS, PARSE_ERROR, SERVER_BUSY
 from agent_lab.mcp_http import HEADER_MISMATCH, HttpLimits, McpHttpServer, gateway_http_server
 from agent_lab.mcp_http_answers import HELD_BYTES
 from tests.test_mcp_server import ACTOR, WAIT_S, build_registry
@@ -959,6 +959,70 @@ class WaitingPlacesTest(TaskCase):
                 HttpLimits(**bad)
         with self.assertRaises(TypeError):
             HttpLimits(max_waiting=True)
+
+
+class StatelessSharesTest(HttpCase):
+    """2026-07-28 clients share one dispatcher, but none of them is another's share: each one's unit is its
+    connection (one request at a time), so one client's waiting calls, however many and however large,
+    leave every other stateless client's calls served, within the server-wide caps."""
+
+    def make_server(self) -> McpHttpServer:
+        from agent_lab.registry import Registry
+
+        registry = Registry(max_workers=32)  # (the registry's pool of handler threads is not what is tested)
+        registry.register(ToolSpec(name="slow", description="Waits for the test.", input_schema={"type": "object"},
+                                   timeout_ms=int(WAIT_S * 1000), max_input_bytes=4 << 20),
+                          lambda arguments: self.gate.wait(WAIT_S) and {"done": True})
+        registry.register(ToolSpec(name="quick", description="Answers at once.", input_schema={"type": "object"}),
+                          lambda arguments: {"quick": True})
+        return McpHttpServer(registry, actor=ACTOR)
+
+    def modern_post(self, request_id: Any, name: str, arguments: dict[str, Any]) -> socket.socket:
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": name, "arguments": arguments, "_meta": MODERN_META}}).encode()
+        sock = socket.create_connection((self.host, self.port), timeout=WAIT_S)
+        sock.sendall(("\r\n".join(["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Content-Type: application/json",
+                                    f"Content-Length: {len(body)}", "MCP-Protocol-Version: 2026-07-28",
+                                    "Mcp-Method: tools/call", f"Mcp-Name: {name}"]) + "\r\n\r\n").encode() + body)
+        return sock
+
+    def test_one_stateless_clients_waiting_calls_leave_the_others_served(self) -> None:
+        # Counted as one session, the stateless side let one client's 8 slow calls make every other
+        # stateless client's call busy, its 4 slow calls queue every other one's until its deadline (the
+        # session's 4 run slots), and its 3 calls of 3 MiB make every other one's busy (the session's
+        # 8 MiB backlog) (reproduced by review).
+        limits = HttpLimits()
+        greedy = [self.modern_post(n, "slow", {"pad": "x" * (3 << 20)} if n < 3 else {})
+                  for n in range(limits.max_pending_calls_per_session + 1)]
+        give_up = time.monotonic() + WAIT_S  # a hang guard: until each waits, or one is answered
+        while len(self.server.modern_channel.exchanges) < len(greedy) and time.monotonic() < give_up:
+            if select.select(greedy, [], [], 0.01)[0]:
+                break
+        self.assertEqual(select.select(greedy, [], [], 0)[0], [])  # none refused (old code: busy)
+        other = self.modern_call("quick", {})
+        self.assertEqual(other.message["result"]["structuredContent"], {"quick": True})  # (old code: busy)
+        self.gate.set()
+        for sock in greedy:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"done": True})
+            sock.close()
+
+    def test_under_one_share_of_calls_another_stateless_call_runs_at_once(self) -> None:
+        # The stateless side's 4 run slots: another client's quick call queued behind one client's 4 slow
+        # ones until its deadline ran out (reproduced by review: deadline_exceeded).
+        greedy = [self.modern_post(n, "slow", {}) for n in range(DEFAULT_MAX_WORKERS)]
+        give_up = time.monotonic() + WAIT_S  # a hang guard
+        while len(self.server.modern_channel.exchanges) < len(greedy) and time.monotonic() < give_up:
+            threading.Event().wait(0.01)
+        answered: list[Answer] = []
+        caller = threading.Thread(target=lambda: answered.append(self.modern_call("quick", {})))
+        caller.start()
+        caller.join(WAIT_S)  # a hang guard
+        self.assertEqual(answered[0].message["result"]["structuredContent"], {"quick": True})
+        self.assertEqual(select.select(greedy, [], [], 0)[0], [])  # while they wait (old code: once they ended)
+        self.gate.set()
+        for sock in greedy:
+            self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"done": True})
+            sock.close()
 
 
 class GatewayConfirmationLeftTest(HttpCase):
