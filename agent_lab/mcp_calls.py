@@ -24,6 +24,7 @@ from .adapters import parse_mcp_call, render_mcp_result
 from .calls import ToolCall, ToolResult
 from .execution import describe_exception
 from .mcp_messages import (
+    _META_CLIENT_CAPABILITIES,
     _META_SERVER_INFO,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -217,9 +218,16 @@ class _ToolCallPath:
     # -- tasks (`agent_lab.mcp_tasks`) -------------------------------------------------------------
 
     def as_task_if_asked(self, call: ToolCall, request: _Request) -> ToolCall:
+        """On 2026-07-28 what the request itself declares decides: over HTTP every stateless client shares
+        one dispatcher, whose session held the last request's capabilities, so a call could run under
+        another client's (reproduced by review: a client declaring the tasks extension got a plain result)."""
+        capabilities = self.session.client_capabilities
+        meta = request.params.get("_meta")
+        if self.session.era == "modern" and isinstance(meta, dict) \
+                and isinstance(meta.get(_META_CLIENT_CAPABILITIES), dict):
+            capabilities = meta[_META_CLIENT_CAPABILITIES]
         try:
-            return self.tasks.call(call, request.params, self.session.era or "handshake",
-                                   self.session.client_capabilities)
+            return self.tasks.call(call, request.params, self.session.era or "handshake", capabilities)
         except TaskRequestError as refused:
             raise _ProtocolError(refused.code, refused.message, refused.data) from None
 

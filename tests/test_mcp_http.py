@@ -1025,6 +1025,43 @@ class StatelessSharesTest(HttpCase):
             sock.close()
 
 
+class StatelessCapabilitiesTest(TaskCase):
+    def test_each_stateless_call_runs_under_the_capabilities_it_declares(self) -> None:
+        # Every 2026-07-28 client shares one dispatcher, and each request wrote its declared capabilities
+        # on the dispatcher's session: a call read those of whichever request came last, so a client that
+        # declared the tasks extension got a plain result (reproduced by review, on cue as here).
+        from agent_lab.mcp_tasks import TASKS_EXTENSION
+
+        slots, held, go = self.server.modern.call_slots, threading.Event(), threading.Event()
+
+        class HoldTheFirst:  # the first call stops after its envelope was read, before it is started
+            def acquire(self, blocking: bool = True) -> bool:
+                if not held.is_set():
+                    held.set()
+                    go.wait(WAIT_S)
+                return slots.acquire(blocking)
+
+            def release(self) -> None:
+                slots.release()
+
+        self.server.modern.call_slots = HoldTheFirst()
+
+        def call(key: str, capabilities: dict[str, Any]) -> Any:
+            meta = dict(MODERN_META, **{"io.modelcontextprotocol/clientCapabilities": capabilities})
+            return self.post({"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": {
+                "name": "export_now", "arguments": {"request_id": key}, "_meta": meta}},
+                {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "export_now"}).message
+
+        answers: list[Any] = []
+        declaring = threading.Thread(target=lambda: answers.append(call("a", {"extensions": {TASKS_EXTENSION: {}}})))
+        declaring.start()
+        held.wait(WAIT_S)
+        self.assertEqual(call("b", {})["result"]["structuredContent"], {"exported": 1})  # no extension: plain
+        go.set()
+        declaring.join(WAIT_S)
+        self.assertIn("taskId", answers[0]["result"])  # (old code: a plain result, as the other declared)
+
+
 class GatewayConfirmationLeftTest(HttpCase):
     """A call waiting for its user's confirmation holds one of the server's call slots (here the only one):
     once nobody can answer (the stream closed, the session ended, the call cancelled) the wait ends at
