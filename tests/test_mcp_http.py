@@ -1062,6 +1062,47 @@ class StatelessCapabilitiesTest(TaskCase):
         self.assertIn("taskId", answers[0]["result"])  # (old code: a plain result, as the other declared)
 
 
+class ManyFilesTest(TaskCase):
+    def test_a_wait_on_a_descriptor_past_1024_is_kept_until_its_answer(self) -> None:
+        # The look for a vanished client used select(), which refuses a descriptor of 1024 or more: in a
+        # process with that many files open, every wait was taken for gone at its first look (reproduced
+        # by review: no answer, the connection closed).
+        import resource
+        from unittest import mock
+
+        from agent_lab.mcp_http_answers import _Answering
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            self.skipTest(f"the hard limit on open files ({hard}) is under the 1,200 this test opens")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY
+                                                     else min(max(soft, 1200), hard), hard))
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        ballast = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the host's other files
+        self.addCleanup(lambda: [os.close(each) for each in ballast])
+        looked = threading.Event()
+        original = _Answering.client_gone
+
+        def look(handler: Any) -> bool:
+            gone = original(handler)
+            looked.set()
+            return gone
+
+        session = self.open_session()
+        running = self.start_task(session)
+        with mock.patch.object(_Answering, "client_gone", look):
+            sock = self.open_post({"jsonrpc": "2.0", "id": "w", "method": "tasks/result",
+                                   "params": {"taskId": running}}, session)
+            self.addCleanup(sock.close)
+            self.assertGreaterEqual(sock.fileno(), 1024)  # (and the server's side of it, opened after it)
+            self.assertTrue(looked.wait(WAIT_S))
+            looked.clear()
+            self.assertTrue(looked.wait(WAIT_S))  # a look that began once the first had ended
+        self.assertIsNotNone(self.server.sessions[session].channel.internal_for("w"))  # (old code: abandoned)
+        self.gate.set()
+        self.assertEqual(self.answered(sock)[1]["result"]["structuredContent"], {"exported": 1})
+
+
 class GatewayConfirmationLeftTest(HttpCase):
     """A call waiting for its user's confirmation holds one of the server's call slots (here the only one):
     once nobody can answer (the stream closed, the session ended, the call cancelled) the wait ends at
