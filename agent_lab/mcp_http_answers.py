@@ -37,6 +37,7 @@ REQUEST_CANCELLED = -32800  # the answer to a request the client cancelled while
 POLL_S = 0.25  # how often a waiting exchange looks for a vanished client
 DRAIN_BYTES = 1 << 20  # at most this much a waiting exchange reads from its client a look
 HELD_BYTES = 1 << 20  # what a waiting request keeps of the requests pipelined behind it, to answer after it
+# (a connection's, until they are read: at most max_connections times this, under their bodies in progress)
 LINGER_S = 1.0  # how long a refused request's unread body is drained after the answer
 LINGER_BYTES = 1024 * 1024  # and how much of it
 _INTERNAL_ID = re.compile(r'^\{"jsonrpc":"2\.0","id":"(h-[0-9]+)"')
