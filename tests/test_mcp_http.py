@@ -846,6 +846,26 @@ class ResultWaitsTest(TaskCase):
         self.assertEqual(self.answered(sock)[1], {"jsonrpc": "2.0", "id": "next", "result": {}})
         sock.close()
 
+    def test_requests_kept_behind_a_wait_are_answered_in_order_each_under_its_own_session(self) -> None:
+        session, other = self.open_session(), self.open_session()
+        running = self.start_task(session)
+        sock = self.wait_for_task(session, running)
+        split = self.request_bytes({"jsonrpc": "2.0", "id": "split", "method": "ping"}, session)
+        sock.sendall(b"".join(self.request_bytes({"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"}, session)
+                              for n in range(5))
+                     + self.request_bytes({"jsonrpc": "2.0", "id": "theirs", "method": "tasks/get",
+                                           "params": {"taskId": running}}, other)
+                     + split[:-5])  # the rest of it only once the wait is answered
+        self.assertEqual(self.tasks(session, "tasks/get", running)["result"]["status"], "working")
+        self.gate.set()
+        self.assertEqual(self.answered(sock)[1]["id"], "w")
+        self.assertEqual([self.answered(sock)[1]["id"] for _ in range(5)], [f"p{n}" for n in range(5)])
+        theirs = self.answered(sock)[1]  # answered for the session it names: not its task
+        self.assertEqual((theirs["id"], theirs["error"]["code"]), ("theirs", INVALID_PARAMS))
+        sock.sendall(split[-5:])
+        self.assertEqual(self.answered(sock)[1], {"jsonrpc": "2.0", "id": "split", "result": {}})
+        sock.close()
+
     def test_past_what_is_kept_the_answer_says_connection_close_and_the_connection_ends(self) -> None:
         session = self.open_session()
         running = self.start_task(session)
