@@ -201,6 +201,19 @@ class _Answering(BaseHTTPRequestHandler):
 
     # -- answering -------------------------------------------------------------------------------
 
+    holds_slot = False  # the request holds an in-flight slot (`_Handler.answer`)
+
+    def let_go(self) -> None:
+        """The request's in-flight slot, and its place among those that wait (`_WaitPlaces`), are let go
+        once its answer is made, before it is written: a client that reads no answers blocks that write
+        until read_timeout_s, and 32 such clients of pings held every slot, so every request of every
+        other client was 503 whatever the cap on waiting requests (reproduced by review). A connection
+        still holds its thread (max_connections); an event stream holds its place until it ends."""
+        if self.holds_slot:
+            self.holds_slot = False
+            self.app.wait_places.give_back()
+            self.app.in_flight.release()
+
     def reply(self, status: int, message: Any = None, headers: Mapping[str, str] | None = None) -> None:
         """One complete answer: a JSON message (a dict, or an encoded line) or, with None, no body."""
         body = b"" if message is None else \
@@ -262,6 +275,7 @@ class _Answering(BaseHTTPRequestHandler):
                 dispatch.writer.close(internal)  # before the answer: a client may reuse the id once it has it
                 if not streaming:
                     self.client_gone()  # holds what it sent meanwhile (a pipelined request: answered next)
+                    self.let_go()
                     self.reply(self.status_of(item, modern), item)
                     return True
             if not streaming:

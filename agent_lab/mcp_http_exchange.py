@@ -355,6 +355,7 @@ class _Handler(_Answering):
             self.refuse(503, "Server busy: too many requests in flight; retry later", code=SERVER_BUSY,
                         headers={"Retry-After": "1"})
             return
+        self.holds_slot = True
         try:
             opened = channel.open(original, unique=not modern)
             if opened is None:
@@ -375,11 +376,11 @@ class _Handler(_Answering):
                 if response is not None:
                     line = _restore_id(_encoded(response), internal, original)
                     channel.close(internal)  # before the answer: a client may reuse the id once it has it
+                    self.let_go()
                     self.reply(self.status_of(line, modern), line, headers)
                     return
                 self.stream(dispatch, exchange, internal, modern=modern)
             finally:
                 channel.close(internal)
         finally:
-            self.app.wait_places.give_back()  # the place a waiting request took (`_WaitPlaces`), if any
-            self.app.in_flight.release()
+            self.let_go()

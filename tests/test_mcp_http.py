@@ -425,6 +425,37 @@ class LimitsTest(HttpCase):
         self.assertEqual(answers[0].status, 200)
         self.assertEqual(self.modern_call("notes.get", {"id": "n-1"}).status, 200)
 
+    def test_answers_nobody_reads_hold_no_in_flight_slot(self) -> None:
+        # A write to a client that reads nothing blocks until read_timeout_s, and it held the request's
+        # in-flight slot: 32 connections of pipelined pings never read held every slot, and every other
+        # request was 503 (reproduced by review). Here a reply that blocks stands for such a write.
+        from unittest import mock
+
+        from agent_lab.mcp_http_answers import _Answering
+
+        original, stuck, release = _Answering.reply, threading.Semaphore(0), threading.Event()
+
+        def reply(handler: Any, status: int, message: Any = None, headers: Any = None) -> None:
+            if isinstance(message, str) and '"id":"stuck' in message:
+                stuck.release()
+                release.wait(WAIT_S)
+            original(handler, status, message, headers)
+
+        self.addCleanup(release.set)
+        with mock.patch.object(_Answering, "reply", reply):
+            readers = [threading.Thread(target=self.post, args=({"jsonrpc": "2.0", "id": f"stuck-{n}",
+                                                                  "method": "ping", "params": {"_meta": MODERN_META}},
+                                                                 {"MCP-Protocol-Version": "2026-07-28",
+                                                                  "Mcp-Method": "ping"})) for n in range(2)]
+            for reader in readers:
+                reader.start()
+            for _ in readers:
+                self.assertTrue(stuck.acquire(timeout=WAIT_S))  # both answers are being written
+            self.assertEqual(self.post(INITIALIZE).status, 200)  # (old code: 503, both slots held)
+            release.set()
+            for reader in readers:
+                reader.join(WAIT_S)
+
     def test_a_slow_client_is_disconnected_and_cannot_hold_its_thread(self) -> None:
         with socket.create_connection((self.host, self.port), timeout=WAIT_S) as slow:
             slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n")
