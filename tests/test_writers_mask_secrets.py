@@ -75,7 +75,7 @@ WRITERS: dict[str, tuple[str, str]] = {
     "cli.py:_catalog_cost": (NO_RUN_SECRET, "sizes of tool definitions"),
     "cli.py:_lock": (NO_RUN_SECRET, "how many tools were locked, and the lockfile's path"),
     "cli.py:_docs": (NO_RUN_SECRET, "the reference topics shipped with the package, and their list"),
-    "mcp_client/stdio.py:StdioTransport._write_stdin": (CALL, "JSON-RPC requests to the server child; a tool "
+    "mcp_client/stdio.py:_write_all": (CALL, "JSON-RPC requests to the server child; a tool "
                                                               "call's arguments go to the server that runs it"),
     "atomicfile.py:write_text": (SINK, "writes the text its callers made, whole: cli._emit (lint's and lock's "
                                        "output), Lockfile.write (tool definitions), bench's --json figures"),
