@@ -120,6 +120,7 @@ class Hold:
     fenced: bool = False  # a renewal found the key no longer ours
     still_running: bool = False  # UNKNOWN after the late window: its handler has not returned yet (renewed)
     dropped: bool = False  # settled or let go: no longer held
+    stored: bool = False  # its record is the key's receipt: the store said so (read by `wait_stored`)
     keeps: Optional[Tuple[ReceiptKey, str]] = None  # a receipt (and its completer's owner token) kept with the lease
     task = False  # the entry of an accepted task, not a call's idempotency key (what a log line calls it)
 
@@ -281,6 +282,25 @@ class KeyHolder:
                     self._settled_waiters -= 1
             return True
 
+    def wait_stored(self, hold: Hold, timeout_s: float) -> bool:
+        """Wait until `hold`'s record is stored (True), or is not going to be by this process (False):
+        released, refused, given up as unknown, let go, still pending when the holder was closed (the
+        keeper no longer retries it), or `timeout_s` ran out. Woken when the hold settles, not polled: a
+        record the store took at once answers at once. False never says "not stored" for certain (an
+        answer lost may have landed): only that nobody here can say it was."""
+        give_up = time.monotonic() + timeout_s
+        with self._lock:
+            while not hold.dropped and hold.state is not HoldState.UNKNOWN and not self._closed:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    return False
+                self._settled_waiters += 1
+                try:
+                    self._settled.wait(left)
+                finally:
+                    self._settled_waiters -= 1
+            return hold.stored
+
     def close(self, *, store_closed: bool) -> None:
         """Stop the keeper. `store_closed`: the store closes too, so later outcomes have nowhere to go
         (a late handler finishing after this is not worth a warning).
@@ -292,6 +312,7 @@ class KeyHolder:
             self._closed = True
             self._store_closed = store_closed
             self._wake.notify_all()
+            self._settled.notify_all()  # `wait_stored`: a record still pending is retried no more
             if not store_closed and any(_runs(hold) for hold in self._holds.values()):
                 return  # the keeper ends by itself once they are done (never waited for here)
             thread, self._thread = self._thread, None
@@ -322,6 +343,8 @@ class KeyHolder:
                            "release" if record is None else "complete", hold.tool, type(exception).__name__)
             return None
         with self._lock:
+            if done is True and record is not None:
+                hold.stored = True
             self._drop_locked(hold)
         if done is not True:
             if retry and record is None:  # a release has nothing to recognise itself by once it landed

@@ -849,6 +849,122 @@ class KeyAfterTheHostDiedTest(TaskTestCase):
         registry.register(export_spec(name="read_report", effect="read"), self.exporter)  # a read task is fine
 
 
+class AcceptedOnCueStore:
+    """One host's way to a shared store on which storing a write task's `accepted` (its key's
+    `complete_unknown`) fails on cue: its first `fails` attempts raise, as a store that did not answer in
+    time does (`lands`: having stored it all the same, its answer lost); a later attempt (the lease
+    keeper's retry) waits until the test lets it through (`at_retry`, `let_retry`)."""
+
+    def __init__(self, inner: Any, *, fails: float, lands: bool = False) -> None:
+        self.inner, self.fails, self.lands = inner, fails, lands
+        self.attempts = 0
+        self.at_retry = threading.Event()
+        self.let_retry = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def complete_unknown(self, key: Any, owner: str, record: Any, **options: Any) -> Any:
+        if key.tool != "export_report":
+            return self.inner.complete_unknown(key, owner, record, **options)
+        self.attempts += 1
+        if self.attempts > 1:
+            self.at_retry.set()
+            self.let_retry.wait(WAIT_S)
+        if self.attempts <= self.fails:
+            if self.lands:
+                self.inner.complete_unknown(key, owner, record, **options)
+            raise ReceiptStoreUnavailable("the store did not answer in time")
+        return self.inner.complete_unknown(key, owner, record, **options)
+
+
+class StartAfterAcceptedTest(TaskTestCase):
+    """A write task's call starts only once its key's `accepted` is stored: a key that lapsed without it
+    names no task, so it is resolved "did not happen" with nothing asking the task."""
+
+    CALL = ToolCall("export_report", {"rows": 1, "request_id": "a-1"})
+
+    def two_hosts(self, *, fails: float, lands: bool = False) -> tuple:
+        """(clock, cut, host, other): the export tool on two registries sharing one in-memory store (ttl
+        60 s, lease 30 s) on `clock`, the host's way to it an `AcceptedOnCueStore` (`cut`)."""
+        from store_conformance import FakeClock
+
+        clock = FakeClock()
+        shared = InMemoryReceiptStore(ttl_s=60, lease_s=30, clock=clock, monotonic=clock.monotonic)
+        cut = AcceptedOnCueStore(shared, fails=fails, lands=lands)
+        host = Registry(receipts=cut, late_completion_s=0)  # type: ignore[arg-type]
+        other = Registry(receipts=shared, late_completion_s=0)
+        for registry in (host, other):
+            self.addCleanup(registry.close)
+            registry.register(export_spec(), self.exporter)
+        self.addCleanup(cut.let_retry.set)
+        return clock, cut, host, other
+
+    def test_a_task_whose_accepted_could_not_be_stored_never_starts_and_its_key_runs_once(self) -> None:
+        # The caller was answered `accepted` and the run started although the receipt never reached the
+        # store (the caller's attempt and the keeper's retries failed): the key lapsed to `unknown` naming
+        # no task, was resolved "did not happen" while the task ran, and ran again (reproduced by review:
+        # 2 effects for one key, on memory and SQLite).
+        clock, cut, host, other = self.two_hosts(fails=float("inf"))
+        cut.let_retry.set()
+        self.exporter.release.set()
+        accepted = host.invoke(self.CALL, actor=ANA, as_task=True)
+        self.assertIs(accepted.outcome, Outcome.ACCEPTED)  # the caller's answer (its receipt pending)
+        task_id = accepted.output["task_id"]
+        self.assertTrue(host.wait_tasks(WAIT_S))  # the keeper gave up: the run ended
+        self.assertEqual(self.exporter.runs, [])
+        status = other.task(task_id, actor=ANA)
+        self.assertEqual((status.status, status.result.error.code, status.result.outcome),
+                         (TaskState.FAILED, "task_interrupted", Outcome.REJECTED))  # "did not run", and true
+        clock.advance(31)  # the key's lease lapsed: unknown, with no receipt naming the task
+        self.assertTrue(other.resolve_unknown("export_report", "a-1", tenant=ANA.tenant, happened=False))
+        self.assertNotEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertTrue(other.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_task_whose_accepted_is_stored_by_a_retry_runs_once(self) -> None:
+        # The first attempt stored it and its answer was lost: the keeper's retry confirms it (a completion
+        # that landed is recognised by its owner), and the task runs.
+        _, cut, host, other = self.two_hosts(fails=1, lands=True)
+        cut.let_retry.set()
+        self.exporter.release.set()
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(host.wait_tasks(WAIT_S))
+        self.assertIs(other.task(task_id, actor=ANA).status, TaskState.COMPLETED)
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertEqual(len(self.exporter.runs), 1)
+
+    def test_a_cancel_while_the_accepted_is_being_stored_stops_the_call(self) -> None:
+        _, cut, host, other = self.two_hosts(fails=1)
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(cut.at_retry.wait(WAIT_S))  # the keeper's retry is under way; the run waits for it
+        self.assertEqual(other.cancel_task(task_id, actor=ANA).cancel, "cancelled")
+        cut.let_retry.set()
+        self.assertTrue(host.wait_tasks(WAIT_S))
+        self.assertEqual(self.exporter.runs, [])
+        self.assertIs(other.task(task_id, actor=ANA).status, TaskState.CANCELLED)
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+
+    def test_a_registry_closed_while_the_accepted_is_being_stored_never_starts_the_call(self) -> None:
+        # Closed, its keeper retries that receipt no more: whether it lands is nobody's to confirm.
+        _, cut, host, other = self.two_hosts(fails=1)
+        task_id = host.invoke(self.CALL, actor=ANA, as_task=True).output["task_id"]
+        self.assertTrue(cut.at_retry.wait(WAIT_S))
+        host.close()
+        self.assertTrue(host.wait_tasks(WAIT_S))
+        cut.let_retry.set()  # the retry under way lands after all: the key replays a task that never ran
+        self.assertTrue(host.wait_settled(WAIT_S))
+        self.assertEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertEqual(self.exporter.runs, [])
+        status = other.task(task_id, actor=ANA)
+        self.assertEqual((status.status, status.result.outcome), (TaskState.FAILED, Outcome.REJECTED))
+        self.assertTrue(other.resolve_unknown("export_report", "a-1", tenant=ANA.tenant, happened=False))
+        self.exporter.release.set()
+        self.assertNotEqual(other.invoke(self.CALL, actor=ANA, as_task=True).output, {"task_id": task_id})
+        self.assertTrue(other.wait_tasks(WAIT_S))
+        self.assertEqual(len(self.exporter.runs), 1)
+
+
 class IsolationTest(TaskTestCase):
     def test_another_tenants_or_actors_task_reads_and_cancels_like_an_unknown_one(self) -> None:
         task_id = self.start().output["task_id"]

@@ -6,6 +6,13 @@ task's entry in the receipt store (`agent_lab.tasks`), starts the run on a threa
 `accepted` with the task id. The record step then stores that answer as the key's receipt, so a retry
 under the same key replays the same task id and never runs the tool again.
 
+A write task's run first waits until that receipt is stored (the caller's hold settles, or the lease
+keeper's retries do: `KeyHolder.wait_stored`; at once when the store answers at once). One never
+stored ends the task unstarted (`task_interrupted`, the tool did not run): the key lapses to `unknown`
+naming no task, so `resolve_unknown` cannot ask the task whether it runs, and "did not happen" must be
+true of it. (It started all the same, and a key resolved so ran the effect twice.) A read task does
+not wait: a second run of a read has no effect to repeat.
+
 The run takes the task's gate first (a cancel that came before it wins: the handler never starts),
 then executes the handler under the tool's own deadline (counted from the run's start: the caller
 no longer waits), checks its output and writes its audit record as any call does, and completes the
@@ -49,6 +56,10 @@ __all__ = ["TaskRunner", "accept_task"]
 logger = logging.getLogger("agent_lab.registry")
 
 _ACCEPTED = Outcome.ACCEPTED
+ACCEPTED_WAIT_S = 300.0
+"""How long a write task's run waits at most for its key's `accepted` receipt to be stored before it
+ends without starting. A guard only: the caller's hold settles, or is given up after the lease keeper's
+few retries, long before (seconds); past it, ending unstarted is safe (the tool never ran)."""
 LISTED_PER_ACTOR = 1000
 """How many of its latest tasks per actor a registry remembers for `Registry.tasks`."""
 LISTED_ACTORS = 10_000
@@ -108,7 +119,9 @@ class TaskRunner:
         run_state.receipt_key = entry
         run_state.receipt_note = None
         run_state.task = task_id
-        thread = threading.Thread(target=self._run, args=(run_state, hold, task_id), daemon=True,
+        # A write's run starts only once the key's `accepted` is stored (`_run`): the caller's hold says when.
+        key_hold = state.hold if spec.writes and keeps is not None else None
+        thread = threading.Thread(target=self._run, args=(run_state, hold, task_id, key_hold), daemon=True,
                                   name=f"agent-lab-task-{spec.name}")
         try:
             thread.start()
@@ -118,11 +131,20 @@ class TaskRunner:
             raise
         return state.result(ok=True, outcome=_ACCEPTED, output={"task_id": task_id})
 
-    def _run(self, state: CallState, hold: Hold, task_id: str) -> None:
-        started = False
+    def _run(self, state: CallState, hold: Hold, task_id: str, key_hold: Optional[Hold]) -> None:
+        started, key_stored = False, True
         try:
             spec = state.spec
             assert spec is not None and state.plan is not None
+            if key_hold is not None and not self.services.holder.wait_stored(key_hold, ACCEPTED_WAIT_S):
+                # Its key holds no receipt naming the task (or none anyone can confirm): a key that lapsed
+                # to `unknown` without one is resolved "did not happen" with nothing asking the task, so the
+                # call must never start, here or anywhere.
+                logger.warning("a task of %r did not start: its key's accepted receipt could not be stored",
+                               state.tool)
+                key_stored = False
+                self._finish(hold, *self._never_accepted(state, task_id))
+                return
             try:
                 gate = self.book.take_gate(state.actor.tenant, task_id, "start", timeout_s=RECEIPT_RETRY_TIMEOUT_S)
             except (ReceiptStoreUnavailable, OSError):
@@ -148,7 +170,21 @@ class TaskRunner:
             state.late_pending = False
         finally:
             if not state.late_pending:  # else the task still runs: it ends when its late handler does (`ended`)
-                self._end(state, started)
+                self._end(state, started, key_stored)
+
+    def _never_accepted(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
+        """How a write task whose key's `accepted` was not stored ends: interrupted before its call
+        started. Its gate is taken first (`interrupt`), so a cancel that came meanwhile, and answered
+        "cancelled", stays true (it ends cancelled then), and a reader finds the gate taken whatever
+        becomes of the entry."""
+        try:
+            gate = self.book.take_gate(state.actor.tenant, task_id, "interrupt", timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+        except (ReceiptStoreUnavailable, OSError):
+            gate = "unknown"
+        if gate == "lost":
+            return self._lost(state, task_id)
+        assert state.spec is not None
+        return TaskState.FAILED, interrupted_result(state.tool, task_id, started=False, writes=state.spec.writes)
 
     def _lost(self, state: CallState, task_id: str) -> Tuple[TaskState, ToolResult]:
         """How a run that lost its gate ends: interrupted when a reader that found the entry lapsed took
@@ -172,13 +208,15 @@ class TaskRunner:
         be): until then it counts as running, for `wait` and for `MAX_RUNNING_TASKS`."""
         self._end(state, started=True)
 
-    def _end(self, state: CallState, started: bool) -> None:
+    def _end(self, state: CallState, started: bool, key_stored: bool = True) -> None:
         """The run is over: its `start` at the gate expires with the entry once the entry holds the task's
         final record (else it stays, as the entry stays unknown: see `TaskBook.take_gate`). So does a write
         task's key, kept until resolved from its acceptance (`store_outcome`), unless the task ended with
-        its outcome unknown: then it stays until the application resolves it."""
+        its outcome unknown: then it stays until the application resolves it. A key whose `accepted` was
+        never confirmed stored (`key_stored` False) is left as it is: unknown once its lease lapses, or
+        kept until resolved if an answer was lost; `resolve_unknown` settles either (the task never ran)."""
         try:
-            if state.spec is not None and state.spec.writes:
+            if state.spec is not None and state.spec.writes and key_stored:
                 if started and state.task_unknown:
                     self._keep_key_until_resolved(state)
                 elif not started or state.receipt_note is ReceiptNote.STORED:
