@@ -408,12 +408,19 @@ async def _carrying_exits(awaitable: Any) -> Any:
         return ProcessExit(exit_request)
 
 
+LoopCheck = Callable[[Run], "Run | concurrent.futures.Future"]
+"""The registry's output check as `LoopThread.run` takes it: the checked run, or the future of a check it
+started on another thread (one that would hold the loop: a large output, handler code)."""
+
+
 async def run_async_on_loop_thread(handler: Handler, arguments: Any, ctx: CallContext,
-                                   check: Optional[Callable[[Run], Run]] = None) -> Run:
+                                   check: Optional[LoopCheck] = None) -> Run | concurrent.futures.Future:
     """`run_async` for the registry's own loop thread. `check` (the registry's output check, which
-    contains what reading the output raises) runs here too, not on the waiting caller's thread: an
+    contains what reading the output raises) is called here, never on the waiting caller's thread: an
     object the handler hands back can run code when it is read, and the caller stops waiting for this
-    loop. Nothing raised here is the caller's stop request: this is never the main thread."""
+    loop; what it cannot do quickly it starts on another thread, and its future is the job's answer
+    (`_LoopJob`), so the loop is free meanwhile. Nothing raised here is the caller's stop request: this is
+    never the main thread."""
     run = await run_async(handler, arguments, ctx)
     return run if check is None else check(run)
 
@@ -1035,12 +1042,14 @@ class LoopThread:
         self._when_dropped: dict[_ToolLoop, weakref.finalize] = {}  # per loop still running (see `_new_loop`)
 
     def run(self, handler: Handler, arguments: Any, ctx: CallContext,
-            check: Optional[Callable[[Run], Run]] = None, late: Optional[LateRun] = None) -> Run:
+            check: Optional[LoopCheck] = None, late: Optional[LateRun] = None) -> Run:
         """Run an async handler on the current loop and wait for what came of it, until its deadline:
         then stop waiting (`Run.timed_out`, or `Run.not_started` if the loop never started it) and ask
         the loop for a turn, which a blocked loop does not take (see the class). A call left running
         then is handed to `late`, if given: `late.left()` before this returns, `late.finished(run)` on
-        a thread of its own once the call ends (a write's real result becomes its receipt). Raises
+        a thread of its own once the call ends (a write's real result becomes its receipt). `check` is
+        called on the loop with what the handler came to; the call ends when it returns a run, or when
+        the future it may return instead (a check on another thread) is done. Raises
         PoolClosed when closed, and re-raises a KeyboardInterrupt or SystemExit the handler raised."""
         give_up_at = ctx.deadline
         loop = self._loop()
@@ -1166,7 +1175,7 @@ class _LoopJob:
     _PENDING, _STARTED, _TAKEN_BACK = "pending", "started", "taken back"
 
     def __init__(self, handler: Handler, arguments: Any, ctx: CallContext,
-                 check: Optional[Callable[[Run], Run]] = None) -> None:
+                 check: Optional[LoopCheck] = None) -> None:
         self.handler, self.arguments, self.ctx, self.check = handler, arguments, ctx, check
         self.submitted = time.monotonic()
         self.finished = threading.Event()
@@ -1213,11 +1222,30 @@ class _LoopJob:
         if task.cancelled():
             self._answer = Run.timed_out()  # cancelled after its caller stopped waiting
         elif task.exception() is not None:
-            error = task.exception()  # a bug outside the handler: the caller raises it, as the step's bug
-            self._error = error if isinstance(error, Exception) else \
-                RuntimeError(f"{type_name(error)} on the tools' event loop")  # never a stop request there
+            self._failed(task.exception())
         else:
-            self._answer = task.result()
+            answer = task.result()
+            if isinstance(answer, concurrent.futures.Future):  # its output is checked on a thread of its own
+                answer.add_done_callback(self._checked)
+                return
+            self._answer = answer
+        self._finish()
+
+    def _checked(self, checking: concurrent.futures.Future) -> None:
+        """The check of the job's output, on a thread of its own, has ended: the job has."""
+        if checking.exception() is not None:
+            self._failed(checking.exception())
+        else:
+            self._answer = checking.result()
+        self._finish()
+
+    def _failed(self, error: Optional[BaseException]) -> None:
+        """A bug outside the handler: the caller raises it, as the step's bug (never a stop request: this
+        is never the caller's thread)."""
+        self._error = error if isinstance(error, Exception) else \
+            RuntimeError(f"{type_name(error)} on the tools' event loop")
+
+    def _finish(self) -> None:
         with self._lock:
             self.finished.set()
             late = self._late

@@ -170,9 +170,11 @@ class HeldCheck:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.entered = threading.Event()
         self.ended = threading.Event()
 
     def hold(self) -> None:
+        self.entered.set()
         self.release.wait(HOLD_S)
         self.ended.set()
 
@@ -191,11 +193,19 @@ class HeldCheck:
 HOLD_S = 5.0
 
 
-class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
-    """Under `ainvoke` the caller of an async handler is answered by the deadline whatever the handler
-    hands back: the check of an output that is not small plain JSON runs on a thread of its own, as a
-    sync handler's runs on its worker, so it never holds the caller's loop; a write's real result,
-    checked late, is still its key's receipt."""
+def invoke_as(run: str, registry: Registry, call: ToolCall, actor: Any) -> Any:
+    """`registry.invoke(call)`, or `ainvoke` on a loop of its own, as `run` says."""
+    if run == "invoke":
+        return registry.invoke(call, actor=actor)
+    return asyncio.run(registry.ainvoke(call, actor=actor))
+
+
+class AsyncHandlerAnsweredByTheDeadlineTest(unittest.TestCase):
+    """The caller of an async handler is answered by the deadline whatever the handler hands back: the
+    check of an output that is not small plain JSON runs on a thread of its own, as a sync handler's runs
+    on its worker, so it never holds the loop the handler ran on (the caller's under `ainvoke`, the one
+    the registry's async tools share under `invoke`); a write's real result, checked late, is still its
+    key's receipt."""
 
     def setUp(self) -> None:
         self.registry = Registry()
@@ -220,17 +230,22 @@ class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
             return self.check.output(**effects.record_followup(arguments))
 
         self.registry.register(followup_spec(timeout_ms=200), write)
-        first = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
-        answered_while_checking = not self.check.ended.is_set()
-        self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
-        self.assertEqual(first.error.next_action, NextAction.LOOKUP_STATUS)
-        self.assertTrue(answered_while_checking)
-        self.check.release.set()
-        self.assertTrue(self.registry.wait_settled(GENEROUS_S))
-        again = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
-        self.assertEqual((again.replayed, again.ok, again.output), (True, True, {
-            "followup_id": "F-1", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
-        self.assertEqual(len(effects.effects), 1)
+        for number, run in enumerate(("ainvoke", "invoke")):
+            with self.subTest(run=run):
+                check = self.check = HeldCheck()
+                self.addCleanup(check.release.set)
+                call = followup_call(action_id=f"act-{run}")
+                first = invoke_as(run, self.registry, call, WRITER)
+                answered_while_checking = not check.ended.is_set()
+                self.assertEqual((first.error.code, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+                self.assertEqual(first.error.next_action, NextAction.LOOKUP_STATUS)
+                self.assertTrue(answered_while_checking)
+                check.release.set()
+                self.assertTrue(self.registry.wait_settled(GENEROUS_S))
+                again = invoke_as(run, self.registry, call, WRITER)
+                self.assertEqual((again.replayed, again.ok, again.output), (True, True, {
+                    "followup_id": f"F-{number + 1}", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
+                self.assertEqual(len(effects.effects), number + 1)  # the replay ran nothing
 
     def test_a_tool_failure_is_answered_at_its_deadline_while_its_check_runs(self) -> None:
         held = self.check
@@ -296,6 +311,38 @@ class AinvokeAnswersAnAsyncHandlerByTheDeadlineTest(unittest.TestCase):
                                                            actor=READER))
                 self.assertEqual((result.ok, result.output), (True, answer or output))
                 self.assertEqual(len(handed_off), hops)
+
+    def test_under_invoke_another_async_tool_is_served_by_the_loop_while_an_output_is_checked(self) -> None:
+        # The check of one tool's output (a large output, handler code it runs) never holds the loop the
+        # registry's async tools share: held there, it kept the others waiting until the loop was judged
+        # blocked and replaced (calls with a shorter deadline timed out), as if the tool itself blocked it.
+        loops = {}
+
+        async def report(arguments, ctx):
+            loops["report"] = asyncio.get_running_loop()
+            return self.check.output(rows=[1, 2])
+
+        async def lookup(arguments, ctx):
+            loops["lookup"] = asyncio.get_running_loop()
+            return {"ticket_id": "T-1001"}
+
+        self.registry.register(read_spec(name="report", timeout_ms=HOLD_S * 2_000), report)
+        self.registry.register(read_spec(timeout_ms=HOLD_S * 1_000), lookup)
+        answers: list = []
+        caller = threading.Thread(target=lambda: answers.append(self.registry.invoke(ToolCall("report", {}),
+                                                                                     actor=READER)))
+        caller.start()
+        self.addCleanup(caller.join)
+        self.addCleanup(self.check.release.set)
+        self.assertTrue(self.check.entered.wait(GENEROUS_S))
+        other = self.registry.invoke(ToolCall("lookup", {}), actor=READER)
+        answered_while_checking = not self.check.ended.is_set()
+        self.assertEqual((other.ok, other.output), (True, {"ticket_id": "T-1001"}))
+        self.assertTrue(answered_while_checking)
+        self.assertIs(loops["lookup"], loops["report"])  # served by the same loop: it was never judged blocked
+        self.check.release.set()
+        caller.join()
+        self.assertEqual((answers[0].ok, answers[0].output), (True, {"rows": [1, 2], "at": "2026-08-04T09:30:00+00:00"}))
 
     def registry_with_its_one_worker_busy(self) -> Registry:
         registry = Registry(max_workers=1)

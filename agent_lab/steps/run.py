@@ -4,10 +4,10 @@ event loop, and decide what a run that overran its deadline means.
 * A sync handler runs on the registry's worker pool, so the caller can stop waiting at the deadline;
   a tool declared `execution="inline"` (or a `Registry(run_inline=True)`) runs on the caller's thread.
 * An async handler runs on the registry's loop thread under `invoke`, on the caller's loop under
-  `ainvoke`; it is cancelled at its deadline, and for a write the receipt then says "unknown". Under
-  `ainvoke` what it hands back is checked on a thread of its own (a small plain output on the caller's
-  loop), so the caller is answered at the deadline however long the check takes, and a write's result,
-  checked late, becomes its receipt.
+  `ainvoke`; it is cancelled at its deadline, and for a write the receipt then says "unknown". What it
+  hands back is checked on a thread of its own (a small plain output on the loop it ran on), so the
+  caller is answered at the deadline however long the check takes, the loop serves other calls
+  meanwhile, and a write's result, checked late, becomes its receipt.
 * A sync write that overruns its deadline keeps running on its worker and keeps its reservation for
   a bounded late-completion window; when it finishes, its real result becomes the receipt (exactly one
   effect either way). Past the window the key answers `outcome_unknown` here, but its lease is renewed
@@ -107,14 +107,19 @@ def execute_on_pool(state: CallState) -> Run:
 def execute_on_loop_thread(state: CallState) -> Run:
     """An async handler under `invoke`: it runs on the registry's loop thread and is cancelled at
     its deadline there (run_async); a handler that blocks the loop is isolated (see LoopThread).
-    Nothing it raises there, SystemExit and KeyboardInterrupt included, is the caller's to stop on."""
+    Nothing it raises there, SystemExit and KeyboardInterrupt included, is the caller's to stop on.
+    What it hands back is checked as under `ainvoke` (`_check_off_loop`): a small plain output on the
+    loop, anything else on a thread of its own, so the loop serves the registry's other async tools
+    meanwhile, and a write's result, checked after its caller was answered, becomes its receipt
+    (`_LateAsyncWrite`)."""
     state.step = "execute"
     handler = state.handler
     assert handler is not None
     ctx = context(state)
     late = _LateAsyncWrite(state) if _completes_late(state) else None
     try:
-        run = state.services.loop_thread.run(handler, state.arguments, ctx, functools.partial(check_run, state), late)
+        run = state.services.loop_thread.run(handler, state.arguments, ctx, functools.partial(_check_off_loop, state),
+                                             late)
     except PoolClosed:
         return Run.closed()
     return overran(state, ctx, run) if state.finished_late else run
@@ -190,24 +195,40 @@ async def _acheck(state: CallState, ctx: CallContext, run: Run) -> Run:
     handler's that no clock read can interrupt (the JSON form of a dataclass, a pydantic model, a
     datetime's tzinfo), and its parts past the walk (`json_size`, the C encoder, and the output
     validator) would each need a stop of their own; on another thread the caller stops waiting at the
-    deadline whatever the check does, the way `invoke` and the sync paths already bound it. Why not the
-    registry's worker pool: busy sync handlers would then delay, or time out, async calls whose handler
-    ended in time (`invoke` runs their checks on the tools' loop, never on the pool). The common small
+    deadline whatever the check does, the way the sync paths bound it. Why not the registry's worker
+    pool: busy sync handlers would then delay, or time out, async calls whose handler ended in time
+    (`invoke` hands its checks to the same threads, `_check_off_loop`). The common small
     plain output never pays the hop (about a hundred microseconds): its check is bounded by
     `INLINE_CHECK_VALUES` and `INLINE_CHECK_CHARACTERS`, not by the tool's budget, and runs no handler
     code (`_quick_to_check`)."""
     import asyncio
-    try:
-        future = run_detached(_check_job, state, run)
-    except RuntimeError:  # the interpreter is exiting: no thread starts, so it is checked here
-        run = _check_job(state, run)
-        return overran(state, ctx, run) if state.finished_late else run
+    future = _check_detached(state, run)
+    if isinstance(future, Run):  # checked here after all (see `_check_detached`)
+        return overran(state, ctx, future) if state.finished_late else future
     try:
         await asyncio.wait([asyncio.wrap_future(future)], timeout=seconds_left(state.call_deadline))
     except asyncio.CancelledError:
         state.interrupted_run = _settle(state, ctx, future)  # the caller, cancelled: as at the deadline
         raise
     return _settle(state, ctx, future)
+
+
+def _check_off_loop(state: CallState, run: Run) -> Run | concurrent.futures.Future:
+    """Under `invoke`, on the registry's loop thread: the check of what an async handler handed back,
+    done there if it is quick (`_quick_to_check`), otherwise started on a thread of its own, whose future
+    the loop hands to the waiting caller (`LoopThread.run`). A check on the loop would stop every other
+    async tool of the registry while it runs (a large output is checked in seconds, handler code it runs
+    may never return), until the loop is judged blocked and replaced: their calls would wait, or time out."""
+    return check_run(state, run) if _quick_to_check(run) else _check_detached(state, run)
+
+
+def _check_detached(state: CallState, run: Run) -> Run | concurrent.futures.Future:
+    """The future of the check of `run` on a thread of the process's reservoir (`run_detached`); the checked
+    run itself when no thread starts (the interpreter is exiting): then it is checked here."""
+    try:
+        return run_detached(_check_job, state, run)
+    except RuntimeError:
+        return _check_job(state, run)
 
 
 def _check_job(state: CallState, run: Run) -> Run:
