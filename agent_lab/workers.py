@@ -120,35 +120,52 @@ def _shared() -> _Reservoir:
 
 
 def _forget_in_child() -> None:
-    """A forked child has none of its parent's threads: it starts a reservoir of its own."""
-    global _reservoir, _reservoir_lock
+    """A forked child has none of its parent's threads: it starts a reservoir of its own (and counts
+    no detached job as running)."""
+    global _reservoir, _reservoir_lock, _detached
     _reservoir = None
     _reservoir_lock = threading.Lock()
+    _detached = None
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
+MAX_DETACHED = 32
+"""At most this many `run_detached` jobs run at once in the process; more wait, in order, for one of
+them to end. A job stuck for good in code it runs (an output check in a handler's tzinfo that never
+returns) keeps its thread: without a bound, every call that met it again would leave one more."""
+
+_detached: Optional[BoundedExecutor] = None
+
+
 def run_detached(function: Callable[..., Any], /, *arguments: Any) -> concurrent.futures.Future:
-    """Run `function(*arguments)` on a thread of the reservoir (an idle one, or a new one: never waiting
-    for one), in a copy of the caller's context as `BoundedExecutor.submit` does; its future is running
-    from the start, so nobody can call the job off (`cancel()` is False). For a short job no registry's
-    pool should bound or delay: the check of what an async handler `ainvoke` awaited hands back (see
-    `agent_lab.steps.run`). RuntimeError at interpreter exit (or when no thread can be started)."""
+    """Run `function(*arguments)` on a thread of the reservoir, never one of a registry's pool, in a copy of
+    the caller's context as `BoundedExecutor.submit` does; at most `MAX_DETACHED` such jobs run at once
+    (more wait their turn). Its future is running from the start, so nobody can call the job off
+    (`cancel()` is False) whether it waits or runs: it may have to end what the caller began. For a
+    short job no registry's pool should bound or delay: the check of what an async handler hands back
+    (see `agent_lab.steps.run`). RuntimeError at interpreter exit (or when no thread can be started)."""
+    global _detached
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_running_or_notify_cancel()
-    context_run = _copy_context().run
 
     def job() -> None:
         try:
-            result = context_run(function, *arguments)
+            result = function(*arguments)
         except BaseException as exception:  # noqa: BLE001 - the future carries it, as a pool's does
             future.set_exception(exception)
         else:
             future.set_result(result)
 
-    _shared().run(job)
+    executor = _detached
+    if executor is None:
+        with _reservoir_lock:
+            if _detached is None:
+                _detached = BoundedExecutor(MAX_DETACHED)
+            executor = _detached
+    executor.submit(job)  # (in a copy of this, the caller's, context)
     return future
 
 

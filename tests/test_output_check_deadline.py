@@ -344,6 +344,40 @@ class AsyncHandlerAnsweredByTheDeadlineTest(unittest.TestCase):
         caller.join()
         self.assertEqual((answers[0].ok, answers[0].output), (True, {"rows": [1, 2], "at": "2026-08-04T09:30:00+00:00"}))
 
+    def test_checks_held_in_handler_code_hold_a_bounded_number_of_threads_and_the_rest_wait_their_turn(
+            self) -> None:
+        # A check stuck for good keeps its thread; each call that met it again started one more. Past
+        # MAX_DETACHED (here 1) a check waits for a thread: its caller is answered at the deadline, and
+        # a write's real result still becomes its key's receipt once its check has run.
+        from agent_lab import workers
+
+        self.addCleanup(setattr, workers, "_detached", workers._detached)
+        workers._detached = workers.BoundedExecutor(1)
+        effects = EffectLog()
+        waiting = HeldCheck()
+        waiting.release.set()  # its check ends as soon as it runs
+
+        async def report(arguments, ctx):
+            return self.check.output(rows=[1])
+
+        async def write(arguments, ctx):
+            return waiting.output(**effects.record_followup(arguments))
+
+        self.registry.register(read_spec(name="report"), report)
+        self.registry.register(followup_spec(timeout_ms=200), write)
+        held = self.registry.invoke(ToolCall("report", {}), actor=READER)
+        self.assertEqual(held.error.code, "tool_timeout")
+        self.assertTrue(self.check.entered.wait(GENEROUS_S))  # it holds the one thread
+        first = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
+        self.assertEqual((first.error.code if first.error else None, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
+        self.assertFalse(waiting.entered.is_set())  # no thread was started for its check
+        self.check.release.set()
+        self.assertTrue(self.registry.wait_settled(GENEROUS_S))
+        again = self.registry.invoke(followup_call(), actor=WRITER)
+        self.assertEqual((again.replayed, again.ok, again.output), (True, True, {
+            "followup_id": "F-1", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
+        self.assertEqual(len(effects.effects), 1)
+
     def registry_with_its_one_worker_busy(self) -> Registry:
         registry = Registry(max_workers=1)
         self.addCleanup(registry.close)
