@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .audit import AuditSink
 from .calls import ToolCall, ToolResult
 from .execution import Handler, Run
-from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S, ReceiptNote
+from .leases import LATE_COMPLETION_WINDOW_S, RECEIPT_RETRY_TIMEOUT_S
 from .names import NameIndex
 from .policy import Actor, Approval
 from .spec import Execution, ToolSpec
@@ -61,11 +61,11 @@ from .steps import STEPS
 from .steps.admit import MAX_CLOSE_NAMES, Catalog, route
 from .steps.conclude import conclude, internal_error, output_result, record, stop_if_requested
 from .steps.details import EXACT_SIZE_FACTOR, MAX_OUTPUT_DEPTH, MAX_REPORTED_VIOLATIONS
-from .steps.idempotency import check_store_covers, resolvable, resolved_record, task_of
+from .steps.idempotency import check_store_covers, resolve_key
 from .steps.plan import plan_for
 from .steps.services import Services
 from .steps.state import attempt_number, resolving, start
-from .stores import ReceiptKey, ReceiptStore, ReceiptStoreUnavailable
+from .stores import ReceiptKey, ReceiptStore
 
 if TYPE_CHECKING:  # at run time agent_lab.tasks loads with the first call run as a task
     from .tasks import TaskStatus
@@ -268,25 +268,7 @@ class Registry:
         result: Optional[ToolResult] = None
         if happened:
             result = self._resolved_result(spec, output)
-        held = self._holder.owner_of_unknown(receipt_key)
-        if held is not None and held.still_running:  # its handler runs here still: nobody knows yet
-            return False
-        if held is not None:  # this process gave up on the key: its owner token still holds the row
-            record = resolved_record(result, held.fingerprint)
-            note = self._holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
-            return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
-        try:
-            found = self._receipts.lookup(receipt_key, timeout_s=timeout_s)
-            if found is None or found.fingerprint is None or not resolvable(found):
-                return False
-            task_id = task_of(found.record)
-            if task_id is not None and self._services.tasks.may_run(tenant, task_id, timeout_s):
-                return False  # resolved while its task runs, the key would start a second run
-            record = resolved_record(result, found.fingerprint)
-            return self._receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
-        except (ReceiptStoreUnavailable, OSError) as exception:
-            logger.warning("receipt store could not resolve a key of tool %r: %s", spec.name, type(exception).__name__)
-            return False
+        return resolve_key(self._services, receipt_key, result, timeout_s)
 
     def _resolved_result(self, spec: ToolSpec, output: Any) -> ToolResult:
         """The result a resolved key replays: `output`, checked like a handler's."""

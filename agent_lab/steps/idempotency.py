@@ -233,6 +233,36 @@ def task_of(record: Any) -> Optional[str]:
     return task_id if isinstance(task_id, str) and task_id.startswith("task-") else None
 
 
+def resolve_key(services: Services, receipt_key: ReceiptKey, result: Optional[ToolResult],
+                timeout_s: Optional[float]) -> bool:
+    """`Registry.resolve_unknown` once the result to replay is made (None: "it did not happen"): through
+    this process's hold when it gave up on the key (its owner token still holds the row), else in the
+    store, never while the key's handler still runs here, nor while the task whose `accepted` the key
+    keeps may run (`TaskRunner.may_run`). False for a key that is not unknown, and for a store failure."""
+    holder = services.holder
+    held = holder.owner_of_unknown(receipt_key)
+    if held is not None and held.still_running:  # its handler runs here still: nobody knows yet
+        return False
+    if held is not None:
+        record = resolved_record(result, held.fingerprint)
+        note = holder.settle(held, record, timeout_s=RECEIPT_RETRY_TIMEOUT_S if timeout_s is None else timeout_s)
+        return note in (ReceiptNote.STORED, ReceiptNote.RELEASED)
+    receipts = services.receipts
+    try:
+        found = receipts.lookup(receipt_key, timeout_s=timeout_s)
+        if found is None or found.fingerprint is None or not resolvable(found):
+            return False
+        task_id = task_of(found.record)
+        if task_id is not None and services.tasks.may_run(receipt_key.tenant, task_id, timeout_s):
+            return False  # resolved while its task runs, the key would start a second run
+        record = resolved_record(result, found.fingerprint)
+        return receipts.resolve(receipt_key, found.fingerprint, record=record, timeout_s=timeout_s) is True
+    except (ReceiptStoreUnavailable, OSError) as exception:
+        logger.warning("receipt store could not resolve a key of tool %r: %s", receipt_key.tool,
+                       type(exception).__name__)
+        return False
+
+
 def resolved_record(result: Optional[ToolResult], stored_fingerprint: str) -> Optional[dict[str, Any]]:
     """The receipt record of a resolved key: the given result under the key's own fingerprint
     (None: "it did not happen", the key is to be freed)."""
