@@ -27,7 +27,7 @@ import queue
 import threading
 from typing import Any, Callable, Optional
 
-__all__ = ["BoundedExecutor", "IDLE_S", "run_detached"]
+__all__ = ["BoundedExecutor", "DetachedJobs", "IDLE_S", "run_detached"]
 
 _copy_context = contextvars.copy_context
 
@@ -121,11 +121,14 @@ def _shared() -> _Reservoir:
 
 def _forget_in_child() -> None:
     """A forked child has none of its parent's threads: it starts a reservoir of its own (and counts
-    no detached job as running)."""
-    global _reservoir, _reservoir_lock, _detached
+    no detached job as running: see `DetachedJobs`)."""
+    global _reservoir, _reservoir_lock, _generation
     _reservoir = None
     _reservoir_lock = threading.Lock()
-    _detached = None
+    _generation += 1
+
+
+_generation = 0  # how many forks this process is from the one that imported this module
 
 
 if hasattr(os, "register_at_fork"):
@@ -133,21 +136,40 @@ if hasattr(os, "register_at_fork"):
 
 
 MAX_DETACHED = 32
-"""At most this many `run_detached` jobs run at once in the process; more wait, in order, for one of
-them to end. A job stuck for good in code it runs (an output check in a handler's tzinfo that never
-returns) keeps its thread: without a bound, every call that met it again would leave one more."""
-
-_detached: Optional[BoundedExecutor] = None
+"""At most this many jobs of one `DetachedJobs` run at once; more wait, in order, for one of them to
+end. A job stuck for good in code it runs (an output check in a handler's tzinfo that never returns)
+keeps its thread: without a bound, every call that met it again would leave one more."""
 
 
-def run_detached(function: Callable[..., Any], /, *arguments: Any) -> concurrent.futures.Future:
+class DetachedJobs:
+    """Jobs run by `run_detached`, at most `MAX_DETACHED` at once, of one group: the output checks of one
+    tool of one registry (`Services.detached`). One bound for the whole process let a tool whose checks
+    stick in its own code (32 calls) stop every other tool's checks, in every registry, for good: their
+    reads timed out and their writes' keys stayed in progress. Per tool, a stuck tool stops only its
+    own later checks, and holds at most `MAX_DETACHED` threads."""
+
+    def __init__(self) -> None:
+        self._executor: Optional[BoundedExecutor] = None
+        self._generation = -1  # the fork the executor was made in: a child's never counts its parent's
+
+    def executor(self) -> BoundedExecutor:
+        executor = self._executor
+        if executor is None or self._generation != _generation:
+            with _reservoir_lock:  # (a lock of our own could have been held at the fork, for good in the child)
+                if self._executor is None or self._generation != _generation:
+                    self._executor = BoundedExecutor(MAX_DETACHED)
+                    self._generation = _generation
+                executor = self._executor
+        return executor
+
+
+def run_detached(jobs: DetachedJobs, function: Callable[..., Any], /, *arguments: Any) -> concurrent.futures.Future:
     """Run `function(*arguments)` on a thread of the reservoir, never one of a registry's pool, in a copy of
-    the caller's context as `BoundedExecutor.submit` does; at most `MAX_DETACHED` such jobs run at once
-    (more wait their turn). Its future is running from the start, so nobody can call the job off
+    the caller's context as `BoundedExecutor.submit` does; at most `MAX_DETACHED` jobs of `jobs` run at
+    once (more wait their turn). Its future is running from the start, so nobody can call the job off
     (`cancel()` is False) whether it waits or runs: it may have to end what the caller began. For a
     short job no registry's pool should bound or delay: the check of what an async handler hands back
     (see `agent_lab.steps.run`). RuntimeError at interpreter exit (or when no thread can be started)."""
-    global _detached
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_running_or_notify_cancel()
 
@@ -159,13 +181,7 @@ def run_detached(function: Callable[..., Any], /, *arguments: Any) -> concurrent
         else:
             future.set_result(result)
 
-    executor = _detached
-    if executor is None:
-        with _reservoir_lock:
-            if _detached is None:
-                _detached = BoundedExecutor(MAX_DETACHED)
-            executor = _detached
-    executor.submit(job)  # (in a copy of this, the caller's, context)
+    jobs.executor().submit(job)  # (in a copy of this, the caller's, context)
     return future
 
 

@@ -285,9 +285,9 @@ class AsyncHandlerAnsweredByTheDeadlineTest(unittest.TestCase):
 
         handed_off = []
 
-        def counting(function, *arguments):
+        def counting(jobs, function, *arguments):
             handed_off.append(function)
-            return run_detached(function, *arguments)
+            return run_detached(jobs, function, *arguments)
 
         run_detached = run_step.run_detached
         self.addCleanup(setattr, run_step, "run_detached", run_detached)
@@ -347,36 +347,74 @@ class AsyncHandlerAnsweredByTheDeadlineTest(unittest.TestCase):
     def test_checks_held_in_handler_code_hold_a_bounded_number_of_threads_and_the_rest_wait_their_turn(
             self) -> None:
         # A check stuck for good keeps its thread; each call that met it again started one more. Past
-        # MAX_DETACHED (here 1) a check waits for a thread: its caller is answered at the deadline, and
-        # a write's real result still becomes its key's receipt once its check has run.
+        # MAX_DETACHED (here 1) a check of the same tool waits for a thread: its caller is answered at the
+        # deadline, and a write's real result still becomes its key's receipt once its check has run.
         from agent_lab import workers
 
-        self.addCleanup(setattr, workers, "_detached", workers._detached)
-        workers._detached = workers.BoundedExecutor(1)
+        self.addCleanup(setattr, workers, "MAX_DETACHED", workers.MAX_DETACHED)
+        workers.MAX_DETACHED = 1
         effects = EffectLog()
-        waiting = HeldCheck()
-        waiting.release.set()  # its check ends as soon as it runs
-
-        async def report(arguments, ctx):
-            return self.check.output(rows=[1])
+        checks = [self.check, HeldCheck()]
+        checks[1].release.set()  # the second call's check ends as soon as it runs
 
         async def write(arguments, ctx):
-            return waiting.output(**effects.record_followup(arguments))
+            return checks[len(effects.effects)].output(**effects.record_followup(arguments))
 
-        self.registry.register(read_spec(name="report"), report)
         self.registry.register(followup_spec(timeout_ms=200), write)
-        held = self.registry.invoke(ToolCall("report", {}), actor=READER)
+        held = self.registry.invoke(followup_call(action_id="act-held"), actor=WRITER)
         self.assertEqual(held.error.code, "tool_timeout")
-        self.assertTrue(self.check.entered.wait(GENEROUS_S))  # it holds the one thread
+        self.assertTrue(self.check.entered.wait(GENEROUS_S))  # it holds the tool's one thread
         first = asyncio.run(self.registry.ainvoke(followup_call(), actor=WRITER))
         self.assertEqual((first.error.code if first.error else None, first.outcome), ("tool_timeout", Outcome.UNKNOWN))
-        self.assertFalse(waiting.entered.is_set())  # no thread was started for its check
+        self.assertFalse(checks[1].entered.is_set())  # no thread was started for its check
         self.check.release.set()
         self.assertTrue(self.registry.wait_settled(GENEROUS_S))
         again = self.registry.invoke(followup_call(), actor=WRITER)
         self.assertEqual((again.replayed, again.ok, again.output), (True, True, {
-            "followup_id": "F-1", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
-        self.assertEqual(len(effects.effects), 1)
+            "followup_id": "F-2", "ticket_id": "T-1001", "at": "2026-08-04T09:30:00+00:00"}))
+        self.assertEqual(len(effects.effects), 2)
+
+    def test_checks_stuck_in_one_tools_code_hold_up_no_other_tools_checks(self) -> None:
+        # The bound on checks running at once was one for the whole process: a tool whose checks stuck
+        # in its own code (MAX_DETACHED calls) stopped every other tool's checks for good, in every
+        # registry: their reads timed out and their writes' keys stayed in progress.
+        from agent_lab import workers
+
+        release, entered, lock = threading.Event(), [], threading.Lock()
+        self.addCleanup(release.set)
+
+        class StuckZone(datetime.tzinfo):
+            def utcoffset(self, moment: object) -> datetime.timedelta:
+                with lock:
+                    entered.append(1)
+                release.wait(60.0)
+                return datetime.timedelta(0)
+
+        async def broken(arguments, ctx):
+            return {"at": datetime.datetime(2026, 8, 4, 9, 30, tzinfo=StuckZone())}
+
+        async def report(arguments, ctx):
+            return {"ids": list(range(500))}  # not small: checked off the loop
+
+        self.registry.register(read_spec(name="broken", timeout_ms=100), broken)
+        callers = [threading.Thread(target=self.registry.invoke, args=(ToolCall("broken", {}),),
+                                    kwargs={"actor": READER}) for _ in range(workers.MAX_DETACHED)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        deadline = time.monotonic() + GENEROUS_S * 5
+        while len(entered) < workers.MAX_DETACHED and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(len(entered), workers.MAX_DETACHED)  # every one of them stuck, each on its thread
+        other = Registry()
+        self.addCleanup(other.close)
+        for registry in (self.registry, other):
+            registry.register(read_spec(name="report", timeout_ms=GENEROUS_S * 1_000), report)
+            for run in ("invoke", "ainvoke"):
+                with self.subTest(registry="same" if registry is self.registry else "other", run=run):
+                    result = invoke_as(run, registry, ToolCall("report", {}), READER)
+                    self.assertEqual((result.ok, result.output), (True, {"ids": list(range(500))}))
 
     def registry_with_its_one_worker_busy(self) -> Registry:
         registry = Registry(max_workers=1)

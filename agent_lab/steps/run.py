@@ -225,8 +225,9 @@ def _check_off_loop(state: CallState, run: Run) -> Run | concurrent.futures.Futu
 def _check_detached(state: CallState, run: Run) -> Run | concurrent.futures.Future:
     """The future of the check of `run` on a thread of the process's reservoir (`run_detached`); the checked
     run itself when no thread starts (the interpreter is exiting): then it is checked here."""
+    assert state.spec is not None
     try:
-        return run_detached(_check_job, state, run)
+        return run_detached(state.services.detached(state.spec.name), _check_job, state, run)
     except RuntimeError:
         return _check_job(state, run)
 

@@ -19,6 +19,7 @@ from ..execution import LoopThread, WorkerPool
 from ..fingerprint import Blake2bFingerprinter, Fingerprinter, new_fingerprint_key
 from ..leases import KeyHolder
 from ..stores import InMemoryReceiptStore, ReceiptStore
+from ..workers import DetachedJobs
 
 __all__ = ["Services"]
 
@@ -59,7 +60,17 @@ class Services:
         self._cursor_lifetime_s = cursor_lifetime_s
         self._cursors: Any = None
         self._tasks: Any = None
+        self._detached: dict[str, DetachedJobs] = {}
         self._lock = threading.Lock()
+
+    def detached(self, tool: str) -> DetachedJobs:
+        """The output checks of `tool`'s async handler run off its loop (`agent_lab.steps.run`), bounded per
+        tool: checks stuck in one tool's code never hold up another tool's (see `DetachedJobs`)."""
+        jobs = self._detached.get(tool)
+        if jobs is None:
+            with self._lock:
+                jobs = self._detached.setdefault(tool, DetachedJobs())
+        return jobs
 
     @property
     def has_tasks(self) -> bool:
