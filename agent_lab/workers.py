@@ -12,7 +12,9 @@ What a registry sees is what a `ThreadPoolExecutor(max_workers)` of its own gave
 refuses new jobs, drops (cancels) queued ones with `cancel_futures` and with `wait` waits for those
 running, and a handler that overruns keeps its thread until it returns (the reservoir starts another
 for whoever needs one meanwhile). At interpreter exit, handlers still running finish before the process
-ends, as a thread pool's workers did; the reservoir's threads are daemons so that idle ones never hold
+ends, as a thread pool's workers did, and so do the checks of what async handlers returned
+(`run_detached`: a late write's real result is then stored; one stuck for good in handler code holds the
+exit up as a handler that never returns does); the reservoir's threads are daemons so that idle ones never hold
 the exit up.
 """
 
