@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import _figures
+from ..lab.paths import resolved
 
 __all__ = ["main"]
 
@@ -117,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = max(MIN_ROUNDS, args.rounds)
     if rounds != args.rounds:
         print(f"--rounds {args.rounds}: raised to {MIN_ROUNDS}, the fewest this section reports on")
-    against = Path(args.against).resolve() if args.against else None
+    against = resolved(args.against) if args.against else None  # a link loop: "no run_lab.py there"
     if against is not None and not (against / "run_lab.py").is_file():
         print(f"--against {args.against}: no run_lab.py there (a checkout of agent-lab is needed)")
         return 2

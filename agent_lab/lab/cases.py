@@ -152,7 +152,9 @@ def load_cases(paths: Sequence[str], *, lab: Lab | None = None) -> list[Case]:
 
 def _given_before(path: str, files_read: set[Path]) -> bool:
     """True when `path` names a file already read under this or another spelling (./a, a, a symlink)."""
-    resolved = Path(path).resolve()
+    from .paths import resolved as leads_to
+
+    resolved = leads_to(path)  # a symbolic link loop as written: reading it then says what is wrong
     if resolved in files_read:
         return True
     files_read.add(resolved)

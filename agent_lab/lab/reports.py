@@ -10,6 +10,7 @@ stays JSON): a surface that leaks a secret to the model never leaks it into a re
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -83,22 +84,31 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
     overwritten = input_overwritten(paths, kept)
     if overwritten is not None:
         raise ReportWriteError(f"{overwritten[0]}: {overwritten[1]}")
-    directories = {parent for path in paths for parent in path.resolve().parents}  # of the reports
+    directories = {parent for path in paths for parent in _leads_to(path).parents}  # of the reports
     seen: set[Path] = set()
     for path in paths:
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
         if path.exists() and not path.is_file():  # a device or a pipe: a rename would replace it (as root, /dev/null)
             raise ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
-        if path.resolve() in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
+        if _leads_to(path) in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
             raise ReportWriteError(f"{path}: the directory of another report, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
         if blocking_file is not None:
             raise ReportWriteError(f"{blocking_file}: a file, not a directory")
-        resolved = path.resolve()
+        resolved = _leads_to(path)
         if resolved in seen:
             raise ReportWriteError(f"{path}: two reports would be written to this file")
         seen.add(resolved)
+
+
+def _leads_to(path: Path) -> Path:
+    """Where a report target leads; ReportWriteError for a symbolic link loop on the way (which
+    `Path.resolve()` raises as RuntimeError before Python 3.13: a traceback, not a refusal)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        raise ReportWriteError(f"{path}: {os.strerror(errno.ELOOP)}") from None
 
 
 def _as_path(path: str | Path) -> Path:

@@ -30,6 +30,7 @@ from .grading import grade_trial
 from .labglue import build_registry, new_receipts, open_world, surface_catalog, surfaces_of, world_effects, world_secrets
 from .metrics import TrialResult, by_split
 from .models import ModelInfo, ModelSpecError, open_model, parse_model_spec
+from ..lab.paths import resolved
 from ..redaction import NO_SECRETS, SecretMask
 from .models.http import Transport, UrllibTransport
 from .runreports import BaselineError, RunReports, load_run
@@ -175,7 +176,7 @@ def run_model_eval(lab: Any, task_paths: Sequence[str], *, out_dir: str | Path, 
         raise BaselineError("--compare-task chooses tasks of a baseline verdict: give --baseline DIR too")
     earlier: Optional[RunReports] = None
     if baseline is not None:
-        if Path(baseline).resolve() == out.resolve():
+        if resolved(baseline) == resolved(out):
             raise BaselineError(f"{baseline}: the baseline is the report directory of this run, which would "
                                 "replace it: write this run's reports elsewhere (--out)")
         targets.update({name: out / name for name in VERDICT_FILES})

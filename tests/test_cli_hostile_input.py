@@ -1,0 +1,75 @@
+"""The command line under hostile input: every bad path, file, setting or reader is one line on stderr
+and an exit code (2 for bad input; a gate's own verdict otherwise), never a traceback, and nothing
+half-written is left behind. Each test here failed on the code before its fix."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from agent_lab import cli
+
+REPO = Path(__file__).resolve().parent.parent
+DATASET = REPO / "datasets" / "tool-cases.jsonl"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The command in this process: (exit code, stdout, stderr); an exception here is a traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+class Scratch(unittest.TestCase):
+    def setUp(self) -> None:
+        scratch = tempfile.TemporaryDirectory()
+        self.addCleanup(scratch.cleanup)
+        self.dir = Path(scratch.name)
+        self.cases = self.dir / "one.jsonl"
+        self.cases.write_text(DATASET.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+
+
+class SymbolicLinkLoopTest(Scratch):
+    """`ln -s loop loop`: Path.resolve() raises RuntimeError on it before Python 3.13."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.loop = self.dir / "loop"
+        os.symlink(self.loop, self.loop)
+
+    def assert_one_line_refusal(self, *argv: str) -> str:
+        code, _, stderr = run(*argv)
+        self.assertEqual(code, 2, stderr)
+        self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+        self.assertIn("Too many levels of symbolic links", stderr)
+        return stderr
+
+    def test_a_case_file_that_is_a_link_loop_is_one_line_and_exit_2(self) -> None:
+        stderr = self.assert_one_line_refusal("tool-eval", "--cases", str(self.loop), "--out", str(self.dir / "out"))
+        self.assertTrue(stderr.startswith(f"{self.loop}:1: "), stderr)
+
+    def test_a_report_directory_or_junit_file_that_is_a_link_loop_is_refused_and_nothing_written(self) -> None:
+        for flags in (["--out", str(self.loop)], ["--out", str(self.dir / "out"), "--junit", str(self.loop)]):
+            with self.subTest(flags=flags[-2]):
+                stderr = self.assert_one_line_refusal("tool-eval", "--cases", str(self.cases), *flags)
+                self.assertTrue(stderr.startswith("cannot write the reports: "), stderr)
+                self.assertFalse((self.dir / "out").exists())
+
+    def test_model_eval_reports_or_a_baseline_behind_a_link_loop_are_one_line_and_exit_2(self) -> None:
+        self.assert_one_line_refusal("model-eval", "--repeats", "1", "--out", str(self.loop))
+        code, _, stderr = run("model-eval", "--repeats", "1", "--out", str(self.dir / "out"), "--baseline", str(self.loop))
+        self.assertEqual(code, 2, stderr)
+        self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+        self.assertFalse((self.dir / "out").exists())
+
+
+if __name__ == "__main__":
+    unittest.main()
