@@ -71,5 +71,27 @@ class SymbolicLinkLoopTest(Scratch):
         self.assertFalse((self.dir / "out").exists())
 
 
+
+def run_in(directory: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The command as a process started in `directory` (whose pyproject.toml it reads)."""
+    return subprocess.run([sys.executable, str(REPO / "run_lab.py"), *argv], cwd=directory, capture_output=True,
+                          text=True, timeout=120)
+
+
+class PyprojectPathTest(Scratch):
+    def test_a_path_setting_holding_a_nul_is_one_line_naming_the_file_and_key(self) -> None:
+        for key, command in (("cases", "tool-eval"), ("out", "tool-eval"), ("junit", "tool-eval"), ("lock", "lint")):
+            with self.subTest(key=key):
+                servers = f'mcp = "{sys.executable} {REPO / "tests" / "mcp_hostile_server.py"} well-behaved"\n' \
+                    if key == "lock" else ""
+                (self.dir / "pyproject.toml").write_text(f'[tool.agent-lab]\n{key} = "a\\u0000b"\n{servers}',
+                                                         encoding="utf-8")
+                done = run_in(self.dir, command)
+                self.assertEqual(done.returncode, 2, done.stderr)
+                self.assertEqual(done.stderr.strip().splitlines(),
+                                 [f"pyproject.toml: [tool.agent-lab] {key} holds a NUL character (\\u0000), which no "
+                                  "path or command line can"])
+
+
 if __name__ == "__main__":
     unittest.main()

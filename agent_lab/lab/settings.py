@@ -146,6 +146,10 @@ def lint_config(directory: Path | None = None) -> LintConfig:
 
 
 def _checked_value(where: str, key: str, value: Any) -> Any:
+    texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    if any(isinstance(text, str) and "\0" in text for text in texts):  # TOML's "\u0000": open() raised ValueError
+        raise ConfigError(f"{where}: {TABLE_NAME} {key} holds a NUL character (\\u0000), which no path or command "
+                          "line can")
     if key == "cases":
         paths = [value] if isinstance(value, str) else value
         if not isinstance(paths, list) or not paths or not all(isinstance(path, str) and path for path in paths):
