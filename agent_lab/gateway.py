@@ -113,7 +113,7 @@ def open_receipts(spec: str | None) -> Any:
         try:
             return SqliteReceiptStore(path)
         except Exception as error:  # noqa: BLE001 - one line for the command, never a traceback
-            raise GatewayError(f"--receipts {spec}: {describe_exception(error, show_message=True)}") from None
+            raise GatewayError(f"--receipts {spec}: {_one_line(error)}") from None
     if spec.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg  # the optional driver (pip install "psycopg[binary]")
@@ -122,8 +122,17 @@ def open_receipts(spec: str | None) -> Any:
                                "'psycopg[binary]')") from None
         from .stores.postgres import PostgresReceiptStore
 
-        return PostgresReceiptStore(functools.partial(psycopg.connect, spec, connect_timeout=5))
+        try:
+            return PostgresReceiptStore(functools.partial(psycopg.connect, spec, connect_timeout=5))
+        except Exception as error:  # noqa: BLE001 - one line, never a traceback; the DSN may hold a password
+            raise GatewayError(f"--receipts with a PostgreSQL DSN: {_one_line(error)}") from None
     raise GatewayError(f"--receipts {spec!r}: expected memory, sqlite:PATH or a postgresql:// DSN")
+
+
+def _one_line(error: Exception) -> str:
+    """Why a receipt store would not open, for the command's one line: the head of the log description
+    (type and message as a literal), without the frames under it (a traceback in all but name)."""
+    return describe_exception(error, show_message=True).splitlines()[0]
 
 
 # -- the upstreams ---------------------------------------------------------------------------------

@@ -5,9 +5,11 @@ half-written is left behind. Each test here failed on the code before its fix.""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +17,7 @@ import unittest
 from pathlib import Path
 
 from agent_lab import cli
+from agent_lab.gateway import GatewayError, open_receipts
 
 REPO = Path(__file__).resolve().parent.parent
 DATASET = REPO / "datasets" / "tool-cases.jsonl"
@@ -91,6 +94,39 @@ class PyprojectPathTest(Scratch):
                 self.assertEqual(done.stderr.strip().splitlines(),
                                  [f"pyproject.toml: [tool.agent-lab] {key} holds a NUL character (\\u0000), which no "
                                   "path or command line can"])
+
+class ReceiptStoreSpecTest(Scratch):
+    """serve-mcp --upstream S --receipts STORE that will not open: one line, not a traceback's frames."""
+
+    def test_a_sqlite_file_that_cannot_be_opened_is_one_line(self) -> None:
+        (self.dir / "a-directory").mkdir()
+        (self.dir / "not-a-database").write_bytes(b"hello, not SQLite\n" * 100)
+        for name, reason in (("a-directory", "Is a directory"), ("missing/receipts.db", "No such file or directory"),
+                             ("not-a-database", "file is not a database")):
+            with self.subTest(store=name):
+                with self.assertRaises(GatewayError) as refused:
+                    open_receipts(f"sqlite:{self.dir / name}")
+                self.assertEqual(len(str(refused.exception).splitlines()), 1, str(refused.exception))
+                self.assertIn(reason, str(refused.exception))
+                self.assertNotIn('File "', str(refused.exception))
+
+    def test_serve_mcp_with_receipts_it_cannot_open_exits_2_with_one_line(self) -> None:
+        server = f"{sys.executable} {REPO / 'tests' / 'mcp_hostile_server.py'} well-behaved {self.dir}"
+        done = run_in(self.dir, "serve-mcp", "--upstream", server, "--receipts", f"sqlite:{self.dir}")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
+        self.assertIn("Is a directory", done.stderr)
+
+    @unittest.skipUnless(importlib.util.find_spec("psycopg"), "the PostgreSQL store needs psycopg")
+    def test_a_postgresql_store_that_cannot_connect_is_one_line_without_the_dsn(self) -> None:
+        with socket.socket() as listener:  # a port nobody listens on once this closes
+            listener.bind(("127.0.0.1", 0))
+            port = listener.getsockname()[1]
+        with self.assertRaises(GatewayError) as refused:
+            open_receipts(f"postgresql://agent:hunter2@127.0.0.1:{port}/receipts")
+        self.assertEqual(len(str(refused.exception).splitlines()), 1, str(refused.exception))
+        self.assertIn("could not connect", str(refused.exception))
+        self.assertNotIn("hunter2", str(refused.exception))
 
 
 if __name__ == "__main__":
