@@ -593,7 +593,10 @@ def _model_eval(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     from .modeleval.reports import source_line
 
-    _print_model_eval_summary(evaluation, args, source_line(evaluation))
+    try:
+        _print_model_eval_summary(evaluation, args, source_line(evaluation))
+    except BrokenPipeError:  # the reader went away (`| head -1`): the run's verdict still decides the exit code
+        _silence_stdout()
     return EXIT_GATE_FAILED if evaluation.infrastructure_failures or evaluation.regressions else EXIT_OK
 
 
@@ -612,6 +615,7 @@ def _print_model_eval_summary(evaluation: Any, args: argparse.Namespace, source:
     print(mask.text(f"reports in {args.out}"))
     if evaluation.verdict is not None:
         _print_verdict(evaluation.verdict, mask)
+    sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
 
 
 def _model_eval_mask(args: argparse.Namespace, lab: Any) -> Any:
@@ -801,8 +805,11 @@ def _emit(text: str, output: str | None, command: str, read: dict[str | None, st
     refused (False) when it is a file the run reads: pyproject.toml, a loaded module, or one of `read`
     (the command's own input files, each with what it is; a None key is no file)."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away (`lint | head -1`): the verdict still decides the exit code
+            _silence_stdout()
         return True
     from .atomicfile import write_text
     from .lab.inputs import input_overwritten, run_inputs

@@ -128,6 +128,42 @@ class ReceiptStoreSpecTest(Scratch):
         self.assertIn("could not connect", str(refused.exception))
         self.assertNotIn("hunter2", str(refused.exception))
 
+class ReaderGoneTest(Scratch):
+    """`agent-lab lint | head -1` under `set -o pipefail`: a reader that stops early must not turn a
+    failed verdict into success (the tool-eval gate's test is in test_cli)."""
+
+    def exit_code_with_reader_gone(self, *argv: str) -> int:
+        codes = set()
+        for unbuffered in ("1", ""):  # unbuffered: EPIPE inside main; buffered: at the flush
+            environment = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+            with subprocess.Popen([sys.executable, str(REPO / "run_lab.py"), *argv], cwd=self.dir, env=environment,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+                assert process.stdout is not None and process.stderr is not None
+                process.stdout.close()  # gone before the first byte: the command must see EPIPE
+                stderr = process.stderr.read().decode()
+                code = process.wait(timeout=120)
+            self.assertNotIn("Traceback", stderr)
+            self.assertNotIn("BrokenPipeError", stderr)
+            codes.add(code)
+        self.assertEqual(len(codes), 1, codes)
+        return codes.pop()
+
+    def test_lint_with_an_error_finding_exits_1_whoever_reads_its_report(self) -> None:
+        for report in ("text", "sarif"):
+            with self.subTest(format=report):
+                self.assertEqual(run("lint", "--surface", "wide-tool-v1", "--format", report, "--output",
+                                     str(self.dir / "report"))[0], 1)
+                self.assertEqual(self.exit_code_with_reader_gone("lint", "--surface", "wide-tool-v1", "--format", report), 1)
+
+    def test_model_eval_with_infrastructure_failures_exits_1_whoever_reads_its_summary(self) -> None:
+        with socket.socket() as listener:  # a port nobody listens on once this closes: every request fails
+            listener.bind(("127.0.0.1", 0))
+            port = listener.getsockname()[1]
+        code = self.exit_code_with_reader_gone("model-eval", "--repeats", "1", "--attempts", "1", "--out",
+                                               str(self.dir / "out"), "--model", f"openai:gpt-x@http://127.0.0.1:{port}/v1")
+        self.assertEqual(code, 1)
+        self.assertTrue((self.dir / "out" / "model-eval.json").is_file())
+
 
 if __name__ == "__main__":
     unittest.main()
