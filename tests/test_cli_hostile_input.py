@@ -15,9 +15,11 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 from agent_lab import cli
 from agent_lab.gateway import GatewayError, open_receipts
+from agent_lab.lab.reports import REPORT_FILES
 
 REPO = Path(__file__).resolve().parent.parent
 DATASET = REPO / "datasets" / "tool-cases.jsonl"
@@ -163,6 +165,57 @@ class ReaderGoneTest(Scratch):
                                                str(self.dir / "out"), "--model", f"openai:gpt-x@http://127.0.0.1:{port}/v1")
         self.assertEqual(code, 1)
         self.assertTrue((self.dir / "out" / "model-eval.json").is_file())
+
+class SharedReportDirectoryTest(Scratch):
+    """--out in a directory others may write in (a shared /tmp/reports): what they leave there is never
+    written through, and never receives what a link of theirs pointed at."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.out = self.dir / "shared"
+        self.out.mkdir()
+        self.victim = self.dir / "victim.txt"
+        self.victim.write_text("precious\n", encoding="utf-8")
+
+    def assert_victim_untouched_and_no_report_a_link(self) -> None:
+        self.assertEqual(self.victim.read_text(encoding="utf-8"), "precious\n")
+        self.assertEqual([name for name in REPORT_FILES if (self.out / name).is_symlink()], [])
+        self.assertEqual({(self.out / name).is_file() for name in REPORT_FILES}, {True})
+
+    def test_a_link_planted_at_the_temporary_name_a_pid_predicts_is_not_written_through(self) -> None:
+        for name in REPORT_FILES:
+            os.symlink(self.victim, self.out / f".{name}.{os.getpid()}.tmp")
+        code, _, stderr = run("tool-eval", "--cases", str(self.cases), "--out", str(self.out))
+        self.assertEqual(code, 0, stderr)
+        self.assert_victim_untouched_and_no_report_a_link()
+
+    def test_a_link_at_the_very_temporary_name_is_refused_not_followed(self) -> None:
+        with mock.patch("secrets.token_hex", return_value="guessed"):
+            for name in REPORT_FILES:
+                os.symlink(self.victim, self.out / f".{name}.guessed.tmp")
+            code, _, stderr = run("tool-eval", "--cases", str(self.cases), "--out", str(self.out))
+        self.assertEqual(code, 2, stderr)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertIn("File exists", stderr)
+        self.assertEqual(self.victim.read_text(encoding="utf-8"), "precious\n")
+        self.assertEqual(sorted(path.name for path in self.out.iterdir() if not path.is_symlink()), [])
+
+    def test_a_report_set_put_back_restores_a_link_and_copies_nothing_it_pointed_at(self) -> None:
+        os.symlink(self.victim, self.out / "tool-runs.jsonl")  # left by someone else before the run
+        real_replace, renames = os.replace, []
+
+        def the_last_report_cannot_be_renamed(source: object, target: object) -> None:
+            renames.append(target)
+            if Path(str(target)).name == "junit.xml":
+                raise PermissionError(13, "Permission denied")
+            real_replace(source, target)  # type: ignore[arg-type]
+
+        with mock.patch("os.replace", side_effect=the_last_report_cannot_be_renamed):
+            code, _, stderr = run("tool-eval", "--cases", str(self.cases), "--out", str(self.out))
+        self.assertEqual(code, 2, stderr)
+        self.assertEqual(self.victim.read_text(encoding="utf-8"), "precious\n")
+        self.assertEqual(os.readlink(self.out / "tool-runs.jsonl"), str(self.victim))
+        self.assertEqual(sorted(path.name for path in self.out.iterdir()), ["tool-runs.jsonl"])
 
 
 if __name__ == "__main__":

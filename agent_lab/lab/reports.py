@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import re
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -124,22 +125,33 @@ def write_files(files: Mapping[Path, str], *, mask: SecretMask) -> None:
     beside its file first, and renames them into place only once all are written. Each rename is atomic;
     should one still fail, the files already renamed get their previous content back. Temporary files
     never outlive the call. Text is UTF-8 (a lone surrogate is written as its backslash escape).
+
+    A temporary name is random and always a new file (`_temporary_beside`): with a name anyone could
+    predict (the pid) and an open that followed links, whoever may write in the report directory (a
+    shared /tmp/reports) planted a link there and the report was written through it, over any file the
+    run's user may write.
     """
     check_report_targets(files)
-    temporaries = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
+    temporaries = {path: _temporary_beside(path) for path in files}
+    created: list[Path] = []
     try:
         for path, text in files.items():
             _write_whole(path, temporaries[path], mask.file(path.name, text).encode("utf-8", "backslashreplace"))
+            created.append(temporaries[path])
         _rename_all_or_none(temporaries)
     finally:
-        for temporary in temporaries.values():
+        for temporary in created:
             _remove(temporary)
+
+
+def _temporary_beside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
 
 
 def _write_whole(path: Path, temporary: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "wb") as handle:
+        with open(temporary, "xb") as handle:  # O_EXCL: a new file, never a link or file left at this name
             handle.write(data)
     except OSError as error:
         raise ReportWriteError(f"{path}: {_reason(error)}") from None
@@ -160,9 +172,12 @@ def _rename_all_or_none(temporaries: Mapping[Path, Path]) -> None:
         renamed.append(path)
 
 
-def _content_or_none(path: Path) -> bytes | None:
-    """What `path` holds now, so a failed set can be put back (None: there is no such file)."""
+def _content_or_none(path: Path) -> bytes | str | None:
+    """What `path` holds now, so a failed set can be put back: its bytes, or for a symbolic link where
+    it points (str; the link is put back, not what it points at copied in), None when there is none."""
     try:
+        if path.is_symlink():
+            return os.readlink(path)
         return path.read_bytes()
     except FileNotFoundError:
         return None
@@ -170,16 +185,22 @@ def _content_or_none(path: Path) -> bytes | None:
         raise ReportWriteError(f"{path}: {_reason(error)}") from None
 
 
-def _put_back(path: Path, content: bytes | None) -> None:
-    """Best effort: restore what `path` held before this run (remove it if it did not exist)."""
+def _put_back(path: Path, content: bytes | str | None) -> None:
+    """Best effort: restore what `path` held before this run (remove it if it did not exist), by a new
+    file (or link) renamed over it, so nothing is written through a link planted there meanwhile."""
     if content is None:
         _remove(path)
         return
+    temporary = _temporary_beside(path)
     try:
-        with open(path, "wb") as handle:
-            handle.write(content)
+        if isinstance(content, str):
+            os.symlink(content, temporary)
+        else:
+            with open(temporary, "xb") as handle:
+                handle.write(content)
+        os.replace(temporary, path)
     except OSError:
-        pass
+        _remove(temporary)
 
 
 def _remove(path: Path) -> None:
