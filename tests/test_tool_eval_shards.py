@@ -192,6 +192,16 @@ class ShardedRunTest(unittest.TestCase):
                 code, stderr, _ = self.merge(self.altered_shard(name, change), *self.shards[1:], out=f"merged-{name}")
                 self.assert_refused(code, stderr, "different agent-lab versions")
 
+    def test_shards_all_written_by_another_agent_lab_than_the_merging_one_are_refused(self) -> None:
+        def another_release(document: dict) -> None:
+            document["agent_lab"] = {"version": "0.0.9", "source": "sha256:" + "0" * 64}
+
+        others = [self.altered_shard(f"release-{index}", another_release, source)
+                  for index, source in enumerate(self.shards, start=1)]
+        code, stderr, merged = self.merge(*others, out="merged-release")
+        self.assert_refused(code, stderr, "written by agent-lab 0.0.9", "merge with the agent-lab the shards ran")
+        self.assertFalse(merged.exists())
+
     def test_a_directory_that_is_not_a_shard_is_refused(self) -> None:
         code, stderr, _ = self.merge(self.dir / "whole", *self.shards[1:], out="merged-not-a-shard")
         self.assert_refused(code, stderr, "no tool-shard.json")

@@ -241,6 +241,7 @@ def read_shards(directories: Sequence[str]) -> MergedRun:
     first = parts[0]
     for part in parts[1:]:
         _check_same_run(first, part)
+    _check_this_agent_lab(first)
     count = first.shard.count
     by_index: dict[int, _Part] = {}
     for part in parts:
@@ -315,6 +316,17 @@ def _check_same_run(first: _Part, other: _Part) -> None:
     if first.document.get("lab") != other.document.get("lab"):
         raise ShardError(f"tool-eval --merge: {pair} ran different labs or surface catalogs "
                          f"({_lab_difference(first.document.get('lab'), other.document.get('lab'))})")
+
+
+def _check_this_agent_lab(part: _Part) -> None:
+    """The shards ran on the agent-lab that merges them, or ShardError: the reports are rendered from
+    their values by this one's code, and only the same code makes them those one unsharded run writes
+    (another version may read a field otherwise, or render it otherwise)."""
+    identity = agent_lab_identity()
+    if part.document.get("agent_lab") != identity:
+        raise ShardError(f"tool-eval --merge: {part.directory} was written by agent-lab {_version(part)}, and this is "
+                         f"agent-lab {identity['version']} {identity['source'][:19]}: merge with the agent-lab the "
+                         "shards ran")
 
 
 def _version(part: _Part) -> str:
