@@ -9,12 +9,14 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from agent_lab import cli
@@ -216,6 +218,57 @@ class SharedReportDirectoryTest(Scratch):
         self.assertEqual(self.victim.read_text(encoding="utf-8"), "precious\n")
         self.assertEqual(os.readlink(self.out / "tool-runs.jsonl"), str(self.victim))
         self.assertEqual(sorted(path.name for path in self.out.iterdir()), ["tool-runs.jsonl"])
+
+class EditedCassetteTest(Scratch):
+    """model-eval --replay DIR whose cassette.jsonl was edited by hand (one value on one line)."""
+
+    CASSETTES = REPO / "datasets" / "model-cassettes"
+
+    def replay(self, name: str, api: str, edit: Any) -> tuple[int, str, str]:
+        lines = (self.CASSETTES / name / "cassette.jsonl").read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            record = json.loads(line)
+            if edit(record):
+                lines[number] = json.dumps(record)
+                break
+        else:
+            self.fail("no recording to edit")
+        cassette = self.dir / name
+        cassette.mkdir()
+        (cassette / "cassette.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return run("model-eval", "--model", f"{api}:stand-in@http://127.0.0.1:8765", "--replay", str(cassette),
+                   "--out", str(self.dir / "out"), "--repeats", "1")
+
+    def test_a_recording_whose_latency_or_trial_is_not_one_is_refused_at_its_line(self) -> None:
+        def latency(value: Any) -> Any:
+            return lambda record: record["response"].update(latency_ms=value) or True
+
+        def asked(key: str, value: Any) -> Any:
+            return lambda record: record["asked"].update({key: value}) or True
+
+        for what, edit in (("latency text", latency("x")), ("latency true", latency(True)),
+                           ("latency a list", latency([1])), ("latency negative", latency(-1)),
+                           ("task a list", asked("task", [])), ("trial an object", asked("trial", {"a": 1}))):
+            with self.subTest(what):
+                shutil.rmtree(self.dir / "openai-chat", ignore_errors=True)
+                code, _, stderr = self.replay("openai-chat", "openai", edit)
+                self.assertEqual(code, 2, stderr)
+                self.assertEqual(len(stderr.strip().splitlines()), 1, stderr)
+                self.assertTrue(stderr.strip().endswith("cassette.jsonl:1: not a cassette recording"), stderr)
+                self.assertFalse((self.dir / "out").exists())
+
+    def test_a_responses_message_whose_content_is_not_a_list_is_read_as_no_text(self) -> None:
+        def content_true(record: dict) -> bool:
+            for item in record["response"]["body"].get("output", []):
+                if item.get("type") == "message":
+                    item["content"] = True
+                    return True
+            return False
+
+        code, _, stderr = self.replay("openai-responses", "openai-responses", content_true)
+        self.assertIn(code, (0, 1), stderr)
+        self.assertNotIn("Traceback", stderr)
+        self.assertTrue((self.dir / "out" / "model-eval.json").is_file())
 
 
 if __name__ == "__main__":

@@ -161,8 +161,9 @@ class Cassette:
                     key=str(data["key"]), request=data["request"], asked=asked,
                     response=HttpResponse(status=int(response["status"]), body=response["body"],
                                           headers={str(k): str(v) for k, v in (response.get("headers") or {}).items()},
-                                          latency_ms=response.get("latency_ms")),
+                                          latency_ms=_latency(response.get("latency_ms"))),
                 )
+                hash(recording.place)  # TypeError for a task, surface or trial that is a list or an object
             except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
                 raise CassetteError(f"{cassette.path}:{number}: not a cassette recording") from None
             cassette._recordings[recording.place] = recording
@@ -190,6 +191,16 @@ class Cassette:
 
     def text(self) -> str:
         return "".join(recording.to_line() + "\n" for recording in self.recordings())
+
+
+def _latency(value: Any) -> Optional[float]:
+    """A recorded latency as the reports sum it: none, or a finite number of milliseconds, at least 0
+    (TypeError otherwise: a hand-edited "x" ended the replay in a traceback when the trial's were summed)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise TypeError("latency_ms")
+    return value
 
 
 class RecordingTransport:

@@ -148,7 +148,8 @@ class OpenAIResponses(Dialect):
                 raise _shape_error("Responses API")
             kind = item.get("type")
             if kind == "message":
-                for part in item.get("content") or []:
+                content = item.get("content")
+                for part in content if isinstance(content, list) else ():  # `true` or 5 there is no text
                     if isinstance(part, Mapping) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
                         texts.append(part["text"])
                 echo.append(dict(item))
