@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -201,6 +202,25 @@ class SharedReportDirectoryTest(Scratch):
         self.assertIn("File exists", stderr)
         self.assertEqual(self.victim.read_text(encoding="utf-8"), "precious\n")
         self.assertEqual(sorted(path.name for path in self.out.iterdir() if not path.is_symlink()), [])
+
+    def test_ctrl_c_just_after_a_temporary_file_is_made_leaves_no_temporary_file(self) -> None:
+        opened: list[object] = []
+
+        def interrupted_once_the_third_exists(path: object, *args: object, **kwargs: object) -> object:
+            handle = open(path, *args, **kwargs)  # type: ignore[call-overload]
+            opened.append(path)
+            if len(opened) == 3:
+                handle.close()
+                signal.raise_signal(signal.SIGINT)  # a real Ctrl-C: its handler raises KeyboardInterrupt here
+            return handle
+
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        with mock.patch("agent_lab.lab.reports.open", interrupted_once_the_third_exists, create=True), \
+                self.assertRaises(KeyboardInterrupt):
+            run("tool-eval", "--cases", str(self.cases), "--out", str(self.out))
+        self.assertEqual(len(opened), 3)
+        self.assertEqual(sorted(path.name for path in self.out.iterdir()), [])
 
     def test_a_report_set_put_back_restores_a_link_and_copies_nothing_it_pointed_at(self) -> None:
         os.symlink(self.victim, self.out / "tool-runs.jsonl")  # left by someone else before the run

@@ -133,11 +133,11 @@ def write_files(files: Mapping[Path, str], *, mask: SecretMask) -> None:
     """
     check_report_targets(files)
     temporaries = {path: _temporary_beside(path) for path in files}
-    created: list[Path] = []
+    created: list[Path] = []  # the temporaries this call made: only these are removed
     try:
         for path, text in files.items():
-            _write_whole(path, temporaries[path], mask.file(path.name, text).encode("utf-8", "backslashreplace"))
-            created.append(temporaries[path])
+            _write_whole(path, temporaries[path], mask.file(path.name, text).encode("utf-8", "backslashreplace"),
+                         created)
         _rename_all_or_none(temporaries)
     finally:
         for temporary in created:
@@ -148,10 +148,16 @@ def _temporary_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
 
 
-def _write_whole(path: Path, temporary: Path, data: bytes) -> None:
+def _write_whole(path: Path, temporary: Path, data: bytes, created: list[Path]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "xb") as handle:  # O_EXCL: a new file, never a link or file left at this name
+        created.append(temporary)  # before it exists: a Ctrl-C just after the open still has it removed
+        try:
+            handle = open(temporary, "xb")  # O_EXCL: a new file, never a link or file left at this name
+        except FileExistsError:
+            created.remove(temporary)  # not ours: neither written through nor removed
+            raise
+        with handle:
             handle.write(data)
     except OSError as error:
         raise ReportWriteError(f"{path}: {_reason(error)}") from None
