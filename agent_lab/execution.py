@@ -754,43 +754,33 @@ def _small_plain(value: Any, left: list[int]) -> bool:
     """`small_plain` of a dict or a list (exactly); `left`: the values and characters still allowed.
     Scalar members are looked at inline, as in `_measured`; a nested container is one call deeper
     (no deeper than `max_values` calls)."""
+    characters = 0
     if type(value) is dict:
         left[0] -= dict.__len__(value) + 1
         if left[0] < 0:
             return False
-        characters = 0
-        for key, item in dict.items(value):
+        for key in dict.__iter__(value):
             if type(key) is not str:
                 return False
             characters += len(key)
-            kind = type(item)
-            if kind is str:
-                characters += len(item)
-            elif kind is int:
-                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
-                    return False
-            elif kind is float:
-                if not math.isfinite(item):
-                    return False
-            elif not (kind is bool or item is None or ((kind is dict or kind is list) and _small_plain(item, left))):
-                return False
+        items: Any = dict.values(value)
     else:
         left[0] -= list.__len__(value) + 1
         if left[0] < 0:
             return False
-        characters = 0
-        for item in list.__iter__(value):
-            kind = type(item)
-            if kind is str:
-                characters += len(item)
-            elif kind is int:
-                if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
-                    return False
-            elif kind is float:
-                if not math.isfinite(item):
-                    return False
-            elif not (kind is bool or item is None or ((kind is dict or kind is list) and _small_plain(item, left))):
+        items = list.__iter__(value)
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            characters += len(item)
+        elif kind is int:
+            if not -MEASURED_INT_LIMIT <= item <= MEASURED_INT_LIMIT:
                 return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif not (kind is bool or item is None or ((kind is dict or kind is list) and _small_plain(item, left))):
+            return False
     left[1] -= characters
     return left[1] >= 0
 

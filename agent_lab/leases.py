@@ -35,7 +35,7 @@ import logging
 import math
 import threading
 import time
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from .stores.protocol import ReceiptKey, ReceiptStore
 
@@ -269,18 +269,9 @@ class KeyHolder:
 
     def wait_settled(self, timeout_s: Optional[float]) -> bool:
         """Wait until no held key is still running, late or settling; False if `timeout_s` ran out."""
-        give_up = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
-            while any(hold.state is not HoldState.UNKNOWN for hold in self._holds.values()):
-                left = None if give_up is None else give_up - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._settled_waiters += 1
-                try:
-                    self._settled.wait(left)
-                finally:
-                    self._settled_waiters -= 1
-            return True
+            return self._wait_until(lambda: all(hold.state is HoldState.UNKNOWN for hold in self._holds.values()),
+                                    timeout_s)
 
     def wait_stored(self, hold: Hold, timeout_s: float) -> bool:
         """Wait until `hold`'s record is stored (True), or is not going to be by this process (False):
@@ -288,18 +279,23 @@ class KeyHolder:
         keeper no longer retries it), or `timeout_s` ran out. Woken when the hold settles, not polled: a
         record the store took at once answers at once. False never says "not stored" for certain (an
         answer lost may have landed): only that nobody here can say it was."""
-        give_up = time.monotonic() + timeout_s
         with self._lock:
-            while not hold.dropped and hold.state is not HoldState.UNKNOWN and not self._closed:
-                left = give_up - time.monotonic()
-                if left <= 0:
-                    return False
-                self._settled_waiters += 1
-                try:
-                    self._settled.wait(left)
-                finally:
-                    self._settled_waiters -= 1
-            return hold.stored
+            return self._wait_until(lambda: hold.dropped or hold.state is HoldState.UNKNOWN or self._closed,
+                                    timeout_s) and hold.stored
+
+    def _wait_until(self, settled: Callable[[], bool], timeout_s: Optional[float]) -> bool:
+        """Under the lock: wait, woken as holds settle, until `settled()`; False if `timeout_s` ran out first."""
+        give_up = None if timeout_s is None else time.monotonic() + timeout_s
+        while not settled():
+            left = None if give_up is None else give_up - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._settled_waiters += 1
+            try:
+                self._settled.wait(left)
+            finally:
+                self._settled_waiters -= 1
+        return True
 
     def close(self, *, store_closed: bool) -> None:
         """Stop the keeper. `store_closed`: the store closes too, so later outcomes have nowhere to go

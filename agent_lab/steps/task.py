@@ -35,7 +35,7 @@ import copy
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Tuple
 
 from ..calls import ToolResult
 from ..errors import Outcome
@@ -240,22 +240,11 @@ class TaskRunner:
         keep = getattr(self.services.receipts, "keep", None)
         if keeps is None or not callable(keep):
             return
-        give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
-        while True:
-            try:
-                if keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S, until_resolved=True):
-                    return
-            except (ReceiptStoreUnavailable, OSError):  # a store that failed once may answer the next time
-                pass
-            except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
-                logger.warning("the receipt store's keep failed for a task of %r: %s", state.tool,
-                               type(exception).__name__)
-                return
-            if time.monotonic() >= give_up:  # never completed (its caller's store call failed): it lapses unknown
-                logger.warning("the key of a task of %r that ended with its outcome unknown could not be kept "
-                               "until resolved; it expires with the store's ttl", state.tool)
-                return
-            time.sleep(0.05)
+        # Given up: the receipt was never completed (its caller's store call failed), and it lapses unknown.
+        self._retry(state, lambda: keep(keeps[0], keeps[1], timeout_s=RECEIPT_RETRY_TIMEOUT_S, until_resolved=True),
+                    failed="the receipt store's keep failed for a task of %r: %s",
+                    gave_up="the key of a task of %r that ended with its outcome unknown could not be kept "
+                            "until resolved; it expires with the store's ttl")
 
     def _let_key_expire(self, state: CallState) -> None:
         """A write task that ended with a known outcome (or never started) lets its key's `accepted`,
@@ -273,23 +262,35 @@ class TaskRunner:
         if keeps is None or not callable(let_expire):  # (refused for write task tools: check_store_covers)
             return
         store, (key, owner) = self.services.receipts, keeps
+
+        def attempt() -> bool:
+            if let_expire(key, owner, timeout_s=RECEIPT_RETRY_TIMEOUT_S):
+                return True
+            found = store.lookup(key, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
+            # let expire already (an answer lost), resolved, or not this task's receipt (any more): done
+            return found is None or found.status is not ReservationStatus.IN_PROGRESS
+
+        self._retry(state, attempt, failed="the receipt store failed to let the key of a task of %r expire: %s",
+                    gave_up="the key of a task of %r that ended could not be let expire; it is kept until resolved")
+
+    @staticmethod
+    def _retry(state: CallState, attempt: Callable[[], Any], *, failed: str, gave_up: str) -> None:
+        """Call `attempt` until it answers true (done), for `RECEIPT_RETRY_TIMEOUT_S`: its caller may still be
+        completing the key's receipt, and a store that failed once may answer the next time. Any other
+        exception ends it, logged (`failed`, with the tool and the exception's type): a background thread
+        never raises; so does running out of time (`gave_up`, with the tool)."""
         give_up = time.monotonic() + RECEIPT_RETRY_TIMEOUT_S
         while True:
             try:
-                if let_expire(key, owner, timeout_s=RECEIPT_RETRY_TIMEOUT_S):
+                if attempt():
                     return
-                found = store.lookup(key, timeout_s=RECEIPT_RETRY_TIMEOUT_S)
-                if found is None or found.status is not ReservationStatus.IN_PROGRESS:
-                    return  # let expire already (an answer lost), resolved, or not this task's receipt (any more)
-            except (ReceiptStoreUnavailable, OSError):  # a store that failed once may answer the next time
+            except (ReceiptStoreUnavailable, OSError):
                 pass
             except Exception as exception:  # noqa: BLE001 - a background thread: log, never raise
-                logger.warning("the receipt store failed to let the key of a task of %r expire: %s", state.tool,
-                               type(exception).__name__)
+                logger.warning(failed, state.tool, type(exception).__name__)
                 return
             if time.monotonic() >= give_up:
-                logger.warning("the key of a task of %r that ended could not be let expire; it is kept until "
-                               "resolved", state.tool)
+                logger.warning(gave_up, state.tool)
                 return
             time.sleep(0.05)
 
