@@ -97,23 +97,26 @@ class InMemoryReceiptStore:
         try:  # written out, not `with self._locked(...)`: every idempotent call comes here
             if self._closed:
                 raise ValueError("the receipt store is closed")
-            now, stamp = self._times()
             entry = self._entries.get(address)
+            # A live entry: the two answers retries get, as `decide_reserve` gives them, without its calls.
+            # Live by the wall clock alone is live by the guarded one too (the guard never checks expiry
+            # against a time later than the wall clock's reading), so these ask no guard.
+            if entry is not None and entry.expires_at > self._clock():
+                if entry.fingerprint != fingerprint:
+                    conflict = _new_object(Reservation)
+                    fields = conflict.__dict__
+                    fields["status"] = _CONFLICT
+                    fields["fingerprint"] = entry.fingerprint
+                    return conflict
+                if entry.record is not None and entry.state == _COMPLETED:
+                    replay = _new_object(Reservation)
+                    fields = replay.__dict__
+                    fields["status"] = _REPLAY
+                    fields["record"] = rules.copy_record(entry.record)
+                    fields["fingerprint"] = fingerprint
+                    return replay
+            now, stamp = self._times()
             if entry is not None:
-                if entry.expires_at > now:  # a live entry: the two answers retries get, as `decide_reserve`
-                    if entry.fingerprint != fingerprint:  # gives them, without its calls
-                        conflict = _new_object(Reservation)
-                        fields = conflict.__dict__
-                        fields["status"] = _CONFLICT
-                        fields["fingerprint"] = entry.fingerprint
-                        return conflict
-                    if entry.record is not None and entry.state == _COMPLETED:
-                        replay = _new_object(Reservation)
-                        fields = replay.__dict__
-                        fields["status"] = _REPLAY
-                        fields["record"] = rules.copy_record(entry.record)
-                        fields["fingerprint"] = fingerprint
-                        return replay
                 answer = rules.decide_reserve(entry, fingerprint, now)
                 if answer is not None:
                     return answer
