@@ -24,10 +24,13 @@ the reason printed, when pydantic is not installed:
 Against invoke itself (whole calls): runtime.replay_vs_read_plus_fingerprint and
 runtime.reject.<code>_vs_read_plus_fingerprint for the refusals that make the call's fingerprint
 (approval_required, approval_mismatch, idempotency_conflict) are judged against a read plus one
-`registry.fingerprint` of the same arguments (<= 1); every other refusal against a read
+`registry.fingerprint` of the same arguments, timed as one call (<= 1); every other refusal against a read
 (runtime.reject.<code>_vs_read, <= 1). An unknown name is the `names` section's figure (10,000 tools).
 runtime.pool_vs_threadpool: invoke's overhead on the worker pool (the default) against a bare
 `ThreadPoolExecutor` round trip (submit a no-op, wait for its result) measured beside it.
+
+Every timed stretch starts after a full collection (`_per_call`), so no measurement pays for a full
+collection that the objects of another (the fresh writes' receipts, say) set off.
 
 Figures depend on the machine; they are printed, never asserted.
 """
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import gc
 import os
 import tempfile
 import time
@@ -210,6 +214,10 @@ def _rejections(registry: Registry) -> dict[str, Callable[[], Any]]:
 
 
 def _per_call(function: Callable[[], Any], calls: int) -> float:
+    """Seconds per call of `function`, over `calls` calls. The collector runs first: a full collection
+    that the objects of the measurement before would set off is not billed to this one, which still
+    pays for the collections its own calls set off."""
+    gc.collect()
     started = time.perf_counter()
     for _ in range(calls):
         function()
@@ -309,11 +317,15 @@ def measure_figures(calls: int, rounds: int, *, instructions: bool = True) -> li
             return whole_call - keep("write handler called directly",
                                      _per_call(lambda: record_followup(write_arguments), calls))
 
+        def read_then_fingerprint() -> None:  # the peer of a replay and of a fingerprinted refusal, timed as one
+            registry.invoke(READ_CALL, actor=ACTOR)
+            registry.fingerprint("record_ticket_followup", write_arguments)
+
         measurements: dict[str, Callable[[], float]] = {
             "read_overhead": overhead("read: invoke, execution=inline", lambda: registry.invoke(READ_CALL, actor=ACTOR)),
             "read": whole("read: invoke (whole call)", lambda: registry.invoke(READ_CALL, actor=ACTOR)),
-            "fingerprint": whole("registry.fingerprint (the write's arguments)",
-                                 lambda: registry.fingerprint("record_ticket_followup", write_arguments)),
+            "read_plus_fingerprint": whole("read plus one registry.fingerprint (the write's arguments)",
+                                           read_then_fingerprint),
             "write_first_overhead": write_first,
             "replay": whole("replay (in-memory store)", lambda: registry.invoke(WRITE_CALL, actor=ACTOR)),
             "pool_overhead": overhead("read: invoke on the worker pool",
@@ -333,7 +345,7 @@ def measure_figures(calls: int, rounds: int, *, instructions: bool = True) -> li
         executor.shutdown()
 
     figures = []
-    read_plus_fingerprint = [read + fingerprint for read, fingerprint in zip(samples["read"], samples["fingerprint"])]
+    read_plus_fingerprint = samples["read_plus_fingerprint"]
     if pydantic_invoke is None:
         print(f"runtime.*_vs_pydantic* skipped: {missing}")
     else:
