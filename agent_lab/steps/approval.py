@@ -70,7 +70,7 @@ def _approved(state: CallState) -> Optional[ToolResult]:
         return state.refusal("approval_required", details=approval_request(state))
     approval = _checked_approval(approval)
     if approval is None or not _approval_matches(approval, state):
-        return state.refusal("approval_mismatch", details=approval_request(state))
+        return state.refusal("approval_mismatch", None, approval_request(state))  # (by position: cheaper)
     now = state.services.clock()
     if not is_wall_clock_time(now):  # NaN would compare as "not yet expired" for ever: fail closed
         logger.warning("the registry's clock returned %s, not a finite number; refusing approved calls",
@@ -125,12 +125,9 @@ def spend_approval(state: CallState) -> Optional[ToolResult]:
 
 def approval_request(state: CallState) -> dict[str, Any]:
     """What a person needs to approve exactly this call: the tool, its fingerprint and a summary."""
-    assert state.spec is not None
-    return {
-        "tool": state.spec.name,
-        "fingerprint": state.fingerprint,
-        "summary": call_summary(state.spec, state.arguments),
-    }
+    spec = state.spec
+    assert spec is not None
+    return {"tool": spec.name, "fingerprint": state.fingerprint, "summary": call_summary(spec, state.arguments)}
 
 
 _APPROVAL_TEXT_FIELDS = ("approval_id", "tool", "fingerprint", "tenant", "actor_id", "approver")
