@@ -165,12 +165,48 @@ class JsonAndCompareTest(unittest.TestCase):
         self.assertIn("not a `bench --json` file", stderr.getvalue())
         self.assertNotIn("Traceback", stderr.getvalue())
 
-    def test_json_into_a_missing_directory_is_exit_2_and_writes_nothing(self) -> None:
+    def test_json_into_a_missing_directory_is_exit_2_on_stderr_and_writes_nothing(self) -> None:
         target = os.path.join(self.directory.name, "missing", "figures.json")
-        status, output = _run_bench(["--json", target], self.FIGURES)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            status, output = _run_bench(["--json", target], self.FIGURES)
         self.assertEqual(status, 2)
-        self.assertIn("cannot write", output)
+        self.assertIn("cannot write", stderr.getvalue())  # a script reading the figures from stdout never gets it
+        self.assertNotIn("cannot write", output)
         self.assertFalse(os.path.exists(os.path.dirname(target)))
+
+
+class OnlyTest(unittest.TestCase):
+    """`--only` names the sections to run: repeated, or comma-separated as the issues write it."""
+
+    def run_sections(self, argv: list[str]) -> list[str]:
+        ran: list[str] = []
+        sections = {}
+        for name in ("runtime", "names", "gate"):
+            module = types.ModuleType(f"agent_lab_test_{name}")
+            module.main = (lambda label: lambda rest: ran.append(label) or 0)(name)  # type: ignore[attr-defined]
+            sys.modules[module.__name__] = module
+            self.addCleanup(sys.modules.pop, module.__name__, None)
+            sections[name] = module.__name__
+        with mock.patch.dict(bench.SECTIONS, sections, clear=True), contextlib.redirect_stdout(io.StringIO()):
+            bench.main(argv)
+        return ran
+
+    def test_a_comma_list_runs_those_sections_in_its_order(self) -> None:
+        self.assertEqual(self.run_sections(["--only", "gate,runtime"]), ["gate", "runtime"])
+
+    def test_repeated_and_listed_sections_add_up_and_each_runs_once(self) -> None:
+        self.assertEqual(self.run_sections(["--only", "names", "--only", "runtime,names"]), ["names", "runtime"])
+
+    def test_without_only_every_section_runs(self) -> None:
+        self.assertEqual(self.run_sections([]), ["runtime", "names", "gate"])
+
+    def test_an_unknown_section_is_exit_2_naming_it(self) -> None:
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), self.assertRaises(SystemExit) as stop:
+            self.run_sections(["--only", "runtime,nope"])
+        self.assertEqual(stop.exception.code, 2)
+        self.assertIn("no section 'nope'", stderr.getvalue())
 
 
 if __name__ == "__main__":

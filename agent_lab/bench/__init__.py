@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import sys
 from typing import Sequence
 
 from . import _figures
@@ -41,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`python -m agent_lab.bench.<section>_bench --help` for each section's own options.",
     )
     parser.add_argument(
-        "--only", choices=sorted(SECTIONS), action="append", help="run only this section (repeatable)"
+        "--only", type=_sections, action="extend", metavar="SECTION[,SECTION...]",
+        help=f"run only these sections, in the order given (repeatable; one of {', '.join(sorted(SECTIONS))})"
     )
     parser.add_argument("--json", metavar="FILE", help="write the reported figures to FILE (JSON, stable shape)")
     parser.add_argument("--compare", metavar="OLD", help="compare the figures with an earlier --json file; "
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.exit(2, f"run_lab.py bench: {problem}\n")
     del _figures.FIGURES[:]
     status = 0
-    for name in args.only or list(SECTIONS):
+    for name in dict.fromkeys(args.only or SECTIONS):  # each section once, in the order first named
         print(f"== {name} ==", flush=True)
         section = importlib.import_module(SECTIONS[name])
         status = max(status, section.main(rest))
@@ -72,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             _write_json(args.json, _figures.figures_document(figures))
         except OSError as problem:
-            print(f"run_lab.py bench: cannot write {args.json}: {problem.strerror or problem}")
+            print(f"run_lab.py bench: cannot write {args.json}: {problem.strerror or problem}", file=sys.stderr)
             return 2
         print(f"\nwrote {len(figures)} figures to {args.json}")
     if old is not None:
@@ -84,6 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worse:
             status = max(status, 1)
     return status
+
+
+def _sections(text: str) -> list[str]:
+    """`--only`'s value: one section or several, comma-separated (`runtime,names,stores,gate`)."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no section {', '.join(map(repr, unknown))} (choose from "
+                                         f"{', '.join(sorted(SECTIONS))})")
+    return names
 
 
 def _figures_table(figures: Sequence[_figures.Figure]) -> str:
