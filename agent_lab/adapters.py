@@ -419,10 +419,11 @@ class _NullStripper:
             if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
                 break
             reference = schema["$ref"]
-            if not reference.startswith("#"):
-                break
+            fragment = urllib.parse.unquote(reference[1:])  # a URI fragment: percent-encoded, as the validator reads it
+            if not reference.startswith("#") or fragment[:1] not in ("", "/"):
+                break  # another document, or a plain-name anchor: left to the registry's validator
             target: Any = self.root
-            for token in [part for part in reference[1:].split("/") if part]:
+            for token in fragment.split("/")[1:]:  # every token, the empty one too (a property named "")
                 token = token.replace("~1", "/").replace("~0", "~")
                 if not isinstance(target, Mapping) or token not in target:
                     return schema, pointer

@@ -378,6 +378,26 @@ class StripStrictNullsTest(unittest.TestCase):
         }
         self.assertEqual(strip_strict_nulls({"list": [{"k": "a", "v": None}]}, schema), {"list": [{"k": "a"}]})
 
+    def test_references_are_read_as_the_validator_reads_them_percent_escapes_and_empty_names_too(self):
+        note = {"type": "object", "properties": {"text": {"type": "string"}, "tag": {"type": "string"}},
+                "required": ["text"], "additionalProperties": False}
+        for name, reference in (("", "#/$defs/"), ("a b", "#/$defs/a%20b"), ("a/b", "#/$defs/a~1b")):
+            with self.subTest(reference=reference):
+                schema = {"type": "object", "$defs": {name: note}, "properties": {"note": {"$ref": reference}},
+                          "required": ["note"], "additionalProperties": False}
+                stripped = strip_strict_nulls({"note": {"text": "x", "tag": None}}, schema)
+                self.assertEqual(stripped, {"note": {"text": "x"}})
+                self.assertTrue(Validator(schema).is_valid(stripped))  # the registry's reading of the same $ref
+
+    def test_a_plain_name_anchor_is_never_read_as_a_member_of_the_root(self):
+        # "#x" names the anchor (an object of any members), not the root's unknown keyword "x", whose
+        # schema would have the note's null tag dropped
+        schema = {"type": "object", "properties": {"note": {"$ref": "#x"}},
+                  "x": {"type": "object", "properties": {"tag": {"type": "string"}}},
+                  "$defs": {"any": {"$anchor": "x", "type": "object"}}}
+        self.assertEqual(strip_strict_nulls({"note": {"tag": None}}, schema), {"note": {"tag": None}})
+        self.assertTrue(Validator(schema).is_valid({"note": {"tag": None}}))
+
     def test_an_object_in_an_any_of_is_stripped_by_the_branch_whose_properties_it_names_exactly(self):
         # Strict mode sends every property of the branch the model chose, so the key set names the branch.
         schema = {"type": "object", "properties": {"target": {"anyOf": [
