@@ -9,7 +9,7 @@ modules are importable but not promised.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 

@@ -36,7 +36,6 @@ import math
 import re
 import urllib.parse
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Callable, TypeVar, cast
 
 from .calls import InvalidJSONArguments, ToolCall, ToolResult

@@ -54,7 +54,6 @@ from .errors import ToolFailure
 from .mcp_calls import _Held, _InFlight, _settle, _ToolCallPath
 from .mcp_messages import (
     _META_CLIENT_CAPABILITIES,
-    _META_CLIENT_INFO,
     _META_PROTOCOL_VERSION,
     _META_SERVER_INFO,
     INTERNAL_ERROR,

@@ -9,7 +9,7 @@ the reports (`merge_tool_eval`: one report from the shards of a run split over m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 

@@ -16,7 +16,6 @@ judged other reports.
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import dataclasses
 import functools
 import logging

@@ -32,7 +32,6 @@ from collections import OrderedDict
 from typing import Any, Optional, Tuple
 
 from ..frozenjson import FrozenObject, freeze
-from ..jsonvalue import find_non_json
 from . import formats  # its FORMAT_CHECKERS is read at each look-up: a test may put another table there
 from ._shared import SharedTable  # (it lived here; the compiler imports it from `_shared`)
 from .model import MAX_SCHEMA_DEPTH

@@ -7,7 +7,7 @@ ships. A new store implements ``ReceiptStore`` and passes the conformance suite 
 tests/store_conformance.py.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
