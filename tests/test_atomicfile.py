@@ -89,6 +89,45 @@ class ReportTargetsTest(unittest.TestCase):
                 check_report_targets([pipe])
             self.assertTrue(stat.S_ISFIFO(os.stat(pipe).st_mode))
 
+    @unittest.skipUnless(hasattr(os, "mkfifo"), "named pipes")
+    def test_a_pipe_put_in_place_of_a_report_while_they_are_written_is_refused_without_waiting(self) -> None:
+        # The targets pass their check; then, while the reports are written, someone who may write in
+        # the directory puts a named pipe at one of their names. Reading it to keep its old content
+        # waited for a writer for ever.
+        from agent_lab.lab import reports
+        from agent_lab.redaction import NO_SECRETS
+
+        with tempfile.TemporaryDirectory() as directory:
+            target = Path(directory) / "tool-comparison.md"
+            made = reports._temporary_beside
+
+            def planting(path: Path) -> Path:
+                if not target.exists():
+                    os.mkfifo(target)
+                return made(path)
+
+            outcome: list[BaseException] = []
+
+            def write() -> None:
+                try:
+                    reports.write_files({target: "report"}, mask=NO_SECRETS)
+                except BaseException as error:  # noqa: BLE001 - kept for the assertions
+                    outcome.append(error)
+
+            with mock.patch.object(reports, "_temporary_beside", planting):
+                writer = threading.Thread(target=write, daemon=True)
+                writer.start()
+                writer.join(10)
+            if writer.is_alive():  # the old code: give the read its end of file, so the thread ends
+                os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+                writer.join(10)
+                self.fail("the write waited on the pipe")
+            self.assertEqual(len(outcome), 1)
+            self.assertIsInstance(outcome[0], ReportWriteError)
+            self.assertIn("not a regular file", str(outcome[0]))
+            self.assertTrue(stat.S_ISFIFO(os.stat(target).st_mode))  # left as it was
+            self.assertEqual(sorted(os.listdir(directory)), ["tool-comparison.md"])  # no temporary left
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,15 +181,31 @@ def _rename_all_or_none(temporaries: Mapping[Path, Path]) -> None:
 
 def _content_or_none(path: Path) -> bytes | str | None:
     """What `path` holds now, so a failed set can be put back: its bytes, or for a symbolic link where
-    it points (str; the link is put back, not what it points at copied in), None when there is none."""
+    it points (str; the link is put back, not what it points at copied in), None when there is none.
+
+    The targets were checked before the reports were written, but whoever may write in the directory
+    can put a named pipe there meanwhile: reading it would wait for a writer for ever (a CI job hung
+    until its own time limit). So it is opened without waiting and without following a link, and read
+    only when it is a regular file; anything else is ReportWriteError, before any report is renamed."""
     try:
         if path.is_symlink():
             return os.readlink(path)
-        return path.read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | _NO_WAIT | _NO_LINK)
     except FileNotFoundError:
         return None
     except OSError as error:
         raise ReportWriteError(f"{path}: {_reason(error)}") from None
+    with open(descriptor, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
+            return handle.read()
+        except OSError as error:
+            raise ReportWriteError(f"{path}: {_reason(error)}") from None
+
+
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0)  # a named pipe opens at once, writer or not (POSIX; none on Windows)
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0)  # a link put there since `is_symlink` is refused, not followed
 
 
 def _put_back(path: Path, content: bytes | str | None) -> None:
