@@ -92,7 +92,7 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
         if path.is_dir():
             raise ReportWriteError(f"{path}: a directory, not a file")
         if path.exists() and not path.is_file():  # a device or a pipe: a rename would replace it (as root, /dev/null)
-            raise ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
+            raise _not_a_file(path)
         if _leads_to(path) in directories:  # --junit DIR with --out DIR: not there yet, so not a directory yet
             raise ReportWriteError(f"{path}: the directory of another report, not a file")
         blocking_file = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
@@ -102,6 +102,12 @@ def check_report_targets(paths: Iterable[Path], *, keep: Iterable[str | Path] | 
         if resolved in seen:
             raise ReportWriteError(f"{path}: two reports would be written to this file")
         seen.add(resolved)
+
+
+def _not_a_file(path: Path) -> ReportWriteError:
+    """The refusal of a target that is a device or a pipe: when the targets are checked, and again when
+    one is found so just before the renames."""
+    return ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
 
 
 def _leads_to(path: Path) -> Path:
@@ -198,7 +204,7 @@ def _content_or_none(path: Path) -> bytes | str | None:
     with open(descriptor, "rb") as handle:
         try:
             if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise ReportWriteError(f"{path}: not a regular file (a device or a pipe); a report set is files")
+                raise _not_a_file(path)
             return handle.read()
         except OSError as error:
             raise ReportWriteError(f"{path}: {_reason(error)}") from None
